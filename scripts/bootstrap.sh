@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Creates or updates the project's virtual environment (.venv) with everything the demo and the
+# tests need. Idempotent: the Makefile only calls it when pyproject.toml or this script changed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-python3}
+VENV=${VENV:-.venv}
+
+if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+  echo "bootstrap: Geryon needs Python >= 3.11; '$PYTHON' is $("$PYTHON" --version 2>&1 || echo missing)." >&2
+  echo "bootstrap: set PYTHON=/path/to/python3.11 and run again." >&2
+  exit 2
+fi
+
+# Debian's system Python ships venv separately; install it only when it is missing.
+if ! "$PYTHON" -m venv --help >/dev/null 2>&1; then
+  echo "bootstrap: installing python3-venv (apt)" >&2
+  apt-get update -qq && apt-get install -y -qq python3-venv >/dev/null
+fi
+
+if [ ! -x "$VENV/bin/python" ]; then
+  echo "bootstrap: creating $VENV" >&2
+  "$PYTHON" -m venv "$VENV"
+fi
+
+echo "bootstrap: installing geryon[tf,agent,dev] into $VENV (TensorFlow is about 1.6 GB the first time)" >&2
+"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
+"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e ".[tf,agent,dev]"
+echo "bootstrap: ready" >&2
