@@ -1,0 +1,62 @@
+"""The tagger on a model sharded by ParameterServerStrategy's partitioner (real in-process cluster)."""
+
+from __future__ import annotations
+
+import pytest
+from ps_cluster import run_in_ps_cluster
+
+pytestmark = pytest.mark.slow
+
+_BODY = """
+import keras
+from geryon.tagger import tag_model
+from geryon.tagger.tf_partitioner import GeryonPartitioner
+
+strategy = tf.distribute.experimental.ParameterServerStrategy(
+    cluster_resolver, variable_partitioner=GeryonPartitioner(NUM_PS, ARGS["slice_bytes"])
+)
+with strategy.scope():
+    model = keras.Sequential(
+        [
+            keras.Input((16, 16, 3)),
+            keras.layers.Conv2D(8, 3, name="conv"),
+            keras.layers.Flatten(name="flat"),
+            keras.layers.Dense(64, name="fc1"),
+            keras.layers.Dense(10, name="fc2"),
+        ],
+        name="net",
+    )
+t = tag_model(model)
+table = t.map_table([0.5])
+emit({
+    "rows": t.rows(table),
+    "sharded": [type(v.value).__name__ for v in model.trainable_variables],
+})
+"""
+
+
+def test_each_shard_is_a_parameter_keeping_its_parent() -> None:
+    result = run_in_ps_cluster(_BODY, num_ps=2, args={"slice_bytes": 64 * 1024}, timeout=180)
+    rows = result["rows"]
+    assert "ShardedVariable" in result["sharded"]
+    by_name = {r["name"]: r for r in rows}
+    # fc1/kernel is 14*14*8 x 64 float32 = 401,408 bytes: at most 64 KiB per slice -> 7 shards.
+    fc1 = [r for r in rows if r["parent"] == "net/fc1/kernel"]
+    assert [r["name"] for r in fc1] == [f"net/fc1/kernel/part_{i}" for i in range(7)]
+    assert sum(r["shape"][0] for r in fc1) == 14 * 14 * 8
+    assert all(r["shape"][1:] == [64] for r in fc1)
+    assert {r["runtime_name"] for r in fc1} == {f"net/fc1/kernel/part_{i}" for i in range(7)}
+    # Every shard of a variable shares its layer's urgency and class, and they sit together in order.
+    assert len({(r["urgency"], r["class"]) for r in fc1}) == 1
+    positions = [r["order"] for r in fc1]
+    assert positions == list(range(positions[0], positions[0] + 7))
+    # Forward order across layers survives sharding: conv, then fc1, then fc2.
+    layers = []
+    for r in rows:
+        if not layers or layers[-1] != r["layer"]:
+            layers.append(r["layer"])
+    assert layers == ["net/conv", "net/fc1", "net/fc2"]
+    # The conv kernel (3 rows on axis 0) is split in num_ps=2 shards; a small bias too.
+    assert by_name["net/conv/kernel/part_0"]["shape"] == [2, 3, 3, 8]
+    assert by_name["net/conv/kernel/part_1"]["shape"] == [1, 3, 3, 8]
+    assert rows[0]["name"] == "net/conv/kernel/part_0"
