@@ -1,0 +1,42 @@
+"""The `geryon` command. Subcommands live beside the parts they drive and register themselves here."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from geryon import __version__
+from geryon.errors import UsageError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from geryon import demo
+    from geryon.tagger import cli as tagger_cli
+
+    parser = argparse.ArgumentParser(
+        prog="geryon",
+        description="Network-level flow scheduling for parameter-server training.",
+    )
+    parser.add_argument("--version", action="version", version=f"geryon {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    tagger_cli.register(sub)
+    demo.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.run(args) or 0)
+    except UsageError as e:
+        print(f"geryon {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"geryon {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,60 @@
+"""`geryon demo`: the README's main job.
+
+Until the emulated cluster lands, the demo runs the tagger on a real model: which parameters the
+forward pass needs first, their classes, and the partition plan a 2-PS job would use. It writes the
+full result as JSON beside the printed table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from geryon.errors import UsageError
+from geryon.progress import Progress
+from geryon.tagger import cli as tagger_cli
+from geryon.tagger.models import BUILTIN_MODELS
+from geryon.tagger.partition import parse_size
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("demo", help="the main job: tag a real model and plan its partitions")
+    p.add_argument("--model", default="vgg19", choices=sorted(BUILTIN_MODELS), help="model (default vgg19)")
+    p.add_argument("--num-ps", type=int, default=2, metavar="N", help="parameter servers (default 2)")
+    p.add_argument("--slice-size", default="1MiB", metavar="BYTES", help="slice size in bytes (default 1MiB)")
+    p.add_argument("--out", default="out/demo", metavar="DIR", help="where the JSON goes (default out/demo)")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.num_ps < 1:
+        raise UsageError(f"--num-ps {args.num_ps}: expected an integer >= 1")
+    try:
+        slice_bytes = parse_size(args.slice_size)
+    except ValueError as e:
+        raise UsageError(f"--slice-size: {e}") from None
+    progress = Progress("geryon demo")
+    out_dir = Path(args.out)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"--out {args.out!r}: {e.strerror}") from None
+    model = tagger_cli.load_model(args.model, None, progress)
+    results = {}
+    for urgency in ("layer", "tic"):
+        with progress.step(f"tagging with the {urgency!r} urgency"):
+            tagging = tagger_cli.tag_loaded(args.model, model, urgency, None)
+        results[urgency] = tagger_cli.describe(args.model, tagging, (0.5,), args.num_ps, slice_bytes)
+    print(tagger_cli.format_text(results["layer"]))
+    layer_rows = {r["name"]: r for r in results["layer"]["rows"]}
+    moved = [r for r in results["tic"]["rows"] if r["class"] != layer_rows[r["name"]]["class"]]
+    print(
+        f"With threshold 0.5, the 'tic' urgency puts {len(moved)} of {len(layer_rows)} parameters "
+        f"({tagger_cli.format_bytes(sum(r['bytes'] for r in moved))}) in another class than 'layer'."
+    )
+    path = out_dir / f"tag-{args.model}.json"
+    path.write_text(json.dumps(results, indent=1) + "\n")
+    print(f"full result: {path}")
+    return 0

@@ -1,0 +1,256 @@
+"""`geryon tag`: one row per parameter (order, name, shape, size, urgency, class) and a summary."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from geryon.errors import UsageError
+from geryon.progress import Progress
+from geryon.tagger.map_table import MAX_CLASSES, default_thresholds, validate_thresholds
+from geryon.tagger.models import BUILTIN_MODELS, ModelLoadError, check_model_spec
+from geryon.tagger.partition import parse_size, plan_partitions
+from geryon.tagger.tagging import Tagging
+from geryon.tagger.urgency import URGENCY_FUNCTIONS
+from geryon.tfenv import import_tensorflow
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "tag",
+        help="tag a model's parameters: consumption order, urgency, priority class",
+        description="Traces a model's forward pass and prints, for every trainable parameter in the order "
+        "the forward pass consumes it, its size, urgency and priority class (0 = most urgent).",
+    )
+    p.add_argument(
+        "--model",
+        required=True,
+        help=f"one of {', '.join(sorted(BUILTIN_MODELS))}, or module:callable returning a Keras model, "
+        "a ConcreteFunction or a TF1 tf.Graph",
+    )
+    p.add_argument("--urgency", default="layer", choices=sorted(URGENCY_FUNCTIONS), help="urgency function")
+    p.add_argument(
+        "--threshold",
+        type=float,
+        nargs="+",
+        metavar="T",
+        help="k-1 strictly increasing thresholds in [0, 1] for k classes (default: 0.5, two classes)",
+    )
+    p.add_argument(
+        "--classes",
+        type=int,
+        metavar="K",
+        help=f"number of classes, 2..{MAX_CLASSES}, with evenly spaced thresholds (instead of --threshold)",
+    )
+    p.add_argument("--input-shape", metavar="H,W,C", help="input shape without the batch dimension")
+    p.add_argument(
+        "--num-ps", type=int, metavar="N", help="also print the partition plan over N parameter servers"
+    )
+    p.add_argument(
+        "--slice-size",
+        metavar="BYTES",
+        help="with --num-ps: slice parameters into shards of at most this many bytes "
+        "(e.g. 1MiB, 512KiB, 4000000)",
+    )
+    p.add_argument(
+        "--map-table", metavar="FILE", help="write the map_table (JSON for the native side) to FILE"
+    )
+    p.add_argument("--json", action="store_true", help="print the full table and summary as JSON")
+    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    p.set_defaults(run=run)
+
+
+def _parse_args(args: argparse.Namespace) -> tuple[tuple[float, ...], tuple[int, ...] | None, int | None]:
+    """Validates everything that needs no TensorFlow, so bad input fails fast."""
+    try:
+        check_model_spec(args.model)
+    except ModelLoadError as e:
+        raise UsageError(str(e)) from None
+    if args.threshold is not None and args.classes is not None and args.classes != len(args.threshold) + 1:
+        raise UsageError(
+            f"--classes {args.classes} disagrees with {len(args.threshold)} --threshold values "
+            f"(k classes need k-1 thresholds)"
+        )
+    try:
+        if args.threshold is not None:
+            thresholds = validate_thresholds(args.threshold, "--threshold")
+        else:
+            thresholds = default_thresholds(args.classes if args.classes is not None else 2, "--classes")
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    input_shape = None
+    if args.input_shape:
+        try:
+            input_shape = tuple(int(d) for d in args.input_shape.split(","))
+        except ValueError:
+            input_shape = ()
+        if not input_shape or any(d <= 0 for d in input_shape):
+            raise UsageError(f"--input-shape {args.input_shape!r}: expected positive integers like 224,224,3")
+    if args.num_ps is not None and args.num_ps < 1:
+        raise UsageError(f"--num-ps {args.num_ps}: expected an integer >= 1")
+    slice_bytes = None
+    if args.slice_size is not None:
+        if args.num_ps is None:
+            raise UsageError("--slice-size needs --num-ps (the plan partitions over the parameter servers)")
+        try:
+            slice_bytes = parse_size(args.slice_size)
+        except ValueError as e:
+            raise UsageError(f"--slice-size: {e}") from None
+    return thresholds, input_shape, slice_bytes
+
+
+def run(args: argparse.Namespace) -> int:
+    thresholds, input_shape, slice_bytes = _parse_args(args)
+    progress = Progress("geryon tag", enabled=not args.quiet)
+    result = tag(args.model, args.urgency, thresholds, input_shape, args.num_ps, slice_bytes, progress)
+    if args.map_table:
+        try:
+            with open(args.map_table, "w") as f:
+                f.write(json.dumps(result["map_table"], indent=1) + "\n")
+        except OSError as e:
+            raise UsageError(f"--map-table {args.map_table!r}: {e.strerror}") from None
+        progress.say(f"map_table v{result['map_table']['version']} written to {args.map_table}")
+    if args.json:
+        json.dump(result, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(format_text(result))
+    return 0
+
+
+def tag(
+    model_spec: str,
+    urgency: str,
+    thresholds: Sequence[float],
+    input_shape: tuple[int, ...] | None,
+    num_ps: int | None,
+    slice_bytes: int | None,
+    progress: Progress,
+) -> dict[str, Any]:
+    """Builds, traces and tags a model; returns the JSON-able result the CLI prints."""
+    model = load_model(model_spec, input_shape, progress)
+    with progress.step("tracing the forward graph and ranking parameters"):
+        tagging = tag_loaded(model_spec, model, urgency, input_shape)
+    return describe(model_spec, tagging, thresholds, num_ps, slice_bytes)
+
+
+def load_model(model_spec: str, input_shape: tuple[int, ...] | None, progress: Progress) -> Any:
+    with progress.step("importing TensorFlow"):
+        import_tensorflow()
+    from geryon.tagger.models import build_model
+
+    with progress.step(f"building {model_spec}"):
+        try:
+            return build_model(model_spec, input_shape)
+        except ModelLoadError as e:
+            raise UsageError(str(e)) from None
+        except Exception as e:  # a user's callable or Keras rejecting an input shape
+            raise UsageError(f"model {model_spec!r} could not be built: {type(e).__name__}: {e}") from None
+
+
+def tag_loaded(model_spec: str, model: Any, urgency: str, input_shape: tuple[int, ...] | None) -> Tagging:
+    from geryon.tagger import tag_model
+
+    try:
+        return tag_model(model, urgency, input_shape)
+    except ValueError as e:
+        raise UsageError(f"model {model_spec!r}: {e}") from None
+
+
+def describe(
+    model_spec: str,
+    tagging: Tagging,
+    thresholds: Sequence[float],
+    num_ps: int | None,
+    slice_bytes: int | None,
+) -> dict[str, Any]:
+    """The JSON-able result of tagging: rows, summary, map_table and, with `num_ps`, the plan."""
+    table = tagging.map_table(thresholds)
+    result: dict[str, Any] = {
+        "model": model_spec,
+        "urgency_function": tagging.urgency_function,
+        "thresholds": list(table.thresholds),
+        "rows": tagging.rows(table),
+        "summary": tagging.summary(table),
+        "map_table": table.to_dict(),
+    }
+    if num_ps is not None:
+        if any(p.parent is not None for p in tagging.params):
+            raise UsageError("--num-ps: the model is already partitioned (its variables are shards)")
+        plan = plan_partitions(
+            [(p.name, p.shape, p.element_size) for p in tagging.params], num_ps, slice_bytes
+        )
+        result["plan"] = plan.to_dict()
+        shards = {group[0].parent: len(group) for group in plan.params}
+        for row in result["rows"]:
+            row["shards"] = shards[row["name"]]
+    return result
+
+
+def format_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    raise AssertionError("unreachable")
+
+
+def format_text(result: dict[str, Any]) -> str:
+    rows = result["rows"]
+    with_plan = "plan" in result
+    header = ["#", "name", "shape", "size", "urgency", "class", "kind"] + (["shards"] if with_plan else [])
+    table = [
+        [
+            str(r["order"]),
+            r["name"],
+            "x".join(str(d) for d in r["shape"]) or "scalar",
+            format_bytes(r["bytes"]),
+            f"{r['urgency']:.3f}",
+            str(r["class"]),
+            r["kind"],
+        ]
+        + ([str(r["shards"])] if with_plan else [])
+        for r in rows
+    ]
+    widths = [max(len(h), *(len(row[i]) for row in table)) for i, h in enumerate(header)]
+    right = {0, 3, 4, 5, 7}
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(
+            c.rjust(w) if i in right else c.ljust(w)
+            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        )
+
+    s = result["summary"]
+    out = [
+        f"model {result['model']}: urgency={result['urgency_function']}, thresholds={result['thresholds']} "
+        f"({len(result['thresholds']) + 1} classes, 0 = most urgent)",
+        line(header).rstrip(),
+        *(line(row).rstrip() for row in table),
+        "",
+        f"{s['parameters']} parameters ({s['variables']} variables, {s['layers']} layers), "
+        f"{format_bytes(s['total_bytes'])}",
+    ]
+    for c, (b, n, share) in enumerate(
+        zip(s["bytes_per_class"], s["parameters_per_class"], s["share_per_class"], strict=True)
+    ):
+        out.append(f"  class {c}: {n} parameters, {format_bytes(b)} ({share * 100:.2f}% of bytes)")
+    out.append(
+        f"  dense/FC layers: {s['dense_share'] * 100:.2f}% of bytes; "
+        f"conv layers: {s['conv_share'] * 100:.2f}%"
+    )
+    if s["unconsumed"]:
+        out.append(f"  not read by the forward pass (urgency 0): {', '.join(s['unconsumed'])}")
+    if with_plan:
+        plan = result["plan"]
+        slices = (
+            "no slicing" if plan["slice_bytes"] is None else f"slices <= {format_bytes(plan['slice_bytes'])}"
+        )
+        out.append(
+            f"  partition plan: {plan['num_ps']} PS, {slices}: {plan['total_shards']} shards; bytes per PS: "
+            + ", ".join(format_bytes(b) for b in plan["bytes_per_ps"])
+        )
+    return "\n".join(out) + "\n"
