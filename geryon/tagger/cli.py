@@ -250,7 +250,8 @@ def format_text(result: dict[str, Any]) -> str:
             "no slicing" if plan["slice_bytes"] is None else f"slices <= {format_bytes(plan['slice_bytes'])}"
         )
         out.append(
-            f"  partition plan: {plan['num_ps']} PS, {slices}: {plan['total_shards']} shards; bytes per PS: "
+            f"  partition plan: {plan['num_ps']} PS, {slices}: {plan['total_shards']} shards; "
+            "bytes per PS (trainable variables placed round-robin in model order): "
             + ", ".join(format_bytes(b) for b in plan["bytes_per_ps"])
         )
     return "\n".join(out) + "\n"

@@ -202,3 +202,25 @@ def test_model_without_trainable_variables_is_refused() -> None:
         tag_model(model)
     with pytest.raises(TaggerInputError, match="get_concrete_function"):
         tag_model(tf.function(lambda x: x))
+
+
+def test_inception_towers_of_different_depth() -> None:
+    """An Inception-style block: towers of depth 1, 3 and pool+1 joined by a concat, then a head conv."""
+    x = keras.Input((16, 16, 8))
+    a = keras.layers.Conv2D(4, 1, name="a1")(x)
+    b = keras.layers.Conv2D(4, 1, name="b1")(x)
+    b = keras.layers.Conv2D(4, 3, padding="same", name="b2")(b)
+    b = keras.layers.Conv2D(4, 3, padding="same", name="b3")(b)
+    c = keras.layers.MaxPooling2D(3, strides=1, padding="same", name="c_pool")(x)
+    c = keras.layers.Conv2D(4, 1, name="c1")(c)
+    y = keras.layers.Concatenate(name="mixed")([a, b, c])
+    model = keras.Model(x, keras.layers.Conv2D(2, 1, name="head")(y))
+    for urgency in ("layer", "tic"):
+        t = tag_model(model, urgency)
+        pos = {name: i for i, name in enumerate(_order(t))}
+        k = {layer: pos[f"{layer}/kernel"] for layer in ("a1", "b1", "b2", "b3", "c1", "head")}
+        # Every tower's first conv is needed before the deep tower's second one; the head comes last.
+        assert max(k["a1"], k["b1"], k["c1"]) < k["b2"] < k["b3"] < k["head"]
+        u = dict(zip((p.name for p in t.params), t.urgency, strict=True))
+        assert u["head/kernel"] < min(v for n, v in u.items() if not n.startswith("head/"))
+        assert u["a1/kernel"] > u["b2/kernel"] > u["b3/kernel"]

@@ -23,6 +23,7 @@ with strategy.scope():
             keras.layers.Flatten(name="flat"),
             keras.layers.Dense(64, name="fc1"),
             keras.layers.Dense(10, name="fc2"),
+            keras.layers.Dense(1, name="score"),  # a (1,) bias cannot be split: a plain variable on one PS
         ],
         name="net",
     )
@@ -55,7 +56,8 @@ def test_each_shard_is_a_parameter_keeping_its_parent() -> None:
     for r in rows:
         if not layers or layers[-1] != r["layer"]:
             layers.append(r["layer"])
-    assert layers == ["net/conv", "net/fc1", "net/fc2"]
+    assert layers == ["net/conv", "net/fc1", "net/fc2", "net/score"]
+    assert by_name["net/score/bias"]["parent"] is None and by_name["net/score/bias"]["shape"] == [1]
     # The conv kernel (3 rows on axis 0) is split in num_ps=2 shards; a small bias too.
     assert by_name["net/conv/kernel/part_0"]["shape"] == [2, 3, 3, 8]
     assert by_name["net/conv/kernel/part_1"]["shape"] == [1, 3, 3, 8]
