@@ -27,8 +27,9 @@ _NOISE = re.compile(
 
 def import_tensorflow() -> ModuleType:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    if "tensorflow" in sys.modules:
-        return sys.modules["tensorflow"]
+    loaded = sys.modules.get("tensorflow")
+    if loaded is not None:
+        return loaded
     sys.stderr.flush()
     saved = os.dup(2)
     with tempfile.TemporaryFile(mode="w+b") as capture:
