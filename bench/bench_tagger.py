@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from geryon.tagger.map_table import MapTable
-from geryon.tagger.partition import parse_size, plan_partitions
+from geryon.tagger.partition import parse_size
 from geryon.tfenv import import_tensorflow
 
 DEFAULT_MODELS = ["alexnet", "vgg19", "resnet50", "inceptionv3", "mobilenetv2"]
@@ -61,9 +61,7 @@ def main() -> int:
         tagging = tag_model(model)
         table = tagging.map_table([0.5])
         # A threshold change on the sliced job: one map_table entry per shard (1 MiB slices).
-        plan = plan_partitions(
-            [(p.name, p.shape, p.element_size) for p in tagging.params], args.num_ps, parse_size("1MiB")
-        )
+        plan = tagging.partition_plan(args.num_ps, parse_size("1MiB"))
         names, urgencies = [], []
         for urgency, shards in zip(tagging.urgency, plan.params, strict=True):
             for s in shards:
@@ -74,10 +72,7 @@ def main() -> int:
         rebuild_sliced_s = median_time(lambda t=sliced: t.with_thresholds([0.3]), max(args.repeats, 50))
         summary = tagging.summary(table)
         slices = {
-            size: plan_partitions(
-                [(p.name, p.shape, p.element_size) for p in tagging.params], args.num_ps, parse_size(size)
-            ).total_shards
-            for size in SLICE_SIZES
+            size: tagging.partition_plan(args.num_ps, parse_size(size)).total_shards for size in SLICE_SIZES
         }
         rows.append(
             {

@@ -16,7 +16,6 @@ from geryon.errors import UsageError
 from geryon.progress import Progress
 from geryon.tagger import cli as tagger_cli
 from geryon.tagger.models import BUILTIN_MODELS
-from geryon.tagger.partition import parse_size
 
 
 def register(sub: Any) -> None:
@@ -29,12 +28,7 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.num_ps < 1:
-        raise UsageError(f"--num-ps {args.num_ps}: expected an integer >= 1")
-    try:
-        slice_bytes = parse_size(args.slice_size)
-    except ValueError as e:
-        raise UsageError(f"--slice-size: {e}") from None
+    slice_bytes = tagger_cli.parse_plan_args(args.num_ps, args.slice_size)
     progress = Progress("geryon demo")
     out_dir = Path(args.out)
     try:

@@ -12,7 +12,7 @@ from geryon.errors import UsageError
 from geryon.progress import Progress
 from geryon.tagger.map_table import MAX_CLASSES, default_thresholds, validate_thresholds
 from geryon.tagger.models import BUILTIN_MODELS, ModelLoadError, check_model_spec
-from geryon.tagger.partition import parse_size, plan_partitions
+from geryon.tagger.partition import parse_size
 from geryon.tagger.tagging import Tagging
 from geryon.tagger.urgency import URGENCY_FUNCTIONS
 from geryon.tfenv import import_tensorflow
@@ -89,17 +89,21 @@ def _parse_args(args: argparse.Namespace) -> tuple[tuple[float, ...], tuple[int,
             input_shape = ()
         if not input_shape or any(d <= 0 for d in input_shape):
             raise UsageError(f"--input-shape {args.input_shape!r}: expected positive integers like 224,224,3")
-    if args.num_ps is not None and args.num_ps < 1:
-        raise UsageError(f"--num-ps {args.num_ps}: expected an integer >= 1")
-    slice_bytes = None
-    if args.slice_size is not None:
-        if args.num_ps is None:
-            raise UsageError("--slice-size needs --num-ps (the plan partitions over the parameter servers)")
-        try:
-            slice_bytes = parse_size(args.slice_size)
-        except ValueError as e:
-            raise UsageError(f"--slice-size: {e}") from None
-    return thresholds, input_shape, slice_bytes
+    if args.slice_size is not None and args.num_ps is None:
+        raise UsageError("--slice-size needs --num-ps (the plan partitions over the parameter servers)")
+    return thresholds, input_shape, parse_plan_args(args.num_ps, args.slice_size)
+
+
+def parse_plan_args(num_ps: int | None, slice_size: str | None) -> int | None:
+    """Checks --num-ps and returns --slice-size in bytes (None: no slicing)."""
+    if num_ps is not None and num_ps < 1:
+        raise UsageError(f"--num-ps {num_ps}: expected an integer >= 1")
+    if slice_size is None:
+        return None
+    try:
+        return parse_size(slice_size)
+    except ValueError as e:
+        raise UsageError(f"--slice-size: {e}") from None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -180,9 +184,7 @@ def describe(
     if num_ps is not None:
         if any(p.parent is not None for p in tagging.params):
             raise UsageError("--num-ps: the model is already partitioned (its variables are shards)")
-        plan = plan_partitions(
-            [(p.name, p.shape, p.element_size) for p in tagging.params], num_ps, slice_bytes
-        )
+        plan = tagging.partition_plan(num_ps, slice_bytes)
         result["plan"] = plan.to_dict()
         shards = {group[0].parent: len(group) for group in plan.params}
         for row in result["rows"]:

@@ -12,6 +12,7 @@ from typing import Any
 from geryon.tagger.dag import Consumption, ForwardGraph, analyse
 from geryon.tagger.map_table import MapTable
 from geryon.tagger.params import Parameter
+from geryon.tagger.partition import PartitionPlan, plan_partitions
 from geryon.tagger.urgency import compute_urgency
 
 # Op types that make a layer "dense" (fully connected) or "conv" when they consume its parameters.
@@ -53,6 +54,10 @@ class Tagging:
             version,
             default_class,
         )
+
+    def partition_plan(self, num_ps: int, slice_bytes: int | None) -> PartitionPlan:
+        """The shards of these parameters over `num_ps` PSes, placed round-robin in this order."""
+        return plan_partitions([(p.name, p.shape, p.element_size) for p in self.params], num_ps, slice_bytes)
 
     @property
     def unconsumed(self) -> list[str]:
