@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -89,6 +91,8 @@ def _parse_args(args: argparse.Namespace) -> tuple[tuple[float, ...], tuple[int,
             input_shape = ()
         if not input_shape or any(d <= 0 for d in input_shape):
             raise UsageError(f"--input-shape {args.input_shape!r}: expected positive integers like 224,224,3")
+    if args.map_table and not os.path.isdir(os.path.dirname(os.path.abspath(args.map_table))):
+        raise UsageError(f"--map-table {args.map_table!r}: its directory does not exist")
     if args.slice_size is not None and args.num_ps is None:
         raise UsageError("--slice-size needs --num-ps (the plan partitions over the parameter servers)")
     return thresholds, input_shape, parse_plan_args(args.num_ps, args.slice_size)
@@ -111,10 +115,15 @@ def run(args: argparse.Namespace) -> int:
     progress = Progress("geryon tag", enabled=not args.quiet)
     result = tag(args.model, args.urgency, thresholds, input_shape, args.num_ps, slice_bytes, progress)
     if args.map_table:
+        # Write then rename: a process watching the file never reads half a table.
+        tmp = f"{args.map_table}.tmp{os.getpid()}"
         try:
-            with open(args.map_table, "w") as f:
+            with open(tmp, "w") as f:
                 f.write(json.dumps(result["map_table"], indent=1) + "\n")
+            os.replace(tmp, args.map_table)
         except OSError as e:
+            with contextlib.suppress(OSError):
+                os.remove(tmp)
             raise UsageError(f"--map-table {args.map_table!r}: {e.strerror}") from None
         progress.say(f"map_table v{result['map_table']['version']} written to {args.map_table}")
     if args.json:
@@ -160,8 +169,10 @@ def tag_loaded(model_spec: str, model: Any, urgency: str, input_shape: tuple[int
 
     try:
         return tag_model(model, urgency, input_shape)
-    except ValueError as e:
+    except ValueError as e:  # the tagger's own checks: no variables, no input shape, bad graph
         raise UsageError(f"model {model_spec!r}: {e}") from None
+    except Exception as e:  # the model's call failed while tracing (e.g. a wrong --input-shape)
+        raise UsageError(f"model {model_spec!r} could not be traced: {type(e).__name__}: {e}") from None
 
 
 def describe(

@@ -145,6 +145,18 @@ def test_bad_user_models_exit_2_without_traceback(user_models: Path, model: str,
 
 
 def test_map_table_file_that_cannot_be_written(tmp_path: Path) -> None:
-    r = geryon("tag", "--model", "alexnet", "--quiet", "--map-table", str(tmp_path / "missing" / "m.json"))
+    r = geryon("tag", "--model", "alexnet", "--map-table", str(tmp_path / "missing" / "m.json"))
     assert r.returncode == 2
-    assert "--map-table" in r.stderr and "No such file or directory" in r.stderr
+    assert "--map-table" in r.stderr and "its directory does not exist" in r.stderr
+    assert "importing TensorFlow" not in r.stderr  # checked before the model is built
+    (tmp_path / "ro").mkdir()
+    (tmp_path / "ro" / "m.json").mkdir()  # a directory where the file should go: the rename fails
+    r = geryon("tag", "--model", "alexnet", "--quiet", "--map-table", str(tmp_path / "ro" / "m.json"))
+    assert r.returncode == 2 and "Is a directory" in r.stderr
+    assert list((tmp_path / "ro").iterdir()) == [tmp_path / "ro" / "m.json"]  # no temporary file left
+
+
+def test_model_that_fails_to_trace_is_a_clear_error() -> None:
+    r = geryon("tag", "--model", "alexnet", "--input-shape", "8,8,3", "--quiet")
+    assert r.returncode == 2
+    assert "could not be" in r.stderr and "Traceback" not in r.stderr
