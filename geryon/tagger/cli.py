@@ -153,8 +153,17 @@ def tag(
 def load_model(model_spec: str, input_shape: tuple[int, ...] | None, progress: Progress) -> Any:
     with progress.step("importing TensorFlow"):
         import_tensorflow()
-    from geryon.tagger.models import build_model
+    from geryon.tagger.models import BUILTIN_MODELS, build_model
 
+    default = BUILTIN_MODELS.get(model_spec, (None, None))[1]
+    if (
+        default is not None
+        and input_shape is not None
+        and tuple(input_shape) != default
+        and model_spec != "alexnet"
+    ):
+        shape = ",".join(map(str, default))
+        progress.say(f"input shape differs from {shape}: {model_spec} is built without its classifier head")
     with progress.step(f"building {model_spec}"):
         try:
             return build_model(model_spec, input_shape)

@@ -41,6 +41,13 @@ def check_model_spec(spec: str) -> None:
         raise ModelLoadError(f"unknown model {spec!r}; allowed: {allowed}, or module:callable")
 
 
+def drops_classifier_head(spec: str, input_shape: tuple[int, ...] | None) -> bool:
+    """keras.applications fix the input size of their FC head: another size builds them without it."""
+    if spec not in BUILTIN_MODELS or spec == "alexnet" or input_shape is None:
+        return False
+    return tuple(input_shape) != BUILTIN_MODELS[spec][1]
+
+
 def build_model(spec: str, input_shape: tuple[int, ...] | None = None) -> Any:
     """A Keras model (or a traced function / TF1 graph from a user's callable) for `spec`."""
     check_model_spec(spec)
@@ -58,9 +65,8 @@ def build_model(spec: str, input_shape: tuple[int, ...] | None = None) -> Any:
         "inceptionv3": keras.applications.InceptionV3,
         "mobilenetv2": keras.applications.MobileNetV2,
     }
-    # include_top=True fixes the input size for these architectures; keep the FC layers when the
-    # default size is used (they are the point: the big, late parameters).
-    include_top = shape == BUILTIN_MODELS[spec][1]
+    # Keep the FC layers whenever the size allows: they are the point (the big, late parameters).
+    include_top = not drops_classifier_head(spec, shape)
     return builders[spec](weights=None, input_shape=shape, include_top=include_top)
 
 

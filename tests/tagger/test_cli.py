@@ -160,3 +160,10 @@ def test_model_that_fails_to_trace_is_a_clear_error() -> None:
     r = geryon("tag", "--model", "alexnet", "--input-shape", "8,8,3", "--quiet")
     assert r.returncode == 2
     assert "could not be" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_other_input_size_says_the_head_is_dropped() -> None:
+    r = geryon("tag", "--model", "mobilenetv2", "--input-shape", "96,96,3", "--json")
+    assert r.returncode == 0, r.stderr
+    assert "mobilenetv2 is built without its classifier head" in r.stderr
+    assert json.loads(r.stdout)["summary"]["dense_share"] == 0.0
