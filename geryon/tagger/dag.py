@@ -49,13 +49,6 @@ class Consumption:
     tic_deps: list[int | None]
     order: list[int]  # parameters in consumption order; unconsumed ones last, in index order
 
-    def position(self) -> list[int]:
-        """Parameter index -> 0-based position in `order`."""
-        pos = [0] * len(self.order)
-        for i, p in enumerate(self.order):
-            pos[p] = i
-        return pos
-
 
 class GraphError(ValueError):
     """The graph cannot be analysed (a cycle, dangling inputs, no model input)."""

@@ -88,8 +88,6 @@ class MapTable:
         ts = validate_thresholds(thresholds)
         if len(names) != len(urgencies):
             raise ValueError("names and urgencies must have the same length")
-        if len(set(names)) != len(names):
-            raise ValueError("parameter names must be unique in a map_table")
         entries = tuple(
             MapEntry(i, n, float(u), class_of(u, ts))
             for i, (n, u) in enumerate(zip(names, urgencies, strict=True))

@@ -6,7 +6,7 @@ Pure logic on top of `dag.analyse`; the TF front door is `geryon.tagger.tag_mode
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from geryon.tagger.dag import Consumption, ForwardGraph, analyse
@@ -39,11 +39,16 @@ class Tagging:
         layer_kind: dict[str, str] = {}
         for p, op_type in zip(params, consumer_types, strict=True):
             kind = "dense" if op_type in DENSE_OPS else "conv" if op_type in CONV_OPS else None
-            if kind is not None and layer_kind.get(p.layer) in (None, "other"):
-                layer_kind[p.layer] = kind
+            if kind is not None:
+                layer_kind.setdefault(p.layer, kind)
         kinds = tuple(layer_kind.get(p.layer, "other") for p in params)
         consumer_ops = tuple(graph.nodes[c].name if c is not None else None for c in consumption.consumer)
         return cls(tuple(params), consumption, urgency_function, tuple(urgency), kinds, consumer_ops)
+
+    def with_urgency(self, urgency_function: str) -> Tagging:
+        """The same tagging under another urgency function, without tracing the model again."""
+        urgency = compute_urgency(urgency_function, self.params, self.consumption)
+        return replace(self, urgency_function=urgency_function, urgency=tuple(urgency))
 
     def map_table(self, thresholds: Iterable[float], version: int = 1, default_class: int = 0) -> MapTable:
         return MapTable.build(

@@ -224,3 +224,8 @@ def test_inception_towers_of_different_depth() -> None:
         u = dict(zip((p.name for p in t.params), t.urgency, strict=True))
         assert u["head/kernel"] < min(v for n, v in u.items() if not n.startswith("head/"))
         assert u["a1/kernel"] > u["b2/kernel"] > u["b3/kernel"]
+
+
+def test_with_urgency_equals_a_fresh_tag() -> None:
+    model = build_model("alexnet")
+    assert tag_model(model, "layer").with_urgency("tic") == tag_model(model, "tic")
