@@ -19,6 +19,18 @@ if ! "$PYTHON" -m venv --help >/dev/null 2>&1; then
   apt-get update -qq && apt-get install -y -qq python3-venv >/dev/null
 fi
 
+# Debian packages the tests drive for real: Prometheus (server and promtool) scrapes the agent.
+missing=()
+command -v prometheus >/dev/null 2>&1 || missing+=(prometheus)
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "bootstrap: installing ${missing[*]} (apt)" >&2
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  else
+    echo "bootstrap: warning: ${missing[*]} missing and cannot apt-get install as non-root; tests that need it skip" >&2
+  fi
+fi
+
 if [ ! -x "$VENV/bin/python" ]; then
   echo "bootstrap: creating $VENV" >&2
   "$PYTHON" -m venv "$VENV"

@@ -1,0 +1,1 @@
+"""Geryon's brain: the iteration-time model, the cluster replay simulator and the threshold search."""
