@@ -83,19 +83,25 @@ def _parse_args(args: argparse.Namespace) -> tuple[tuple[float, ...], tuple[int,
             thresholds = default_thresholds(args.classes if args.classes is not None else 2, "--classes")
     except ValueError as e:
         raise UsageError(str(e)) from None
-    input_shape = None
-    if args.input_shape:
-        try:
-            input_shape = tuple(int(d) for d in args.input_shape.split(","))
-        except ValueError:
-            input_shape = ()
-        if not input_shape or any(d <= 0 for d in input_shape):
-            raise UsageError(f"--input-shape {args.input_shape!r}: expected positive integers like 224,224,3")
+    input_shape = parse_input_shape(args.input_shape)
     if args.map_table and not os.path.isdir(os.path.dirname(os.path.abspath(args.map_table))):
         raise UsageError(f"--map-table {args.map_table!r}: its directory does not exist")
     if args.slice_size is not None and args.num_ps is None:
         raise UsageError("--slice-size needs --num-ps (the plan partitions over the parameter servers)")
     return thresholds, input_shape, parse_plan_args(args.num_ps, args.slice_size)
+
+
+def parse_input_shape(text: str | None) -> tuple[int, ...] | None:
+    """--input-shape ``H,W,C`` (no batch dimension); None when not given."""
+    if not text:
+        return None
+    try:
+        shape = tuple(int(d) for d in text.split(","))
+    except ValueError:
+        shape = ()
+    if not shape or any(d <= 0 for d in shape):
+        raise UsageError(f"--input-shape {text!r}: expected positive integers like 224,224,3")
+    return shape
 
 
 def parse_plan_args(num_ps: int | None, slice_size: str | None) -> int | None:
