@@ -3,24 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+from geryon_cli import geryon
 
 from geryon.tagger.map_table import MapTable
-
-
-def geryon(
-    *args: str, cwd: Path | None = None, pythonpath: Path | None = None
-) -> subprocess.CompletedProcess:
-    env = None if pythonpath is None else {**os.environ, "PYTHONPATH": str(pythonpath)}
-    return subprocess.run(
-        [sys.executable, "-m", "geryon", *args], capture_output=True, text=True, timeout=180, cwd=cwd, env=env
-    )
 
 
 @pytest.fixture(scope="module")
