@@ -1,0 +1,75 @@
+"""The adaptive threshold search: an online searcher a training loop drives iteration by iteration.
+
+    searcher = make_searcher("sweep", num_classes=2, log_path="search.jsonl")
+    while training:
+        ts = searcher.next_threshold()        # apply these thresholds (map_table.with_thresholds)
+        seconds = run_one_iteration()
+        searcher.report(ts, seconds)
+    searcher.best, searcher.converged
+
+Strategies: "sweep" (the paper's: try, fit, take the minimum), "guided" (rank with a predictor such
+as the simulator, measure the best few live), "bayes" (Gaussian process + expected improvement).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from geryon.threshold.search.base import COMMON_OPTIONS, Predictor, Searcher, Trial
+from geryon.threshold.search.bayes import BayesSearcher
+from geryon.threshold.search.guided import GuidedSearcher
+from geryon.threshold.search.log import SearchLog
+from geryon.threshold.search.sweep import SweepSearcher
+
+SEARCHERS: dict[str, type[Searcher]] = {s.strategy: s for s in (SweepSearcher, GuidedSearcher, BayesSearcher)}
+STRATEGIES = tuple(SEARCHERS)
+
+__all__ = [
+    "COMMON_OPTIONS",
+    "SEARCHERS",
+    "STRATEGIES",
+    "BayesSearcher",
+    "GuidedSearcher",
+    "Searcher",
+    "SweepSearcher",
+    "Trial",
+    "make_searcher",
+    "resume_searcher",
+]
+
+
+def make_searcher(
+    strategy: str,
+    num_classes: int = 2,
+    *,
+    predictor: Predictor | None = None,
+    log_path: str | os.PathLike[str] | None = None,
+    **options: Any,
+) -> Searcher:
+    """A searcher of `strategy` for `num_classes` classes (k-1 thresholds).
+
+    With `log_path`, every report is appended there as a JSON line; if the file already holds a log,
+    the searcher resumes from it (the options must match the log's). Bad options raise ValueError
+    naming the option and what is allowed.
+    """
+    if strategy not in SEARCHERS:
+        raise ValueError(f"strategy: expected one of {', '.join(STRATEGIES)}, got {strategy!r}")
+    return SEARCHERS[strategy](num_classes, predictor=predictor, log_path=log_path, **options)
+
+
+def resume_searcher(log_path: str | os.PathLike[str], *, predictor: Predictor | None = None) -> Searcher:
+    """Continues the search a log records, with the strategy and options its header names."""
+    events = SearchLog(log_path).read()
+    if not events:
+        raise ValueError(f"log_path: {str(log_path)!r} holds no search log to resume")
+    header = events[0]
+    strategy = header.get("strategy")
+    if header.get("event") != "start" or strategy not in SEARCHERS:
+        raise ValueError(f"log_path: {str(log_path)!r} does not start with a search header")
+    options = dict(header.get("options", {}))
+    if options.get("slice_sizes") is not None:
+        options["slice_sizes"] = tuple(options["slice_sizes"])
+    return make_searcher(
+        strategy, header.get("num_classes", 2), predictor=predictor, log_path=log_path, **options
+    )
