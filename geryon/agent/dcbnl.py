@@ -1,0 +1,554 @@
+"""DCB netlink (dcbnl): IEEE 802.1Qaz ETS, 802.1Qbb PFC, the APP table and the APP trust order.
+
+pyroute2 knows the message types RTM_GETDCB/RTM_SETDCB but has no dcbnl messages, so this module declares
+them on pyroute2's nlmsg/nla classes and talks to the kernel over a plain NETLINK_ROUTE datagram socket.
+The socket comes from a factory so tests can put a fake kernel exactly at that boundary (bytes in, bytes
+out; see tests/agent/dcb_fake.py).
+
+Numbers and layouts are the kernel's include/uapi/linux/dcbnl.h (names kept); the trust table is from
+kernel 6.2 (DCB_ATTR_DCB_APP_TRUST_TABLE, DCB_ATTR_DCB_APP, DCB_APP_SEL_PCP).
+"""
+
+from __future__ import annotations
+
+import errno
+import itertools
+import os
+import socket
+import struct
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from pyroute2.netlink import NETLINK_ROUTE, NLM_F_ACK, NLM_F_REQUEST, NLMSG_DONE, NLMSG_ERROR, nla, nlmsg
+from pyroute2.netlink.rtnl import RTM_GETDCB, RTM_SETDCB
+
+# --- include/uapi/linux/dcbnl.h -------------------------------------------------------------------
+IEEE_8021QAZ_MAX_TCS = 8
+IEEE_8021QAZ_TSA_STRICT = 0
+IEEE_8021QAZ_TSA_CB_SHAPER = 1
+IEEE_8021QAZ_TSA_ETS = 2
+IEEE_8021QAZ_TSA_VENDOR = 255
+STRICT, CB_SHAPER, ETS, VENDOR = (
+    IEEE_8021QAZ_TSA_STRICT,
+    IEEE_8021QAZ_TSA_CB_SHAPER,
+    IEEE_8021QAZ_TSA_ETS,
+    IEEE_8021QAZ_TSA_VENDOR,
+)
+TSA_NAMES = {STRICT: "strict", CB_SHAPER: "cbs", ETS: "ets", VENDOR: "vendor"}
+
+IEEE_8021QAZ_APP_SEL_ETHERTYPE = 1
+IEEE_8021QAZ_APP_SEL_STREAM = 2
+IEEE_8021QAZ_APP_SEL_DGRAM = 3
+IEEE_8021QAZ_APP_SEL_ANY = 4
+IEEE_8021QAZ_APP_SEL_DSCP = 5
+DCB_APP_SEL_PCP = 255  # non-standard selector (kernel >= 6.2), carried in DCB_ATTR_DCB_APP
+
+# enum dcbnl_commands (only the IEEE ones are used)
+DCB_CMD_IEEE_SET = 20
+DCB_CMD_IEEE_GET = 21
+DCB_CMD_IEEE_DEL = 27
+
+# enum dcbnl_attrs
+DCB_ATTR_IFNAME = 1
+DCB_ATTR_IEEE = 13
+DCB_ATTR_DCBX = 14
+
+# enum ieee_attrs
+DCB_ATTR_IEEE_ETS = 1
+DCB_ATTR_IEEE_PFC = 2
+DCB_ATTR_IEEE_APP_TABLE = 3
+DCB_ATTR_IEEE_PEER_ETS = 4
+DCB_ATTR_IEEE_PEER_PFC = 5
+DCB_ATTR_IEEE_PEER_APP = 6
+DCB_ATTR_IEEE_MAXRATE = 7
+DCB_ATTR_IEEE_QCN = 8
+DCB_ATTR_IEEE_QCN_STATS = 9
+DCB_ATTR_DCB_BUFFER = 10
+DCB_ATTR_DCB_APP_TRUST_TABLE = 11
+DCB_ATTR_DCB_REWR_TABLE = 12
+
+# enum ieee_attrs_app
+DCB_ATTR_IEEE_APP = 1
+DCB_ATTR_DCB_APP = 2
+
+# struct ieee_ets: __u8 willing, ets_cap, cbs; then 7 arrays of __u8[8]: tc_tx_bw, tc_rx_bw, tc_tsa,
+# prio_tc, tc_reco_bw, tc_reco_tsa, reco_prio_tc.  sizeof = 59, no padding.
+IEEE_ETS = struct.Struct("=BBB8s8s8s8s8s8s8s")
+# struct ieee_pfc: __u8 pfc_cap, pfc_en, mbc; (1 pad) __u16 delay; (2 pad) __u64 requests[8], indications[8].
+# sizeof = 136: delay at offset 4, requests at 8, indications at 72 (checked with gcc against the header).
+IEEE_PFC = struct.Struct("=BBBxHxx8Q8Q")
+# struct dcb_app: __u8 selector; __u8 priority; __u16 protocol.
+DCB_APP = struct.Struct("=BBH")
+# struct dcbmsg: __u8 dcb_family; __u8 cmd; __u16 dcb_pad.
+DCBMSG = struct.Struct("=BBH")
+NLMSGHDR = struct.Struct("=IHHII")
+
+_NLMSG_ALIGN = 4
+_RECV_SIZE = 65536
+
+
+class DcbUnsupported(OSError):
+    """The device has no DCB operations for this (EOPNOTSUPP), e.g. veth, or a kernel without the feature."""
+
+
+def _u8s(values: Iterable[int], name: str, lo: int, hi: int) -> tuple[int, ...]:
+    out = tuple(int(v) for v in values)
+    if len(out) != IEEE_8021QAZ_MAX_TCS:
+        raise ValueError(f"{name}: expected {IEEE_8021QAZ_MAX_TCS} values, got {len(out)}")
+    for i, v in enumerate(out):
+        if not lo <= v <= hi:
+            raise ValueError(f"{name}[{i}]: {v} is outside {lo}..{hi}")
+    return out
+
+
+_ZEROS = (0,) * IEEE_8021QAZ_MAX_TCS
+
+
+@dataclass(frozen=True)
+class Ets:
+    """IEEE 802.1Qaz ETS: per traffic class the selection algorithm and bandwidth; priority -> TC map.
+
+    ets_cap (how many TCs the device has) is reported by the device and ignored when setting.
+    """
+
+    willing: bool = False
+    tc_tsa: tuple[int, ...] = _ZEROS
+    tc_tx_bw: tuple[int, ...] = _ZEROS
+    prio_tc: tuple[int, ...] = _ZEROS
+    ets_cap: int = field(default=0, compare=False)
+
+    def __post_init__(self) -> None:
+        tsa = _u8s(self.tc_tsa, "tc_tsa", 0, 255)
+        for i, v in enumerate(tsa):
+            if v not in TSA_NAMES:
+                raise ValueError(
+                    f"tc_tsa[{i}]: {v} is not one of {sorted(TSA_NAMES)} (strict, cbs, ets, vendor)"
+                )
+        bw = _u8s(self.tc_tx_bw, "tc_tx_bw", 0, 100)
+        # The kernel refuses bandwidth on non-ETS TCs (dcbnl_ieee_set); drivers want ETS shares to sum to 100.
+        for i, (t, b) in enumerate(zip(tsa, bw, strict=True)):
+            if t != ETS and b:
+                raise ValueError(
+                    f"tc_tx_bw[{i}]: {b}% on a TC whose tc_tsa is {TSA_NAMES[t]}; only ets TCs take a share"
+                )
+        if ETS in tsa and sum(bw) != 100:
+            raise ValueError(f"tc_tx_bw: the ets TCs' shares sum to {sum(bw)}, must be 100")
+        object.__setattr__(self, "tc_tsa", tsa)
+        object.__setattr__(self, "tc_tx_bw", bw)
+        object.__setattr__(self, "prio_tc", _u8s(self.prio_tc, "prio_tc", 0, IEEE_8021QAZ_MAX_TCS - 1))
+        object.__setattr__(self, "willing", bool(self.willing))
+
+    def pack(self) -> bytes:
+        """struct ieee_ets as the kernel reads it; rx and recommendation tables are left zero, as dcb does."""
+        return IEEE_ETS.pack(
+            int(self.willing),
+            self.ets_cap,
+            0,
+            bytes(self.tc_tx_bw),
+            bytes(_ZEROS),
+            bytes(self.tc_tsa),
+            bytes(self.prio_tc),
+            bytes(_ZEROS),
+            bytes(_ZEROS),
+            bytes(_ZEROS),
+        )
+
+    @classmethod
+    def unpack(cls, data: bytes) -> Ets:
+        if len(data) < IEEE_ETS.size:
+            raise ValueError(f"DCB_ATTR_IEEE_ETS: {len(data)} bytes, struct ieee_ets has {IEEE_ETS.size}")
+        willing, ets_cap, _cbs, tx_bw, _rx_bw, tsa, prio_tc, *_reco = IEEE_ETS.unpack_from(data)
+        return cls(bool(willing), tuple(tsa), tuple(tx_bw), tuple(prio_tc), ets_cap=ets_cap)
+
+
+@dataclass(frozen=True)
+class Pfc:
+    """IEEE 802.1Qbb PFC. pfc_en is a bitmask of priorities; pfc_cap how many the device can make lossless.
+
+    requests/indications are the device's pause counters per priority (read-only).
+    """
+
+    pfc_cap: int = 0
+    pfc_en: int = 0
+    mbc: int = 0
+    delay: int = 0
+    requests: tuple[int, ...] = field(default=_ZEROS, compare=False)
+    indications: tuple[int, ...] = field(default=_ZEROS, compare=False)
+
+    def __post_init__(self) -> None:
+        for name, hi in (("pfc_cap", 255), ("pfc_en", 255), ("mbc", 255), ("delay", 0xFFFF)):
+            v = getattr(self, name)
+            if not 0 <= int(v) <= hi:
+                raise ValueError(f"{name}: {v} is outside 0..{hi}")
+
+    @property
+    def priorities(self) -> tuple[int, ...]:
+        return tuple(p for p in range(IEEE_8021QAZ_MAX_TCS) if self.pfc_en >> p & 1)
+
+    def pack(self) -> bytes:
+        return IEEE_PFC.pack(self.pfc_cap, self.pfc_en, self.mbc, self.delay, *_ZEROS, *_ZEROS)
+
+    @classmethod
+    def unpack(cls, data: bytes) -> Pfc:
+        if len(data) < IEEE_PFC.size:
+            raise ValueError(f"DCB_ATTR_IEEE_PFC: {len(data)} bytes, struct ieee_pfc has {IEEE_PFC.size}")
+        cap, en, mbc, delay, *counters = IEEE_PFC.unpack_from(data)
+        return cls(cap, en, mbc, delay, tuple(counters[:8]), tuple(counters[8:]))
+
+
+def pfc_mask(priorities: Iterable[int]) -> int:
+    mask = 0
+    for p in priorities:
+        if not 0 <= p < IEEE_8021QAZ_MAX_TCS:
+            raise ValueError(f"priority {p} is outside 0..7")
+        mask |= 1 << p
+    return mask
+
+
+@dataclass(frozen=True, order=True)
+class App:
+    """One APP table entry (struct dcb_app): selector 5 maps DSCP `protocol` to 802.1p `priority`."""
+
+    selector: int
+    protocol: int
+    priority: int
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.selector <= 255:
+            raise ValueError(f"selector: {self.selector} is outside 0..255")
+        if not 0 <= self.priority < IEEE_8021QAZ_MAX_TCS:
+            raise ValueError(f"priority: {self.priority} is outside 0..7")
+        hi = 63 if self.selector == IEEE_8021QAZ_APP_SEL_DSCP else 0xFFFF
+        if not 0 <= self.protocol <= hi:
+            raise ValueError(f"protocol: {self.protocol} is outside 0..{hi} for selector {self.selector}")
+
+    @classmethod
+    def dscp(cls, dscp: int, priority: int) -> App:
+        return cls(IEEE_8021QAZ_APP_SEL_DSCP, dscp, priority)
+
+
+def app_attr_type(selector: int) -> int:
+    """Which nested attribute carries this selector (kernel's dcbnl_app_attr_type_get)."""
+    if 1 <= selector <= IEEE_8021QAZ_APP_SEL_DSCP:
+        return DCB_ATTR_IEEE_APP
+    if selector == DCB_APP_SEL_PCP:
+        return DCB_ATTR_DCB_APP
+    raise ValueError(f"selector {selector} is not one of 1..5 (IEEE) or 255 (pcp)")
+
+
+# --- messages on pyroute2's machinery -------------------------------------------------------------
+
+
+class _dcb_app(nla):
+    fields = (("selector", "B"), ("priority", "B"), ("protocol", "H"))
+
+
+class _app_table(nla):
+    nla_map = (
+        (DCB_ATTR_IEEE_APP, "DCB_ATTR_IEEE_APP", "app"),
+        (DCB_ATTR_DCB_APP, "DCB_ATTR_DCB_APP", "app"),
+    )
+    app = _dcb_app
+
+
+class _trust_table(nla):
+    nla_map = (
+        (DCB_ATTR_IEEE_APP, "DCB_ATTR_IEEE_APP", "uint8"),
+        (DCB_ATTR_DCB_APP, "DCB_ATTR_DCB_APP", "uint8"),
+    )
+
+
+class _ieee(nla):
+    nla_map = (
+        (DCB_ATTR_IEEE_ETS, "DCB_ATTR_IEEE_ETS", "cdata"),
+        (DCB_ATTR_IEEE_PFC, "DCB_ATTR_IEEE_PFC", "cdata"),
+        (DCB_ATTR_IEEE_APP_TABLE, "DCB_ATTR_IEEE_APP_TABLE", "app_table|nested"),
+        (DCB_ATTR_IEEE_PEER_ETS, "DCB_ATTR_IEEE_PEER_ETS", "cdata"),
+        (DCB_ATTR_IEEE_PEER_PFC, "DCB_ATTR_IEEE_PEER_PFC", "cdata"),
+        (DCB_ATTR_IEEE_PEER_APP, "DCB_ATTR_IEEE_PEER_APP", "cdata"),
+        (DCB_ATTR_IEEE_MAXRATE, "DCB_ATTR_IEEE_MAXRATE", "cdata"),
+        (DCB_ATTR_IEEE_QCN, "DCB_ATTR_IEEE_QCN", "cdata"),
+        (DCB_ATTR_IEEE_QCN_STATS, "DCB_ATTR_IEEE_QCN_STATS", "cdata"),
+        (DCB_ATTR_DCB_BUFFER, "DCB_ATTR_DCB_BUFFER", "cdata"),
+        (DCB_ATTR_DCB_APP_TRUST_TABLE, "DCB_ATTR_DCB_APP_TRUST_TABLE", "trust_table|nested"),
+        (DCB_ATTR_DCB_REWR_TABLE, "DCB_ATTR_DCB_REWR_TABLE", "app_table|nested"),
+    )
+    app_table = _app_table
+    trust_table = _trust_table
+
+
+class dcbmsg(nlmsg):
+    """A request, or the kernel's reply to DCB_CMD_IEEE_GET (DCB_ATTR_IEEE nested)."""
+
+    fields = (("dcb_family", "B"), ("cmd", "B"), ("dcb_pad", "H"))
+    nla_map = (
+        (DCB_ATTR_IFNAME, "DCB_ATTR_IFNAME", "asciiz"),
+        (DCB_ATTR_IEEE, "DCB_ATTR_IEEE", "ieee|nested"),
+        (DCB_ATTR_DCBX, "DCB_ATTR_DCBX", "uint8"),
+    )
+    ieee = _ieee
+
+
+class dcbmsg_status(nlmsg):
+    """The kernel's reply to DCB_CMD_IEEE_SET/DEL: DCB_ATTR_IEEE is a u8 holding the (negative) error."""
+
+    fields = dcbmsg.fields
+    nla_map = (
+        (DCB_ATTR_IFNAME, "DCB_ATTR_IFNAME", "asciiz"),
+        (DCB_ATTR_IEEE, "DCB_ATTR_IEEE", "uint8"),
+    )
+
+
+def _attrs(value: dict[str, Any] | nla) -> list[Any]:
+    return list(value.get("attrs", []))
+
+
+def encode_request(
+    msg_type: int, cmd: int, ifname: str, ieee_attrs: list[list[Any]] | None, seq: int
+) -> bytes:
+    """One dcbnl request as iproute2's dcb sends it: NLM_F_REQUEST|NLM_F_ACK, IFNAME, then DCB_ATTR_IEEE."""
+    msg = dcbmsg()
+    msg["header"]["type"] = msg_type
+    msg["header"]["flags"] = NLM_F_REQUEST | NLM_F_ACK
+    msg["header"]["sequence_number"] = seq
+    msg["header"]["pid"] = 0
+    msg["dcb_family"] = socket.AF_UNSPEC
+    msg["cmd"] = cmd
+    msg["dcb_pad"] = 0
+    attrs: list[list[Any]] = [["DCB_ATTR_IFNAME", ifname]]
+    if ieee_attrs is not None:
+        attrs.append(["DCB_ATTR_IEEE", {"attrs": ieee_attrs}])
+    msg["attrs"] = attrs
+    msg.encode()
+    return bytes(msg.data)
+
+
+def ets_attr(ets: Ets) -> list[Any]:
+    return ["DCB_ATTR_IEEE_ETS", ets.pack()]
+
+
+def pfc_attr(pfc: Pfc) -> list[Any]:
+    return ["DCB_ATTR_IEEE_PFC", pfc.pack()]
+
+
+def app_table_attr(apps: Iterable[App]) -> list[Any]:
+    entries = []
+    for app in apps:
+        name = "DCB_ATTR_IEEE_APP" if app_attr_type(app.selector) == DCB_ATTR_IEEE_APP else "DCB_ATTR_DCB_APP"
+        entries.append([name, {"selector": app.selector, "priority": app.priority, "protocol": app.protocol}])
+    return ["DCB_ATTR_IEEE_APP_TABLE", {"attrs": entries}]
+
+
+def trust_table_attr(selectors: Iterable[int]) -> list[Any]:
+    entries = []
+    for sel in selectors:
+        name = "DCB_ATTR_IEEE_APP" if app_attr_type(sel) == DCB_ATTR_IEEE_APP else "DCB_ATTR_DCB_APP"
+        entries.append([name, sel])
+    return ["DCB_ATTR_DCB_APP_TRUST_TABLE", {"attrs": entries}]
+
+
+@dataclass(frozen=True)
+class IeeeState:
+    """What one DCB_CMD_IEEE_GET returns. None: the device does not report that object."""
+
+    ifname: str
+    ets: Ets | None
+    pfc: Pfc | None
+    apps: frozenset[App]
+    trust: tuple[int, ...] | None
+    dcbx: int | None
+
+
+def decode_ieee_get(data: bytes) -> IeeeState:
+    msg = dcbmsg(data)
+    msg.decode()
+    ieee = msg.get_attr("DCB_ATTR_IEEE")
+    ets = pfc = None
+    apps: set[App] = set()
+    trust: tuple[int, ...] | None = None
+    if ieee is not None:
+        raw_ets = ieee.get_attr("DCB_ATTR_IEEE_ETS")
+        ets = Ets.unpack(raw_ets) if raw_ets is not None else None
+        raw_pfc = ieee.get_attr("DCB_ATTR_IEEE_PFC")
+        pfc = Pfc.unpack(raw_pfc) if raw_pfc is not None else None
+        table = ieee.get_attr("DCB_ATTR_IEEE_APP_TABLE")
+        if table is not None:
+            for _name, entry in _attrs(table):
+                apps.add(App(entry["selector"], entry["protocol"], entry["priority"]))
+        trust_nla = ieee.get_attr("DCB_ATTR_DCB_APP_TRUST_TABLE")
+        if trust_nla is not None:
+            trust = tuple(int(v) for _name, v in _attrs(trust_nla))
+    return IeeeState(
+        ifname=msg.get_attr("DCB_ATTR_IFNAME") or "",
+        ets=ets,
+        pfc=pfc,
+        apps=frozenset(apps),
+        trust=trust,
+        dcbx=msg.get_attr("DCB_ATTR_DCBX"),
+    )
+
+
+def iter_messages(data: bytes) -> Iterator[tuple[int, int, bytes]]:
+    """Split one datagram into (type, seq, whole message bytes)."""
+    offset = 0
+    while offset + NLMSGHDR.size <= len(data):
+        length, mtype, _flags, seq, _pid = NLMSGHDR.unpack_from(data, offset)
+        if length < NLMSGHDR.size or offset + length > len(data):
+            raise OSError(errno.EBADMSG, f"dcbnl: truncated netlink message (length {length})")
+        yield mtype, seq, data[offset : offset + length]
+        offset += (length + _NLMSG_ALIGN - 1) & ~(_NLMSG_ALIGN - 1)
+
+
+# --- the client -----------------------------------------------------------------------------------
+
+
+class NetlinkSock(Protocol):
+    """The socket boundary: what the client needs from a NETLINK_ROUTE socket."""
+
+    def send(self, data: bytes, /) -> int: ...
+    def recv(self, bufsize: int, /) -> bytes: ...
+    def close(self) -> None: ...
+
+
+@contextmanager
+def _in_netns(netns: str | None) -> Iterator[None]:
+    if netns is None:
+        yield
+        return
+    from pyroute2 import netns as pyroute2_netns
+
+    pyroute2_netns.pushns(netns)
+    try:
+        yield
+    finally:
+        pyroute2_netns.popns()
+
+
+def netlink_route_socket(netns: str | None = None) -> socket.socket:
+    """A NETLINK_ROUTE socket, opened inside `netns` when given (a socket stays in the namespace it
+    was opened in)."""
+    with _in_netns(netns):
+        sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_ROUTE)
+    try:
+        sock.bind((0, 0))
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+class DcbnlClient:
+    """Get and set IEEE DCB objects of one host's interfaces.
+
+    Errors: DcbUnsupported when the device or kernel cannot (EOPNOTSUPP); OSError with the errno otherwise
+    (ENODEV: no such interface; EPERM: not CAP_NET_ADMIN; EEXIST/ENOENT from the APP table).
+    """
+
+    def __init__(self, sock_factory: Callable[[], NetlinkSock] | None = None, *, netns: str | None = None):
+        self._sock: NetlinkSock = sock_factory() if sock_factory is not None else netlink_route_socket(netns)
+        self._seq = itertools.count(int.from_bytes(os.urandom(2), "little") + 1)
+
+    def __enter__(self) -> DcbnlClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._sock.close()
+
+    # -- transport --
+
+    def _request(
+        self, msg_type: int, cmd: int, ifname: str, ieee_attrs: list[list[Any]] | None, what: str
+    ) -> bytes:
+        """Send one request; return the kernel's reply message (before its ACK); raise on an error ACK."""
+        seq = next(self._seq) & 0xFFFFFFFF
+        self._sock.send(encode_request(msg_type, cmd, ifname, ieee_attrs, seq))
+        reply = b""
+        while True:
+            data = self._sock.recv(_RECV_SIZE)
+            if not data:
+                raise OSError(errno.EPIPE, f"dcbnl {what} {ifname}: netlink socket closed")
+            for mtype, mseq, raw in iter_messages(data):
+                if mseq != seq:
+                    continue  # a stale reply of an earlier request
+                if mtype == NLMSG_ERROR:
+                    (code,) = struct.unpack_from("=i", raw, NLMSGHDR.size)
+                    if code:
+                        raise _error(-code, what, ifname)
+                    return reply
+                if mtype == NLMSG_DONE:
+                    return reply
+                reply = raw
+
+    def _status(self, cmd: int, ifname: str, ieee_attrs: list[list[Any]], what: str) -> None:
+        reply = self._request(RTM_SETDCB, cmd, ifname, ieee_attrs, what)
+        if not reply:
+            raise OSError(errno.EBADMSG, f"dcbnl {what} {ifname}: the kernel sent no status")
+        msg = dcbmsg_status(reply)
+        msg.decode()
+        status = msg.get_attr("DCB_ATTR_IEEE")
+        # dcbnl_ieee_set puts the driver's negative errno into a u8.
+        if status:
+            raise _error(256 - int(status), what, ifname)
+
+    # -- IEEE objects --
+
+    def get_ieee(self, ifname: str) -> IeeeState:
+        reply = self._request(RTM_GETDCB, DCB_CMD_IEEE_GET, ifname, None, "get")
+        if not reply:
+            raise OSError(errno.EBADMSG, f"dcbnl get {ifname}: the kernel sent no reply")
+        return decode_ieee_get(reply)
+
+    def get_ets(self, ifname: str) -> Ets:
+        ets = self.get_ieee(ifname).ets
+        if ets is None:
+            raise DcbUnsupported(errno.EOPNOTSUPP, f"{ifname}: the device reports no IEEE ETS")
+        return ets
+
+    def set_ets(self, ifname: str, ets: Ets) -> None:
+        self._status(DCB_CMD_IEEE_SET, ifname, [ets_attr(ets)], "set ets")
+
+    def get_pfc(self, ifname: str) -> Pfc:
+        pfc = self.get_ieee(ifname).pfc
+        if pfc is None:
+            raise DcbUnsupported(errno.EOPNOTSUPP, f"{ifname}: the device reports no IEEE PFC")
+        return pfc
+
+    def set_pfc(self, ifname: str, pfc: Pfc) -> None:
+        self._status(DCB_CMD_IEEE_SET, ifname, [pfc_attr(pfc)], "set pfc")
+
+    def get_apps(self, ifname: str) -> frozenset[App]:
+        return self.get_ieee(ifname).apps
+
+    def add_apps(self, ifname: str, apps: Iterable[App]) -> None:
+        apps = list(apps)
+        if apps:
+            self._status(DCB_CMD_IEEE_SET, ifname, [app_table_attr(apps)], "add app")
+
+    def del_apps(self, ifname: str, apps: Iterable[App]) -> None:
+        apps = list(apps)
+        if apps:
+            self._status(DCB_CMD_IEEE_DEL, ifname, [app_table_attr(apps)], "del app")
+
+    def get_trust(self, ifname: str) -> tuple[int, ...] | None:
+        """The APP trust order (selectors, most trusted first); None when kernel or device has none."""
+        return self.get_ieee(ifname).trust
+
+    def set_trust(self, ifname: str, selectors: Iterable[int]) -> None:
+        sels = tuple(selectors)
+        if len(set(sels)) != len(sels):
+            raise ValueError(f"trust selectors {sels}: each selector at most once")
+        self._status(DCB_CMD_IEEE_SET, ifname, [trust_table_attr(sels)], "set trust")
+
+
+def _error(code: int, what: str, ifname: str) -> OSError:
+    text = f"dcbnl {what} {ifname}: {os.strerror(code)}"
+    if code == errno.EOPNOTSUPP:
+        return DcbUnsupported(code, text)
+    if code == errno.ENODEV:
+        return OSError(code, f"dcbnl {what} {ifname}: no such interface")
+    return OSError(code, text)

@@ -1,0 +1,351 @@
+"""A fake kernel at the netlink SOCKET boundary for dcbnl, because no NIC here has DCB ops.
+
+It takes the bytes a client sends, parses them the way net/dcb/dcbnl.c does (dcb_doit, dcbnl_ieee_set,
+dcbnl_ieee_del, dcbnl_ieee_fill), keeps per-interface DCB state like an mlx5-ish NIC and answers with the
+reply bytes the kernel would send: the RTM_GETDCB/RTM_SETDCB reply, then the NLMSG_ERROR ack.
+
+It is written with plain struct on purpose, independent of geryon.agent.dcbnl, so an encoding mistake in
+the client cannot hide behind the same mistake here.
+
+Use: kernel = FakeDcbKernel({"eth0": FakeNic()}); DcbnlClient(sock_factory=kernel.socket).
+Reusable by the engine tests: kernel.fail_next("eth0", "ets", errno.EIO) makes the next ETS write fail.
+"""
+
+from __future__ import annotations
+
+import errno
+import struct
+from collections import deque
+from dataclasses import dataclass, field
+
+RTM_GETDCB, RTM_SETDCB = 78, 79
+NLMSG_ERROR = 2
+NLM_F_REQUEST, NLM_F_ACK = 0x1, 0x4
+NLM_F_CAPPED = 0x100
+NLA_F_NESTED, NLA_TYPE_MASK = 0x8000, 0x3FFF
+DCB_CMD_IEEE_SET, DCB_CMD_IEEE_GET, DCB_CMD_IEEE_DEL = 20, 21, 27
+DCB_CMD_MAX = 27
+DCB_ATTR_IFNAME, DCB_ATTR_IEEE, DCB_ATTR_DCBX = 1, 13, 14
+IEEE_ETS, IEEE_PFC, IEEE_APP_TABLE, IEEE_TRUST_TABLE = 1, 2, 3, 11
+ATTR_IEEE_APP, ATTR_DCB_APP = 1, 2
+SEL_DSCP, SEL_PCP = 5, 255
+TSA_STRICT, TSA_CBS, TSA_ETS, TSA_VENDOR = 0, 1, 2, 255
+ETS_SIZE, PFC_SIZE = 59, 136
+HDR = struct.Struct("=IHHII")
+
+
+def nla(attr_type: int, payload: bytes) -> bytes:
+    raw = struct.pack("=HH", 4 + len(payload), attr_type) + payload
+    return raw + b"\0" * (-len(raw) % 4)
+
+
+def parse_nlas(data: bytes) -> list[tuple[int, bytes]]:
+    """(type without flags, payload) for each attribute; raises EINVAL on a malformed one (nla_validate)."""
+    out = []
+    off = 0
+    while off + 4 <= len(data):
+        length, atype = struct.unpack_from("=HH", data, off)
+        if length < 4 or off + length > len(data):
+            raise OSError(errno.EINVAL, "malformed attribute")
+        out.append((atype & NLA_TYPE_MASK, data[off + 4 : off + length]))
+        off += (length + 3) & ~3
+    return out
+
+
+def ets_bytes(
+    willing: int = 0,
+    ets_cap: int = 8,
+    tc_tx_bw: tuple[int, ...] = (0,) * 8,
+    tc_tsa: tuple[int, ...] = (0,) * 8,
+    prio_tc: tuple[int, ...] = (0,) * 8,
+) -> bytes:
+    """struct ieee_ets: willing, ets_cap, cbs, then tc_tx_bw, tc_rx_bw, tc_tsa, prio_tc, 3 reco tables."""
+    return (
+        bytes([willing, ets_cap, 0]) + bytes(tc_tx_bw) + bytes(8) + bytes(tc_tsa) + bytes(prio_tc) + bytes(24)
+    )
+
+
+def pfc_bytes(pfc_cap: int = 8, pfc_en: int = 0, mbc: int = 0, delay: int = 0, requests: int = 0) -> bytes:
+    """struct ieee_pfc: u8 pfc_cap, pfc_en, mbc, pad, u16 delay, pad[2], u64 requests[8], indications[8]."""
+    return (
+        struct.pack("=BBBxHxx", pfc_cap, pfc_en, mbc, delay)
+        + struct.pack("=8Q", *([requests] * 8))
+        + bytes(64)
+    )
+
+
+@dataclass
+class FakeNic:
+    """One interface. dcb=False models veth (no dcbnl_ops); trust=None: kernel or driver without apptrust."""
+
+    dcb: bool = True
+    ets_cap: int = 8
+    pfc_cap: int = 8
+    trust: list[int] | None = field(default_factory=lambda: [SEL_PCP])
+    trust_choices: tuple[tuple[int, ...], ...] = ((SEL_PCP,), (SEL_DSCP,), (SEL_DSCP, SEL_PCP))
+    ets: bytes = b""
+    pfc: bytes = b""
+    apps: list[tuple[int, int, int]] = field(
+        default_factory=list
+    )  # (selector, priority, protocol), list order
+    dcbx: int | None = 0x08 | 0x01  # DCB_CAP_DCBX_VER_IEEE | DCB_CAP_DCBX_HOST
+
+    def __post_init__(self) -> None:
+        if not self.ets:
+            self.ets = ets_bytes(ets_cap=self.ets_cap)
+        if not self.pfc:
+            self.pfc = pfc_bytes(pfc_cap=self.pfc_cap)
+
+    # decoded views, for assertions in tests
+    @property
+    def tc_tsa(self) -> tuple[int, ...]:
+        return tuple(self.ets[19:27])
+
+    @property
+    def tc_tx_bw(self) -> tuple[int, ...]:
+        return tuple(self.ets[3:11])
+
+    @property
+    def prio_tc(self) -> tuple[int, ...]:
+        return tuple(self.ets[27:35])
+
+    @property
+    def pfc_en(self) -> int:
+        return self.pfc[1]
+
+    def dscp_map(self) -> dict[int, set[int]]:
+        out: dict[int, set[int]] = {}
+        for sel, prio, proto in self.apps:
+            if sel == SEL_DSCP:
+                out.setdefault(proto, set()).add(prio)
+        return out
+
+
+class FakeDcbKernel:
+    def __init__(self, nics: dict[str, FakeNic]):
+        self.nics = nics
+        self.requests: list[bytes] = []  # every message received, as bytes
+        self._failures: dict[tuple[str, str], int] = {}
+
+    def socket(self) -> FakeNetlinkSocket:
+        return FakeNetlinkSocket(self)
+
+    def fail_next(self, ifname: str, what: str, err: int) -> None:
+        """Make the next write of `what` ("ets", "pfc", "app", "trust") on ifname fail with errno err."""
+        self._failures[(ifname, what)] = err
+
+    def _injected(self, ifname: str, what: str) -> int:
+        return self._failures.pop((ifname, what), 0)
+
+    # -- dcb_doit --
+
+    def handle(self, data: bytes) -> list[bytes]:
+        out = []
+        off = 0
+        while off + HDR.size <= len(data):
+            length, mtype, flags, seq, _pid = HDR.unpack_from(data, off)
+            if length < HDR.size or off + length > len(data):
+                break
+            msg = data[off : off + length]
+            self.requests.append(msg)
+            out.extend(self._doit(msg, mtype, flags, seq))
+            off += (length + 3) & ~3
+        return out
+
+    def _doit(self, msg: bytes, mtype: int, flags: int, seq: int) -> list[bytes]:
+        reply = b""
+        try:
+            if mtype not in (RTM_GETDCB, RTM_SETDCB):
+                raise OSError(errno.EOPNOTSUPP, "not a dcb message")
+            if len(msg) < HDR.size + 4:
+                raise OSError(errno.EINVAL, "short dcbmsg")
+            _family, cmd, _pad = struct.unpack_from("=BBH", msg, HDR.size)
+            tb = dict(parse_nlas(msg[HDR.size + 4 :]))
+            if cmd > DCB_CMD_MAX or cmd not in (DCB_CMD_IEEE_GET, DCB_CMD_IEEE_SET, DCB_CMD_IEEE_DEL):
+                raise OSError(errno.EOPNOTSUPP if cmd <= DCB_CMD_MAX else errno.EINVAL, "command")
+            if DCB_ATTR_IFNAME not in tb:
+                raise OSError(errno.EINVAL, "no ifname")
+            ifname = tb[DCB_ATTR_IFNAME].split(b"\0", 1)[0].decode()
+            nic = self.nics.get(ifname)
+            if nic is None:
+                raise OSError(errno.ENODEV, ifname)
+            if not nic.dcb:
+                raise OSError(errno.EOPNOTSUPP, "no dcbnl_ops")
+            if cmd == DCB_CMD_IEEE_GET:
+                body, rtype = self._fill(ifname, nic), RTM_GETDCB
+            else:
+                if DCB_ATTR_IEEE not in tb:
+                    raise OSError(errno.EINVAL, "no DCB_ATTR_IEEE")
+                ieee = parse_nlas(tb[DCB_ATTR_IEEE])
+                err = (
+                    self._ieee_set(ifname, nic, ieee)
+                    if cmd == DCB_CMD_IEEE_SET
+                    else self._ieee_del(nic, ieee)
+                )
+                body, rtype = nla(DCB_ATTR_IEEE, bytes([err & 0xFF])), RTM_SETDCB
+            payload = struct.pack("=BBH", 0, cmd, 0) + body
+            reply = HDR.pack(HDR.size + len(payload), rtype, flags, seq, 0) + payload
+            code = 0
+        except OSError as exc:
+            code = exc.errno or errno.EINVAL
+            reply = b""
+        out = [reply] if reply else []
+        if code or flags & NLM_F_ACK:
+            # netlink_ack: a success ACK carries only the request's header (NLM_F_CAPPED); an error echoes the
+            # whole request, since this socket did not set NETLINK_CAP_ACK.
+            echo, ack_flags = (msg, 0) if code else (msg[: HDR.size], NLM_F_CAPPED)
+            ack = HDR.pack(HDR.size + 4 + len(echo), NLMSG_ERROR, ack_flags, seq, 0) + struct.pack(
+                "=i", -code
+            )
+            out.append(ack + echo)
+        return out
+
+    # -- dcbnl_ieee_fill --
+
+    def _fill(self, ifname: str, nic: FakeNic) -> bytes:
+        ieee = nla(IEEE_ETS, nic.ets) + nla(IEEE_PFC, nic.pfc)
+        apps = b"".join(
+            nla(ATTR_DCB_APP if sel == SEL_PCP else ATTR_IEEE_APP, struct.pack("=BBH", sel, prio, proto))
+            for sel, prio, proto in nic.apps
+        )
+        ieee += nla(IEEE_APP_TABLE | NLA_F_NESTED, apps)
+        ieee += nla(12 | NLA_F_NESTED, b"")  # DCB_ATTR_DCB_REWR_TABLE, empty
+        if nic.trust is not None:
+            trust = b"".join(
+                nla(ATTR_DCB_APP if s == SEL_PCP else ATTR_IEEE_APP, bytes([s])) for s in nic.trust
+            )
+            ieee += nla(IEEE_TRUST_TABLE | NLA_F_NESTED, trust)
+        body = nla(DCB_ATTR_IFNAME, ifname.encode() + b"\0") + nla(DCB_ATTR_IEEE, ieee)
+        if nic.dcbx is not None:
+            body += nla(DCB_ATTR_DCBX, bytes([nic.dcbx]))
+        return body
+
+    # -- dcbnl_ieee_set / dcbnl_ieee_del: return 0 or a negative errno (goes into the u8 status) --
+
+    def _ieee_set(self, ifname: str, nic: FakeNic, ieee: list[tuple[int, bytes]]) -> int:
+        attrs = dict(ieee)
+        if IEEE_ETS in attrs:
+            err = self._injected(ifname, "ets") or self._set_ets(nic, attrs[IEEE_ETS])
+            if err:
+                return -err
+        if IEEE_PFC in attrs:
+            err = self._injected(ifname, "pfc") or self._set_pfc(nic, attrs[IEEE_PFC])
+            if err:
+                return -err
+        if IEEE_APP_TABLE in attrs:
+            err = self._injected(ifname, "app")
+            if err:
+                return -err
+            for app in self._apps(attrs[IEEE_APP_TABLE]):
+                if isinstance(app, int):
+                    return -app
+                if app in nic.apps:
+                    return -errno.EEXIST
+                nic.apps.insert(0, app)  # list_add: newest first
+        if IEEE_TRUST_TABLE in attrs:
+            err = self._injected(ifname, "trust") or self._set_trust(nic, attrs[IEEE_TRUST_TABLE])
+            if err:
+                return -err
+        return 0
+
+    def _ieee_del(self, nic: FakeNic, ieee: list[tuple[int, bytes]]) -> int:
+        attrs = dict(ieee)
+        if IEEE_APP_TABLE in attrs:
+            for app in self._apps(attrs[IEEE_APP_TABLE]):
+                if isinstance(app, int):
+                    return -app
+                if app not in nic.apps:
+                    return -errno.ENOENT
+                nic.apps.remove(app)
+        return 0
+
+    @staticmethod
+    def _apps(table: bytes) -> list[tuple[int, int, int] | int]:
+        out: list[tuple[int, int, int] | int] = []
+        for atype, payload in parse_nlas(table):
+            if atype not in (ATTR_IEEE_APP, ATTR_DCB_APP):
+                continue  # dcbnl_app_table_setdel skips other types
+            if len(payload) < 4:
+                out.append(errno.ERANGE)
+                break
+            sel, prio, proto = struct.unpack_from("=BBH", payload)
+            if (atype == ATTR_DCB_APP) != (sel == SEL_PCP) or not (1 <= sel <= SEL_DSCP or sel == SEL_PCP):
+                out.append(errno.EINVAL)
+                break
+            if prio >= 8 or (sel == SEL_DSCP and proto >= 64):
+                out.append(errno.EINVAL)  # what mlx5's ieee_setapp refuses
+                break
+            out.append((sel, prio, proto))
+        return out
+
+    @staticmethod
+    def _set_ets(nic: FakeNic, payload: bytes) -> int:
+        if len(payload) < ETS_SIZE:
+            return errno.ERANGE  # the nla policy's minimum length
+        tx_bw, tsa, prio_tc = payload[3:11], payload[19:27], payload[27:35]
+        for t, b in zip(tsa, tx_bw, strict=True):
+            if t != TSA_ETS and b:
+                return errno.EINVAL  # dcbnl_ieee_set: BW only on ETS TCs
+            if t not in (TSA_STRICT, TSA_ETS, TSA_VENDOR):
+                return errno.EINVAL  # mlx5 has no credit-based shaper
+        if TSA_ETS in tsa and sum(tx_bw) != 100:
+            return errno.EINVAL
+        if any(tc >= nic.ets_cap for tc in prio_tc):
+            return errno.EINVAL
+        # the device keeps its own willing/ets_cap/cbs; it stores the tables it was given
+        nic.ets = bytes([payload[0], nic.ets_cap, 0]) + payload[3:35] + bytes(24)
+        return 0
+
+    @staticmethod
+    def _set_pfc(nic: FakeNic, payload: bytes) -> int:
+        if len(payload) < PFC_SIZE:
+            return errno.ERANGE
+        _cap, en, mbc, delay = struct.unpack_from("=BBBxH", payload)
+        if bin(en).count("1") > nic.pfc_cap:
+            return errno.EINVAL
+        nic.pfc = pfc_bytes(pfc_cap=nic.pfc_cap, pfc_en=en, mbc=mbc, delay=delay)
+        return 0
+
+    @staticmethod
+    def _set_trust(nic: FakeNic, table: bytes) -> int:
+        if nic.trust is None:
+            return errno.EOPNOTSUPP  # no dcbnl_setapptrust op
+        sels: list[int] = []
+        for atype, payload in parse_nlas(table):
+            if atype not in (ATTR_IEEE_APP, ATTR_DCB_APP) or len(payload) != 1:
+                return errno.EINVAL
+            sel = payload[0]
+            if (atype == ATTR_DCB_APP) != (sel == SEL_PCP) or sel in sels:
+                return errno.EINVAL
+            sels.append(sel)
+        if tuple(sels) not in nic.trust_choices:
+            return errno.EOPNOTSUPP
+        nic.trust = sels
+        return 0
+
+
+class FakeNetlinkSocket:
+    """Datagram semantics: each send() is answered by reply datagrams that recv() returns one at a time."""
+
+    def __init__(self, kernel: FakeDcbKernel):
+        self.kernel = kernel
+        self.closed = False
+        self._queue: deque[bytes] = deque()
+
+    def send(self, data: bytes, /) -> int:
+        if self.closed:
+            raise OSError(errno.EBADF, "closed")
+        self._queue.extend(self.kernel.handle(bytes(data)))
+        return len(data)
+
+    def recv(self, bufsize: int, /) -> bytes:
+        if self.closed:
+            raise OSError(errno.EBADF, "closed")
+        if not self._queue:
+            raise BlockingIOError(
+                errno.EAGAIN, "nothing to read: the client waits for a reply that never comes"
+            )
+        return self._queue.popleft()[:bufsize]
+
+    def close(self) -> None:
+        self.closed = True
