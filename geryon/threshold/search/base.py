@@ -109,6 +109,7 @@ class Searcher:
         self._live = 0  # reports in the current search
         self._last: Trial | None = None  # the setting of the previous report
         self._since_change = 0
+        self._uncharged = 0  # warm-up iterations after a resume that the budget does not pay for
         self._pending: Trial | None = None  # the candidate being measured
         self._samples: list[float] = []
         self._first: Trial | None = None
@@ -262,9 +263,12 @@ class Searcher:
             self._since_change = 0
         self._since_change += 1
         warm = self._since_change <= self.options["warmup"]
+        free = warm and self._uncharged > 0
+        self._uncharged = self._uncharged - 1 if free else 0
         retuned = False
         if not self._converged:
-            self._live += 1
+            if not free:
+                self._live += 1
             used = not warm and trial == self._pending
             if used:
                 self._samples.append(time)
@@ -330,9 +334,15 @@ class Searcher:
         return True
 
     def _mark_resume(self) -> None:
-        # A new process: its first iteration (graph building, new connections) is a warm-up too.
-        self._last = None
+        self._on_resume()
         self._emit({"event": "resume", "n": self._total})
+
+    def _on_resume(self) -> None:
+        # A new process: its first iterations (graph building, new connections) are warm-up too. The
+        # restart's cost is not the search's, so the budget does not pay for them: a resumed search
+        # ends with the same decision as one that never stopped.
+        self._last = None
+        self._uncharged = self.options["warmup"]
 
     def _emit(self, event: dict[str, Any]) -> None:
         if self._log is not None and not self._replaying:
@@ -374,7 +384,7 @@ class Searcher:
         for event in events:
             kind = event["event"]
             if kind == "resume":
-                self._last = None
+                self._on_resume()
             elif kind == "report":
                 try:
                     slice_bytes = event.get("slice_bytes")
