@@ -79,6 +79,7 @@ class FakeNic:
     """One interface. dcb=False models veth (no dcbnl_ops); trust=None: kernel or driver without apptrust."""
 
     dcb: bool = True
+    ets_settable: bool = True  # False: the driver lacks ieee_setets, and dcbnl_ieee_set skips ETS silently
     ets_cap: int = 8
     pfc_cap: int = 8
     trust: list[int] | None = field(default_factory=lambda: [SEL_PCP])
@@ -224,7 +225,7 @@ class FakeDcbKernel:
 
     def _ieee_set(self, ifname: str, nic: FakeNic, ieee: list[tuple[int, bytes]]) -> int:
         attrs = dict(ieee)
-        if IEEE_ETS in attrs:
+        if IEEE_ETS in attrs and nic.ets_settable:
             err = self._injected(ifname, "ets") or self._set_ets(nic, attrs[IEEE_ETS])
             if err:
                 return -err

@@ -1,0 +1,223 @@
+"""The DCB driver: NIC ETS, PFC, DSCP APP entries and trust, through dcbnl (geryon.agent.dcbnl).
+
+Targets per interface, with the JSON value each holds:
+    <if>/dcb/ets              {"willing": false, "prio_tc": [8], "tc_tsa": ["strict"|"ets"|..], "tc_bw": [8]}
+    <if>/dcb/pfc              {"pfc_en": [lossless priorities]}
+    <if>/dcb/app/dscp/<dscp>  the 802.1p priority the APP table maps this DSCP to; None = no entry
+    <if>/dcb/trust            ["dscp"] or ["pcp"]: the APP trust order (kernel >= 6.2 and driver support)
+
+One target per DSCP (not one for the whole APP table) so Geryon owns only the DSCPs its config names
+and leaves an operator's other entries alone. A device without DCB ops (veth) raises Unsupported.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from geryon.agent.config import AgentConfig, ConfigError
+from geryon.agent.dcbnl import (
+    DCB_APP_SEL_PCP,
+    IEEE_8021QAZ_APP_SEL_DSCP,
+    TSA_NAMES,
+    App,
+    DcbnlClient,
+    DcbUnsupported,
+    Ets,
+    IeeeState,
+    Pfc,
+    pfc_mask,
+)
+from geryon.agent.driver import DriverError, Unsupported
+
+TSA_BY_NAME = {name: num for num, name in TSA_NAMES.items()}
+TRUST_SELECTORS = {"dscp": IEEE_8021QAZ_APP_SEL_DSCP, "pcp": DCB_APP_SEL_PCP}
+TRUST_NAMES = {sel: name for name, sel in TRUST_SELECTORS.items()}
+KINDS = ("ets", "pfc", "app", "trust")
+
+
+def parse_target(target: str) -> tuple[str, str, int | None]:
+    """'eth0/dcb/app/dscp/46' -> ('eth0', 'app', 46); 'eth0/dcb/pfc' -> ('eth0', 'pfc', None)."""
+    parts = target.split("/")
+    if len(parts) == 3 and parts[1] == "dcb" and parts[2] in ("ets", "pfc", "trust"):
+        return parts[0], parts[2], None
+    if len(parts) == 5 and parts[1:4] == ["dcb", "app", "dscp"] and parts[4].isdigit() and int(parts[4]) < 64:
+        return parts[0], "app", int(parts[4])
+    raise DriverError(target, "not a DCB target (<if>/dcb/ets|pfc|trust or <if>/dcb/app/dscp/<0-63>)")
+
+
+def ets_value(ets: Ets) -> dict[str, Any]:
+    return {
+        "willing": ets.willing,
+        "prio_tc": list(ets.prio_tc),
+        "tc_tsa": [TSA_NAMES[t] for t in ets.tc_tsa],
+        "tc_bw": list(ets.tc_tx_bw),
+    }
+
+
+def ets_from_value(target: str, value: dict[str, Any]) -> Ets:
+    try:
+        return Ets(
+            willing=bool(value.get("willing", False)),
+            tc_tsa=tuple(TSA_BY_NAME[t] for t in value["tc_tsa"]),
+            tc_tx_bw=tuple(value["tc_bw"]),
+            prio_tc=tuple(value["prio_tc"]),
+        )
+    except (KeyError, TypeError, ValueError) as e:
+        raise DriverError(target, f"not an ETS value ({e}): {value!r}") from None
+
+
+class DcbDriver:
+    name = "dcb"
+
+    def __init__(
+        self, netns: str | None = None, client_factory: Callable[[], DcbnlClient] | None = None
+    ) -> None:
+        self._client = client_factory() if client_factory is not None else DcbnlClient(netns=netns)
+
+    def close(self) -> None:
+        self._client.close()
+
+    # -- desired --
+
+    def desired(self, config: AgentConfig) -> dict[str, Any]:
+        ets = config.ets()
+        ets_val = {
+            "willing": False,  # a willing NIC lets the switch's DCBX override what we set
+            "prio_tc": list(ets.prio_tc),
+            "tc_tsa": list(ets.tc_tsa),
+            "tc_bw": list(ets.tc_bw),
+        }
+        out: dict[str, Any] = {}
+        for ifname in config.interfaces:
+            out[f"{ifname}/dcb/ets"] = ets_val
+            out[f"{ifname}/dcb/pfc"] = {"pfc_en": list(config.lossless_priorities)}
+            for dscp, prio in config.app_entries():
+                out[f"{ifname}/dcb/app/dscp/{dscp}"] = prio
+            out[f"{ifname}/dcb/trust"] = [config.trust]
+        return out
+
+    def check(self, config: AgentConfig) -> None:
+        """Host-specific config errors: more lossless priorities than a NIC's PFC supports."""
+        want = len(config.lossless_priorities)
+        for ifname in config.interfaces:
+            try:
+                pfc = self._client.get_ieee(ifname).pfc
+            except OSError:
+                continue  # no DCB here (veth) or no such interface: observe reports it
+            if pfc is not None and pfc.pfc_cap and want > pfc.pfc_cap:
+                raise ConfigError(
+                    f"classes: {want} lossless priorities {list(config.lossless_priorities)}, but "
+                    f"{ifname} supports {pfc.pfc_cap} (pfc_cap); make fewer classes lossless"
+                )
+
+    # -- observe --
+
+    def _state(self, target: str, ifname: str) -> IeeeState:
+        try:
+            return self._client.get_ieee(ifname)
+        except DcbUnsupported:
+            raise Unsupported(target, f"{ifname} has no DCB operations (no DCB-capable NIC driver)") from None
+        except OSError as e:
+            raise DriverError(target, f"reading DCB state: {e.strerror or e}") from None
+
+    def observe(self, targets: Iterable[str]) -> dict[str, Any]:
+        states: dict[str, IeeeState] = {}
+        out: dict[str, Any] = {}
+        for target in targets:
+            ifname, kind, dscp = parse_target(target)
+            if ifname not in states:
+                states[ifname] = self._state(target, ifname)
+            out[target] = self._value(target, states[ifname], kind, dscp)
+        return out
+
+    @staticmethod
+    def _value(target: str, state: IeeeState, kind: str, dscp: int | None) -> Any:
+        if kind == "ets":
+            if state.ets is None:
+                raise Unsupported(target, f"{state.ifname} reports no IEEE ETS")
+            return ets_value(state.ets)
+        if kind == "pfc":
+            if state.pfc is None:
+                raise Unsupported(target, f"{state.ifname} reports no IEEE PFC")
+            return {"pfc_en": list(state.pfc.priorities)}
+        if kind == "trust":
+            if state.trust is None:
+                raise Unsupported(
+                    target,
+                    "no APP trust table (needs kernel >= 6.2 and driver support; mlx5 trusts DSCP "
+                    "once DSCP APP entries exist)",
+                )
+            return [TRUST_NAMES.get(s, str(s)) for s in state.trust]
+        prios = sorted(
+            a.priority for a in state.apps if a.selector == IEEE_8021QAZ_APP_SEL_DSCP and a.protocol == dscp
+        )
+        if not prios:
+            return None
+        return prios[0] if len(prios) == 1 else prios
+
+    # -- write --
+
+    def write(self, target: str, value: Any) -> None:
+        ifname, kind, dscp = parse_target(target)
+        try:
+            if kind == "ets":
+                self._write_ets(target, ifname, value)
+            elif kind == "pfc":
+                self._write_pfc(target, ifname, value)
+            elif kind == "trust":
+                self._write_trust(target, ifname, value)
+            else:
+                assert dscp is not None
+                self._write_app(ifname, dscp, value)
+        except DcbUnsupported as e:
+            raise Unsupported(target, e.strerror or str(e)) from None
+        except (OSError, ValueError) as e:
+            raise DriverError(target, str(e)) from None
+        # Some drivers accept a set they do not implement (dcbnl skips an op the driver lacks): read back.
+        got = self.observe([target])[target]
+        if json.dumps(got, sort_keys=True) != json.dumps(value, sort_keys=True):  # journal values are JSON
+            raise DriverError(target, f"the device accepted {value!r} but reports {got!r}")
+
+    def _write_ets(self, target: str, ifname: str, value: Any) -> None:
+        if value is None:
+            return  # ETS cannot be removed; the journal's "before" is a full value
+        self._client.set_ets(ifname, ets_from_value(target, value))
+
+    def _write_pfc(self, target: str, ifname: str, value: Any) -> None:
+        if value is None:
+            return
+        prios = list(value["pfc_en"])
+        current = self._client.get_pfc(ifname)
+        if current.pfc_cap and len(prios) > current.pfc_cap:
+            raise DriverError(
+                target,
+                f"{len(prios)} lossless priorities {prios}, the NIC supports {current.pfc_cap} (pfc_cap)",
+            )
+        # keep the device's delay and mbc: Geryon only decides which priorities are lossless
+        self._client.set_pfc(ifname, Pfc(current.pfc_cap, pfc_mask(prios), current.mbc, current.delay))
+
+    def _write_trust(self, target: str, ifname: str, value: Any) -> None:
+        if value is None:
+            return
+        try:
+            sels = [TRUST_SELECTORS[name] for name in value]
+        except (KeyError, TypeError):
+            raise DriverError(
+                target, f"trust must be a list of {sorted(TRUST_SELECTORS)}, got {value!r}"
+            ) from None
+        self._client.set_trust(ifname, sels)
+
+    def _write_app(self, ifname: str, dscp: int, value: Any) -> None:
+        want = set() if value is None else {value} if isinstance(value, int) else set(value)
+        have = self._dscp_prios(ifname, dscp)
+        # Add first: mlx5 replaces the DSCP's old entry itself when a new one is added; the generic
+        # kernel keeps both, so whatever is left over is deleted afterwards.
+        self._client.add_apps(ifname, [App.dscp(dscp, p) for p in sorted(want - have)])
+        extra = self._dscp_prios(ifname, dscp) - want
+        self._client.del_apps(ifname, [App.dscp(dscp, p) for p in sorted(extra)])
+
+    def _dscp_prios(self, ifname: str, dscp: int) -> set[int]:
+        apps = self._client.get_apps(ifname)
+        return {a.priority for a in apps if a.selector == IEEE_8021QAZ_APP_SEL_DSCP and a.protocol == dscp}

@@ -1,0 +1,148 @@
+"""The DCB driver via the real dcbnl client and the fake kernel at the socket, driven by the real engine."""
+
+from __future__ import annotations
+
+import errno
+from pathlib import Path
+
+import pytest
+from agent.dcb_fake import SEL_DSCP, FakeDcbKernel, FakeNic
+
+from geryon.agent.config import AgentConfig, ConfigError, parse_config
+from geryon.agent.dcb_driver import DcbDriver, parse_target
+from geryon.agent.dcbnl import DcbnlClient
+from geryon.agent.driver import DriverError, Unsupported
+from geryon.agent.engine import ApplyError, EngineError, Slot, apply_plan, make_plan, restore
+from geryon.agent.journal import Journal
+
+
+def config(**extra: object) -> AgentConfig:
+    return parse_config({"interfaces": ["eth0"], **extra})
+
+
+def driver(kernel: FakeDcbKernel) -> DcbDriver:
+    return DcbDriver(client_factory=lambda: DcbnlClient(sock_factory=kernel.socket))
+
+
+@pytest.fixture
+def kernel() -> FakeDcbKernel:
+    nic = FakeNic(trust=[255])
+    nic.apps = [(SEL_DSCP, 1, 46), (SEL_DSCP, 2, 10)]  # an old mapping of Geryon's DSCP, and an operator's
+    return FakeDcbKernel({"eth0": nic})
+
+
+def test_desired_from_the_default_config() -> None:
+    want = DcbDriver(client_factory=lambda: DcbnlClient(sock_factory=FakeDcbKernel({}).socket)).desired(
+        config()
+    )
+    assert want == {
+        "eth0/dcb/ets": {
+            "willing": False,
+            "prio_tc": [0, 0, 0, 3, 0, 5, 6, 0],
+            "tc_tsa": ["ets", "ets", "ets", "ets", "ets", "strict", "strict", "ets"],
+            "tc_bw": [50, 0, 0, 50, 0, 0, 0, 0],
+        },
+        "eth0/dcb/pfc": {"pfc_en": [3, 5]},
+        "eth0/dcb/app/dscp/26": 3,
+        "eth0/dcb/app/dscp/46": 5,
+        "eth0/dcb/app/dscp/48": 6,
+        "eth0/dcb/trust": ["dscp"],
+    }
+
+
+def test_plan_apply_verify_restore(kernel: FakeDcbKernel, tmp_path: Path) -> None:
+    slots = [Slot(driver(kernel))]
+    cfg = config()
+    plan = make_plan(slots, cfg)
+    assert {c.target for c in plan.changes} == set(slots[0].driver.desired(cfg))
+    before = {c.target: c.before for c in plan.changes}
+    assert before["eth0/dcb/app/dscp/46"] == 1 and before["eth0/dcb/app/dscp/26"] is None
+    assert before["eth0/dcb/trust"] == ["pcp"]
+
+    journal = Journal.load(tmp_path / "journal.json")
+    apply_plan(plan, slots, journal)
+    nic = kernel.nics["eth0"]
+    assert nic.prio_tc == (0, 0, 0, 3, 0, 5, 6, 0)
+    assert nic.tc_tsa == (2, 2, 2, 2, 2, 0, 0, 2)
+    assert nic.tc_tx_bw == (50, 0, 0, 50, 0, 0, 0, 0)
+    assert nic.pfc_en == 0b0010_1000
+    assert nic.dscp_map() == {46: {5}, 26: {3}, 48: {6}, 10: {2}}  # the operator's DSCP 10 untouched
+    assert nic.trust == [5]
+    assert make_plan(slots, cfg).empty  # observe returns exactly the desired shape
+
+    # a fresh driver (as after a restart) restores from the journal on disk
+    restore([Slot(driver(kernel))], Journal.load(tmp_path / "journal.json"))
+    assert nic.dscp_map() == {46: {1}, 10: {2}}
+    assert nic.pfc_en == 0 and nic.trust == [255]
+    assert nic.tc_tsa == (0,) * 8 and nic.prio_tc == (0,) * 8
+
+
+def test_failed_write_rolls_everything_back(kernel: FakeDcbKernel) -> None:
+    slots = [Slot(driver(kernel))]
+    nic = kernel.nics["eth0"]
+    ets, pfc, apps = nic.ets, nic.pfc, list(nic.apps)
+    kernel.fail_next("eth0", "trust", errno.EIO)  # trust is written last
+    with pytest.raises(ApplyError) as err:
+        apply_plan(make_plan(slots, config()), slots, None)
+    assert err.value.failed.target == "eth0/dcb/trust"
+    assert not err.value.rollback_errors
+    assert (nic.ets, nic.pfc, sorted(nic.apps), nic.trust) == (ets, pfc, sorted(apps), [255])
+
+
+def test_veth_without_dcb_is_skipped_or_an_error_by_policy() -> None:
+    kernel = FakeDcbKernel({"eth0": FakeNic(dcb=False)})
+    plan = make_plan([Slot(driver(kernel), on_unsupported="auto")], config())
+    assert plan.empty and len(plan.skipped) == 6
+    assert "no DCB operations" in plan.skipped[0].reason
+    with pytest.raises(EngineError, match="eth0/dcb/ets: eth0 has no DCB operations"):
+        make_plan([Slot(driver(kernel), on_unsupported="required")], config())
+
+
+def test_kernel_without_trust_table_skips_only_trust() -> None:
+    kernel = FakeDcbKernel({"eth0": FakeNic(trust=None)})
+    plan = make_plan([Slot(driver(kernel), on_unsupported="auto")], config())
+    assert [s.target for s in plan.skipped] == ["eth0/dcb/trust"]
+    assert "kernel >= 6.2" in plan.skipped[0].reason
+    assert len(plan.changes) == 5
+
+
+def test_more_lossless_priorities_than_the_nic_has_is_a_config_error() -> None:
+    kernel = FakeDcbKernel({"eth0": FakeNic(pfc_cap=1)})
+    with pytest.raises(ConfigError, match=r"classes: 2 lossless priorities \[3, 5\].*eth0 supports 1"):
+        make_plan([Slot(driver(kernel))], config())
+    drv = driver(kernel)
+    with pytest.raises(DriverError, match="supports 1"):
+        drv.write("eth0/dcb/pfc", {"pfc_en": [3, 5]})
+
+
+def test_a_device_that_ignores_the_ets_write_is_caught_by_the_read_back() -> None:
+    kernel = FakeDcbKernel({"eth0": FakeNic(ets_settable=False)})
+    drv = driver(kernel)
+    want = drv.desired(config())["eth0/dcb/ets"]
+    with pytest.raises(DriverError, match=r"accepted .* but reports"):
+        drv.write("eth0/dcb/ets", want)
+
+
+def test_app_write_replaces_and_removes() -> None:
+    kernel = FakeDcbKernel({"eth0": FakeNic()})
+    kernel.nics["eth0"].apps = [(SEL_DSCP, 1, 46), (SEL_DSCP, 3, 46)]
+    drv = driver(kernel)
+    assert drv.observe(["eth0/dcb/app/dscp/46"]) == {"eth0/dcb/app/dscp/46": [1, 3]}
+    drv.write("eth0/dcb/app/dscp/46", 5)
+    assert kernel.nics["eth0"].dscp_map() == {46: {5}}
+    drv.write("eth0/dcb/app/dscp/46", None)
+    assert kernel.nics["eth0"].apps == []
+    drv.write("eth0/dcb/app/dscp/46", [1, 3])  # a journaled multi-entry value comes back as it was
+    assert kernel.nics["eth0"].dscp_map() == {46: {1, 3}}
+
+
+def test_unsupported_write_and_bad_targets() -> None:
+    kernel = FakeDcbKernel({"eth0": FakeNic(trust_choices=((255,),))})
+    drv = driver(kernel)
+    with pytest.raises(Unsupported, match="eth0/dcb/trust"):
+        drv.write("eth0/dcb/trust", ["dscp"])
+    with pytest.raises(DriverError, match="not a DCB target"):
+        parse_target("eth0/dcb/app/dscp/64")
+    with pytest.raises(DriverError, match="not a DCB target"):
+        drv.observe(["eth0/qdisc"])
+    assert parse_target("eth0/dcb/app/dscp/7") == ("eth0", "app", 7)
