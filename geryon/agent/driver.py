@@ -8,7 +8,7 @@ the kernel's default": writing None removes what Geryon put there.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol, runtime_checkable
 
 from geryon.agent.config import AgentConfig
@@ -42,3 +42,22 @@ class Driver(Protocol):
     def write(self, target: str, value: Any) -> None:
         """Makes the target equal `value` (None = remove / back to the kernel default)."""
         ...
+
+
+def open_slots(
+    config: AgentConfig | None, *, netns: str | None = None, root: str = "/"
+) -> tuple[list[Any], Callable[[], None]]:
+    """The drivers this host runs, each with its Unsupported policy from the config, and a closer.
+    With config None (restore) every driver is loaded and Unsupported targets are skipped."""
+    from geryon.agent.engine import Slot
+    from geryon.agent.linux_driver import LinuxDriver
+
+    linux = LinuxDriver(netns)
+    slots: list[Slot] = [Slot(linux, "required")]
+    closers: list[Callable[[], None]] = [linux.close]
+
+    def close() -> None:
+        for c in reversed(closers):
+            c()
+
+    return slots, close

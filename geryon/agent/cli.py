@@ -1,0 +1,212 @@
+"""`geryon agent plan|apply|verify|restore|run`: the host agent's command line.
+
+Exit codes: 0 ok; 1 drift (verify) or a failed apply/restore (rolled back); 2 bad input (config,
+arguments, journal), with nothing applied.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from geryon.agent.config import AgentConfig, ConfigError, load_config
+from geryon.agent.engine import (
+    ApplyError,
+    EngineError,
+    Slot,
+    apply_plan,
+    drift,
+    make_plan,
+    plan_json,
+    render_plan,
+)
+from geryon.agent.journal import DEFAULT_PATH as DEFAULT_JOURNAL
+from geryon.agent.journal import Journal, JournalError
+from geryon.errors import UsageError
+from geryon.progress import Progress
+
+DEFAULT_CONFIG = "/etc/geryon/agent.yaml"
+NETNS_DIR = "/run/netns"
+
+
+def register(sub: Any) -> None:
+    agent = sub.add_parser(
+        "agent",
+        help="the host agent: declarative host QoS (queues, sysctls, DCB, RoCE) with drift repair",
+        description="Makes this host's QoS match a YAML config: plan shows the diff, apply makes it so "
+        "(all or nothing), verify checks for drift, restore undoes Geryon, run keeps it in sync.",
+    )
+    asub = agent.add_subparsers(dest="agent_command", metavar="ACTION", required=True)
+
+    def common(p: argparse.ArgumentParser, config: bool = True, journal: bool = True) -> None:
+        if config:
+            p.add_argument("--config", default=DEFAULT_CONFIG, metavar="FILE", help="agent config (YAML)")
+        if journal:
+            p.add_argument(
+                "--journal",
+                default=DEFAULT_JOURNAL,
+                metavar="FILE",
+                help="where the pre-Geryon state is kept",
+            )
+        p.add_argument("--netns", metavar="NAME", help="act inside this network namespace (ip netns name)")
+        p.add_argument(
+            "--root",
+            default="/",
+            metavar="DIR",
+            help="root for sysfs/configfs (RoCE ToS, ECN); tests use a tree",
+        )
+
+    p = asub.add_parser("plan", help="show what apply would change (changes nothing)")
+    common(p, journal=False)
+    p.add_argument("--json", action="store_true", help="print the plan as JSON")
+    p.set_defaults(run=run_plan)
+
+    p = asub.add_parser("apply", help="make the host match the config; on any failure roll everything back")
+    common(p)
+    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    p.set_defaults(run=run_apply)
+
+    p = asub.add_parser("verify", help="exit 1 and list the drift when the host differs from the config")
+    common(p, journal=False)
+    p.add_argument("--json", action="store_true", help="print the drift as JSON")
+    p.set_defaults(run=run_verify)
+
+    p = asub.add_parser("restore", help="bring back the state from before Geryon's first apply (journal)")
+    common(p, config=False)
+    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    p.set_defaults(run=run_restore)
+
+    from geryon.agent import daemon
+
+    p = asub.add_parser("run", help="the daemon: apply, then watch netlink and repair drift")
+    common(p)
+    daemon.add_arguments(p)
+    p.set_defaults(run=daemon.run)
+
+    try:
+        cli_obs = importlib.import_module("geryon.agent.cli_obs")  # `agent flows|status`, when installed
+    except ImportError:
+        pass
+    else:
+        cli_obs.register(asub)
+
+
+def read_config(path: str) -> AgentConfig:
+    try:
+        return load_config(path)
+    except ConfigError as e:
+        raise UsageError(str(e)) from None
+
+
+def check_netns(name: str | None) -> None:
+    if name is not None and not os.path.exists(os.path.join(NETNS_DIR, name)):
+        raise UsageError(f"--netns: no network namespace {name!r} (see `ip netns list`)")
+
+
+@contextmanager
+def opened_slots(config: AgentConfig | None, args: argparse.Namespace) -> Iterator[list[Slot]]:
+    from geryon.agent.driver import DriverError, open_slots
+
+    check_netns(args.netns)
+    try:
+        slots, close = open_slots(config, netns=args.netns, root=args.root)
+    except DriverError as e:
+        raise UsageError(str(e)) from None
+    try:
+        yield slots
+    finally:
+        close()
+
+
+def _plan(config: AgentConfig, slots: list[Slot]) -> Any:
+    try:
+        return make_plan(slots, config)
+    except ConfigError as e:
+        raise UsageError(str(e)) from None
+
+
+def run_plan(args: argparse.Namespace) -> int:
+    config = read_config(args.config)
+    with opened_slots(config, args) as slots:
+        try:
+            plan = _plan(config, slots)
+        except EngineError as e:
+            print(f"geryon agent plan: failed: {e}", file=sys.stderr)
+            return 1
+    if args.json:
+        print(json.dumps(plan_json(plan), indent=1, sort_keys=True))
+    else:
+        print(render_plan(plan))
+    return 0
+
+
+def run_apply(args: argparse.Namespace) -> int:
+    config = read_config(args.config)
+    progress = Progress("geryon agent apply", enabled=not args.quiet)
+    journal = _journal(args.journal)
+    with opened_slots(config, args) as slots:
+        try:
+            plan = _plan(config, slots)
+            for s in plan.skipped:
+                progress.say(f"skip {s.target}: {s.reason}")
+            apply_plan(plan, slots, journal, progress.say)
+        except ApplyError as e:
+            print(f"geryon agent apply: failed: {e}", file=sys.stderr)
+            return 1
+        except EngineError as e:
+            print(f"geryon agent apply: failed: {e}", file=sys.stderr)
+            return 1
+    print(render_plan(plan, title="applied changes"))
+    return 0
+
+
+def run_verify(args: argparse.Namespace) -> int:
+    config = read_config(args.config)
+    with opened_slots(config, args) as slots:
+        try:
+            plan = _plan(config, slots)
+        except EngineError as e:
+            print(f"geryon agent verify: failed: {e}", file=sys.stderr)
+            return 1
+    lines = drift(plan)
+    if args.json:
+        print(json.dumps({"drift": lines, "in_sync": list(plan.in_sync)}, indent=1))
+    elif lines:
+        print(f"drift on {len(lines)} target(s):")
+        for line in lines:
+            print(f"  {line}")
+    else:
+        print(f"in sync: {len(plan.in_sync)} target(s) as configured")
+    return 1 if lines else 0
+
+
+def run_restore(args: argparse.Namespace) -> int:
+    from geryon.agent.engine import render_plan as render
+    from geryon.agent.engine import restore
+
+    progress = Progress("geryon agent restore", enabled=not args.quiet)
+    journal = _journal(args.journal)
+    if not journal.entries:
+        print(f"nothing to restore: the journal {args.journal} is empty (Geryon never applied here)")
+        return 0
+    with opened_slots(None, args) as slots:
+        try:
+            plan = restore(slots, journal, progress.say)
+        except (ApplyError, EngineError) as e:
+            print(f"geryon agent restore: failed: {e}", file=sys.stderr)
+            return 1
+    print(render(plan, title="restored targets"))
+    return 0
+
+
+def _journal(path: str) -> Journal:
+    try:
+        return Journal.load(path)
+    except JournalError as e:
+        raise UsageError(f"--journal: {e}") from None

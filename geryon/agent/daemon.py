@@ -1,0 +1,322 @@
+"""`geryon agent run`: apply on start, then keep the host in sync.
+
+Netlink link and qdisc events (someone deleted the qdisc, a link flapped or came back) wake the
+loop, which re-verifies and re-applies within a debounce interval; a periodic verify catches
+drift that sends no netlink event (sysctls, sysfs). SIGTERM/SIGINT: clean exit (the host keeps its
+QoS; `restore` undoes it). SIGHUP: reload the config; a bad new config is logged and the old one kept.
+Logs are one key=value line per event on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TextIO
+
+from geryon.agent.config import AgentConfig, ConfigError, load_config
+from geryon.agent.engine import ApplyError, EngineError, Plan, Slot, apply_plan, drift, make_plan
+from geryon.agent.journal import Journal, JournalError
+from geryon.errors import UsageError
+
+# Netlink messages that can mean our queues changed: links (re)appearing, qdiscs, classes, filters.
+_WATCHED = {
+    "RTM_NEWLINK",
+    "RTM_DELLINK",
+    "RTM_NEWQDISC",
+    "RTM_DELQDISC",
+    "RTM_NEWTCLASS",
+    "RTM_DELTCLASS",
+    "RTM_NEWTFILTER",
+    "RTM_DELTFILTER",
+}
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--interval", type=float, default=30.0, metavar="S", help="periodic verify, seconds (default 30)"
+    )
+    p.add_argument(
+        "--debounce",
+        type=float,
+        default=0.2,
+        metavar="S",
+        help="wait this long after a netlink event before verifying, so one change is one repair",
+    )
+    p.add_argument(
+        "--api-socket",
+        default="/run/geryon/agent.sock",
+        metavar="PATH",
+        help="gRPC API on this unix socket (mode 0600); '' to disable",
+    )
+    p.add_argument(
+        "--api-tcp", metavar="HOST:PORT", help="also serve the API on TCP (needs --tls-cert/--tls-key)"
+    )
+    p.add_argument("--tls-cert", metavar="FILE", help="server certificate (PEM) for --api-tcp")
+    p.add_argument("--tls-key", metavar="FILE", help="server key (PEM) for --api-tcp")
+    p.add_argument("--tls-ca", metavar="FILE", help="CA (PEM) that client certificates must chain to")
+    p.add_argument(
+        "--metrics",
+        default="127.0.0.1:9477",
+        metavar="HOST:PORT",
+        help="Prometheus metrics endpoint (default 127.0.0.1:9477); '' to disable",
+    )
+
+
+class Log:
+    """One line per event: ts=... level=... event=... key=value ..."""
+
+    def __init__(self, stream: TextIO | None = None) -> None:
+        self.stream = stream if stream is not None else sys.stderr
+        self._lock = threading.Lock()
+
+    def __call__(self, event: str, level: str = "info", **fields: Any) -> None:
+        ts = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        parts = [f"ts={ts}", f"level={level}", f"event={event}"]
+        parts += [f"{k}={_quote(v)}" for k, v in fields.items()]
+        with self._lock:
+            print(" ".join(parts), file=self.stream, flush=True)
+
+
+def _quote(value: Any) -> str:
+    if isinstance(value, float):
+        value = f"{value:.4g}"
+    text = str(value)
+    if text == "" or any(c in text for c in ' "=\n\t'):
+        return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+    return text
+
+
+class Agent:
+    """The running agent's state; also the AgentView the API and metrics read (thread-safe)."""
+
+    def __init__(
+        self,
+        config_path: str,
+        config: AgentConfig,
+        journal: Journal,
+        open_slots: Callable[[AgentConfig], tuple[list[Slot], Callable[[], None]]],
+        log: Log,
+    ) -> None:
+        self.config_path = config_path
+        self._config = config
+        self.journal = journal
+        self._open_slots = open_slots
+        self.log = log
+        self._lock = threading.Lock()
+        self._drift: list[str] = []
+        self._slots, self._close = open_slots(config)
+
+    # -- AgentView ------------------------------------------------------------------------------
+
+    def config(self) -> AgentConfig:
+        return self._config
+
+    def drift(self) -> list[str]:
+        """The drift found by the last verify (cached: the API never touches netlink)."""
+        return list(self._drift)
+
+    def last_apply(self) -> float | None:
+        return self.journal.last_apply
+
+    # -- reconcile ------------------------------------------------------------------------------
+
+    def reconcile(self, reason: str) -> bool:
+        """Verify; re-apply when anything drifted. True when the host is in sync afterwards."""
+        with self._lock:
+            start = time.perf_counter()
+            try:
+                plan = make_plan(self._slots, self._config)
+            except ConfigError as e:
+                # e.g. an interface that is not there (yet): wait for a link event.
+                self._drift = [str(e)]
+                self.log("verify_failed", "warning", reason=reason, error=e)
+                return False
+            except EngineError as e:
+                self._drift = [str(e)]
+                self.log("verify_failed", "error", reason=reason, error=e)
+                return False
+            for s in plan.skipped:
+                self.log("skip", target=s.target, driver=s.driver, why=s.reason)
+            if plan.empty:
+                self._drift = []
+                self.log("in_sync", reason=reason, targets=len(plan.in_sync), ms=_ms(start))
+                return True
+            self._drift = drift(plan)
+            for line in self._drift:
+                self.log("drift", "warning", reason=reason, target=line.split(":", 1)[0], detail=line)
+            return self._apply(plan, reason, start)
+
+    def _apply(self, plan: Plan, reason: str, start: float) -> bool:
+        try:
+            apply_plan(plan, self._slots, self.journal)
+        except ApplyError as e:
+            self.log("apply_failed", "error", reason=reason, target=e.failed.target, error=e)
+            return False
+        except (OSError, JournalError) as e:
+            self.log("apply_failed", "error", reason=reason, error=e)
+            return False
+        self._drift = []
+        self.log(
+            "applied",
+            reason=reason,
+            changes=len(plan.changes),
+            targets=",".join(c.target for c in plan.changes),
+            ms=_ms(start),
+        )
+        return True
+
+    def reload(self) -> bool:
+        """Re-reads the config file; a bad one is logged and the running config kept."""
+        try:
+            new = load_config(self.config_path)
+        except ConfigError as e:
+            self.log("reload_rejected", "error", config=self.config_path, error=e, kept="previous config")
+            return False
+        with self._lock:
+            try:
+                slots, close = self._open_slots(new)
+            except Exception as e:
+                self.log("reload_rejected", "error", config=self.config_path, error=e, kept="previous config")
+                return False
+            self._close()
+            self._slots, self._close, self._config = slots, close, new
+        self.log("reloaded", config=self.config_path, interfaces=",".join(new.interfaces))
+        return True
+
+    def close(self) -> None:
+        with self._lock:
+            self._close()
+
+
+def _ms(start: float) -> float:
+    return round((time.perf_counter() - start) * 1000, 1)
+
+
+def watch_netlink(netns: str | None, wake: threading.Event, log: Log, ready: threading.Event) -> None:
+    """Sets `wake` on every link/qdisc/class/filter event in the namespace. Runs in its own thread,
+    which must also create the socket: pyroute2's socket belongs to the thread that made it."""
+    from pyroute2 import IPRoute
+    from pyroute2.netlink.rtnl import RTMGRP_LINK, RTMGRP_TC
+
+    try:
+        ipr = IPRoute(netns=netns) if netns else IPRoute()
+        ipr.bind(groups=RTMGRP_LINK | RTMGRP_TC)
+    except Exception as e:
+        log("watch_failed", "error", error=e, fallback="periodic verify only")
+        ready.set()
+        return
+    ready.set()
+    while True:
+        try:
+            msgs = ipr.get()
+        except Exception as e:
+            log("watch_failed", "error", error=e, fallback="periodic verify only")
+            return
+        for m in msgs:
+            if m.get("event") in _WATCHED:
+                wake.set()
+
+
+def run(args: argparse.Namespace) -> int:
+    from geryon.agent.cli import check_netns, read_config
+    from geryon.agent.driver import open_slots
+
+    log = Log()
+    config = read_config(args.config)
+    check_netns(args.netns)
+    if args.interval <= 0 or args.debounce < 0:
+        raise UsageError("--interval must be > 0 and --debounce >= 0 seconds")
+    if args.metrics:
+        _host_port(args.metrics, "--metrics")
+    if args.api_tcp:
+        _host_port(args.api_tcp, "--api-tcp")
+        if not (args.tls_cert and args.tls_key):
+            raise UsageError("--api-tcp: TCP is served only with TLS; give --tls-cert and --tls-key")
+    try:
+        journal = Journal.load(args.journal)
+    except JournalError as e:
+        raise UsageError(f"--journal: {e}") from None
+
+    def slots_for(cfg: AgentConfig) -> tuple[list[Slot], Callable[[], None]]:
+        return open_slots(cfg, netns=args.netns, root=args.root)
+
+    agent = Agent(args.config, config, journal, slots_for, log)
+    stop = threading.Event()
+    wake = threading.Event()
+    reload_requested = threading.Event()
+
+    def on_term(signum: int, _frame: Any) -> None:
+        stop.set()
+        wake.set()
+
+    def on_hup(_signum: int, _frame: Any) -> None:
+        reload_requested.set()
+        wake.set()
+
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGINT, on_term)
+    signal.signal(signal.SIGHUP, on_hup)
+
+    log("start", config=args.config, netns=args.netns or "-", journal=args.journal, interval=args.interval)
+    ready = threading.Event()
+    threading.Thread(target=watch_netlink, args=(args.netns, wake, log, ready), daemon=True).start()
+    ready.wait(10)  # subscribe before the first apply, so no change slips between apply and watch
+    services = _start_services(agent, args, log)
+    agent.reconcile("start")
+    try:
+        while not stop.is_set():
+            woke = wake.wait(timeout=args.interval)
+            if stop.is_set():
+                break
+            if woke:
+                # Let a burst of events (tc deleting a tree is several messages) settle first.
+                stop.wait(args.debounce)
+                wake.clear()
+            if reload_requested.is_set():
+                reload_requested.clear()
+                agent.reload()
+            agent.reconcile("netlink" if woke else "periodic")
+    finally:
+        if services is not None:
+            services.stop()
+        agent.close()
+        log("stop", reason="signal")
+    return 0
+
+
+def _host_port(text: str, flag: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise UsageError(f"{flag}: {text!r} is not HOST:PORT (e.g. 127.0.0.1:9477)")
+    return host.strip("[]"), int(port)
+
+
+def _start_services(agent: Agent, args: argparse.Namespace, log: Log) -> Any:
+    """The gRPC API and the metrics endpoint (geryon.agent.service), when that part is installed."""
+    try:
+        service = importlib.import_module("geryon.agent.service")
+    except ImportError as e:
+        log("services_unavailable", "warning", why=e)
+        return None
+    tls = None
+    if args.api_tcp:
+        tls = service.TlsFiles(
+            cert=Path(args.tls_cert),
+            key=Path(args.tls_key),
+            client_ca=Path(args.tls_ca) if args.tls_ca else None,
+        )
+    return service.start_services(
+        agent,
+        api_socket=args.api_socket or None,
+        api_tcp=args.api_tcp,
+        tls=tls,
+        metrics_addr=_host_port(args.metrics, "--metrics") if args.metrics else None,
+        netns=args.netns,
+    )

@@ -1,0 +1,130 @@
+"""The journal: each target's value from before Geryon's first write to it, so `restore` can undo
+everything, even after the agent restarted or the host rebooted (the file lives on disk).
+
+One JSON file, rewritten atomically (temp file, fsync, rename), so a crash mid-write leaves either
+the old or the new journal, never a torn one. Only the FIRST "before" of a target is kept: a second
+apply must not overwrite the original state with Geryon's own earlier values.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+FORMAT = "geryon.agent.journal"
+VERSION = 1
+DEFAULT_PATH = "/var/lib/geryon/journal.json"
+
+
+class JournalError(ValueError):
+    """The journal file is unreadable or malformed; the message names the file and the problem."""
+
+
+@dataclass
+class Entry:
+    target: str
+    driver: str
+    before: Any
+    recorded_at: float
+
+
+@dataclass
+class Journal:
+    path: Path
+    entries: dict[str, Entry] = field(default_factory=dict)  # insertion order = first-write order
+    last_apply: float | None = None
+
+    @classmethod
+    def load(cls, path: str | Path) -> Journal:
+        """The journal at `path`; an empty one when the file does not exist yet."""
+        p = Path(path)
+        try:
+            text = p.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return cls(path=p)
+        except OSError as e:
+            raise JournalError(f"{p}: cannot read the journal: {e.strerror}") from None
+        try:
+            data = json.loads(text)
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise JournalError(f"{p}: the journal is not valid JSON ({e})") from None
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
+            raise JournalError(f"{p}: not a Geryon agent journal (format must be {FORMAT!r})")
+        if data.get("version") != VERSION:
+            raise JournalError(f"{p}: journal version {data.get('version')!r}; this agent reads {VERSION}")
+        entries: dict[str, Entry] = {}
+        raw_entries = data.get("entries")
+        if not isinstance(raw_entries, list):
+            raise JournalError(f"{p}: entries: expected a list")
+        for i, item in enumerate(raw_entries):
+            if (
+                not isinstance(item, dict)
+                or not isinstance(item.get("target"), str)
+                or not isinstance(item.get("driver"), str)
+            ):
+                raise JournalError(f"{p}: entries[{i}]: expected target, driver and before")
+            at = item.get("recorded_at")
+            entries[item["target"]] = Entry(
+                target=item["target"],
+                driver=item["driver"],
+                before=item.get("before"),
+                recorded_at=float(at) if isinstance(at, int | float) else 0.0,
+            )
+        last = data.get("last_apply")
+        return cls(path=p, entries=entries, last_apply=float(last) if isinstance(last, int | float) else None)
+
+    def record(self, driver: str, target: str, before: Any) -> bool:
+        """Remembers `before` for `target` unless it already has one, and saves. True when recorded."""
+        if target in self.entries:
+            return False
+        self.entries[target] = Entry(target=target, driver=driver, before=before, recorded_at=time.time())
+        self.save()
+        return True
+
+    def mark_applied(self, when: float | None = None) -> None:
+        self.last_apply = time.time() if when is None else when
+        self.save()
+
+    def forget(self, target: str) -> None:
+        if self.entries.pop(target, None) is not None:
+            self.save()
+
+    def save(self) -> None:
+        data = {
+            "format": FORMAT,
+            "version": VERSION,
+            "last_apply": self.last_apply,
+            "entries": [
+                {"target": e.target, "driver": e.driver, "before": e.before, "recorded_at": e.recorded_at}
+                for e in self.entries.values()
+            ],
+        }
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", dir=self.path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump(data, fh, indent=1, sort_keys=True)
+                fh.write("\n")
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, self.path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        # The rename is durable only once the directory entry is.
+        dir_fd = os.open(self.path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+    def clear(self) -> None:
+        """After a full restore: nothing left to undo."""
+        self.entries.clear()
+        self.last_apply = None
+        self.path.unlink(missing_ok=True)
