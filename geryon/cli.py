@@ -12,6 +12,7 @@ from geryon.errors import UsageError
 
 def build_parser() -> argparse.ArgumentParser:
     from geryon import demo
+    from geryon.agent import cli as agent_cli
     from geryon.tagger import cli as tagger_cli
 
     parser = argparse.ArgumentParser(
@@ -22,6 +23,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     tagger_cli.register(sub)
     demo.register(sub)
+    agent_cli.register(sub)
     return parser
 
 
