@@ -10,7 +10,8 @@ from __future__ import annotations
 import ipaddress
 import socket
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -136,13 +137,40 @@ class _DiagSocket(DiagSocket):
         self.set_marshal(MarshalDiag())
 
 
+class NetlinkThread:
+    """Runs every call on one long-lived thread. pyroute2 0.9's sync sockets drive an asyncio loop per
+    calling thread, so a socket used from a fresh thread (the metrics server makes one per scrape) pays
+    ~20 ms to set up a loop; one thread keeps each call around a millisecond and serialises them."""
+
+    def __init__(self, name: str) -> None:
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def call(self, fn: Callable[[], Any]) -> Any:
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("closed")
+            future = self._pool.submit(fn)
+        return future.result()
+
+    def close(self, cleanup: Callable[[], None] | None = None) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            if cleanup is not None:
+                self._pool.submit(cleanup).result()
+        self._pool.shutdown(wait=True)
+
+
 class FlowDiscovery:
     """Reads the namespace's TCP sockets. Keeps one netlink socket open (opening one inside a named namespace
-    forks a helper); thread-safe, so the API and the metrics endpoint can share it."""
+    forks a helper) on its own thread; thread-safe, so the API and the metrics endpoint can share it."""
 
     def __init__(self, netns: str | None = None) -> None:
         self.netns = netns
-        self._lock = threading.Lock()
+        self._thread = NetlinkThread("geryon-diag")
         self._sock: _DiagSocket | None = None
 
     def _socket(self) -> _DiagSocket:
@@ -152,34 +180,35 @@ class FlowDiscovery:
             self._sock = sock
         return self._sock
 
-    def _dump(self, family: int, states: int, extensions: int) -> list[Any]:
-        with self._lock:
+    def _dump(self, states: int, extensions: int) -> list[Any]:
+        def run() -> list[Any]:
             try:
-                return list(
-                    self._socket().get_sock_stats(family=family, states=states, extensions=extensions)
-                )
+                sock = self._socket()
+                return [
+                    msg
+                    for family in (socket.AF_INET, socket.AF_INET6)
+                    for msg in sock.get_sock_stats(family=family, states=states, extensions=extensions)
+                ]
             except Exception:
                 # A broken socket (e.g. the namespace went away) must not stay cached.
-                self._close_locked()
+                self._drop_socket()
                 raise
+
+        result: list[Any] = self._thread.call(run)
+        return result
 
     def flows(self) -> list[Flow]:
         """Every established TCP connection, IPv4 and IPv6."""
-        out: list[Flow] = []
-        for family in (socket.AF_INET, socket.AF_INET6):
-            for msg in self._dump(family, 1 << TCP_ESTABLISHED, _EXTENSIONS):
-                out.append(flow_from_message(msg))
-        return out
+        return [flow_from_message(msg) for msg in self._dump(1 << TCP_ESTABLISHED, _EXTENSIONS)]
 
     def listeners(self) -> set[tuple[str, int]]:
         """(address, port) of every listening TCP socket; a wildcard bind is reported as '0.0.0.0' or '::'."""
-        out: set[tuple[str, int]] = set()
-        for family in (socket.AF_INET, socket.AF_INET6):
-            for msg in self._dump(family, 1 << TCP_LISTEN, 0):
-                out.add((normalize_address(msg["idiag_src"]), int(msg["idiag_sport"])))
-        return out
+        return {
+            (normalize_address(msg["idiag_src"]), int(msg["idiag_sport"]))
+            for msg in self._dump(1 << TCP_LISTEN, 0)
+        }
 
-    def _close_locked(self) -> None:
+    def _drop_socket(self) -> None:
         if self._sock is not None:
             try:
                 self._sock.close()
@@ -187,16 +216,10 @@ class FlowDiscovery:
                 self._sock = None
 
     def close(self) -> None:
-        with self._lock:
-            self._close_locked()
+        self._thread.close(self._drop_socket)
 
     def __enter__(self) -> FlowDiscovery:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def flows_touching(flows: Iterable[Flow], endpoints: set[tuple[str, int]]) -> list[Flow]:
-    """The flows with either end on one of the given (address, port) endpoints."""
-    return [f for f in flows if f.local_endpoint in endpoints or f.peer_endpoint in endpoints]

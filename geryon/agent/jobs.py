@@ -396,3 +396,16 @@ def map_job_flows(
             )
         )
     return job_flows, reports
+
+
+def map_all_jobs(
+    states: Iterable[JobState], flows: Sequence[Flow], listeners: set[tuple[str, int]]
+) -> tuple[list[JobFlow], list[PairReport]]:
+    """map_job_flows over every registered job (a flow can only belong to the job whose endpoint it uses)."""
+    all_flows: list[JobFlow] = []
+    all_pairs: list[PairReport] = []
+    for state in states:
+        jf, pairs = map_job_flows(state.spec, flows, listeners)
+        all_flows += jf
+        all_pairs += pairs
+    return all_flows, all_pairs

@@ -1,0 +1,507 @@
+"""Prometheus metrics that read the kernel at scrape time (prometheus-client custom collectors).
+
+Sections, each timed and with its own error counter so one failing source never hides the others:
+  classes  per Geryon class: bytes, packets, drops, overlimits, backlog of the host HTB classes
+           (root 1:, class 1:(0x10 + c) for class c);
+  flows    per job/role/peer/class: connections, bytes, RTT, retransmits; at most `max_flow_series` label
+           sets, the rest folded into one "other" series (and counted);
+  pairs    per job: PS-worker pairs that are ok, miss a class's flow or carry a wrong DSCP;
+  nic      per-priority bytes/packets and PFC pause counters from ethtool statistics (mlx5 names), where
+           the NIC has them (veth has none: no series, no error);
+  jobs     iteration time and thresholds reported over the API;
+  config   drift and the last successful apply (from the daemon).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import socket
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from geryon.agent.flows import FlowDiscovery, NetlinkThread
+from geryon.agent.jobs import JobFlow, JobRegistry, PairReport, map_all_jobs
+
+if TYPE_CHECKING:
+    from geryon.agent.service import AgentView
+
+log = logging.getLogger("geryon.agent.metrics")
+
+HTB_ROOT_MAJOR = 1
+CLASS_MINOR_BASE = 0x10
+DEFAULT_MAX_FLOW_SERIES = 200
+OTHER = "other"
+
+# mlx5 (and other drivers following its names): rx_prio3_bytes, tx_prio5_pause, rx_prio3_pause_duration ...
+_PRIO_STAT = re.compile(r"^(rx|tx)_prio([0-7])_(bytes|packets|pause|pause_duration|pause_transition)$")
+# RoCE congestion counters some drivers expose in ethtool -S (mlx5 keeps most in rdma hw_counters).
+ROCE_STATS = (
+    "np_cnp_sent",
+    "rp_cnp_handled",
+    "np_ecn_marked_roce_packets",
+    "rp_cnp_ignored",
+    "out_of_sequence",
+)
+
+
+# --- pure parts ---
+
+
+@dataclass(frozen=True)
+class ClassSample:
+    interface: str
+    class_name: str
+    bytes: int
+    packets: int
+    drops: int
+    overlimits: int
+    backlog_bytes: int
+    backlog_packets: int
+
+
+def class_samples(interface: str, class_names: Sequence[str], tc_classes: Iterable[Any]) -> list[ClassSample]:
+    """The Geryon classes among an interface's tc classes (pyroute2 messages with 'handle' and TCA_STATS2)."""
+    out = []
+    for msg in tc_classes:
+        handle = int(msg["handle"])
+        major, minor = handle >> 16, handle & 0xFFFF
+        c = minor - CLASS_MINOR_BASE
+        if major != HTB_ROOT_MAJOR or not 0 <= c < len(class_names) or msg.get_attr("TCA_KIND") != "htb":
+            continue
+        stats2 = msg.get_attr("TCA_STATS2")
+        basic = stats2.get_attr("TCA_STATS_BASIC") if stats2 else None
+        queue = stats2.get_attr("TCA_STATS_QUEUE") if stats2 else None
+        out.append(
+            ClassSample(
+                interface=interface,
+                class_name=class_names[c],
+                bytes=int(basic["bytes"]) if basic else 0,
+                packets=int(basic["packets"]) if basic else 0,
+                drops=int(queue["drops"]) if queue else 0,
+                overlimits=int(queue["overlimits"]) if queue else 0,
+                backlog_bytes=int(queue["backlog"]) if queue else 0,
+                backlog_packets=int(queue["qlen"]) if queue else 0,
+            )
+        )
+    return out
+
+
+@dataclass(frozen=True)
+class NicCounters:
+    """One interface's per-priority counters: (direction, priority, kind) -> value, plus RoCE counters."""
+
+    interface: str
+    prio: dict[tuple[str, int, str], int]
+    roce: dict[str, int]
+
+
+def nic_counters(interface: str, stats: Iterable[tuple[str, int]]) -> NicCounters:
+    prio: dict[tuple[str, int, str], int] = {}
+    roce: dict[str, int] = {}
+    for name, value in stats:
+        m = _PRIO_STAT.match(name)
+        if m:
+            prio[(m.group(1), int(m.group(2)), m.group(3))] = int(value)
+        elif name in ROCE_STATS:
+            roce[name] = int(value)
+    return NicCounters(interface, prio, roce)
+
+
+@dataclass
+class FlowSeries:
+    connections: int = 0
+    bytes_sent: int = 0
+    bytes_received: int = 0
+    retransmits: int = 0
+    rtt_us_sum: int = 0
+
+
+def flow_series(
+    job_flows: Iterable[JobFlow], cap: int
+) -> tuple[dict[tuple[str, str, str, str], FlowSeries], int]:
+    """Sums flows by (job, role, peer, class). Keeps the `cap` label sets with the most bytes; folds the rest
+    into ('other', 'other', 'other', 'other'). Returns the series and how many label sets were folded."""
+    series: dict[tuple[str, str, str, str], FlowSeries] = {}
+    for jf in job_flows:
+        key = (jf.job_id, jf.role, jf.peer_label, jf.class_name)
+        s = series.setdefault(key, FlowSeries())
+        s.connections += 1
+        s.bytes_sent += jf.flow.bytes_sent
+        s.bytes_received += jf.flow.bytes_received
+        s.retransmits += jf.flow.retransmits
+        s.rtt_us_sum += jf.flow.rtt_us
+    if len(series) <= cap:
+        return series, 0
+    ranked = sorted(series.items(), key=lambda kv: (-(kv[1].bytes_sent + kv[1].bytes_received), kv[0]))
+    kept = dict(ranked[: max(cap - 1, 0)])  # one of the cap slots is the "other" series
+    other = FlowSeries()
+    for _, s in ranked[max(cap - 1, 0) :]:
+        other.connections += s.connections
+        other.bytes_sent += s.bytes_sent
+        other.bytes_received += s.bytes_received
+        other.retransmits += s.retransmits
+        other.rtt_us_sum += s.rtt_us_sum
+    kept[(OTHER, OTHER, OTHER, OTHER)] = other
+    return kept, len(series) - len(kept) + 1
+
+
+def pair_counts(pairs: Iterable[PairReport]) -> dict[tuple[str, str], int]:
+    """(job, state) -> number of pairs; state is ok, missing_flow or wrong_dscp (a pair can be both)."""
+    out: dict[tuple[str, str], int] = {}
+    for p in pairs:
+        states = [s for s, bad in (("missing_flow", p.missing), ("wrong_dscp", p.wrong)) if bad] or ["ok"]
+        for s in states:
+            out[(p.job_id, s)] = out.get((p.job_id, s), 0) + 1
+    return out
+
+
+# --- the collector ---
+
+
+class _KernelReader:
+    """tc class statistics (rtnetlink) and ethtool statistics (SIOCETHTOOL ioctl) of one namespace, on one
+    thread with long-lived sockets (see flows.NetlinkThread)."""
+
+    def __init__(self, netns: str | None) -> None:
+        self.netns = netns
+        self._thread = NetlinkThread("geryon-metrics")
+        self._ipr: Any = None
+        self._ethtool_sock: socket.socket | None = None
+
+    def _iproute(self) -> Any:
+        if self._ipr is None:
+            from pyroute2 import IPRoute
+
+            self._ipr = IPRoute(netns=self.netns) if self.netns else IPRoute()
+        return self._ipr
+
+    def _ethtool_socket(self) -> socket.socket:
+        if self._ethtool_sock is None:
+            from pyroute2 import netns as pr_netns
+
+            # The ioctl acts on interfaces of the socket's namespace.
+            self._ethtool_sock = pr_netns.create_socket(self.netns, socket.AF_INET, socket.SOCK_DGRAM)
+        return self._ethtool_sock
+
+    def tc_classes(self, interface: str) -> list[Any] | None:
+        """The interface's tc classes; None when the interface does not exist."""
+
+        def run() -> list[Any] | None:
+            try:
+                ipr = self._iproute()
+                idx = ipr.link_lookup(ifname=interface)
+                return list(ipr.get_classes(index=idx[0])) if idx else None
+            except Exception:
+                self._drop()
+                raise
+
+        result: list[Any] | None = self._thread.call(run)
+        return result
+
+    def ethtool_stats(self, interface: str) -> list[tuple[str, int]]:
+        """ETHTOOL_GSTATS as (name, value); [] when the device has no statistics or does not exist."""
+
+        def run() -> list[tuple[str, int]]:
+            from pyroute2.ethtool.ioctl import IoctlEthtool, NoSuchDevice, NotSupportedError
+
+            tool = IoctlEthtool()
+            tool.sock.close()
+            tool.sock = self._ethtool_socket()
+            tool.change_ifname(interface)
+            try:
+                return [(str(n), int(v)) for n, v in tool.get_statistics()]
+            except (NotSupportedError, NoSuchDevice):
+                return []
+            except OSError as e:
+                if e.errno in (19, 95):  # ENODEV, EOPNOTSUPP
+                    return []
+                raise
+
+        result: list[tuple[str, int]] = self._thread.call(run)
+        return result
+
+    def _drop(self) -> None:
+        if self._ipr is not None:
+            try:
+                self._ipr.close()
+            finally:
+                self._ipr = None
+
+    def close(self) -> None:
+        def cleanup() -> None:
+            self._drop()
+            if self._ethtool_sock is not None:
+                self._ethtool_sock.close()
+                self._ethtool_sock = None
+
+        self._thread.close(cleanup)
+
+
+class AgentCollector(Collector):
+    """Reads everything at scrape time; nothing is cached between scrapes except the error counters."""
+
+    SECTIONS = ("classes", "flows", "pairs", "nic", "jobs", "config")
+
+    def __init__(
+        self,
+        agent: AgentView,
+        jobs: JobRegistry,
+        discovery: FlowDiscovery,
+        *,
+        netns: str | None = None,
+        max_flow_series: int = DEFAULT_MAX_FLOW_SERIES,
+    ) -> None:
+        if max_flow_series < 1:
+            raise ValueError(f"max_flow_series: {max_flow_series} must be at least 1")
+        self.agent = agent
+        self.jobs = jobs
+        self.discovery = discovery
+        self.max_flow_series = max_flow_series
+        self.kernel = _KernelReader(netns)
+        self.errors = dict.fromkeys(self.SECTIONS, 0)
+        self._flow_cache: tuple[list[JobFlow], list[PairReport]] | None = None
+
+    def describe(self) -> list[Metric]:
+        return []  # registration must not read the kernel
+
+    def collect(self) -> Iterator[Metric]:
+        start = time.perf_counter()
+        durations = GaugeMetricFamily(
+            "geryon_scrape_section_duration_seconds",
+            "Time to read one section of the metrics",
+            labels=["section"],
+        )
+        families: list[Metric] = []
+        self._flow_cache = None
+        sections: dict[str, Callable[[], list[Metric]]] = {
+            "classes": self._classes,
+            "flows": self._flows,
+            "pairs": self._pairs,
+            "nic": self._nic,
+            "jobs": self._jobs,
+            "config": self._config,
+        }
+        for name, read in sections.items():
+            t0 = time.perf_counter()
+            try:
+                families += read()  # a section is all or nothing: no half-read families
+            except Exception:
+                self.errors[name] += 1
+                log.exception("metrics: reading %s failed", name)
+            durations.add_metric([name], time.perf_counter() - t0)
+        errors = CounterMetricFamily(
+            "geryon_scrape_errors", "Scrape sections that failed since the agent started", labels=["section"]
+        )
+        for name in self.SECTIONS:
+            errors.add_metric([name], self.errors[name])
+        yield from families
+        yield durations
+        yield errors
+        yield GaugeMetricFamily(
+            "geryon_scrape_duration_seconds",
+            "Time the agent took to read all metrics",
+            value=time.perf_counter() - start,
+        )
+
+    def _class_names(self) -> list[str]:
+        return [c.name for c in self.agent.config().classes]
+
+    def _classes(self) -> list[Metric]:
+        labels = ["interface", "class"]
+        fams: dict[str, CounterMetricFamily | GaugeMetricFamily] = {
+            "bytes": CounterMetricFamily(
+                "geryon_class_sent_bytes", "Bytes sent by the class's host queue", labels=labels
+            ),
+            "packets": CounterMetricFamily(
+                "geryon_class_sent_packets", "Packets sent by the class's host queue", labels=labels
+            ),
+            "drops": CounterMetricFamily(
+                "geryon_class_dropped_packets", "Packets the class's host queue dropped", labels=labels
+            ),
+            "overlimits": CounterMetricFamily(
+                "geryon_class_overlimits", "Times the class was throttled by its rate or ceil", labels=labels
+            ),
+            "backlog_bytes": GaugeMetricFamily(
+                "geryon_class_backlog_bytes", "Bytes queued in the class now", labels=labels
+            ),
+            "backlog_packets": GaugeMetricFamily(
+                "geryon_class_backlog_packets", "Packets queued in the class now", labels=labels
+            ),
+        }
+        present = GaugeMetricFamily(
+            "geryon_egress_queues_present",
+            "1 when the interface exists and has Geryon's HTB classes",
+            labels=["interface"],
+        )
+        names = self._class_names()
+        config = self.agent.config()
+        for ifname in config.interfaces:
+            tc = self.kernel.tc_classes(ifname)
+            samples = class_samples(ifname, names, tc or [])
+            present.add_metric([ifname], 1 if samples else 0)
+            for s in samples:
+                key = [s.interface, s.class_name]
+                fams["bytes"].add_metric(key, s.bytes)
+                fams["packets"].add_metric(key, s.packets)
+                fams["drops"].add_metric(key, s.drops)
+                fams["overlimits"].add_metric(key, s.overlimits)
+                fams["backlog_bytes"].add_metric(key, s.backlog_bytes)
+                fams["backlog_packets"].add_metric(key, s.backlog_packets)
+        return [*fams.values(), present]
+
+    def _observe(self) -> tuple[list[JobFlow], list[PairReport]]:
+        if self._flow_cache is None:
+            states = self.jobs.states()
+            if states:
+                self._flow_cache = map_all_jobs(states, self.discovery.flows(), self.discovery.listeners())
+            else:
+                self._flow_cache = ([], [])
+        return self._flow_cache
+
+    def _flows(self) -> list[Metric]:
+        labels = ["job", "role", "peer", "class"]
+        conns = GaugeMetricFamily("geryon_flow_connections", "TCP connections of the series", labels=labels)
+        sent = CounterMetricFamily(
+            "geryon_flow_sent_bytes", "Bytes sent on the series' connections (open ones)", labels=labels
+        )
+        received = CounterMetricFamily(
+            "geryon_flow_received_bytes",
+            "Bytes received on the series' connections (open ones)",
+            labels=labels,
+        )
+        retrans = CounterMetricFamily(
+            "geryon_flow_retransmitted_segments",
+            "Retransmitted segments on the series' connections",
+            labels=labels,
+        )
+        rtt = GaugeMetricFamily(
+            "geryon_flow_rtt_seconds", "Mean smoothed RTT of the series' connections", labels=labels
+        )
+        job_flows, _ = self._observe()
+        series, folded = flow_series(job_flows, self.max_flow_series)
+        for key, s in sorted(series.items()):
+            k = list(key)
+            conns.add_metric(k, s.connections)
+            sent.add_metric(k, s.bytes_sent)
+            received.add_metric(k, s.bytes_received)
+            retrans.add_metric(k, s.retransmits)
+            rtt.add_metric(k, s.rtt_us_sum / s.connections / 1e6)
+        dropped = GaugeMetricFamily(
+            "geryon_flow_series_folded",
+            f"Flow label sets folded into the '{OTHER}' series this scrape (cap: max_flow_series)",
+            value=folded,
+        )
+        return [conns, sent, received, retrans, rtt, dropped]
+
+    def _pairs(self) -> list[Metric]:
+        fam = GaugeMetricFamily(
+            "geryon_job_pairs",
+            "PS-worker pairs with a task on this host, by state (ok, missing_flow, wrong_dscp)",
+            labels=["job", "state"],
+        )
+        _, pairs = self._observe()
+        counts = pair_counts(pairs)
+        for state in self.jobs.states():
+            for s in ("ok", "missing_flow", "wrong_dscp"):
+                fam.add_metric([state.spec.job_id, s], counts.get((state.spec.job_id, s), 0))
+        return [fam]
+
+    def _nic(self) -> list[Metric]:
+        labels = ["interface", "direction", "priority"]
+        fams: dict[str, CounterMetricFamily] = {
+            "bytes": CounterMetricFamily(
+                "geryon_nic_priority_bytes", "NIC bytes per 802.1p priority", labels=labels
+            ),
+            "packets": CounterMetricFamily(
+                "geryon_nic_priority_packets", "NIC packets per 802.1p priority", labels=labels
+            ),
+            "pause": CounterMetricFamily(
+                "geryon_nic_pfc_pause_frames", "PFC pause frames per priority", labels=labels
+            ),
+            "pause_duration": CounterMetricFamily(
+                "geryon_nic_pfc_pause_duration_seconds", "Time paused by PFC per priority", labels=labels
+            ),
+            "pause_transition": CounterMetricFamily(
+                "geryon_nic_pfc_pause_transitions", "PFC pause on/off transitions per priority", labels=labels
+            ),
+        }
+        roce = CounterMetricFamily(
+            "geryon_nic_roce_congestion",
+            "RoCE congestion counters (CNP, ECN)",
+            labels=["interface", "counter"],
+        )
+        for ifname in self.agent.config().interfaces:
+            counters = nic_counters(ifname, self.kernel.ethtool_stats(ifname))
+            for (direction, prio, kind), value in sorted(counters.prio.items()):
+                # mlx5 reports pause duration in microseconds.
+                v = value / 1e6 if kind == "pause_duration" else value
+                fams[kind].add_metric([ifname, direction, str(prio)], v)
+            for name, value in sorted(counters.roce.items()):
+                roce.add_metric([ifname, name], value)
+        return [*fams.values(), roce]
+
+    def _jobs(self) -> list[Metric]:
+        iteration = GaugeMetricFamily(
+            "geryon_job_iteration_seconds", "Latest iteration time the job reported", labels=["job"]
+        )
+        threshold = GaugeMetricFamily(
+            "geryon_job_threshold",
+            "Current urgency threshold between class `boundary` and the next",
+            labels=["job", "boundary"],
+        )
+        classes = GaugeMetricFamily("geryon_job_classes", "Priority classes the job uses", labels=["job"])
+        for state in self.jobs.states():
+            job = state.spec.job_id
+            classes.add_metric([job], len(state.spec.classes))
+            if state.iteration_time_s is not None:
+                iteration.add_metric([job], state.iteration_time_s)
+            for i, t in enumerate(state.thresholds or ()):
+                threshold.add_metric([job, str(i)], t)
+        return [iteration, threshold, classes]
+
+    def _config(self) -> list[Metric]:
+        drift = self.agent.drift()
+        out: list[Metric] = [
+            GaugeMetricFamily(
+                "geryon_config_in_sync", "1 when the host matches the agent config", value=0 if drift else 1
+            ),
+            GaugeMetricFamily(
+                "geryon_config_drifted_targets", "Targets that differ from the config", value=len(drift)
+            ),
+        ]
+        last = self.agent.last_apply()
+        if last is not None:
+            out.append(
+                GaugeMetricFamily(
+                    "geryon_config_last_apply_timestamp_seconds",
+                    "Unix time of the last successful apply",
+                    value=last,
+                )
+            )
+        return out
+
+    def close(self) -> None:
+        self.kernel.close()
+
+
+def serve(collector: AgentCollector, addr: tuple[str, int]) -> tuple[CollectorRegistry, Any, tuple[str, int]]:
+    """Serves /metrics over HTTP on addr (127.0.0.1 by default in the daemon); port 0 = a free port."""
+    from prometheus_client import start_http_server
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(collector)
+    host, port = addr
+    try:
+        server, _thread = start_http_server(port, addr=host, registry=registry)
+    except OSError as e:
+        from geryon.errors import UsageError
+
+        raise UsageError(f"--metrics {host}:{port}: cannot listen ({e.strerror or e})") from None
+    return registry, server, (host, int(server.server_port))
