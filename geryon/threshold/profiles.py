@@ -26,7 +26,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from geryon.threshold.profile import LayerSpec, ParamSpec, Profile, ProfileError
@@ -111,6 +111,7 @@ class ModelStructure:
     params: tuple[ParamSpec, ...]
     urgency_function: str
     input_shape: tuple[int, ...]
+    keras_model: Any = field(default=None, compare=False, repr=False)
 
     def group_names(self) -> list[str]:
         return [self.leaves[g[0]].name for g in self.groups]
@@ -300,7 +301,7 @@ def model_structure(
         ParamSpec(p.name, p.shape, p.element_size, u, index_of_leaf[owner_of_path[p.name]])
         for p, u in zip(tagging.params, tagging.urgency, strict=True)
     )
-    return ModelStructure(name, tuple(leaves), groups, params, tagging.urgency_function, model_shape)
+    return ModelStructure(name, tuple(leaves), groups, params, tagging.urgency_function, model_shape, model)
 
 
 def _leaves(model: Any, name: str, prefix: str = "", repeat: int = 1) -> list[KerasLeaf]:
