@@ -66,7 +66,7 @@ class ApplyError(EngineError):
     rollback_errors: list[str] = field(default_factory=list)
 
     def __str__(self) -> str:
-        msg = f"apply failed at {self.failed.target}: {self.cause}"
+        msg = f"apply failed at {_about(self.failed.target, self.cause)}"
         if self.rollback_errors:
             msg += "; ROLLBACK INCOMPLETE: " + "; ".join(self.rollback_errors)
         else:
@@ -75,6 +75,12 @@ class ApplyError(EngineError):
 
 
 Progress = Callable[[str], None]
+
+
+def _about(target: str, error: BaseException) -> str:
+    # DriverErrors already start with their target.
+    text = str(error)
+    return text if text.startswith(f"{target}: ") else f"{target}: {text}"
 
 
 def _observe(slot: Slot, targets: Sequence[str], skipped: list[Skip]) -> dict[str, Any]:
@@ -178,7 +184,7 @@ def _rollback(
             by_name[change.driver].write(change.target, change.before)
             err.rolled_back.append(change.target)
         except Exception as e:
-            err.rollback_errors.append(f"{change.target}: {e}")
+            err.rollback_errors.append(_about(change.target, e))
 
 
 def drift(plan: Plan) -> list[str]:

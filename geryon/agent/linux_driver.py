@@ -300,6 +300,8 @@ class LinuxDriver:
         }
 
     def _write_tree(self, target: str, ifname: str, value: Any) -> None:
+        if value is None and not self._ipr.link_lookup(ifname=ifname):
+            return  # the interface is gone, and with it anything Geryon put there
         idx = self._index(target, ifname)
         current = self._observe_tree(target, ifname)
         if value is not None and value == current:
