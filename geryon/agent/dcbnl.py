@@ -87,6 +87,7 @@ NLMSGHDR = struct.Struct("=IHHII")
 
 _NLMSG_ALIGN = 4
 _RECV_SIZE = 65536
+REPLY_TIMEOUT_S = 5.0
 
 
 class DcbUnsupported(OSError):
@@ -433,6 +434,7 @@ def netlink_route_socket(netns: str | None = None) -> socket.socket:
         sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_ROUTE)
     try:
         sock.bind((0, 0))
+        sock.settimeout(REPLY_TIMEOUT_S)  # the kernel answers at once; never hang the daemon on a lost reply
     except OSError:
         sock.close()
         raise
@@ -488,9 +490,12 @@ class DcbnlClient:
         reply = self._request(RTM_SETDCB, cmd, ifname, ieee_attrs, what)
         if not reply:
             raise OSError(errno.EBADMSG, f"dcbnl {what} {ifname}: the kernel sent no status")
-        msg = dcbmsg_status(reply)
-        msg.decode()
-        status = msg.get_attr("DCB_ATTR_IEEE")
+        try:
+            msg = dcbmsg_status(reply)
+            msg.decode()
+            status = msg.get_attr("DCB_ATTR_IEEE")
+        except Exception as e:
+            raise OSError(errno.EBADMSG, f"dcbnl {what} {ifname}: malformed status reply ({e})") from None
         # dcbnl_ieee_set puts the driver's negative errno into a u8.
         if status:
             raise _error(256 - int(status), what, ifname)
@@ -501,7 +506,10 @@ class DcbnlClient:
         reply = self._request(RTM_GETDCB, DCB_CMD_IEEE_GET, ifname, None, "get")
         if not reply:
             raise OSError(errno.EBADMSG, f"dcbnl get {ifname}: the kernel sent no reply")
-        return decode_ieee_get(reply)
+        try:
+            return decode_ieee_get(reply)
+        except Exception as e:  # pyroute2's decoder raises assorted errors on bytes it cannot parse
+            raise OSError(errno.EBADMSG, f"dcbnl get {ifname}: malformed reply ({e})") from None
 
     def get_ets(self, ifname: str) -> Ets:
         ets = self.get_ieee(ifname).ets

@@ -349,3 +349,36 @@ def _raw_exchange(client: DcbnlClient, ifname: str) -> bytes:
 
 def test_nla_helper_matches_pyroute2_padding() -> None:
     assert nla(1, b"abc") == attr(1, b"abc") == b"\x07\x00\x01\x00abc\x00"
+
+
+@given(st.binary(max_size=300), st.integers(0, 400))
+def test_garbage_replies_give_a_clean_oserror(junk: bytes, cut: int) -> None:
+    """A reply the client cannot parse is an OSError naming the interface, never another exception."""
+    kernel = FakeDcbKernel({"eth0": FakeNic()})
+    real = kernel.socket()
+    real.send(dcbnl.encode_request(78, dcbnl.DCB_CMD_IEEE_GET, "eth0", None, 1))
+    reply = real.recv(65536)
+
+    class Mangled:
+        seq = 0
+
+        def send(self, data: bytes) -> int:
+            self.seq = struct.unpack_from("=I", data, 8)[0]
+            return len(data)
+
+        def recv(self, bufsize: int) -> bytes:
+            body = (reply[16:] + junk)[: max(cut, 4)]
+            msg = nlmsghdr(16 + len(body), 78, 0, self.seq) + body
+            msg += b"\0" * (-len(msg) % 4)
+            return msg + nlmsghdr(36, 2, 0x100, self.seq) + struct.pack("=i", 0) + bytes(16)  # then the ACK
+
+        def close(self) -> None:
+            pass
+
+    with DcbnlClient(sock_factory=Mangled) as c:
+        try:
+            state = c.get_ieee("eth0")
+        except OSError as e:
+            assert e.errno == errno.EBADMSG and "eth0" in str(e)
+        else:
+            assert isinstance(state, dcbnl.IeeeState)
