@@ -3,7 +3,7 @@
 Sections, each timed and with its own error counter so one failing source never hides the others:
   classes  per Geryon class: bytes, packets, drops, overlimits, backlog of the host HTB classes
            (root 1:, class 1:(0x10 + c) for class c);
-  flows    per job/role/peer/class: connections, bytes, RTT, retransmits; at most `max_flow_series` label
+  flows    per geryon_job/role/peer/class: connections, bytes, RTT, retransmits; at most `max_flow_series` label
            sets, the rest folded into one "other" series (and counted);
   pairs    per job: PS-worker pairs that are ok, miss a class's flow or carry a wrong DSCP;
   nic      per-priority bytes/packets and PFC pause counters from ethtool statistics (mlx5 names), where
@@ -38,6 +38,8 @@ HTB_ROOT_MAJOR = 1
 CLASS_MINOR_BASE = 0x10
 DEFAULT_MAX_FLOW_SERIES = 200
 OTHER = "other"
+# Not "job": Prometheus sets `job` to the scrape job's name and would rename ours to `exported_job`.
+JOB_LABEL = "geryon_job"
 
 # mlx5 (and other drivers following its names): rx_prio3_bytes, tx_prio5_pause, rx_prio3_pause_duration ...
 _PRIO_STAT = re.compile(r"^(rx|tx)_prio([0-7])_(bytes|packets|pause|pause_duration|pause_transition)$")
@@ -366,7 +368,7 @@ class AgentCollector(Collector):
         return self._flow_cache
 
     def _flows(self) -> list[Metric]:
-        labels = ["job", "role", "peer", "class"]
+        labels = [JOB_LABEL, "role", "peer", "class"]
         conns = GaugeMetricFamily("geryon_flow_connections", "TCP connections of the series", labels=labels)
         sent = CounterMetricFamily(
             "geryon_flow_sent_bytes", "Bytes sent on the series' connections (open ones)", labels=labels
@@ -404,7 +406,7 @@ class AgentCollector(Collector):
         fam = GaugeMetricFamily(
             "geryon_job_pairs",
             "PS-worker pairs with a task on this host, by state (ok, missing_flow, wrong_dscp)",
-            labels=["job", "state"],
+            labels=[JOB_LABEL, "state"],
         )
         _, pairs = self._observe()
         counts = pair_counts(pairs)
@@ -449,14 +451,14 @@ class AgentCollector(Collector):
 
     def _jobs(self) -> list[Metric]:
         iteration = GaugeMetricFamily(
-            "geryon_job_iteration_seconds", "Latest iteration time the job reported", labels=["job"]
+            "geryon_job_iteration_seconds", "Latest iteration time the job reported", labels=[JOB_LABEL]
         )
         threshold = GaugeMetricFamily(
             "geryon_job_threshold",
             "Current urgency threshold between class `boundary` and the next",
-            labels=["job", "boundary"],
+            labels=[JOB_LABEL, "boundary"],
         )
-        classes = GaugeMetricFamily("geryon_job_classes", "Priority classes the job uses", labels=["job"])
+        classes = GaugeMetricFamily("geryon_job_classes", "Priority classes the job uses", labels=[JOB_LABEL])
         for state in self.jobs.states():
             job = state.spec.job_id
             classes.add_metric([job], len(state.spec.classes))
