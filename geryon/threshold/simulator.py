@@ -1,0 +1,665 @@
+"""Replay simulator of a parameter-server cluster: BSP iterations over a star fabric with priority queues.
+
+In the spirit of dPRO's replayer (paper 001): W identical workers and P parameter servers hang off one
+switch; every host has a full-duplex link of `bandwidth_bps`, with an egress queue on its NIC and one
+on the switch port towards it. Parameters are partitioned and sliced exactly as
+`geryon.tagger.partition.plan_partitions` says, each shard on its PS task, each in the class its
+parameter's urgency gets from the thresholds. Per iteration every worker pulls every shard (PS ->
+worker); forward layer l starts once layer l-1 is done and the shards layer l consumes have arrived;
+backward runs in reverse; after layer l's backward the worker pushes the gradient shards of layer l's
+parameters (worker -> PS); a PS aggregates a shard once all W pushes arrived (aggregation time is
+hidden, as in the paper), and the next iteration's pull of that shard starts then (or, with
+`barrier=True`, once the whole iteration is aggregated, like TF's SyncReplicasOptimizer).
+
+Transfers are fluid (see `geryon.threshold.network` for how ports share). Each sender-receiver pair
+has one connection (per class in `network` mode); rates change only when a connection starts, stops
+or changes level, which keeps the event count near two per transfer:
+
+- fifo: one connection per pair whose pending transfers share it equally (the streams of one gRPC
+  channel); every port shares fairly among connections.
+- end-host (TicTac/P3-like): one connection per pair sending its most urgent pending transfer (class,
+  then urgency, then layer; a started transfer finishes first); the sender's NIC serves its
+  connections in that order, but switch ports share fairly among senders.
+- network (Geryon): one connection per pair and class, its transfers sharing it equally; every port
+  (NIC and switch) serves classes in strict priority and shares fairly within a class.
+- ideal: one connection per pair sending its most urgent pending transfer (urgency, then layer; a
+  more urgent arrival preempts); every port serves the most urgent transfer first. This is a perfect
+  global priority order, not an optimal schedule: it can lose to end-host where the urgent-first
+  order itself is not the best one (a PS link bottleneck, say).
+
+Identical workers in BSP see the same schedule, so by default (`symmetric=True`) one representative
+worker is simulated against P PSes whose links carry 1/W of their bandwidth per worker: the symmetric
+max-min allocation of the full cluster is exactly this. `symmetric=False` simulates every worker (slow,
+for cross-checks); both give the same times.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import operator
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from geryon.tagger.map_table import class_of, validate_thresholds
+from geryon.tagger.partition import plan_partitions
+from geryon.threshold.model import overlap_coefficient
+from geryon.threshold.network import allocate
+from geryon.threshold.profile import Profile
+from geryon.threshold.trace import Span, chrome_trace
+
+MODES = ("fifo", "end-host", "network", "ideal")
+
+PULL, PUSH = 0, 1
+_FLOW_DONE, _COMPUTE_DONE = 0, 1
+
+
+@dataclass(frozen=True)
+class SimResult:
+    mode: str
+    workers: int
+    num_ps: int
+    bandwidth_bps: float
+    thresholds: tuple[float, ...]
+    slice_bytes: int | None
+    iterations: int
+    iteration_s: float  # steady state: mean time between iteration ends after the first
+    first_iteration_s: float  # from t=0 to the end of the first iteration (the paper's model's T)
+    gpu_utilization: float  # compute / iteration time, in [0, 1]
+    alpha: float  # TicTac's (N + C - T) / min(N, C), clamped to [0, 1]
+    comm_s: float  # N: one iteration's pulls then pushes at the busiest port, without compute
+    compute_s: float  # C: forward plus backward of one iteration
+    iteration_ends: tuple[float, ...]  # when each iteration's last gradient was aggregated
+    shards: int  # transfers per worker and direction per iteration
+    link_bytes: dict[str, float]  # bytes each port moved over the run, for the whole cluster
+    events: int
+    wall_s: float
+    symmetric: bool
+    partition: bool
+    spans: tuple[Span, ...] | None = field(default=None, repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "mode": self.mode,
+            "workers": self.workers,
+            "num_ps": self.num_ps,
+            "bandwidth_bps": self.bandwidth_bps,
+            "thresholds": list(self.thresholds),
+            "slice_bytes": self.slice_bytes,
+            "iterations": self.iterations,
+            "iteration_s": self.iteration_s,
+            "first_iteration_s": self.first_iteration_s,
+            "gpu_utilization": self.gpu_utilization,
+            "alpha": self.alpha,
+            "comm_s": self.comm_s,
+            "compute_s": self.compute_s,
+            "iteration_ends": list(self.iteration_ends),
+            "shards": self.shards,
+            "link_bytes": dict(self.link_bytes),
+            "events": self.events,
+            "wall_s": self.wall_s,
+            "symmetric": self.symmetric,
+            "partition": self.partition,
+        }
+
+    def chrome_trace(self) -> dict[str, Any]:
+        """The run as Chrome trace JSON (chrome://tracing, Perfetto); needs ``trace=True``."""
+        if self.spans is None:
+            raise ValueError("trace: this result has no timeline; simulate with trace=True")
+        return chrome_trace(self.spans, metadata={"geryon.simulate": self.to_dict()})
+
+
+def simulate(
+    profile: Profile,
+    *,
+    workers: int,
+    num_ps: int,
+    bandwidth_bps: float,
+    mode: str,
+    thresholds: Sequence[float] = (0.5,),
+    slice_bytes: int | None = None,
+    iterations: int = 2,
+    trace: bool = False,
+    barrier: bool = False,
+    symmetric: bool = True,
+    partition: bool = True,
+) -> SimResult:
+    """Simulates `iterations` BSP iterations of `profile` on the cluster; see the module docstring.
+
+    `partition=False` leaves every parameter (or each of its slices, with `slice_bytes`) on one PS,
+    round-robin in creation order, like TensorFlow without a partitioner (the paper's "vanilla").
+    Raises ValueError naming the argument when one is out of range.
+    """
+    if not isinstance(profile, Profile):
+        raise ValueError(
+            f"profile: expected a geryon.threshold.profile.Profile, got {type(profile).__name__}"
+        )
+    w = _count(workers, "workers")
+    p = _count(num_ps, "num_ps")
+    n_iter = _count(iterations, "iterations")
+    if (
+        isinstance(bandwidth_bps, bool)
+        or not isinstance(bandwidth_bps, int | float)
+        or not math.isfinite(bandwidth_bps)
+        or bandwidth_bps <= 0
+    ):
+        raise ValueError(
+            f"bandwidth_bps: expected a finite number of bits per second > 0, got {bandwidth_bps!r}"
+        )
+    if mode not in MODES:
+        raise ValueError(f"mode: unknown mode {mode!r}; allowed: {', '.join(MODES)}")
+    ts = validate_thresholds(thresholds, "thresholds")
+    for name, flag in (
+        ("trace", trace),
+        ("barrier", barrier),
+        ("symmetric", symmetric),
+        ("partition", partition),
+    ):
+        if not isinstance(flag, bool):
+            raise ValueError(f"{name}: expected True or False, got {flag!r}")
+    if slice_bytes is not None:
+        slice_bytes = _count(slice_bytes, "slice_bytes (bytes, or None for no slicing)")
+    start = time.perf_counter()
+    replay = _Replay(
+        profile,
+        w,
+        p,
+        float(bandwidth_bps),
+        mode,
+        ts,
+        slice_bytes,
+        n_iter,
+        trace,
+        barrier,
+        symmetric,
+        partition,
+    )
+    replay.run()
+    wall = time.perf_counter() - start
+    return replay.result(wall)
+
+
+def _count(value: Any, what: str) -> int:
+    if isinstance(value, bool):
+        raise ValueError(f"{what}: expected an integer >= 1, got {value!r}")
+    try:
+        number = operator.index(value)
+    except TypeError:
+        raise ValueError(f"{what}: expected an integer >= 1, got {value!r}") from None
+    if number < 1:
+        raise ValueError(f"{what}: expected an integer >= 1, got {value!r}")
+    return number
+
+
+class _Flow:
+    """A sender-receiver(-class) connection and the transfers it carries.
+
+    A shared flow (fifo, network) serves all its transfers at once, splitting its rate equally (the
+    streams of one gRPC/HTTP2 channel); a serial flow (end-host, ideal) sends its most urgent transfer,
+    the head, and queues the rest. Shared flows track a virtual clock `served`: the bytes each member
+    has received since the flow last went idle; a member finishes when `served` reaches its tag.
+    """
+
+    __slots__ = (
+        "down",
+        "dst",
+        "head",
+        "last_t",
+        "level_down",
+        "level_up",
+        "members",
+        "queue",
+        "rate",
+        "remaining",
+        "served",
+        "shared",
+        "side",
+        "src",
+        "stale",
+        "starts",
+        "tid",
+        "up",
+        "version",
+        "waiting",
+    )
+
+    def __init__(self, side: int, src: int, dst: int, up: int, down: int, tid: str, shared: bool) -> None:
+        self.side = side
+        self.src = src
+        self.dst = dst
+        self.up = up
+        self.down = down
+        self.tid = tid
+        self.shared = shared
+        self.members: list[tuple[float, int, int]] = []  # shared: heap of (tag, shard, iteration)
+        self.served = 0.0
+        self.queue: list[tuple[int, int, int]] = []  # serial: heap of (rank, shard, iteration)
+        self.head: tuple[int, int] | None = None  # serial: (shard, iteration) being sent
+        self.remaining = 0.0  # serial: bytes the head has left
+        self.rate = 0.0
+        self.last_t = 0.0
+        self.version = 0  # bumps void the flow's scheduled finish
+        self.stale = True  # no finish is scheduled for its current members and rate
+        self.level_up: int | None = None
+        self.level_down: int | None = None
+        # Trace only: when each member first got bandwidth, and members still waiting for it.
+        self.starts: dict[tuple[int, int], float] = {}
+        self.waiting: list[tuple[int, int]] = []
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.members) if self.shared else self.head is not None
+
+
+class _Replay:
+    def __init__(
+        self,
+        profile: Profile,
+        workers: int,
+        num_ps: int,
+        bandwidth_bps: float,
+        mode: str,
+        thresholds: tuple[float, ...],
+        slice_bytes: int | None,
+        iterations: int,
+        trace: bool,
+        barrier: bool,
+        symmetric: bool,
+        partition: bool,
+    ) -> None:
+        self.profile = profile
+        self.workers = workers
+        self.num_ps = num_ps
+        self.bandwidth_bps = bandwidth_bps
+        self.mode = mode
+        self.thresholds = thresholds
+        self.slice_bytes = slice_bytes
+        self.iterations = iterations
+        self.trace = trace
+        self.barrier = barrier
+        self.symmetric = symmetric
+        self.partition = partition
+        self.sim_workers = 1 if symmetric else workers
+        self.events = 0
+        self.spans: list[Span] = []
+
+        # Shards, from the tagger's plan, with each one's class and its place in the urgency order.
+        specs = [(q.name, q.shape, q.element_size) for q in profile.params]
+        plan = plan_partitions(specs, num_ps if partition else 1, slice_bytes)
+        s_bytes: list[float] = []
+        s_ps: list[int] = []
+        s_layer: list[int] = []
+        s_cls: list[int] = []
+        s_name: list[str] = []
+        urg: list[float] = []
+        for param, shards in zip(profile.params, plan.params, strict=True):
+            cls = class_of(param.urgency, thresholds)
+            for shard in shards:
+                s_bytes.append(float(shard.bytes))
+                # Without partitioning the strategy's round-robin counter spreads whole pieces over PSes.
+                s_ps.append(shard.ps_task if partition else len(s_ps) % num_ps)
+                s_layer.append(param.layer)
+                s_cls.append(cls)
+                s_name.append(shard.name)
+                urg.append(param.urgency)
+        n = len(s_bytes)
+        self.s_bytes, self.s_ps, self.s_layer, self.s_cls, self.s_name = s_bytes, s_ps, s_layer, s_cls, s_name
+        # Urgency order: most urgent first, then earlier layer; equal keys share a rank (and a level).
+        keys = sorted({(-urg[j], s_layer[j]) for j in range(n)})
+        rank_of = {k: r for r, k in enumerate(keys)}
+        self.s_rank = [rank_of[(-urg[j], s_layer[j])] for j in range(n)]
+        self.by_rank = sorted(range(n), key=lambda j: (self.s_rank[j], j))
+        L = profile.num_layers
+        self.L = L
+        self.layer_shards: list[list[int]] = [[] for _ in range(L)]
+        for j in self.by_rank:
+            self.layer_shards[s_layer[j]].append(j)
+        self.fwd = [layer.forward_s for layer in profile.layers]
+        self.bwd = [layer.backward_s for layer in profile.layers]
+
+        # Hosts: simulated workers first, then PSes; ports 2h (NIC egress) and 2h+1 (switch egress to h).
+        W = self.sim_workers
+        cap = bandwidth_bps / 8.0
+        # A representative worker sees 1/W of every PS link: the other workers take the rest, equally.
+        ps_cap = cap / workers if symmetric else cap
+        self.capacity = [cap] * (2 * W) + [ps_cap] * (2 * num_ps)
+        self.host_names = [f"worker{i}" for i in range(W)] + [f"ps{i}" for i in range(num_ps)]
+        self.link_moved = [0.0] * len(self.capacity)
+
+        self.shared = mode in ("fifo", "network")
+        self.preempt = mode == "ideal"
+        per_class = mode == "network"
+        self.flows: dict[tuple[int, int, int, int], _Flow] = {}
+        for side in (PULL, PUSH):
+            for ps in range(num_ps):
+                for wk in range(W):
+                    src, dst = (W + ps, wk) if side == PULL else (wk, W + ps)
+                    for cls in range(len(thresholds) + 1) if per_class else (0,):
+                        tid = f"to {self.host_names[dst]}" + (f" class {cls}" if per_class else "")
+                        self.flows[(side, ps, wk, cls)] = _Flow(
+                            side, src, dst, 2 * src, 2 * dst + 1, tid, self.shared
+                        )
+        self.per_class = per_class
+        self.active: tuple[dict[_Flow, None], dict[_Flow, None]] = ({}, {})
+        self.dirty = [False, False]
+        self.saved: dict[tuple[int, int, int, int], float] = {}  # preempted transfers' bytes left
+
+        # BSP state.
+        self.pending = [[len(shards) for shards in self.layer_shards] * iterations for _ in range(W)]
+        self.op = [0] * W  # next GPU op: iteration * 2L + position (forward 0..L-1, then backward L-1..0)
+        self.busy = [False] * W
+        self.op_start = [0.0] * W
+        self.agg = [[0] * n for _ in range(iterations)]
+        self.agg_left = [n] * iterations
+        self.bwd_left = [W] * iterations
+        self.iteration_end = [0.0] * iterations
+        self.heap: list[tuple[float, int, int, Any, int]] = []
+        self.seq = 0
+
+    # --- events ---------------------------------------------------------------------------------
+    def _at(self, t: float, kind: int, what: Any, version: int = 0) -> None:
+        self.seq += 1
+        heapq.heappush(self.heap, (t, self.seq, kind, what, version))
+
+    def run(self) -> None:
+        self._release_pulls(self.by_rank, 0, 0.0)
+        for wk in range(self.sim_workers):
+            self._try_start(wk, 0.0)
+        self._settle(0.0)
+        heap = self.heap
+        while heap:
+            t, _, kind, what, version = heapq.heappop(heap)
+            if kind == _FLOW_DONE:
+                if version != what.version:
+                    continue
+                self._flow_done(what, t)
+            else:
+                self._compute_done(what, t)
+            self.events += 1
+            if not heap or heap[0][0] != t:
+                self._settle(t)
+        unfinished = [i for i in range(self.iterations) if self.agg_left[i] or self.bwd_left[i]]
+        if unfinished:
+            raise RuntimeError(f"simulator stalled before iteration {unfinished[0]} finished (a bug)")
+
+    def _try_start(self, wk: int, t: float) -> None:
+        if self.busy[wk]:
+            return
+        op = self.op[wk]
+        L2 = 2 * self.L
+        it, pos = divmod(op, L2)
+        if it >= self.iterations:
+            return
+        if pos < self.L:
+            if self.pending[wk][it * self.L + pos]:
+                return  # waits for its parameters; the last pull to arrive starts it
+            duration = self.fwd[pos]
+        else:
+            duration = self.bwd[L2 - 1 - pos]
+        self.busy[wk] = True
+        self.op_start[wk] = t
+        self._at(t + duration, _COMPUTE_DONE, wk)
+
+    def _compute_done(self, wk: int, t: float) -> None:
+        op = self.op[wk]
+        L = self.L
+        it, pos = divmod(op, 2 * L)
+        layer = pos if pos < L else 2 * L - 1 - pos
+        if self.trace:
+            kind = "forward" if pos < L else "backward"
+            self.spans.append(
+                Span(
+                    self.host_names[wk],
+                    "gpu",
+                    f"{kind} {self.profile.layers[layer].name}",
+                    kind,
+                    self.op_start[wk],
+                    t,
+                    {"iteration": it, "layer": layer},
+                )
+            )
+        self.busy[wk] = False
+        self.op[wk] = op + 1
+        if pos >= L:
+            for j in self.layer_shards[layer]:
+                self._enqueue(self.flows[(PUSH, self.s_ps[j], wk, self._cls(j))], j, it, t)
+            if layer == 0:
+                self.bwd_left[it] -= 1
+                self._maybe_end(it, t)
+        self._try_start(wk, t)
+
+    def _cls(self, j: int) -> int:
+        return self.s_cls[j] if self.per_class else 0
+
+    def _maybe_end(self, it: int, t: float) -> None:
+        if not self.agg_left[it] and not self.bwd_left[it]:
+            self.iteration_end[it] = t
+
+    def _release_pulls(self, shards: Sequence[int], it: int, t: float) -> None:
+        for j in shards:
+            for wk in range(self.sim_workers):
+                self._enqueue(self.flows[(PULL, self.s_ps[j], wk, self._cls(j))], j, it, t)
+
+    def _flow_done(self, flow: _Flow, t: float) -> None:
+        self._advance(flow, t)
+        if flow.shared:
+            _, j, it = heapq.heappop(flow.members)
+            if flow.members:
+                self._schedule(flow, t)  # same rate, one member fewer to share it
+            else:
+                self._idle(flow)
+        else:
+            assert flow.head is not None
+            j, it = flow.head
+            self._next_head(flow, t)
+        if self.trace:
+            self.spans.append(
+                Span(
+                    self.host_names[flow.src],
+                    flow.tid,
+                    self.s_name[j],
+                    "pull" if flow.side == PULL else "push",
+                    flow.starts.pop((j, it)),
+                    t,
+                    {
+                        "iteration": it,
+                        "bytes": self.s_bytes[j],
+                        "class": self.s_cls[j],
+                        "layer": self.s_layer[j],
+                    },
+                )
+            )
+        if flow.side == PULL:
+            wk = flow.dst
+            index = it * self.L + self.s_layer[j]
+            self.pending[wk][index] -= 1
+            if not self.pending[wk][index] and self.op[wk] == it * 2 * self.L + self.s_layer[j]:
+                self._try_start(wk, t)
+        else:
+            self.agg[it][j] += 1
+            if self.agg[it][j] == self.sim_workers:
+                self.agg_left[it] -= 1
+                if it + 1 < self.iterations:
+                    if not self.barrier:
+                        self._release_pulls((j,), it + 1, t)
+                    elif not self.agg_left[it]:
+                        self._release_pulls(self.by_rank, it + 1, t)
+                self._maybe_end(it, t)
+
+    # --- flows ------------------------------------------------------------------------------------
+    def _advance(self, flow: _Flow, t: float) -> None:
+        dt = t - flow.last_t
+        if dt > 0 and flow.rate > 0:
+            moved = flow.rate * dt
+            if flow.shared:
+                flow.served += moved / len(flow.members)
+            else:
+                flow.remaining -= moved
+            self.link_moved[flow.up] += moved
+            self.link_moved[flow.down] += moved
+        flow.last_t = t
+
+    def _levels(self, flow: _Flow, j: int) -> tuple[int | None, int | None]:
+        mode = self.mode
+        if mode == "fifo":
+            return None, None
+        if mode == "network":
+            return self.s_cls[j], self.s_cls[j]
+        if mode == "ideal":
+            return self.s_rank[j], self.s_rank[j]
+        return self.s_rank[j], None  # end-host: only the sender orders by urgency
+
+    def _activate(self, flow: _Flow, j: int, t: float) -> None:
+        flow.rate = 0.0
+        flow.last_t = t
+        flow.stale = True
+        flow.level_up, flow.level_down = self._levels(flow, j)
+        self.active[flow.side][flow] = None
+        self.dirty[flow.side] = True
+
+    def _idle(self, flow: _Flow) -> None:
+        flow.rate = 0.0
+        flow.served = 0.0
+        flow.version += 1
+        del self.active[flow.side][flow]
+        self.dirty[flow.side] = True
+
+    def _note_start(self, flow: _Flow, key: tuple[int, int], t: float) -> None:
+        if self.trace:
+            if flow.rate > 0:
+                flow.starts[key] = t
+            else:
+                flow.waiting.append(key)
+
+    def _set_head(self, flow: _Flow, j: int, it: int, t: float, remaining: float) -> None:
+        flow.head = (j, it)
+        flow.remaining = remaining
+        flow.last_t = t
+        if (j, it) not in flow.starts:
+            self._note_start(flow, (j, it), t)
+        levels = self._levels(flow, j)
+        if not flow.stale and levels == (flow.level_up, flow.level_down):
+            self._schedule(flow, t)  # same levels, same rates: only this flow's finish moves
+        else:
+            flow.level_up, flow.level_down = levels
+            flow.stale = True
+            self.dirty[flow.side] = True
+
+    def _next_head(self, flow: _Flow, t: float) -> None:
+        if not flow.queue:
+            flow.head = None
+            self._idle(flow)
+            return
+        _, j, it = heapq.heappop(flow.queue)
+        self._set_head(flow, j, it, t, self.saved.pop((flow.src, flow.dst, j, it), self.s_bytes[j]))
+
+    def _enqueue(self, flow: _Flow, j: int, it: int, t: float) -> None:
+        if flow.shared:
+            if not flow.members:
+                self._activate(flow, j, t)
+            else:
+                self._advance(flow, t)
+            heapq.heappush(flow.members, (flow.served + self.s_bytes[j], j, it))
+            self._note_start(flow, (j, it), t)
+            if not flow.stale:
+                self._schedule(flow, t)  # same rate, one more member to share it
+            return
+        if flow.head is None:
+            self._activate(flow, j, t)
+            self._set_head(flow, j, it, t, self.s_bytes[j])
+            return
+        head_j, head_it = flow.head
+        if self.preempt and self.s_rank[j] < self.s_rank[head_j]:
+            # ideal: a more urgent transfer takes the connection; the head keeps the bytes it has left.
+            self._advance(flow, t)
+            self.saved[(flow.src, flow.dst, head_j, head_it)] = flow.remaining
+            heapq.heappush(flow.queue, (self.s_rank[head_j], head_j, head_it))
+            if (head_j, head_it) in flow.waiting:
+                flow.waiting.remove((head_j, head_it))
+            self._set_head(flow, j, it, t, self.s_bytes[j])
+            return
+        heapq.heappush(flow.queue, (self.s_rank[j], j, it))
+
+    def _schedule(self, flow: _Flow, t: float) -> None:
+        flow.version += 1
+        if flow.shared:
+            left = flow.members[0][0] - flow.served
+            share = len(flow.members)
+        else:
+            left = flow.remaining
+            share = 1
+        if left <= 0:
+            self._at(t, _FLOW_DONE, flow, flow.version)
+        elif flow.rate > 0:
+            self._at(t + left * share / flow.rate, _FLOW_DONE, flow, flow.version)
+
+    def _settle(self, t: float) -> None:
+        """Re-allocates the rates of a direction whose set of flows (or their levels) changed."""
+        for side in (PULL, PUSH):
+            if not self.dirty[side]:
+                continue
+            self.dirty[side] = False
+            flows = list(self.active[side])
+            for flow in flows:
+                self._advance(flow, t)
+            rates = allocate(
+                [f.up for f in flows],
+                [f.down for f in flows],
+                [f.level_up for f in flows],
+                [f.level_down for f in flows],
+                self.capacity,
+            )
+            for flow, rate in zip(flows, rates, strict=True):
+                if rate != flow.rate or flow.stale:
+                    flow.rate = rate
+                    flow.stale = False
+                    self._schedule(flow, t)
+                if rate > 0 and flow.waiting:
+                    for key in flow.waiting:
+                        flow.starts[key] = t
+                    flow.waiting.clear()
+
+    # --- result -----------------------------------------------------------------------------------
+    def result(self, wall_s: float) -> SimResult:
+        ends = tuple(self.iteration_end)
+        first = ends[0]
+        steady = (ends[-1] - ends[0]) / (len(ends) - 1) if len(ends) > 1 else first
+        compute = self.profile.compute_s
+        bps = self.bandwidth_bps
+        total = sum(self.s_bytes)
+        per_ps = [0.0] * self.num_ps
+        for j, b in enumerate(self.s_bytes):
+            per_ps[self.s_ps[j]] += b
+        # N: a worker's pulls, then its pushes, each limited by its own port or the busiest PS port.
+        comm = 2 * max(total, self.workers * max(per_ps)) * 8.0 / bps
+        W = self.sim_workers
+        link_bytes: dict[str, float] = {}
+        for h, name in enumerate(self.host_names):
+            scale = self.workers if (self.symmetric and h >= W) else 1
+            link_bytes[f"{name}.nic"] = self.link_moved[2 * h] * scale
+            link_bytes[f"switch->{name}"] = self.link_moved[2 * h + 1] * scale
+        return SimResult(
+            mode=self.mode,
+            workers=self.workers,
+            num_ps=self.num_ps,
+            bandwidth_bps=bps,
+            thresholds=self.thresholds,
+            slice_bytes=self.slice_bytes,
+            iterations=self.iterations,
+            iteration_s=steady,
+            first_iteration_s=first,
+            gpu_utilization=min(1.0, compute / steady) if steady > 0 else 1.0,
+            alpha=overlap_coefficient(comm, compute, steady),
+            comm_s=comm,
+            compute_s=compute,
+            iteration_ends=ends,
+            shards=len(self.s_bytes),
+            link_bytes=link_bytes,
+            events=self.events,
+            wall_s=wall_s,
+            symmetric=self.symmetric,
+            partition=self.partition,
+            spans=tuple(self.spans) if self.trace else None,
+        )

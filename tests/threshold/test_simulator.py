@@ -1,0 +1,332 @@
+"""The cluster replay simulator: hand-computed cases, the analytic model, invariants, and bad input."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from geryon.tagger.partition import plan_partitions
+from geryon.threshold.model import in_order, iteration_time
+from geryon.threshold.profile import LayerSpec, ParamSpec, Profile, synthetic
+from geryon.threshold.simulator import MODES, simulate
+
+KB = 1000
+
+
+def random_profile(rng: random.Random, layers: int | None = None) -> Profile:
+    n = layers or rng.randint(2, 7)
+    return synthetic(
+        [4 * rng.randint(50, 4000) for _ in range(n)],
+        [rng.uniform(1e-4, 3e-3) for _ in range(n)],
+        [rng.uniform(1e-4, 5e-3) for _ in range(n)],
+    )
+
+
+def vgg19_like() -> Profile:
+    """VGG-19's exact parameter shapes (float32) with K40-like FLOP-derived times, without TensorFlow."""
+    cfg = [64, 64, "M", 128, 128, "M", 256, 256, 256, 256, "M", 512, 512, 512, 512, "M", 512, 512, 512, 512]
+    layers: list[LayerSpec] = []
+    params: list[ParamSpec] = []
+    cin, hw, total = 3, 224, 19
+    for c in cfg:
+        if c == "M":
+            hw //= 2
+            continue
+        assert isinstance(c, int)
+        i = len(layers)
+        flops = 2.0 * hw * hw * 9 * cin * c * 32
+        layers.append(LayerSpec(f"conv{i}", flops / 4.3e12, 2 * flops / 4.3e12, flops))
+        params += [
+            ParamSpec(f"conv{i}/kernel", (3, 3, cin, c), 4, 1 - i / total, i),
+            ParamSpec(f"conv{i}/bias", (c,), 4, 1 - i / total, i),
+        ]
+        cin = c
+    for n_in, n_out in ((25088, 4096), (4096, 4096), (4096, 1000)):
+        i = len(layers)
+        flops = 2.0 * n_in * n_out * 32
+        layers.append(LayerSpec(f"fc{i}", flops / 4.3e12, 2 * flops / 4.3e12, flops))
+        params += [
+            ParamSpec(f"fc{i}/kernel", (n_in, n_out), 4, 1 - i / total, i),
+            ParamSpec(f"fc{i}/bias", (n_out,), 4, 1 - i / total, i),
+        ]
+    return Profile("vgg19", 32, tuple(layers), tuple(params))
+
+
+# --- one worker, one PS: hand-computed cases and the analytic model ---------------------------------
+
+
+def test_fifo_shares_the_link_among_pending_transfers_hand_computed():
+    # 1000 B/s. Pulls of 1000 B and 3000 B share the link: layer 0 arrives at 2 s, layer 1 at 4 s.
+    # Forward 0: 2..5, forward 1: 5..6, backward 1: 6..7 then push 1 (3000 B) from 7; backward 0:
+    # 7..8 then push 0 (1000 B) shares from 8: push 0 done at 10, push 1 (1000 B left) at 11.
+    p = synthetic([1000, 3000], [3.0, 1.0], [1.0, 1.0])
+    r = simulate(p, workers=1, num_ps=1, bandwidth_bps=8000, mode="fifo", iterations=1)
+    assert r.iteration_s == pytest.approx(11.0)
+    assert r.compute_s == pytest.approx(6.0)
+    assert r.comm_s == pytest.approx(8.0)  # 4000 B each way at 1000 B/s
+    assert r.gpu_utilization == pytest.approx(6 / 11)
+    assert r.alpha == pytest.approx((8 + 6 - 11) / 6)
+
+
+@pytest.mark.parametrize("mode", ["end-host", "ideal"])
+def test_urgency_ordered_modes_agree_with_the_analytic_model(mode):
+    rng = random.Random(7)
+    for _ in range(25):
+        p = random_profile(rng)
+        bandwidth = rng.choice([1e6, 1e7, 1e8])
+        expected = iteration_time(p, in_order(p), bandwidth).iteration_s
+        first = simulate(p, workers=1, num_ps=1, bandwidth_bps=bandwidth, mode=mode, iterations=1)
+        assert first.iteration_s == pytest.approx(expected, rel=1e-12)
+        # With TF's iteration barrier the next iteration starts like the first: the model again.
+        steady = simulate(
+            p, workers=1, num_ps=1, bandwidth_bps=bandwidth, mode=mode, iterations=3, barrier=True
+        )
+        assert steady.iteration_s == pytest.approx(expected, rel=1e-9)
+
+
+def test_network_with_one_class_per_layer_is_the_in_order_model():
+    rng = random.Random(11)
+    for _ in range(20):
+        p = random_profile(rng, layers=rng.randint(2, 8))
+        n = p.num_layers
+        # Urgencies are 1 - l/n: a threshold just below each of them gives every layer its own class.
+        thresholds = [1 - (i + 0.5) / n for i in range(n - 1)][::-1]
+        expected = iteration_time(p, in_order(p), 1e7).iteration_s
+        r = simulate(
+            p, workers=1, num_ps=1, bandwidth_bps=1e7, mode="network", thresholds=thresholds, iterations=1
+        )
+        assert r.iteration_s == pytest.approx(expected, rel=1e-12)
+
+
+def test_one_worker_one_ps_is_bounded_by_max_and_sum_of_comm_and_compute():
+    rng = random.Random(3)
+    for _ in range(30):
+        p = random_profile(rng)
+        bandwidth = rng.choice([1e6, 1e7, 1e8])
+        slicing = rng.choice([None, 1000, 4000])
+        for mode in MODES:
+            for iterations, barrier in ((1, False), (3, True)):
+                r = simulate(
+                    p,
+                    workers=1,
+                    num_ps=1,
+                    bandwidth_bps=bandwidth,
+                    mode=mode,
+                    slice_bytes=slicing,
+                    iterations=iterations,
+                    barrier=barrier,
+                )
+                n, c, t = r.comm_s, r.compute_s, r.iteration_s
+                assert max(n, c) * (1 - 1e-9) <= t <= (n + c) * (1 + 1e-9), (mode, iterations)
+                assert 0 <= r.alpha <= 1
+                assert r.gpu_utilization == pytest.approx(c / t)
+            # Without the barrier the next pulls overlap this iteration's pushes (full duplex):
+            # still at least the compute and one direction's traffic, never more than N + C.
+            r = simulate(p, workers=1, num_ps=1, bandwidth_bps=bandwidth, mode=mode, slice_bytes=slicing)
+            assert (
+                max(r.comm_s / 2, r.compute_s) * (1 - 1e-9)
+                <= r.iteration_s
+                <= (r.comm_s + r.compute_s) * (1 + 1e-9)
+            )
+
+
+# --- several PSes: priorities in the fabric -----------------------------------------------------------
+
+
+def test_fig5_network_priorities_beat_end_host_scheduling_hand_computed():
+    # Paper Fig. 5: an urgent parameter on PS0 and a bulk one on PS1 reach one worker at once.
+    # 1000 B/s links; both 1000 B. End-host: the switch shares, both arrive at 2 s, forward 0 runs
+    # 2..3. Network: the urgent one arrives at 1 s, forward 0 runs 1..2, the bulk one is there by 2.
+    p = synthetic([1000, 1000], [1.0, 0.0], [0.0, 0.0])
+    common = dict(workers=1, num_ps=2, bandwidth_bps=8000, iterations=1, partition=False)
+    end_host = simulate(p, mode="end-host", **common)
+    network = simulate(p, mode="network", **common)
+    ideal = simulate(p, mode="ideal", **common)
+    # After the forward pass both pushes go to different PSes through the worker's NIC.
+    assert end_host.iteration_s == pytest.approx(3.0 + 2.0)
+    assert network.iteration_s == pytest.approx(2.0 + 2.0)
+    assert ideal.iteration_s == pytest.approx(network.iteration_s)
+
+
+def priority_sensitive(rng: random.Random) -> Profile:
+    """VGG-like: compute-heavy layers with small parameters first, then parameter-heavy light layers,
+    the early compute about as long as moving the heavy parameters at 10 Mbit/s."""
+    n = rng.randint(4, 8)
+    h = n // 2
+    sizes = [4 * rng.randint(50, 400) for _ in range(h)] + [4 * rng.randint(2000, 8000) for _ in range(n - h)]
+    heavy_s = sum(sizes[h:]) * 8 / 1e7
+    forward = [heavy_s / h * rng.uniform(0.5, 1.5) for _ in range(h)] + [
+        rng.uniform(1e-4, 1e-3) for _ in range(h, n)
+    ]
+    return synthetic(sizes, forward, [2 * f for f in forward])
+
+
+def test_ideal_beats_network_beats_fifo_when_ps_share_a_worker_port():
+    # Fig. 5's setting: whole parameters (sliced) spread over several PSes that all send to one
+    # worker's port; TF's iteration barrier, so every iteration starts with all pulls at once.
+    rng = random.Random(5)
+    gains = []
+    for _ in range(20):
+        p = priority_sensitive(rng)
+        kw = dict(
+            workers=1,
+            num_ps=rng.randint(2, 6),
+            bandwidth_bps=1e7,
+            slice_bytes=2000,
+            iterations=3,
+            barrier=True,
+            partition=False,
+        )
+        t = {mode: simulate(p, mode=mode, **kw).iteration_s for mode in MODES}
+        assert t["ideal"] <= t["network"] * (1 + 1e-9)
+        assert t["network"] <= t["fifo"] * (1 + 1e-9)
+        gains.append(t["fifo"] / t["network"])
+    assert sorted(gains)[len(gains) // 2] > 1.05  # not by a hair: the median gain is real
+
+
+def test_symmetric_representative_worker_agrees_with_simulating_every_worker():
+    rng = random.Random(13)
+    for _ in range(8):
+        p = random_profile(rng)
+        workers, num_ps = rng.randint(1, 4), rng.randint(1, 4)
+        for mode in MODES:
+            kw = dict(
+                workers=workers, num_ps=num_ps, bandwidth_bps=1e7, mode=mode, slice_bytes=2000, iterations=3
+            )
+            one = simulate(p, **kw)
+            every = simulate(p, symmetric=False, **kw)
+            assert one.iteration_s == pytest.approx(every.iteration_s, rel=1e-9)
+            assert one.iteration_ends == pytest.approx(every.iteration_ends, rel=1e-9)
+            for port, moved in one.link_bytes.items():
+                assert moved == pytest.approx(every.link_bytes[port], rel=1e-9)
+
+
+@pytest.mark.parametrize("symmetric", [True, False])
+@pytest.mark.parametrize("mode", MODES)
+def test_every_port_moves_exactly_the_bytes_of_the_plan(mode, symmetric):
+    p = random_profile(random.Random(17), layers=6)
+    workers, num_ps, iterations, slicing = 3, 2, 2, 1500
+    r = simulate(
+        p,
+        workers=workers,
+        num_ps=num_ps,
+        bandwidth_bps=1e7,
+        mode=mode,
+        slice_bytes=slicing,
+        iterations=iterations,
+        symmetric=symmetric,
+    )
+    plan = plan_partitions([(q.name, q.shape, q.element_size) for q in p.params], num_ps, slicing)
+    assert r.shards == plan.total_shards
+    total = sum(plan.bytes_per_ps())
+    workers_simulated = 1 if symmetric else workers
+    for w in range(workers_simulated):
+        assert r.link_bytes[f"worker{w}.nic"] == pytest.approx(iterations * total, rel=1e-9)
+        assert r.link_bytes[f"switch->worker{w}"] == pytest.approx(iterations * total, rel=1e-9)
+    for ps, held in enumerate(plan.bytes_per_ps()):
+        assert r.link_bytes[f"ps{ps}.nic"] == pytest.approx(workers * iterations * held, rel=1e-9)
+        assert r.link_bytes[f"switch->ps{ps}"] == pytest.approx(workers * iterations * held, rel=1e-9)
+
+
+def test_without_partitioning_whole_parameters_go_round_robin():
+    p = synthetic([4000, 8000, 400], [1e-3] * 3, [1e-3] * 3)
+    r = simulate(p, workers=2, num_ps=2, bandwidth_bps=1e7, mode="fifo", partition=False, iterations=1)
+    assert r.shards == 3
+    assert r.link_bytes["ps0.nic"] == pytest.approx(2 * (4000 + 400))
+    assert r.link_bytes["ps1.nic"] == pytest.approx(2 * 8000)
+
+
+def test_same_input_same_output():
+    p = random_profile(random.Random(19), layers=7)
+    for mode in MODES:
+        kw = dict(
+            workers=4, num_ps=3, bandwidth_bps=1e7, mode=mode, slice_bytes=1000, iterations=3, trace=True
+        )
+        a, b = simulate(p, **kw), simulate(p, **kw)
+        da, db = a.to_dict(), b.to_dict()
+        da.pop("wall_s")
+        db.pop("wall_s")
+        assert da == db
+        assert a.chrome_trace()["traceEvents"] == b.chrome_trace()["traceEvents"]
+
+
+def test_more_bandwidth_never_hurts_and_compute_bound_jobs_saturate_the_gpu():
+    p = random_profile(random.Random(23), layers=5)
+    times = [
+        simulate(p, workers=4, num_ps=2, bandwidth_bps=bw, mode="network", slice_bytes=1000).iteration_s
+        for bw in (1e6, 1e7, 1e8, 1e10, 1e12)
+    ]
+    assert times == sorted(times, reverse=True)
+    fast = simulate(p, workers=4, num_ps=2, bandwidth_bps=1e13, mode="network")
+    assert fast.gpu_utilization == pytest.approx(1.0, rel=1e-4)
+
+
+def test_layers_without_parameters_and_empty_parameters():
+    layers = (LayerSpec("in", 1.0, 0.0), LayerSpec("dense", 1.0, 1.0), LayerSpec("pool", 0.5, 0.5))
+    params = (ParamSpec("dense/kernel", (0, 4), 4, 0.9, 1), ParamSpec("dense/bias", (250,), 4, 0.9, 1))
+    p = Profile("odd", 1, layers, params)
+    for mode in MODES:
+        r = simulate(p, workers=2, num_ps=2, bandwidth_bps=8000, mode=mode, iterations=2)
+        # The bias is two 500 B shards, one per PS; two workers share each PS link, so every pull and
+        # push takes 1 s. The pulls hide behind the forward of "in" (1 s); the pushes follow the
+        # backward of "dense", while "in" has no backward.
+        assert r.first_iteration_s == pytest.approx(1.0 + 1.0 + 0.5 + 0.5 + 1.0 + 1.0)
+    no_params = Profile("none", 1, layers, ())
+    r = simulate(no_params, workers=3, num_ps=2, bandwidth_bps=1e9, mode="fifo", iterations=3)
+    assert r.iteration_s == pytest.approx(p.compute_s)
+    assert r.shards == 0
+
+
+def test_vgg19_sized_cluster_runs_with_a_few_events_per_shard():
+    p = vgg19_like()
+    r = simulate(p, workers=64, num_ps=16, bandwidth_bps=10e9, mode="network", slice_bytes=4 << 20)
+    assert r.shards > 16 * 38 // 2
+    # About one event per transfer and direction, plus the compute ops: no per-slice recomputation storm.
+    assert r.events <= r.iterations * (2 * r.shards + 2 * p.num_layers) * 1.5
+    assert r.compute_s <= r.iteration_s
+    assert 0 < r.gpu_utilization <= 1
+
+
+# --- bad input ------------------------------------------------------------------------------------------
+
+P = synthetic([400, 400], [1e-3, 1e-3], [1e-3, 1e-3])
+OK = dict(workers=2, num_ps=2, bandwidth_bps=1e9, mode="network")
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"bandwidth_bps": 0}, "bandwidth_bps"),
+        ({"bandwidth_bps": -1e9}, "bandwidth_bps"),
+        ({"bandwidth_bps": math.nan}, "bandwidth_bps"),
+        ({"bandwidth_bps": math.inf}, "bandwidth_bps"),
+        ({"bandwidth_bps": "10gbit"}, "bandwidth_bps"),
+        ({"mode": "tictac"}, "mode: unknown mode 'tictac'; allowed: fifo, end-host, network, ideal"),
+        ({"thresholds": (1.5,)}, r"thresholds\[0\]"),
+        ({"thresholds": (0.6, 0.4)}, "strictly increasing"),
+        ({"thresholds": ()}, "thresholds"),
+        ({"workers": 0}, "workers"),
+        ({"workers": 2.5}, "workers"),
+        ({"num_ps": 0}, "num_ps"),
+        ({"slice_bytes": 0}, "slice_bytes"),
+        ({"iterations": 0}, "iterations"),
+        ({"iterations": True}, "iterations"),
+        ({"trace": "yes"}, "trace"),
+    ],
+)
+def test_bad_arguments_name_the_argument(change, message):
+    with pytest.raises(ValueError, match=message):
+        simulate(P, **{**OK, **change})
+
+
+def test_a_profile_is_required():
+    with pytest.raises(ValueError, match="profile"):
+        simulate(P.to_dict(), **OK)  # type: ignore[arg-type]
+
+
+def test_a_result_without_trace_says_how_to_get_one():
+    r = simulate(P, **OK)
+    with pytest.raises(ValueError, match="trace=True"):
+        r.chrome_trace()
