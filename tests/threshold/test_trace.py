@@ -53,7 +53,9 @@ def test_hosts_become_processes_tracks_become_threads_times_are_microseconds():
     assert [(s.host, s.track, s.name, s.category, dict(s.args)) for s in back] == [
         (s.host, s.track, s.name, s.category, dict(s.args)) for s in want
     ]
-    assert [(s.start_s, s.end_s) for s in back] == pytest.approx([(s.start_s, s.end_s) for s in want])
+    assert [t for s in back for t in (s.start_s, s.end_s)] == pytest.approx(
+        [t for s in want for t in (s.start_s, s.end_s)]
+    )
 
 
 @pytest.mark.parametrize(("start", "end"), [(1.0, 0.5), (math.nan, 1.0), (0.0, math.inf)])
