@@ -20,9 +20,10 @@ from typing import Any, ClassVar
 import numpy as np
 
 from geryon.threshold.search.base import Planner, Searcher, Trial
-from geryon.threshold.search.candidates import default_points, sorted_grid
 from geryon.threshold.search.gp import GaussianProcess, expected_improvement
+from geryon.threshold.search.guided import candidate_grid
 from geryon.threshold.search.options import Option, integer, number, optional, slice_sizes
+from geryon.threshold.search.space import make_space, sizes_option, urgencies_option
 
 
 def spread(x: np.ndarray, dims: int, count: int) -> list[int]:
@@ -97,15 +98,17 @@ class BayesSearcher(Searcher):
         "stop": Option(0.002, number(0.0, 1.0), "stop when expected improvement < this fraction of the best"),
         "xi": Option(0.0, number(0.0, 1.0), "exploration margin of EI, as a fraction of the best time"),
         "slice_sizes": Option(None, optional(slice_sizes), "slice sizes in bytes to search jointly"),
+        "urgencies": Option(None, optional(urgencies_option), "per-parameter urgencies: try only real cuts"),
+        "sizes": Option(None, optional(sizes_option), "per-parameter bytes: the model sees bytes per class"),
     }
 
     def _make_planner(self) -> Planner:
         dims = self.num_classes - 1
-        points = self.options["grid"] or default_points(dims, 99, 2000)
-        grid = sorted_grid(dims, points)
+        grid = candidate_grid(self.options, dims, 99, 2000)
+        space = make_space(self.options, 1)
         sizes: Sequence[int | None] = self.options["slice_sizes"] or (None,)
         trials = [Trial(ts, s) for s in sizes for ts in grid]
-        rows = [list(t.thresholds) for t in trials]
+        rows = [space.coords(t.thresholds) for t in trials]
         if self.options["slice_sizes"] is not None:
             low, high = math.log(sizes[0] or 1), math.log(sizes[-1] or 1)
             span = (high - low) or 1.0

@@ -37,7 +37,7 @@ def fit_minimum(xs: Sequence[float], ys: Sequence[float], method: str = "quadrat
     a, b, c = np.polyfit(u, y, 2)
     if a > 0:
         best_u = float(np.clip(-b / (2 * a), -1.0, 1.0))
-    else:
-        fitted = np.polyval([a, b, c], u)
-        best_u = float(u[int(np.argmin(fitted))])
-    return float(mid + best_u * half), float(np.polyval([a, b, c], best_u))
+        return float(mid + best_u * half), float(np.polyval([a, b, c], best_u))
+    fitted = np.polyval([a, b, c], u)
+    i = int(np.argmin(fitted))
+    return float(x[i]), float(fitted[i])
