@@ -1,0 +1,101 @@
+"""`geryon agent plan|apply|verify|restore` as a user runs them, on veths in a namespace the test made."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from agent.agent_netns import VethNs, ns_exec, read_sysctl, root_qdisc, veth_ns
+from geryon_cli import geryon
+
+
+@pytest.fixture
+def ns() -> Iterator[VethNs]:
+    with veth_ns(2, prefix="gcl") as v:
+        yield v
+
+
+def write_config(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "agent.yaml"
+    path.write_text(text)
+    return str(path)
+
+
+def test_plan_apply_verify_drift_restore(ns: VethNs, tmp_path: Path) -> None:
+    config = write_config(tmp_path, "interfaces: [ga0, ga1]\negress: {rate: 1gbit}\n")
+    journal = str(tmp_path / "journal.json")
+    where = ["--config", config, "--netns", ns.name]
+
+    r = geryon("agent", "plan", *where)
+    assert r.returncode == 0, r.stderr
+    assert "+ ga0/qdisc  (linux: create)" in r.stdout and "+ ga1/qdisc" in r.stdout
+    assert "~ sysctl/net.ipv4.tcp_reflect_tos" in r.stdout and "3 changes, 0 in sync" in r.stdout
+    assert root_qdisc(ns.name, "ga0")["kind"] == "noqueue"  # plan changes nothing
+
+    r = geryon("agent", "plan", *where, "--json")
+    plan = json.loads(r.stdout)
+    assert [c["target"] for c in plan["changes"]] == [
+        "ga0/qdisc",
+        "ga1/qdisc",
+        "sysctl/net.ipv4.tcp_reflect_tos",
+    ]
+
+    r = geryon("agent", "apply", *where, "--journal", journal)
+    assert r.returncode == 0, r.stderr
+    assert "write ga0/qdisc" in r.stderr  # progress on stderr
+    assert root_qdisc(ns.name, "ga0")["kind"] == "htb" and root_qdisc(ns.name, "ga1")["kind"] == "htb"
+    assert read_sysctl(ns.name, "net.ipv4.tcp_reflect_tos") == "1"
+
+    r = geryon("agent", "verify", *where)
+    assert (r.returncode, r.stdout.strip()) == (0, "in sync: 3 target(s) as configured")
+
+    ns_exec(ns.name, "tc", "qdisc", "del", "dev", "ga1", "root")
+    r = geryon("agent", "verify", *where)
+    assert r.returncode == 1
+    assert "ga1/qdisc: absent (kernel default) (want htb with 2 classes, 4 filters)" in r.stdout
+    assert "ga0/qdisc" not in r.stdout
+
+    r = geryon("agent", "restore", "--netns", ns.name, "--journal", journal)
+    assert r.returncode == 0, r.stderr
+    assert root_qdisc(ns.name, "ga0")["kind"] == "noqueue"
+    assert read_sysctl(ns.name, "net.ipv4.tcp_reflect_tos") == "0"
+    assert not Path(journal).exists()
+    r = geryon("agent", "restore", "--netns", ns.name, "--journal", journal)
+    assert r.returncode == 0 and "nothing to restore" in r.stdout
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("interfaces: [ga0, eth9]\n", "interfaces[1]: no interface 'eth9' in network namespace"),
+        (
+            "interfaces: [ga0]\nclasses: [{name: u, dscp: 70, priority: 5}]\n",
+            "classes[0].dscp: 70 is out of range",
+        ),
+        ("interfaces: [ga0\n", "malformed YAML"),
+        ("interfaces: [ga0]\ncnp: {dscp: 48, priority: 5}\n", "cnp.priority: 5 is the data priority"),
+        ("interfaces: [ga0]\nfoo: 1\n", "'foo': unknown key"),
+    ],
+)
+def test_bad_config_exits_2_and_applies_nothing(ns: VethNs, tmp_path: Path, text: str, message: str) -> None:
+    config = write_config(tmp_path, text)
+    journal = tmp_path / "journal.json"
+    r = geryon("agent", "apply", "--config", config, "--netns", ns.name, "--journal", str(journal))
+    assert r.returncode == 2
+    assert r.stderr.startswith("geryon agent: error: ") and message in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+    assert root_qdisc(ns.name, "ga0")["kind"] == "noqueue"
+    assert read_sysctl(ns.name, "net.ipv4.tcp_reflect_tos") == "0"
+    assert not journal.exists()
+
+
+def test_bad_arguments_exit_2(tmp_path: Path) -> None:
+    config = write_config(tmp_path, "interfaces: [lo]\n")
+    r = geryon("agent", "verify", "--config", config, "--netns", "gery-no-such-ns")
+    assert r.returncode == 2 and "--netns: no network namespace 'gery-no-such-ns'" in r.stderr
+    bad = tmp_path / "journal.json"
+    bad.write_text("[]")
+    r = geryon("agent", "restore", "--journal", str(bad))
+    assert r.returncode == 2 and "--journal:" in r.stderr and "not a Geryon agent journal" in r.stderr
