@@ -140,6 +140,7 @@ def profile_from_model(
     _check_batch(batch_size)
     name, peak = resolve_device(device)
     _check_efficiency(efficiency)
+    _check_urgency(urgency)
     if isinstance(model_or_spec, str):
         shape = _check_input_shape(input_shape)
         structure, per_sample = _cached_flops(model_or_spec, shape, urgency)
@@ -226,11 +227,16 @@ def model_structure(
     from geryon.tagger.models import ModelLoadError, build_model
 
     shape = _check_input_shape(input_shape)
+    _check_urgency(urgency)
     if isinstance(model_or_spec, str):
         try:
             model = build_model(model_or_spec, shape)
         except ModelLoadError as e:
             raise ProfileError(f"model: {e}") from None
+        except Exception as e:  # a user's callable, or Keras rejecting the input shape
+            raise ProfileError(
+                f"model {model_or_spec!r} could not be built: {type(e).__name__}: {e}"
+            ) from None
         name = model_or_spec
     else:
         model = model_or_spec
@@ -467,6 +473,14 @@ def _check_efficiency(efficiency: Any) -> None:
         or not 0 < efficiency <= 1
     ):
         raise ProfileError(f"efficiency: expected a fraction of peak in (0, 1], got {efficiency!r}")
+
+
+def _check_urgency(urgency: Any) -> None:
+    from geryon.tagger.urgency import URGENCY_FUNCTIONS
+
+    if urgency not in URGENCY_FUNCTIONS:
+        allowed = ", ".join(sorted(URGENCY_FUNCTIONS))
+        raise ProfileError(f"urgency {urgency!r}: unknown urgency function; allowed: {allowed}")
 
 
 def _check_input_shape(input_shape: Sequence[int] | None) -> tuple[int, ...] | None:

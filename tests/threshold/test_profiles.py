@@ -179,6 +179,7 @@ def test_retime_needs_flops() -> None:
         ({"efficiency": 0}, r"efficiency: expected a fraction of peak in \(0, 1\]"),
         ({"efficiency": 1.5}, "efficiency"),
         ({"input_shape": (224, 0, 3)}, "input_shape: expected positive integers"),
+        ({"urgency": "fifo"}, "urgency 'fifo': unknown urgency function; allowed: layer, tic"),
     ],
 )
 def test_bad_arguments_name_the_field(kwargs: dict[str, Any], message: str) -> None:
@@ -193,6 +194,8 @@ def test_unknown_model_and_wrong_input_shape() -> None:
         profile_from_model(small_chain(), input_shape=(10, 10, 3))
     with pytest.raises(ProfileError, match="expected a functional or Sequential Keras model"):
         profile_from_model(object())
+    with pytest.raises(ProfileError, match=r"model 'alexnet' could not be built: ValueError"):
+        profile_from_model("alexnet", input_shape=(8, 8, 3))  # too small for an 11x11 stride-4 conv
 
 
 def test_subclassed_model_gets_a_clear_error() -> None:
@@ -213,3 +216,11 @@ def test_subclassed_model_gets_a_clear_error() -> None:
 def test_resolve_device() -> None:
     assert resolve_device("K40") == ("k40", 4.29e12)
     assert resolve_device(2e12) == ("custom", 2e12)
+
+
+def test_tic_urgency() -> None:
+    profile = profile_from_model(small_chain(), batch_size=1, urgency="tic")
+    assert profile.urgency_function == "tic"
+    # A chain: TIC ranks like the layer urgency, the first layer's parameters most urgent.
+    by_layer = {p.layer: p.urgency for p in profile.params}
+    assert by_layer[0] > by_layer[1]
