@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import errno
+import json
 import os
+import shutil
 import struct
 import subprocess
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 from agent.dcb_fake import FakeDcbKernel, FakeNic, ets_bytes, nla, pfc_bytes
@@ -382,3 +385,64 @@ def test_garbage_replies_give_a_clean_oserror(junk: bytes, cut: int) -> None:
             assert e.errno == errno.EBADMSG and "eth0" in str(e)
         else:
             assert isinstance(state, dcbnl.IeeeState)
+
+
+# --- 5. the fake's replies read the same in iproute2's dcb as in our decoder ---------------------------
+
+
+@pytest.fixture(scope="module")
+def dcbshim(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if shutil.which("gcc") is None or shutil.which("dcb") is None:
+        pytest.skip("needs gcc and iproute2's dcb")
+    out = tmp_path_factory.mktemp("shim") / "dcbshim.so"
+    src = FIXTURE.parent / "dcbshim.c"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-O1", "-o", str(out), str(src), "-ldl"], check=True)
+    return out
+
+
+def test_fake_replies_parse_the_same_in_iproute2_dcb(dcbshim: Path, tmp_path: Path) -> None:
+    nic = FakeNic(
+        ets=ets_bytes(
+            ets_cap=8,
+            tc_tx_bw=(50, 0, 0, 50, 0, 0, 0, 0),
+            tc_tsa=(2, 0, 0, 2, 0, 0, 0, 0),
+            prio_tc=(0, 0, 0, 3, 0, 5, 6, 0),
+        ),
+        pfc=pfc_bytes(pfc_cap=4, pfc_en=0x28, delay=7),
+        apps=[(5, 5, 46), (5, 3, 26), (5, 6, 48)],
+        trust=[5],
+    )
+    sock = FakeDcbKernel({"zz9": nic}).socket()
+    sock.send(dcbnl.encode_request(78, dcbnl.DCB_CMD_IEEE_GET, "zz9", None, 1))
+    reply = sock.recv(65536)
+    ours = dcbnl.decode_ieee_get(reply)
+    env = {
+        **os.environ,
+        "LD_PRELOAD": str(dcbshim),
+        "DCBSHIM_LOG": str(tmp_path / "requests.log"),
+        "DCBSHIM_GET_ATTRS": reply[20:].hex(),  # the attributes after nlmsghdr + dcbmsg
+    }
+
+    def dcb(obj: str) -> dict[str, Any]:
+        run = subprocess.run(
+            ["dcb", "-j", obj, "show", "dev", "zz9"], env=env, capture_output=True, text=True
+        )
+        assert run.returncode == 0, run.stderr
+        return json.loads(run.stdout)
+
+    ets, pfc, app = dcb("ets"), dcb("pfc"), dcb("app")
+    assert ours.ets is not None and ours.pfc is not None
+    assert ets["tc_bw"] == list(ours.ets.tc_tx_bw) == [50, 0, 0, 50, 0, 0, 0, 0]
+    assert ets["tc_tsa"] == [dcbnl.TSA_NAMES[t] for t in ours.ets.tc_tsa]
+    assert ets["prio_tc"] == list(ours.ets.prio_tc) and ets["ets_cap"] == ours.ets.ets_cap == 8
+    assert pfc["pfc_cap"] == ours.pfc.pfc_cap == 4 and pfc["delay"] == ours.pfc.delay == 7
+    assert [i for i, on in enumerate(pfc["prio_pfc"]) if on] == list(ours.pfc.priorities) == [3, 5]
+    assert (
+        {tuple(e) for e in app["dscp_prio"]}
+        == {(a.protocol, a.priority) for a in ours.apps}
+        == {
+            (46, 5),
+            (26, 3),
+            (48, 6),
+        }
+    )
