@@ -45,6 +45,11 @@ IEEE_8021QAZ_APP_SEL_ANY = 4
 IEEE_8021QAZ_APP_SEL_DSCP = 5
 DCB_APP_SEL_PCP = 255  # non-standard selector (kernel >= 6.2), carried in DCB_ATTR_DCB_APP
 
+# include/uapi/linux/rtnetlink.h: the multicast group dcbnl_ieee_notify sends RTM_SETDCB events to after
+# every IEEE set/del (a daemon can bind to it to see DCB changes made by other tools, e.g. mlnx_qos).
+RTNLGRP_DCB = 23
+RTMGRP_DCB = 1 << (RTNLGRP_DCB - 1)  # the legacy bind() group mask bit
+
 # enum dcbnl_commands (only the IEEE ones are used)
 DCB_CMD_IEEE_SET = 20
 DCB_CMD_IEEE_GET = 21
