@@ -1,9 +1,9 @@
 """DCB netlink (dcbnl): IEEE 802.1Qaz ETS, 802.1Qbb PFC, the APP table and the APP trust order.
 
 pyroute2 knows the message types RTM_GETDCB/RTM_SETDCB but has no dcbnl messages, so this module declares
-them on pyroute2's nlmsg/nla classes and talks to the kernel over a plain NETLINK_ROUTE datagram socket.
-The socket comes from a factory so tests can put a fake kernel exactly at that boundary (bytes in, bytes
-out; see tests/agent/dcb_fake.py).
+them on pyroute2's nlmsg/nla classes and sends them over a plain AF_NETLINK/NETLINK_ROUTE socket (pyroute2
+0.9's own sockets run on an asyncio core; a plain one keeps the boundary at bytes in, bytes out). The
+socket comes from a factory so tests put a fake kernel exactly there (tests/agent/dcb_fake.py).
 
 Numbers and layouts are the kernel's include/uapi/linux/dcbnl.h (names kept); the trust table is from
 kernel 6.2 (DCB_ATTR_DCB_APP_TRUST_TABLE, DCB_ATTR_DCB_APP, DCB_APP_SEL_PCP).
