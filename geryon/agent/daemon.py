@@ -146,7 +146,8 @@ class Agent:
                 self.log("skip", target=s.target, driver=s.driver, why=s.reason)
             if plan.empty:
                 self._drift = []
-                self.log("in_sync", reason=reason, targets=len(plan.in_sync), ms=_ms(start))
+                if reason in ("start", "reload"):  # routine checks stay quiet
+                    self.log("in_sync", reason=reason, targets=len(plan.in_sync), ms=_ms(start))
                 return True
             self._drift = drift(plan)
             for line in self._drift:
@@ -279,10 +280,12 @@ def run(args: argparse.Namespace) -> int:
                 # Let a burst of events (tc deleting a tree is several messages) settle first.
                 stop.wait(args.debounce)
                 wake.clear()
+            reason = "netlink" if woke else "periodic"
             if reload_requested.is_set():
                 reload_requested.clear()
-                agent.reload()
-            agent.reconcile("netlink" if woke else "periodic")
+                if agent.reload():
+                    reason = "reload"
+            agent.reconcile(reason)
     finally:
         if services is not None:
             services.stop()
