@@ -286,7 +286,7 @@ def test_guided_trusts_measurements_over_predictions() -> None:
         ({"drift": "10%"}, "drift: expected a number"),
         ({"drift_window": 1}, "drift_window: expected an integer >= 2"),
         ({"points": 2}, r"points: expected an integer in \[3, 1000\]"),
-        ({"fit": "cubic"}, "fit: expected one of quadratic, min, got 'cubic'"),
+        ({"fit": "cubic"}, "fit: expected one of local, quadratic, min, got 'cubic'"),
         ({"speed": 3}, "speed: unknown option.*'sweep'.*allowed: budget, drift"),
         ({"strategy": "bayes", "init": 1}, r"init: expected an integer in \[2, 100\]"),
         ({"strategy": "bayes", "slice_sizes": []}, "slice_sizes: give at least one"),

@@ -155,14 +155,23 @@ def test_searchers_on_the_paper_model_reach_the_exhaustive_optimum(strategy: str
 # --- fit and GP -------------------------------------------------------------------------------------
 def test_fit_minimum() -> None:
     xs = [0.1, 0.3, 0.5, 0.7, 0.9]
-    assert fit_minimum(xs, [(x - 0.42) ** 2 + 1 for x in xs]) == pytest.approx((0.42, 1.0))
+    assert fit_minimum(xs, [(x - 0.42) ** 2 + 1 for x in xs], "quadratic") == pytest.approx((0.42, 1.0))
+    assert fit_minimum(xs, [(x - 0.42) ** 2 + 1 for x in xs], "local") == pytest.approx((0.42, 1.0))
     # Concave or monotone data: the minimum is at an end of the measured range, never outside it.
-    assert fit_minimum(xs, [-((x - 0.5) ** 2) for x in xs])[0] in (0.1, 0.9)
-    assert fit_minimum(xs, [5 - x for x in xs])[0] == pytest.approx(0.9)
+    assert fit_minimum(xs, [-((x - 0.5) ** 2) for x in xs], "quadratic")[0] in (0.1, 0.9)
+    assert fit_minimum(xs, [5 - x for x in xs], "quadratic")[0] == pytest.approx(0.9)
+    # A plateau with a valley: the global parabola's vertex lands on the plateau, the local one in the valley.
+    plateau = [1.1, 1.1, 1.0, 1.1, 1.1]
+    assert fit_minimum([0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7], [1.3, 1.0, 1.3, 1.3, 1.3, 1.3, 1.3], "local")[
+        0
+    ] == pytest.approx(0.2)
+    assert fit_minimum(xs, plateau, "local") == pytest.approx((0.5, 1.0))
+    assert fit_minimum(xs, [1.0, 1.2, 1.4, 1.6, 1.8], "local") == pytest.approx((0.1, 1.0))
     assert fit_minimum([0.2, 0.4], [2.0, 1.0]) == (0.4, 1.0)  # too few points to fit
     assert fit_minimum(xs, [3, 1, 2, 0.5, 4], "min") == (0.7, 0.5)
-    with pytest.raises(ValueError, match="fit: expected one of quadratic, min"):
+    with pytest.raises(ValueError, match="fit: expected one of quadratic, local, min"):
         fit_minimum(xs, [1, 2, 3, 4, 5], "cubic")
+    assert fit_minimum(xs, [3, 1, 2, 0.5, 4])[0] == fit_minimum(xs, [3, 1, 2, 0.5, 4], "local")[0]
 
 
 def test_gaussian_process_interpolates_and_expected_improvement_points_at_the_gap() -> None:

@@ -96,7 +96,11 @@ class SweepSearcher(Searcher):
     strategy = "sweep"
     OPTIONS: ClassVar[dict[str, Option]] = {
         "points": Option(5, integer(3, 1000), "candidates per threshold (evenly spaced)"),
-        "fit": Option("quadratic", choice("quadratic", "min"), "quadratic fit, or the measured minimum"),
+        "fit": Option(
+            "local",
+            choice("local", "quadratic", "min"),
+            "parabola through the lowest point and its neighbours, through all points, or no fit",
+        ),
         "rounds": Option(1, integer(1, 100), "passes over the thresholds (k > 2 classes)"),
         "urgencies": Option(None, optional(urgencies_option), "per-parameter urgencies: try only real cuts"),
         "sizes": Option(None, optional(sizes_option), "per-parameter bytes: spread candidates over bytes"),
