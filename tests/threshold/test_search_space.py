@@ -186,3 +186,24 @@ def test_gaussian_process_interpolates_and_expected_improvement_points_at_the_ga
     ei = expected_improvement(mean, std, float(y.min()))
     assert (ei >= 0).all()
     assert 0.7 < grid[int(np.argmax(ei)), 0] < 1.0  # sin(6x) + 2 is lowest near x = 0.785
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_three_classes_from_urgencies_try_only_ordered_cuts(strategy: str) -> None:
+    profile = cnn_profile(10)
+    urgencies = [p.urgency for p in profile.params]
+    sizes = [p.bytes for p in profile.params]
+    cuts = set(Space.from_params(urgencies, sizes).cuts)
+
+    def curve(ts: tuple[float, ...]) -> float:  # best: the last layer alone in the lowest class
+        return 1.0 + abs(ts[0] - 0.15) + abs(ts[1] - 0.55)
+
+    options: dict[str, object] = {"urgencies": urgencies, "sizes": sizes, "budget": 30, "warmup": 0}
+    if strategy == "guided":
+        options["predictor"] = curve
+    searcher = make_searcher(strategy, 3, **options)  # type: ignore[arg-type]
+    while not searcher.converged:
+        ts = searcher.next_threshold()
+        assert ts[0] < ts[1] and set(ts) <= cuts
+        searcher.report(ts, curve(ts))
+    assert searcher.best is not None and curve(searcher.best) <= 1.1 + 1e-9  # one cut off at most
