@@ -9,7 +9,7 @@ the kernel's default": writing None removes what Geryon put there.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from geryon.agent.config import AgentConfig
 
@@ -49,15 +49,37 @@ def open_slots(
 ) -> tuple[list[Any], Callable[[], None]]:
     """The drivers this host runs, each with its Unsupported policy from the config, and a closer.
     With config None (restore) every driver is loaded and Unsupported targets are skipped."""
+    from geryon.agent.dcb_driver import DcbDriver
     from geryon.agent.engine import Slot
     from geryon.agent.linux_driver import LinuxDriver
+    from geryon.agent.sysfs_driver import SysfsDriver
 
-    linux = LinuxDriver(netns)
-    slots: list[Slot] = [Slot(linux, "required")]
-    closers: list[Callable[[], None]] = [linux.close]
+    def policy(setting: str | None) -> Literal["auto", "required"]:
+        return "required" if setting == "required" else "auto"
+
+    slots: list[Slot] = []
+    closers: list[Callable[[], None]] = []
 
     def close() -> None:
         for c in reversed(closers):
             c()
 
+    try:
+        linux = LinuxDriver(netns)
+        closers.append(linux.close)
+        slots.append(Slot(linux, "required"))  # Linux queues work on every interface
+        if config is None or config.dcb != "off":
+            try:
+                dcb = DcbDriver(netns=netns)
+            except OSError as e:
+                raise DriverError(f"netns/{netns or '-'}/dcb", f"cannot open a dcbnl socket: {e}") from None
+            closers.append(dcb.close)
+            slots.append(Slot(dcb, policy(config.dcb if config else None)))
+        if config is None or config.rdma != "off":
+            sysfs = SysfsDriver(root)
+            closers.append(sysfs.close)
+            slots.append(Slot(sysfs, policy(config.rdma if config else None)))
+    except BaseException:
+        close()
+        raise
     return slots, close

@@ -292,14 +292,27 @@ def render_plan(plan: Plan, title: str = "changes") -> str:
                 lines.append(f"    - {key}: {old[key]}")
             if key in new:
                 lines.append(f"    + {key}: {new[key]}")
-    for s in plan.skipped:
-        lines.append(f"! {s.target}  skipped ({s.driver}): {s.reason}")
+    for (driver, reason), targets in _group_skips(plan.skipped).items():
+        shown = ", ".join(targets[:4]) + (f" and {len(targets) - 4} more" if len(targets) > 4 else "")
+        lines.append(f"! skipped ({driver}): {shown}: {reason}")
     n = len(plan.changes)
     summary = f"{n} {title[:-1] if n == 1 else title}, {len(plan.in_sync)} in sync"
     if plan.skipped:
         summary += f", {len(plan.skipped)} skipped"
     lines.append(summary)
     return "\n".join(lines)
+
+
+def _group_skips(skips: Sequence[Skip]) -> dict[tuple[str, str], list[str]]:
+    """Skips with the same driver and reason on one line: a veth lacks every DCB target alike."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for s in skips:
+        groups.setdefault((s.driver, _generic(s.target, s.reason)), []).append(s.target)
+    return groups
+
+
+def _generic(target: str, reason: str) -> str:
+    return reason.replace(target, "<target>")
 
 
 def plan_json(plan: Plan) -> dict[str, Any]:

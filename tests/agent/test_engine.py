@@ -142,7 +142,7 @@ def test_unsupported_is_skipped_with_a_note_under_auto_and_an_error_under_requir
     plan = make_plan([Slot(drv, "auto")], config)
     assert [c.target for c in plan.changes] == ["a/dcb/pfc"]
     assert [(s.target, s.reason) for s in plan.skipped] == [("b/dcb/pfc", "the device has no DCB ops")]
-    assert "! b/dcb/pfc  skipped (dcb): the device has no DCB ops" in render_plan(plan)
+    assert "! skipped (dcb): b/dcb/pfc: the device has no DCB ops" in render_plan(plan)
     with pytest.raises(EngineError, match="b/dcb/pfc: the device has no DCB ops"):
         make_plan([Slot(drv, "required")], config)
 
