@@ -1,0 +1,243 @@
+"""Threshold search benchmark: live iterations used and the gap to the exhaustive-sweep optimum.
+
+    .venv/bin/python bench/bench_search.py [--profiles 24] [--repeats 3] [--noise 0.05] [--out FILE]
+
+Ground truth is the cluster simulator (`geryon.threshold.simulator.simulate`, mode "network") on
+randomized CNN-like synthetic profiles: 6-24 layers whose parameter sizes grow with depth and whose
+compute shrinks with depth (jittered at random), 2-8 workers, 2-4 PSes, 1 MiB slices, and a
+bandwidth that makes communication 0.3-1.5x compute. Profiles where no threshold is 3% better than
+the worst (priorities cannot matter there, so every searcher would trivially score 0%) are skipped
+and counted. The optimum is the best of a noise-free sweep over a fine grid of thresholds.
+
+Each strategy then runs online against the simulator with `--noise` multiplicative normal noise on
+every measured iteration, `--repeats` noise seeds per profile, default options (budget 10 live
+iterations, 1 warm-up iteration after every change). Rows "+urg" pass the profile's urgencies and
+parameter sizes. "guided~" gets a deliberately wrong predictor: the simulator on the profile with
+compute and bandwidth each off by a random factor in [0.7, 1.3], as a real profile would be.
+
+Prints a table and writes JSON (default out/bench/search.json).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from geryon.threshold.profile import Profile, synthetic
+from geryon.threshold.search import make_searcher
+from geryon.threshold.simulator import simulate
+
+SLICE_BYTES = 1024 * 1024
+MIN_SPREAD = 0.03
+
+# name -> (strategy, uses urgencies, predictor kind)
+CONFIGS: dict[str, tuple[str, bool, str | None]] = {
+    "sweep": ("sweep", False, None),
+    "sweep+urg": ("sweep", True, None),
+    "bayes": ("bayes", False, None),
+    "bayes+urg": ("bayes", True, None),
+    "guided": ("guided", False, "exact"),
+    "guided+urg": ("guided", True, "exact"),
+    "guided~+urg": ("guided", True, "perturbed"),
+}
+
+
+def random_case(rng: np.random.Generator) -> dict[str, Any]:
+    layers = int(rng.integers(6, 25))
+    depth = np.linspace(0.0, 1.0, layers)
+    sizes = [int(2 ** (rng.uniform(12, 16) + 6 * d)) * 4 for d in depth]
+    forward = [float(f) for f in rng.uniform(0.5, 1.5, layers) * 2e-3 * (1.5 - depth)]
+    backward = [float(f * rng.uniform(1.5, 2.5)) for f in forward]
+    workers = int(rng.integers(2, 9))
+    num_ps = int(rng.integers(2, 5))
+    profile = synthetic(sizes, forward, backward, model=f"cnn{layers}")
+    # Pull + push of every byte, W workers' share of P PS links: comm/compute in [0.3, 1.5].
+    bandwidth = 2 * 8 * sum(sizes) * workers / num_ps / profile.compute_s * float(rng.uniform(0.3, 1.5))
+    return {"profile": profile, "workers": workers, "num_ps": num_ps, "bandwidth_bps": bandwidth}
+
+
+def simulator(case: dict[str, Any], profile: Profile | None = None, bandwidth: float | None = None) -> Any:
+    cache: dict[tuple[float, ...], float] = {}
+
+    def run(ts: tuple[float, ...]) -> float:
+        if ts not in cache:
+            cache[ts] = simulate(
+                profile or case["profile"],
+                workers=case["workers"],
+                num_ps=case["num_ps"],
+                bandwidth_bps=bandwidth or case["bandwidth_bps"],
+                mode="network",
+                thresholds=ts,
+                slice_bytes=SLICE_BYTES,
+            ).iteration_s
+        return cache[ts]
+
+    return run
+
+
+def perturbed(case: dict[str, Any], rng: np.random.Generator) -> Callable[[tuple[float, ...]], float]:
+    profile: Profile = case["profile"].scaled(float(rng.uniform(0.7, 1.3)))
+    return simulator(case, profile, case["bandwidth_bps"] * float(rng.uniform(0.7, 1.3)))
+
+
+def search_once(
+    config: str, case: dict[str, Any], truth: Callable[[tuple[float, ...]], float], noise: float, seed: int
+) -> dict[str, Any]:
+    strategy, with_urgencies, predictor_kind = CONFIGS[config]
+    rng = np.random.default_rng(seed)
+    options: dict[str, Any] = {}
+    profile: Profile = case["profile"]
+    if with_urgencies:
+        options["urgencies"] = [p.urgency for p in profile.params]
+        options["sizes"] = [p.bytes for p in profile.params]
+    if predictor_kind == "exact":
+        options["predictor"] = truth
+    elif predictor_kind == "perturbed":
+        options["predictor"] = perturbed(case, np.random.default_rng(seed + 7919))
+    searcher = make_searcher(strategy, 2, **options)
+    start = time.perf_counter()
+    for _ in range(100):  # bounded; the budget ends every search well before
+        if searcher.converged:
+            break
+        ts = searcher.next_threshold()
+        searcher.report(ts, truth(ts) * max(0.05, 1.0 + noise * float(rng.standard_normal())))
+    assert searcher.best is not None
+    return {
+        "live": searcher.live_iterations,
+        "best": list(searcher.best),
+        "best_s": truth(searcher.best),
+        "search_wall_s": time.perf_counter() - start,
+    }
+
+
+def distribution(values: list[float]) -> dict[str, float]:
+    ordered = sorted(values)
+    p90 = ordered[min(len(ordered) - 1, int(np.ceil(0.9 * len(ordered))) - 1)]
+    return {"median": statistics.median(ordered), "p90": p90, "max": ordered[-1]}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--profiles", type=int, default=24, help="priority-sensitive profiles (>= 20 asked)")
+    ap.add_argument("--repeats", type=int, default=3, help="noise seeds per profile and strategy")
+    ap.add_argument("--noise", type=float, default=0.05, help="multiplicative timing noise (std dev)")
+    ap.add_argument("--grid", type=int, default=199, help="thresholds in the exhaustive noise-free sweep")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=list(CONFIGS))
+    ap.add_argument("--out", default="out/bench/search.json")
+    args = ap.parse_args()
+    if args.profiles < 1 or args.repeats < 1 or args.grid < 1:
+        ap.error("--profiles, --repeats and --grid must be >= 1")
+    if not 0 <= args.noise < 1:
+        ap.error("--noise must be in [0, 1)")
+
+    rng = np.random.default_rng(args.seed)
+    grid = [(i / (args.grid + 1),) for i in range(1, args.grid + 1)]
+    cases: list[dict[str, Any]] = []
+    skipped = 0
+    tries = 0
+    start = time.perf_counter()
+    while len(cases) < args.profiles and tries < 20 * args.profiles:
+        tries += 1
+        case = random_case(rng)
+        truth = simulator(case)
+        times = [truth(ts) for ts in grid]
+        best, worst = min(times), max(times)
+        if worst / best - 1 < MIN_SPREAD:
+            skipped += 1
+            continue
+        case.update(truth=truth, optimum_s=best, worst_s=worst, optimum=grid[int(np.argmin(times))])
+        cases.append(case)
+        print(
+            f"profile {len(cases)}/{args.profiles}: {case['profile'].num_layers} layers, "
+            f"{case['workers']} workers, {case['num_ps']} PSes, worst/best {worst / best:.3f}",
+            file=sys.stderr,
+            flush=True,
+        )
+    sweep_s = time.perf_counter() - start
+
+    runs: dict[str, list[dict[str, Any]]] = {c: [] for c in args.configs}
+    for n, case in enumerate(cases, 1):
+        for config in args.configs:
+            for r in range(args.repeats):
+                out = search_once(config, case, case["truth"], args.noise, seed=1000 * n + r)
+                out["gap"] = out["best_s"] / case["optimum_s"] - 1
+                out["profile"] = n
+                runs[config].append(out)
+        print(f"searched profile {n}/{len(cases)}", file=sys.stderr, flush=True)
+
+    summary = {}
+    for config, rows in runs.items():
+        gaps = [r["gap"] for r in rows]
+        lives = [float(r["live"]) for r in rows]
+        summary[config] = {
+            "runs": len(rows),
+            "gap": distribution(gaps),
+            "live": distribution(lives),
+            "within_2pct": sum(g <= 0.02 for g in gaps) / len(gaps),
+            "search_wall_s": statistics.median(r["search_wall_s"] for r in rows),
+        }
+
+    spreads = [c["worst_s"] / c["optimum_s"] - 1 for c in cases]
+    print(
+        f"{len(cases)} priority-sensitive profiles ({skipped} flat ones skipped), {args.repeats} noise "
+        f"seeds each, noise {args.noise:.0%}; worst threshold vs optimum: "
+        f"median +{statistics.median(spreads):.1%}, max +{max(spreads):.1%}"
+    )
+    print(
+        f"{'strategy':<12} {'gap med':>8} {'gap p90':>8} {'gap max':>8} {'<=2%':>6} "
+        f"{'live med':>8} {'live max':>8} {'ms/search':>9}"
+    )
+    for config, s in summary.items():
+        print(
+            f"{config:<12} {s['gap']['median']:>8.2%} {s['gap']['p90']:>8.2%} {s['gap']['max']:>8.2%} "
+            f"{s['within_2pct']:>6.0%} {s['live']['median']:>8.0f} {s['live']['max']:>8.0f} "
+            f"{s['search_wall_s'] * 1e3:>9.1f}"
+        )
+    print(f"(exhaustive sweeps: {sweep_s:.1f} s for {tries} profiles x {args.grid} thresholds)")
+
+    result = {
+        "benchmark": "search",
+        "settings": {
+            "profiles": len(cases),
+            "skipped_flat": skipped,
+            "repeats": args.repeats,
+            "noise": args.noise,
+            "grid": args.grid,
+            "seed": args.seed,
+            "slice_bytes": SLICE_BYTES,
+            "min_spread": MIN_SPREAD,
+            "mode": "network",
+        },
+        "summary": summary,
+        "profiles": [
+            {
+                "layers": c["profile"].num_layers,
+                "workers": c["workers"],
+                "num_ps": c["num_ps"],
+                "bandwidth_bps": c["bandwidth_bps"],
+                "optimum": list(c["optimum"]),
+                "optimum_s": c["optimum_s"],
+                "worst_s": c["worst_s"],
+            }
+            for c in cases
+        ],
+        "runs": runs,
+    }
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1) + "\n")
+    print(f"wrote {out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
