@@ -16,12 +16,13 @@ has one connection (per class in `network` mode); rates change only when a conne
 or changes level, which keeps the event count near two per transfer:
 
 - fifo: one connection per pair whose pending transfers share it equally (the streams of one gRPC
-  channel); every port shares fairly among connections.
+  channel), or with `interleave=False` go one at a time in the order they became ready (an RDMA
+  queue pair); every port shares fairly among connections.
 - end-host (TicTac/P3-like): one connection per pair sending its most urgent pending transfer (class,
   then urgency, then layer; a started transfer finishes first); the sender's NIC serves its
   connections in that order, but switch ports share fairly among senders.
-- network (Geryon): one connection per pair and class, its transfers sharing it equally; every port
-  (NIC and switch) serves classes in strict priority and shares fairly within a class.
+- network (Geryon): one connection per pair and class, carrying its transfers like fifo does; every
+  port (NIC and switch) serves classes in strict priority and shares fairly within a class.
 - ideal: one connection per pair sending its most urgent pending transfer (urgency, then layer; a
   more urgent arrival preempts); every port serves the most urgent transfer first. This is a perfect
   global priority order, not an optimal schedule: it can lose to end-host where the urgent-first
@@ -78,6 +79,8 @@ class SimResult:
     wall_s: float
     symmetric: bool
     partition: bool
+    interleave: bool
+    barrier: bool
     spans: tuple[Span, ...] | None = field(default=None, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -102,6 +105,8 @@ class SimResult:
             "wall_s": self.wall_s,
             "symmetric": self.symmetric,
             "partition": self.partition,
+            "interleave": self.interleave,
+            "barrier": self.barrier,
         }
 
     def chrome_trace(self) -> dict[str, Any]:
@@ -125,11 +130,15 @@ def simulate(
     barrier: bool = False,
     symmetric: bool = True,
     partition: bool = True,
+    interleave: bool = True,
 ) -> SimResult:
     """Simulates `iterations` BSP iterations of `profile` on the cluster; see the module docstring.
 
     `partition=False` leaves every parameter (or each of its slices, with `slice_bytes`) on one PS,
     round-robin in creation order, like TensorFlow without a partitioner (the paper's "vanilla").
+    `interleave=False` makes fifo and network connections send one transfer at a time in the order
+    they became ready (an RDMA queue pair, or one TCP byte stream) instead of interleaving all they
+    hold (the streams of a gRPC/HTTP2 channel).
     Raises ValueError naming the argument when one is out of range.
     """
     if not isinstance(profile, Profile):
@@ -156,6 +165,7 @@ def simulate(
         ("barrier", barrier),
         ("symmetric", symmetric),
         ("partition", partition),
+        ("interleave", interleave),
     ):
         if not isinstance(flag, bool):
             raise ValueError(f"{name}: expected True or False, got {flag!r}")
@@ -175,6 +185,7 @@ def simulate(
         barrier,
         symmetric,
         partition,
+        interleave,
     )
     replay.run()
     wall = time.perf_counter() - start
@@ -268,6 +279,7 @@ class _Replay:
         barrier: bool,
         symmetric: bool,
         partition: bool,
+        interleave: bool,
     ) -> None:
         self.profile = profile
         self.workers = workers
@@ -281,6 +293,7 @@ class _Replay:
         self.barrier = barrier
         self.symmetric = symmetric
         self.partition = partition
+        self.interleave = interleave
         self.sim_workers = 1 if symmetric else workers
         self.events = 0
         self.spans: list[Span] = []
@@ -328,7 +341,10 @@ class _Replay:
         self.host_names = [f"worker{i}" for i in range(W)] + [f"ps{i}" for i in range(num_ps)]
         self.link_moved = [0.0] * len(self.capacity)
 
-        self.shared = mode in ("fifo", "network")
+        # fifo and network connections interleave their transfers, or send them in ready order.
+        self.shared = interleave and mode in ("fifo", "network")
+        self.by_urgency = mode in ("end-host", "ideal")
+        self.ready_seq = 0
         self.preempt = mode == "ideal"
         per_class = mode == "network"
         self.flows: dict[tuple[int, int, int, int], _Flow] = {}
@@ -580,7 +596,12 @@ class _Replay:
                 flow.waiting.remove((head_j, head_it))
             self._set_head(flow, j, it, t, self.s_bytes[j])
             return
-        heapq.heappush(flow.queue, (self.s_rank[j], j, it))
+        heapq.heappush(flow.queue, (self.s_rank[j] if self.by_urgency else self._ready(), j, it))
+
+    def _ready(self) -> int:
+        """Ready order for connections that send one transfer at a time in arrival order."""
+        self.ready_seq += 1
+        return self.ready_seq
 
     def _schedule(self, flow: _Flow, t: float) -> None:
         flow.version += 1
@@ -661,5 +682,7 @@ class _Replay:
             wall_s=wall_s,
             symmetric=self.symmetric,
             partition=self.partition,
+            interleave=self.interleave,
+            barrier=self.barrier,
             spans=tuple(self.spans) if self.trace else None,
         )

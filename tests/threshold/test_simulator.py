@@ -70,19 +70,22 @@ def test_fifo_shares_the_link_among_pending_transfers_hand_computed():
     assert r.alpha == pytest.approx((8 + 6 - 11) / 6)
 
 
-@pytest.mark.parametrize("mode", ["end-host", "ideal"])
-def test_urgency_ordered_modes_agree_with_the_analytic_model(mode):
+@pytest.mark.parametrize(
+    ("mode", "interleave"), [("end-host", True), ("ideal", True), ("fifo", False), ("network", False)]
+)
+def test_one_transfer_at_a_time_in_layer_order_is_the_analytic_model(mode, interleave):
+    # end-host and ideal send the most urgent first; fifo and network without interleaving send in
+    # ready order, and the pulls all become ready at once, listed in urgency order.
     rng = random.Random(7)
     for _ in range(25):
         p = random_profile(rng)
         bandwidth = rng.choice([1e6, 1e7, 1e8])
         expected = iteration_time(p, in_order(p), bandwidth).iteration_s
-        first = simulate(p, workers=1, num_ps=1, bandwidth_bps=bandwidth, mode=mode, iterations=1)
+        kw = dict(workers=1, num_ps=1, bandwidth_bps=bandwidth, mode=mode, interleave=interleave)
+        first = simulate(p, iterations=1, **kw)
         assert first.iteration_s == pytest.approx(expected, rel=1e-12)
         # With TF's iteration barrier the next iteration starts like the first: the model again.
-        steady = simulate(
-            p, workers=1, num_ps=1, bandwidth_bps=bandwidth, mode=mode, iterations=3, barrier=True
-        )
+        steady = simulate(p, iterations=3, barrier=True, **kw)
         assert steady.iteration_s == pytest.approx(expected, rel=1e-9)
 
 
@@ -193,7 +196,14 @@ def test_symmetric_representative_worker_agrees_with_simulating_every_worker():
         workers, num_ps = rng.randint(1, 4), rng.randint(1, 4)
         for mode in MODES:
             kw = dict(
-                workers=workers, num_ps=num_ps, bandwidth_bps=1e7, mode=mode, slice_bytes=2000, iterations=3
+                interleave=rng.choice([True, False]),
+                barrier=rng.choice([True, False]),
+                workers=workers,
+                num_ps=num_ps,
+                bandwidth_bps=1e7,
+                mode=mode,
+                slice_bytes=2000,
+                iterations=3,
             )
             one = simulate(p, **kw)
             every = simulate(p, symmetric=False, **kw)
@@ -203,9 +213,10 @@ def test_symmetric_representative_worker_agrees_with_simulating_every_worker():
                 assert moved == pytest.approx(every.link_bytes[port], rel=1e-9)
 
 
+@pytest.mark.parametrize("interleave", [True, False])
 @pytest.mark.parametrize("symmetric", [True, False])
 @pytest.mark.parametrize("mode", MODES)
-def test_every_port_moves_exactly_the_bytes_of_the_plan(mode, symmetric):
+def test_every_port_moves_exactly_the_bytes_of_the_plan(mode, symmetric, interleave):
     p = random_profile(random.Random(17), layers=6)
     workers, num_ps, iterations, slicing = 3, 2, 2, 1500
     r = simulate(
@@ -217,6 +228,7 @@ def test_every_port_moves_exactly_the_bytes_of_the_plan(mode, symmetric):
         slice_bytes=slicing,
         iterations=iterations,
         symmetric=symmetric,
+        interleave=interleave,
     )
     plan = plan_partitions([(q.name, q.shape, q.element_size) for q in p.params], num_ps, slicing)
     assert r.shards == plan.total_shards
@@ -238,11 +250,19 @@ def test_without_partitioning_whole_parameters_go_round_robin():
     assert r.link_bytes["ps1.nic"] == pytest.approx(2 * 8000)
 
 
-def test_same_input_same_output():
+@pytest.mark.parametrize("interleave", [True, False])
+def test_same_input_same_output(interleave):
     p = random_profile(random.Random(19), layers=7)
     for mode in MODES:
         kw = dict(
-            workers=4, num_ps=3, bandwidth_bps=1e7, mode=mode, slice_bytes=1000, iterations=3, trace=True
+            workers=4,
+            num_ps=3,
+            bandwidth_bps=1e7,
+            mode=mode,
+            slice_bytes=1000,
+            iterations=3,
+            trace=True,
+            interleave=interleave,
         )
         a, b = simulate(p, **kw), simulate(p, **kw)
         da, db = a.to_dict(), b.to_dict()
@@ -314,6 +334,7 @@ OK = dict(workers=2, num_ps=2, bandwidth_bps=1e9, mode="network")
         ({"iterations": 0}, "iterations"),
         ({"iterations": True}, "iterations"),
         ({"trace": "yes"}, "trace"),
+        ({"interleave": 1}, "interleave"),
     ],
 )
 def test_bad_arguments_name_the_argument(change, message):
