@@ -385,16 +385,17 @@ class _Replay:
             self._try_start(wk, 0.0)
         self._settle(0.0)
         heap = self.heap
+        dirty = self.dirty
         while heap:
             t, _, kind, what, version = heapq.heappop(heap)
-            if kind == _FLOW_DONE:
-                if version != what.version:
-                    continue
-                self._flow_done(what, t)
-            else:
+            if kind == _COMPUTE_DONE:
                 self._compute_done(what, t)
-            self.events += 1
-            if not heap or heap[0][0] != t:
+                self.events += 1
+            elif version == what.version:  # else a finish that a later rate change made void
+                self._flow_done(what, t)
+                self.events += 1
+            # Everything that happens at t first, then one re-allocation per direction.
+            if (dirty[PULL] or dirty[PUSH]) and (not heap or heap[0][0] != t):
                 self._settle(t)
         unfinished = [i for i in range(self.iterations) if self.agg_left[i] or self.bwd_left[i]]
         if unfinished:
