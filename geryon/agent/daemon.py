@@ -60,7 +60,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--tls-cert", metavar="FILE", help="server certificate (PEM) for --api-tcp")
     p.add_argument("--tls-key", metavar="FILE", help="server key (PEM) for --api-tcp")
-    p.add_argument("--tls-ca", metavar="FILE", help="CA (PEM) that client certificates must chain to")
+    p.add_argument(
+        "--tls-client-ca", metavar="FILE", help="CA (PEM) that client certificates must chain to (mTLS)"
+    )
     p.add_argument(
         "--metrics",
         default="127.0.0.1:9477",
@@ -142,8 +144,9 @@ class Agent:
                 self._drift = [str(e)]
                 self.log("verify_failed", "error", reason=reason, error=e)
                 return False
-            for s in plan.skipped:
-                self.log("skip", target=s.target, driver=s.driver, why=s.reason)
+            if reason in ("start", "reload"):  # the same skips every time: say them once
+                for s in plan.skipped:
+                    self.log("skip", target=s.target, driver=s.driver, why=s.reason)
             if plan.empty:
                 self._drift = []
                 if reason in ("start", "reload"):  # routine checks stay quiet
@@ -296,8 +299,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _host_port(text: str, flag: str) -> tuple[str, int]:
     host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise UsageError(f"{flag}: {text!r} is not HOST:PORT (e.g. 127.0.0.1:9477)")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:
+        raise UsageError(f"{flag}: {text!r} is not HOST:PORT (e.g. 127.0.0.1:9477; port 0 = any free port)")
     return host.strip("[]"), int(port)
 
 
@@ -313,9 +316,9 @@ def _start_services(agent: Agent, args: argparse.Namespace, log: Log) -> Any:
         tls = service.TlsFiles(
             cert=Path(args.tls_cert),
             key=Path(args.tls_key),
-            client_ca=Path(args.tls_ca) if args.tls_ca else None,
+            client_ca=Path(args.tls_client_ca) if args.tls_client_ca else None,
         )
-    return service.start_services(
+    services = service.start_services(
         agent,
         api_socket=args.api_socket or None,
         api_tcp=args.api_tcp,
@@ -323,3 +326,10 @@ def _start_services(agent: Agent, args: argparse.Namespace, log: Log) -> Any:
         metrics_addr=_host_port(args.metrics, "--metrics") if args.metrics else None,
         netns=args.netns,
     )
+    metrics = services.metrics_addr
+    log(
+        "services",
+        api=",".join(services.api_addresses) or "-",
+        metrics=f"{metrics[0]}:{metrics[1]}" if metrics else "-",
+    )
+    return services

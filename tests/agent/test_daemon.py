@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -66,6 +67,11 @@ def wait_until(check: Callable[[], bool], timeout: float) -> float:
 def ns() -> Iterator[VethNs]:
     with veth_ns(2, prefix="gdm") as v:
         yield v
+
+
+def scrape(port: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
+        return resp.read().decode()
 
 
 def daemon_args(ns: VethNs, config: Path, journal: Path, interval: str = "60") -> list[str]:
@@ -157,5 +163,37 @@ def test_daemon_refuses_a_bad_config_at_start(ns: VethNs, tmp_path: Path) -> Non
         assert d.proc.wait(30) == 2
         d.wait_log("geryon agent: error: ", "trust: expected one of dscp, pcp")
         assert root_qdisc(ns.name, "ga0")["kind"] == "noqueue"
+    finally:
+        d.stop()
+
+
+def test_api_and_metrics_report_the_daemons_sync_state(ns: VethNs, tmp_path: Path) -> None:
+    """The daemon's AgentView through its services: `geryon agent status` over the unix socket and a
+    metrics scrape both see in-sync, then drift while the daemon cannot repair it."""
+    config = tmp_path / "agent.yaml"
+    config.write_text("interfaces: [ga0]\n")
+    sock = tmp_path / "agent.sock"
+    args = daemon_args(ns, config, tmp_path / "journal.json")
+    args[args.index("--api-socket") + 1] = str(sock)
+    args[args.index("--metrics") + 1] = "127.0.0.1:0"
+    d = Daemon(*args)
+    try:
+        line = d.lines[d.wait_log("event=services")]
+        port = int(line.rsplit("metrics=127.0.0.1:", 1)[1].split()[0])
+        d.wait_log("event=applied", "reason=start")
+        assert oct(sock.stat().st_mode & 0o777) == "0o600"
+        r = geryon("agent", "status", "--api-socket", str(sock))
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "config: in sync" in r.stdout and "interfaces ga0" in r.stdout
+        assert "geryon_config_in_sync 1.0" in scrape(port)
+
+        # The interface goes away: the daemon cannot repair that, and says so everywhere.
+        mark = len(d.lines)
+        ns_exec(ns.name, "ip", "link", "del", "ga0")
+        d.wait_log("event=verify_failed", "no interface 'ga0'", after=mark)
+        r = geryon("agent", "status", "--api-socket", str(sock))
+        assert r.returncode == 1 and "config: DRIFT in 1 target(s)" in r.stdout
+        assert "interfaces[0]: no interface 'ga0'" in r.stdout
+        assert "geryon_config_in_sync 0.0" in scrape(port)
     finally:
         d.stop()
