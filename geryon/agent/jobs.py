@@ -288,6 +288,11 @@ class JobFlow:
     def role(self) -> str:
         return self.local_task.role if self.local_task else "unknown"
 
+    @property
+    def task_label(self) -> str:
+        """The local socket's task ('worker:3'), or 'ip:*' when several tasks share this host's address."""
+        return self.local_task.name if self.local_task else f"{self.flow.local}:*"
+
 
 @dataclass(frozen=True)
 class PairReport:

@@ -3,8 +3,8 @@
 Sections, each timed and with its own error counter so one failing source never hides the others:
   classes  per Geryon class: bytes, packets, drops, overlimits, backlog of the host HTB classes
            (root 1:, class 1:(0x10 + c) for class c);
-  flows    per geryon_job/role/peer/class: connections, bytes, RTT, retransmits; at most max_flow_series label
-           sets, the rest folded into one "other" series (and counted);
+  flows    per geryon_job/task/role/peer/class: connections, bytes, RTT, retransmits; at most
+           max_flow_series label sets, the rest folded into one "other" series (and counted);
   pairs    per job: PS-worker pairs that are ok, miss a class's flow or carry a wrong DSCP;
   nic      per-priority bytes/packets and PFC pause counters from ethtool statistics (mlx5 names), where
            the NIC has them (veth has none: no series, no error);
@@ -17,8 +17,10 @@ from __future__ import annotations
 import logging
 import re
 import socket
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -26,7 +28,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from geryon.agent.flows import FlowDiscovery, NetlinkThread
+from geryon.agent.flows import FlowDiscovery, netns_socket
 from geryon.agent.jobs import JobFlow, JobRegistry, PairReport, map_all_jobs
 
 if TYPE_CHECKING:
@@ -125,14 +127,15 @@ class FlowSeries:
     rtt_us_sum: int = 0
 
 
-def flow_series(
-    job_flows: Iterable[JobFlow], cap: int
-) -> tuple[dict[tuple[str, str, str, str], FlowSeries], int]:
-    """Sums flows by (job, role, peer, class). Keeps the `cap` label sets with the most bytes; folds the rest
-    into ('other', 'other', 'other', 'other'). Returns the series and how many label sets were folded."""
-    series: dict[tuple[str, str, str, str], FlowSeries] = {}
+FlowKey = tuple[str, str, str, str, str]  # job, task, role, peer, class
+
+
+def flow_series(job_flows: Iterable[JobFlow], cap: int) -> tuple[dict[FlowKey, FlowSeries], int]:
+    """Sums flows by (job, task, role, peer, class). Keeps the `cap` label sets with the most bytes; folds
+    the rest into one series labelled 'other' throughout. Returns the series and how many sets were folded."""
+    series: dict[FlowKey, FlowSeries] = {}
     for jf in job_flows:
-        key = (jf.job_id, jf.role, jf.peer_label, jf.class_name)
+        key = (jf.job_id, jf.task_label, jf.role, jf.peer_label, jf.class_name)
         s = series.setdefault(key, FlowSeries())
         s.connections += 1
         s.bytes_sent += jf.flow.bytes_sent
@@ -150,7 +153,7 @@ def flow_series(
         other.bytes_received += s.bytes_received
         other.retransmits += s.retransmits
         other.rtt_us_sum += s.rtt_us_sum
-    kept[(OTHER, OTHER, OTHER, OTHER)] = other
+    kept[(OTHER,) * 5] = other
     return kept, len(series) - len(kept) + 1
 
 
@@ -167,9 +170,36 @@ def pair_counts(pairs: Iterable[PairReport]) -> dict[tuple[str, str], int]:
 # --- the collector ---
 
 
+class NetlinkThread:
+    """Runs every call on one long-lived thread. pyroute2 0.9's sync sockets drive an asyncio loop per
+    calling thread, so a socket used from a fresh thread (the metrics server makes one per scrape) pays
+    ~20 ms to set up a loop; one thread keeps each call around a millisecond and serialises them."""
+
+    def __init__(self, name: str) -> None:
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def call(self, fn: Callable[[], Any]) -> Any:
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("closed")
+            future = self._pool.submit(fn)
+        return future.result()
+
+    def close(self, cleanup: Callable[[], None] | None = None) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            if cleanup is not None:
+                self._pool.submit(cleanup).result()
+        self._pool.shutdown(wait=True)
+
+
 class _KernelReader:
     """tc class statistics (rtnetlink) and ethtool statistics (SIOCETHTOOL ioctl) of one namespace, on one
-    thread with long-lived sockets (see flows.NetlinkThread)."""
+    thread with long-lived sockets (see NetlinkThread)."""
 
     def __init__(self, netns: str | None) -> None:
         self.netns = netns
@@ -181,15 +211,18 @@ class _KernelReader:
         if self._ipr is None:
             from pyroute2 import IPRoute
 
-            self._ipr = IPRoute(netns=self.netns) if self.netns else IPRoute()
+            if self.netns is None:
+                self._ipr = IPRoute()
+            else:
+                self._ipr = IPRoute(
+                    use_socket=netns_socket(self.netns, socket.AF_NETLINK, socket.SOCK_DGRAM, 0)
+                )
         return self._ipr
 
     def _ethtool_socket(self) -> socket.socket:
         if self._ethtool_sock is None:
-            from pyroute2 import netns as pr_netns
-
             # The ioctl acts on interfaces of the socket's namespace.
-            self._ethtool_sock = pr_netns.create_socket(self.netns, socket.AF_INET, socket.SOCK_DGRAM)
+            self._ethtool_sock = netns_socket(self.netns, socket.AF_INET, socket.SOCK_DGRAM)
         return self._ethtool_sock
 
     def tc_classes(self, interface: str) -> list[Any] | None:
@@ -368,7 +401,7 @@ class AgentCollector(Collector):
         return self._flow_cache
 
     def _flows(self) -> list[Metric]:
-        labels = [JOB_LABEL, "role", "peer", "class"]
+        labels = [JOB_LABEL, "task", "role", "peer", "class"]
         conns = GaugeMetricFamily("geryon_flow_connections", "TCP connections of the series", labels=labels)
         sent = CounterMetricFamily(
             "geryon_flow_sent_bytes", "Bytes sent on the series' connections (open ones)", labels=labels

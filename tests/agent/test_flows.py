@@ -8,14 +8,23 @@ connect from their host addresses with IP_TOS set before connect(): worker 0 ope
 from __future__ import annotations
 
 import os
+import socket
+import struct
 import time
 from collections.abc import Iterator
 
 import pytest
-from obs_netns import Transfer, connect, listen, namespace
+from obs_netns import Transfer, connect, inside, listen, namespace
 
 from geryon.agent.config import default_classes
-from geryon.agent.flows import FlowDiscovery, normalize_address
+from geryon.agent.flows import (
+    NLMSG_DONE,
+    NLMSG_ERROR,
+    FlowDiscovery,
+    diag_request,
+    normalize_address,
+    parse_diag_dump,
+)
 from geryon.agent.jobs import make_job, map_job_flows
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces")
@@ -129,3 +138,55 @@ def test_ipv4_mapped_addresses_are_normalised() -> None:
     assert normalize_address("::ffff:10.0.0.1") == "10.0.0.1"
     assert normalize_address("fe80::1") == "fe80::1"
     assert normalize_address("10.0.0.1") == "10.0.0.1"
+
+
+def test_decoder_agrees_with_pyroute2s_diag_socket(cluster: tuple) -> None:
+    """The struct decoder against pyroute2's generic one, on the same kernel dump of idle-state fields."""
+    from pyroute2 import DiagSocket
+
+    ns, transfer, _ = cluster
+    transfer.stop_event.set()  # freeze the counters: both reads must see the same values
+    time.sleep(0.3)
+    with FlowDiscovery(netns=ns) as disc:
+        ours = {(f.local_endpoint, f.peer_endpoint): f for f in disc.flows()}
+    with inside(ns), DiagSocket() as ds:
+        ds.bind()
+        theirs = list(ds.get_sock_stats(family=socket.AF_INET, states=1 << 1, extensions=0b110010))
+    assert len(theirs) == len(ours) == 10
+    for msg in theirs:
+        f = ours[((msg["idiag_src"], msg["idiag_sport"]), (msg["idiag_dst"], msg["idiag_dport"]))]
+        info = msg.get_attr("INET_DIAG_INFO")
+        assert f.dscp == int(msg.get_attr("INET_DIAG_TOS"), 16) >> 2
+        assert f.inode == msg["idiag_inode"]
+        assert (f.bytes_sent, f.bytes_acked, f.bytes_received) == (
+            info["tcpi_bytes_sent"],
+            info["tcpi_bytes_acked"],
+            info["tcpi_bytes_received"],
+        )
+        assert f.retransmits == info["tcpi_total_retrans"]
+
+
+def test_dump_parser_handles_errors_and_foreign_messages() -> None:
+    req = diag_request(1 << 1, 0, socket.AF_INET, seq=7)
+    length, kind, flags, seq, _ = struct.unpack_from("=IHHII", req)
+    assert (length, kind, flags, seq) == (len(req), 20, 0x301, 7) and len(req) == 16 + 56
+
+    def msg(kind: int, seq: int, body: bytes) -> bytes:
+        return struct.pack("=IHHII", 16 + len(body), kind, 0, seq, 0) + body
+
+    done = msg(NLMSG_DONE, 7, b"\0\0\0\0")
+    assert parse_diag_dump(msg(NLMSG_DONE, 6, b"\0" * 4) + done, 7) == ([], True)  # another request's reply
+    assert parse_diag_dump(b"", 7) == ([], False)
+    error = msg(NLMSG_ERROR, 7, struct.pack("=i", -1) + b"\0" * 16)
+    with pytest.raises(OSError, match="sock_diag: Operation not permitted"):
+        parse_diag_dump(error, 7)
+    with pytest.raises(OSError, match="truncated netlink message"):
+        parse_diag_dump(struct.pack("=IHHII", 64, 20, 0, 7, 0), 7)  # claims 64 bytes, has 16
+
+
+def test_unknown_namespace_is_a_clear_error() -> None:
+    with (
+        FlowDiscovery(netns="gf-no-such-ns") as disc,
+        pytest.raises(OSError, match="network namespace 'gf-no-such-ns'"),
+    ):
+        disc.flows()

@@ -56,13 +56,13 @@ def test_flow_series_sum_by_labels_and_fold_beyond_the_cap() -> None:
     ]
     series, folded = flow_series(flows, cap=10)
     assert folded == 0 and len(series) == 4
-    top = series[("j", "ps", "worker:0", "urgent")]
+    top = series[("j", "ps:0", "ps", "worker:0", "urgent")]
     assert (top.connections, top.bytes_sent, top.bytes_received, top.retransmits) == (2, 150, 14, 2)
 
     series, folded = flow_series(flows, cap=2)
-    assert set(series) == {("j", "ps", "worker:0", "urgent"), ("other", "other", "other", "other")}
+    assert set(series) == {("j", "ps:0", "ps", "worker:0", "urgent"), ("other",) * 5}
     assert folded == 3
-    other = series[("other", "other", "other", "other")]
+    other = series[("other",) * 5]
     assert (other.connections, other.bytes_sent) == (3, 16)  # nothing is lost, only aggregated
     assert sum(s.bytes_sent for s in series.values()) == 166
 
@@ -165,6 +165,7 @@ def test_class_and_flow_series_follow_real_traffic(host: tuple[str, str, str]) -
                     registry,
                     "geryon_flow_sent_bytes_total",
                     geryon_job="jm",
+                    task="worker:0",
                     role="worker",
                     peer="ps:0",
                     **{"class": c},
@@ -186,7 +187,7 @@ def test_class_and_flow_series_follow_real_traffic(host: tuple[str, str, str]) -
                 value(registry, "geryon_class_dropped_packets_total", interface=ifname, **{"class": c}) == 0
             )
             assert value(registry, "geryon_class_backlog_bytes", interface=ifname, **{"class": c}) is not None
-            labels = {"geryon_job": "jm", "role": "worker", "peer": "ps:0", "class": c}
+            labels = {"geryon_job": "jm", "task": "worker:0", "role": "worker", "peer": "ps:0", "class": c}
             assert value(registry, "geryon_flow_connections", **labels) == 1
             assert value(registry, "geryon_flow_rtt_seconds", **labels) > 0
         assert value(registry, "geryon_egress_queues_present", interface=ifname) == 1
@@ -211,6 +212,7 @@ def test_class_and_flow_series_follow_real_traffic(host: tuple[str, str, str]) -
                     reg2,
                     "geryon_flow_connections",
                     geryon_job="other",
+                    task="other",
                     role="other",
                     peer="other",
                     **{"class": "other"},

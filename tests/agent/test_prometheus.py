@@ -137,9 +137,13 @@ def test_prometheus_scrapes_class_and_flow_series(tmp_path: Path) -> None:
 
                 per_flow = wait_for(base, 'geryon_flow_sent_bytes_total{geryon_job="jp"} > 0', 2)
                 labels = sorted(
-                    (r["metric"]["role"], r["metric"]["peer"], r["metric"]["class"]) for r in per_flow
+                    (r["metric"]["task"], r["metric"]["role"], r["metric"]["peer"], r["metric"]["class"])
+                    for r in per_flow
                 )
-                assert labels == [("worker", "ps:0", "bulk"), ("worker", "ps:0", "urgent")]
+                assert labels == [
+                    ("worker:0", "worker", "ps:0", "bulk"),
+                    ("worker:0", "worker", "ps:0", "urgent"),
+                ]
 
                 up = query(base, 'up{job="geryon-agent"}')
                 assert [r["value"][1] for r in up] == ["1"]
