@@ -246,3 +246,15 @@ def test_joint_search_resumes_with_slice_sizes(tmp_path: Path) -> None:
             trial = s.next_trial()
             s.report(trial.thresholds, joint(trial), trial.slice_bytes)
         assert s.best_slice_bytes == 4096
+
+
+def test_a_refused_searcher_writes_no_log(tmp_path: Path) -> None:
+    log = tmp_path / "s.jsonl"
+    with pytest.raises(ValueError, match="predictor: returned nan"):
+        make_searcher("guided", predictor=lambda ts: float("nan"), log_path=log)
+    with pytest.raises(ValueError, match="urgencies: 2 distinct urgencies allow at most 2 classes"):
+        make_searcher("sweep", 3, urgencies=[0.1, 0.9], log_path=log)
+    assert not log.exists()
+    with make_searcher("guided", predictor=curve, log_path=log) as s:  # the same path works afterwards
+        s.report(s.next_threshold(), 1.0)
+    assert [line["event"] for line in read_lines(log)] == ["start", "rank", "report"]

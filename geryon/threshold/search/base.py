@@ -122,21 +122,27 @@ class Searcher:
         self._ranks: dict[int, dict[str, Any]] = {}
 
         self._log = SearchLog(log_path) if log_path is not None else None
+        self._unwritten: list[dict[str, Any]] = []  # events made before the log is open
         events = self._log.read() if self._log is not None else []
-        if self._log is not None and not events:
-            self._log.open()
-            self._emit(self._header())
         if events:
             self._check_header(events[0])
             self._ranks = {int(e.get("epoch", -1)): e for e in events if e["event"] == "rank"}
             self._replaying = True
+        # Everything that can refuse the options runs before the log is touched: a refused searcher
+        # leaves no half-written log behind.
         self._start_search()
         if events:
             self._replay(events[1:])
             self._replaying = False
-            assert self._log is not None
+        if self._log is not None:
             self._log.open()
-            self._mark_resume()
+            if not events:
+                self._log.write(self._header())
+            for event in self._unwritten:
+                self._log.write(event)
+            self._unwritten = []
+            if events:
+                self._mark_resume()
 
     # --- the training loop's side -------------------------------------------------------------
     def next_trial(self) -> Trial:
@@ -345,8 +351,12 @@ class Searcher:
         self._uncharged = self.options["warmup"]
 
     def _emit(self, event: dict[str, Any]) -> None:
-        if self._log is not None and not self._replaying:
+        if self._log is None or (self._replaying and event["event"] == "report"):
+            return  # a replayed report is in the log already
+        if self._log.is_open:
             self._log.write(event)
+        else:
+            self._unwritten.append(event)
 
     # --- resume ------------------------------------------------------------------------------------
     def _header(self) -> dict[str, Any]:

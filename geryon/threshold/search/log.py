@@ -74,9 +74,13 @@ class SearchLog:
                 f"log_path: cannot write {str(self.path)!r}: {error.strerror or error}"
             ) from None
 
+    @property
+    def is_open(self) -> bool:
+        return self._file is not None
+
     def write(self, event: dict[str, Any]) -> None:
         if self._file is None:
-            return
+            raise ValueError(f"log_path: {self.path} is not open for writing")
         # One write per line and a flush: a killed process loses at most the line being written.
         self._file.write(json.dumps(event, separators=(",", ":")) + "\n")
         self._file.flush()
