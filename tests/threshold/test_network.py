@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from geryon.threshold.network import allocate
+from geryon.threshold.network import AllocationError, allocate
 
 # Ports: 0, 1 = the NICs of senders A and B; 2, 3 = the switch ports towards receivers X and Y.
 CAP = [10.0, 10.0, 10.0, 10.0]
@@ -98,3 +98,9 @@ def test_allocation_is_feasible_and_every_flow_is_bottlenecked(fl, caps, discipl
                     for p in {up[i], down[i]} & {up[k], down[k]}:
                         others = {up[k], down[k]} - {p}
                         assert others and others <= saturated
+
+
+def test_levels_that_order_flows_in_a_cycle_are_refused():
+    # Each flow is the more urgent one at one port and the less urgent at the other: no order exists.
+    with pytest.raises(AllocationError, match="cycle"):
+        allocate([0, 0], [2, 2], [0, 1], [1, 0], CAP)
