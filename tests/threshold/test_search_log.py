@@ -258,3 +258,29 @@ def test_a_refused_searcher_writes_no_log(tmp_path: Path) -> None:
     with make_searcher("guided", predictor=curve, log_path=log) as s:  # the same path works afterwards
         s.report(s.next_threshold(), 1.0)
     assert [line["event"] for line in read_lines(log)] == ["start", "rank", "report"]
+
+
+def test_resume_during_a_retune(tmp_path: Path) -> None:
+    log = tmp_path / "g.jsonl"
+    options: dict[str, Any] = {"drift_window": 3, "warmup": 0, "repeats": 1, "top": 3, "grid": 19}
+    first = make_searcher("guided", predictor=curve, log_path=log, **options)
+    run_to_end(first)
+    for _ in range(3):
+        first.report(first.next_threshold(), 1.0)
+    for _ in range(2):
+        first.report(first.next_threshold(), 2.0)  # the median of the window doubles: re-tune
+    assert first.epoch == 1 and not first.converged
+    ts = first.next_threshold()
+    first.report(ts, 2.0 * curve(ts))
+    first.close()
+    ranks = [line for line in read_lines(log) if line["event"] == "rank"]
+    assert [r["epoch"] for r in ranks] == [0, 1]  # the new search ranked again, and logged it
+
+    second = resume_searcher(log, predictor=curve)
+    assert second.epoch == 1 and not second.converged and second.live_iterations == 1
+    assert second.best == first.best  # the old best stands until the new search decides
+    while not second.converged:
+        ts = second.next_threshold()
+        second.report(ts, 2.0 * curve(ts))
+    second.close()
+    assert second.epoch == 1 and second.best is not None

@@ -67,9 +67,7 @@ def resume_searcher(log_path: str | os.PathLike[str], *, predictor: Predictor | 
     strategy = header.get("strategy")
     if header.get("event") != "start" or strategy not in SEARCHERS:
         raise ValueError(f"log_path: {str(log_path)!r} does not start with a search header")
-    options = dict(header.get("options", {}))
-    if options.get("slice_sizes") is not None:
-        options["slice_sizes"] = tuple(options["slice_sizes"])
+    options = dict(header.get("options", {}))  # the option checks turn JSON lists back into tuples
     return make_searcher(
         strategy, header.get("num_classes", 2), predictor=predictor, log_path=log_path, **options
     )
