@@ -3,7 +3,13 @@
 A strategy is a *planner* that proposes candidates and is told each candidate's measured time (the
 median of its repeats). The searcher around it turns the training loop's per-iteration reports into
 those measurements: it discards warm-up iterations after a threshold change, takes medians, stops
-at the budget, logs every report, and after convergence watches for drift.
+at the budget, logs every report, and after convergence watches for drift: the median of the first
+`drift_window` measured iterations at the best setting is the reference; when the median of the
+last `drift_window` moves more than `drift` (a fraction, either way) from it, a new search starts,
+and `best` keeps the old answer until that search decides.
+
+A report whose thresholds are not the candidate being measured (the loop ran something else) costs
+budget but is not attributed to any candidate.
 
 Every decision is a pure function of the options and the sequence of reports, so resuming is a
 replay of the log: a new searcher given the same log reaches the same state, and each replayed line
