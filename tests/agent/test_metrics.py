@@ -266,6 +266,22 @@ def test_jobs_config_and_a_failing_section(host: tuple[str, str, str]) -> None:
         discovery.close()
 
 
+@needs_root
+def test_ethtool_statistics_are_read_inside_the_namespace(host: tuple[str, str, str]) -> None:
+    a, _, ifname = host
+    with FlowDiscovery(netns=a) as discovery:
+        collector = AgentCollector(View([ifname]), JobRegistry(), discovery, netns=a)
+        try:
+            # veth answers ETHTOOL_GSTATS (with peer_ifindex, per-queue XDP counters), just no priorities.
+            names = [n for n, _ in collector.kernel.ethtool_stats(ifname)]
+            assert "peer_ifindex" in names
+            assert nic_counters(ifname, collector.kernel.ethtool_stats(ifname)).prio == {}
+            assert collector.kernel.ethtool_stats("lo") == []  # no statistics at all
+            assert collector.kernel.ethtool_stats("gnosuch0") == []  # not in this namespace
+        finally:
+            collector.close()
+
+
 def test_cap_must_be_positive() -> None:
     with FlowDiscovery() as discovery, pytest.raises(ValueError, match="max_flow_series: 0"):
         AgentCollector(View(["eth0"]), JobRegistry(), discovery, max_flow_series=0)
