@@ -9,6 +9,7 @@ import pytest
 
 from geryon.tagger.partition import plan_partitions
 from geryon.threshold.model import in_order, iteration_time
+from geryon.threshold.network import allocate
 from geryon.threshold.profile import LayerSpec, ParamSpec, Profile, synthetic
 from geryon.threshold.simulator import MODES, simulate
 
@@ -351,3 +352,159 @@ def test_a_result_without_trace_says_how_to_get_one():
     r = simulate(P, **OK)
     with pytest.raises(ValueError, match="trace=True"):
         r.chrome_trace()
+
+
+# --- an independent, time-stepped reference ---------------------------------------------------------
+
+
+def time_stepped(
+    p: Profile, workers: int, num_ps: int, bandwidth: float, mode: str, interleave: bool, iterations: int
+) -> float:
+    """Iteration ends by brute force: every worker, fixed steps, rates re-allocated every step.
+
+    Shares only the port allocation (tested on its own) with the simulator: no events, no symmetry.
+    Whole parameters go round-robin over the PSes (partition=False); returns the mean time between
+    iteration ends after the first (or the first's end for one iteration).
+    """
+    dt = 1e-3
+    shards = []  # (bytes, ps, layer, class, rank)
+    ranks = sorted({(-q.urgency, q.layer) for q in p.params})
+    for i, q in enumerate(p.params):
+        cls = 0 if q.urgency > 0.5 else 1
+        shards.append((q.bytes, i % num_ps, q.layer, cls, ranks.index((-q.urgency, q.layer))))
+    cap = bandwidth / 8
+    # Ports: worker w -> 2w (NIC), 2w+1 (switch port to it); PS k -> 2(workers+k), +1.
+    capacity = [cap] * (2 * (workers + num_ps))
+    Key = tuple[str, int, int, int]  # (kind, worker, shard, iteration)
+    left: dict[Key, float] = {}
+    ready: dict[Key, int] = {}  # ready order
+    head: dict[tuple[str, int, int, int], Key] = {}  # end-host: the transfer a connection is sending
+    order = 0
+
+    def release_pull(s: int, it: int) -> None:
+        nonlocal order
+        for w in range(workers):
+            left[("pull", w, s, it)] = shards[s][0]
+            ready[("pull", w, s, it)] = order
+            order += 1
+
+    for s in sorted(range(len(shards)), key=lambda j: shards[j][4]):
+        release_pull(s, 0)
+    L = p.num_layers
+    pending = [
+        [sum(1 for sh in shards if sh[2] == layer) for layer in range(L)] * iterations for _ in range(workers)
+    ]
+    ops = [("f", layer) for layer in range(L)] + [("b", layer) for layer in reversed(range(L))]
+    op = [0] * workers  # iteration * 2L + position
+    busy_until: list[float | None] = [None] * workers
+    pushed = [[0] * len(shards) for _ in range(iterations)]
+    ends: list[float] = []
+    t = 0.0
+    while len(ends) < iterations:
+        changed = True
+        while changed:  # compute that finishes or starts now
+            changed = False
+            for w in range(workers):
+                finished = busy_until[w]
+                if finished is not None and finished <= t + 1e-12:
+                    it, pos = divmod(op[w], 2 * L)
+                    kind, layer = ops[pos]
+                    busy_until[w] = None
+                    op[w] += 1
+                    if kind == "b":
+                        for s, sh in enumerate(shards):
+                            if sh[2] == layer:
+                                left[("push", w, s, it)] = sh[0]
+                                ready[("push", w, s, it)] = order
+                                order += 1
+                    changed = True
+                if busy_until[w] is None and op[w] < iterations * 2 * L:
+                    it, pos = divmod(op[w], 2 * L)
+                    kind, layer = ops[pos]
+                    if kind == "b" or not pending[w][it * L + layer]:
+                        spec = p.layers[layer]
+                        busy_until[w] = t + (spec.forward_s if kind == "f" else spec.backward_s)
+                        changed = True
+        it = len(ends)
+        if all(o >= (it + 1) * 2 * L for o in op) and all(c == workers for c in pushed[it]):
+            ends.append(t)
+            continue
+        # Connections and what each sends now.
+        conns: dict[tuple[str, int, int, int], list[Key]] = {}
+        for key in left:
+            kind, w, s, _ = key
+            cls = shards[s][3] if mode == "network" else 0
+            conns.setdefault((kind, w, shards[s][1], cls), []).append(key)
+        served: dict[tuple[str, int, int, int], list[Key]] = {}
+        for c, keys in conns.items():
+            if mode in ("fifo", "network") and interleave:
+                served[c] = keys
+            elif mode in ("fifo", "network"):
+                served[c] = [min(keys, key=lambda k: ready[k])]
+            elif mode == "ideal":
+                served[c] = [min(keys, key=lambda k: (shards[k[2]][4], ready[k]))]
+            else:  # end-host finishes what it started
+                if head.get(c) not in left:
+                    head[c] = min(keys, key=lambda k: (shards[k[2]][4], ready[k]))
+                served[c] = [head[c]]
+        names = list(served)
+        ups, downs, lu, ld = [], [], [], []
+        for kind, w, ps, cls in names:
+            src, dst = (workers + ps, w) if kind == "pull" else (w, workers + ps)
+            ups.append(2 * src)
+            downs.append(2 * dst + 1)
+            rank = shards[served[(kind, w, ps, cls)][0][2]][4]
+            level = {"fifo": None, "network": cls, "ideal": rank, "end-host": rank}[mode]
+            lu.append(level)
+            ld.append(None if mode in ("fifo", "end-host") else level)
+        rates = allocate(ups, downs, lu, ld, capacity)
+        t += dt
+        for c, rate in zip(names, rates, strict=True):
+            for key in served[c]:
+                left[key] -= rate / len(served[c]) * dt
+                if left[key] <= 1e-9:
+                    del left[key]
+                    kind, w, s, it = key
+                    if kind == "pull":
+                        pending[w][it * L + shards[s][2]] -= 1
+                    else:
+                        pushed[it][s] += 1
+                        if pushed[it][s] == workers and it + 1 < iterations:
+                            release_pull(s, it + 1)
+    return (ends[-1] - ends[0]) / (iterations - 1) if iterations > 1 else ends[0]
+
+
+@pytest.mark.parametrize(
+    ("mode", "interleave"),
+    [
+        ("fifo", True),
+        ("fifo", False),
+        ("network", True),
+        ("network", False),
+        ("end-host", True),
+        ("ideal", True),
+    ],
+)
+def test_the_event_driven_replay_matches_a_time_stepped_reference(mode, interleave):
+    rng = random.Random(31)
+    for workers, num_ps, iterations in ((2, 3, 1), (3, 2, 2)):
+        n = rng.randint(4, 6)
+        p = synthetic(
+            [4 * rng.randint(50, 300) for _ in range(n)],
+            [rng.uniform(0.05, 0.3) for _ in range(n)],
+            [rng.uniform(0.05, 0.3) for _ in range(n)],
+        )
+        want = time_stepped(p, workers, num_ps, 8000, mode, interleave, iterations)
+        got = simulate(
+            p,
+            workers=workers,
+            num_ps=num_ps,
+            bandwidth_bps=8000,
+            mode=mode,
+            iterations=iterations,
+            interleave=interleave,
+            partition=False,
+            symmetric=False,
+        )
+        # Steps of 1 ms delay each of the few dozen dependent events by at most one step.
+        assert got.iteration_s == pytest.approx(want, abs=0.01)
