@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from geryon.agent.config import ClassSpec, default_classes
 from geryon.agent.flows import Flow
@@ -172,3 +174,37 @@ def test_extra_dscp_counts_as_its_class() -> None:
 def test_no_pairs_expected_when_no_task_runs_here() -> None:
     job = make_job("j1", SPEC, default_classes())
     assert map_job_flows(job, [], set()) == ([], [])
+
+
+_ADDRESSES = st.sampled_from(
+    ["10.0.0.1:1", "10.0.0.2:2222", "[fe80::1]:80", "10.0.0.1", ":80", "10.0.0.1:0", "[::1]80", "", "a:b:c"]
+)
+_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | _ADDRESSES,
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.sampled_from(["ps", "worker", "x"]), inner)
+    ),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    cluster=st.dictionaries(
+        st.sampled_from(["ps", "worker", "chief", "gpu"]), _VALUES | st.lists(_ADDRESSES)
+    ),
+    job_id=st.text(max_size=70),
+    classes=st.lists(st.sampled_from(["urgent", "bulk", "gold", ""]), max_size=3),
+    ignore=st.lists(st.integers(-5, 70), max_size=3),
+)
+def test_registration_fuzz_rejects_only_with_job_error(
+    cluster: dict, job_id: str, classes: list[str], ignore: list[int]
+) -> None:
+    # No DNS names in the pool (a resolver could stall the run): only literals and malformed text.
+    try:
+        job = make_job(job_id, cluster, default_classes(), classes, ignore)
+    except JobError as e:
+        assert str(e).split(":")[0]  # names a field
+        return
+    assert job.job_id == job_id and len(job.classes) >= 2
+    assert {t.role for t in job.tasks} >= {"ps"}
