@@ -102,19 +102,27 @@ def search_once(
         options["predictor"] = truth
     elif predictor_kind == "perturbed":
         options["predictor"] = perturbed(case, np.random.default_rng(seed + 7919))
-    searcher = make_searcher(strategy, 2, **options)
+    # The searcher's own time (its construction includes the guided strategy's ranking), without the
+    # live iterations it asks for.
     start = time.perf_counter()
+    searcher = make_searcher(strategy, 2, **options)
+    own = time.perf_counter() - start
     for _ in range(100):  # bounded; the budget ends every search well before
         if searcher.converged:
             break
+        start = time.perf_counter()
         ts = searcher.next_threshold()
-        searcher.report(ts, truth(ts) * max(0.05, 1.0 + noise * float(rng.standard_normal())))
+        own += time.perf_counter() - start
+        measured = truth(ts) * max(0.05, 1.0 + noise * float(rng.standard_normal()))
+        start = time.perf_counter()
+        searcher.report(ts, measured)
+        own += time.perf_counter() - start
     assert searcher.best is not None
     return {
         "live": searcher.live_iterations,
         "best": list(searcher.best),
         "best_s": truth(searcher.best),
-        "search_wall_s": time.perf_counter() - start,
+        "searcher_s": own,
     }
 
 
@@ -183,7 +191,7 @@ def main() -> int:
             "gap": distribution(gaps),
             "live": distribution(lives),
             "within_2pct": sum(g <= 0.02 for g in gaps) / len(gaps),
-            "search_wall_s": statistics.median(r["search_wall_s"] for r in rows),
+            "searcher_s": statistics.median(r["searcher_s"] for r in rows),
         }
 
     spreads = [c["worst_s"] / c["optimum_s"] - 1 for c in cases]
@@ -194,15 +202,20 @@ def main() -> int:
     )
     print(
         f"{'strategy':<12} {'gap med':>8} {'gap p90':>8} {'gap max':>8} {'<=2%':>6} "
-        f"{'live med':>8} {'live max':>8} {'ms/search':>9}"
+        f"{'live med':>8} {'live max':>8} {'searcher ms':>11}"
     )
     for config, s in summary.items():
         print(
             f"{config:<12} {s['gap']['median']:>8.2%} {s['gap']['p90']:>8.2%} {s['gap']['max']:>8.2%} "
             f"{s['within_2pct']:>6.0%} {s['live']['median']:>8.0f} {s['live']['max']:>8.0f} "
-            f"{s['search_wall_s'] * 1e3:>9.1f}"
+            f"{s['searcher_s'] * 1e3:>11.1f}"
         )
-    print(f"(exhaustive sweeps: {sweep_s:.1f} s for {tries} profiles x {args.grid} thresholds)")
+    print(
+        "gap: simulated time of the chosen threshold vs the exhaustive optimum; live: iterations used, "
+        "warm-up included;\nsearcher ms: median time in the searcher per search, guided with its ranking "
+        "(the exact predictor reuses\nthe bench's cache of simulator runs; guided~ pays for its own); "
+        f"exhaustive sweeps: {sweep_s:.1f} s for {tries} profiles x {args.grid} thresholds"
+    )
 
     result = {
         "benchmark": "search",
