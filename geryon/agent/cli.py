@@ -63,7 +63,7 @@ def register(sub: Any) -> None:
         )
 
     p = asub.add_parser("plan", help="show what apply would change (changes nothing)")
-    common(p, journal=False)
+    common(p)
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
     p.set_defaults(run=run_plan)
 
@@ -73,7 +73,7 @@ def register(sub: Any) -> None:
     p.set_defaults(run=run_apply)
 
     p = asub.add_parser("verify", help="exit 1 and list the drift when the host differs from the config")
-    common(p, journal=False)
+    common(p)
     p.add_argument("--json", action="store_true", help="print the drift as JSON")
     p.set_defaults(run=run_verify)
 
@@ -124,18 +124,19 @@ def opened_slots(config: AgentConfig | None, args: argparse.Namespace) -> Iterat
         close()
 
 
-def _plan(config: AgentConfig, slots: list[Slot]) -> Any:
+def _plan(config: AgentConfig, slots: list[Slot], journal: Journal) -> Any:
     try:
-        return make_plan(slots, config)
+        return make_plan(slots, config, journal)
     except ConfigError as e:
         raise UsageError(str(e)) from None
 
 
 def run_plan(args: argparse.Namespace) -> int:
     config = read_config(args.config)
+    journal = _journal(args.journal)
     with opened_slots(config, args) as slots:
         try:
-            plan = _plan(config, slots)
+            plan = _plan(config, slots, journal)
         except EngineError as e:
             print(f"geryon agent plan: failed: {e}", file=sys.stderr)
             return 1
@@ -152,7 +153,7 @@ def run_apply(args: argparse.Namespace) -> int:
     journal = _journal(args.journal)
     with opened_slots(config, args) as slots:
         try:
-            plan = _plan(config, slots)
+            plan = _plan(config, slots, journal)
             for s in plan.skipped:
                 progress.say(f"skip {s.target}: {s.reason}")
             apply_plan(plan, slots, journal, progress.say)
@@ -168,9 +169,10 @@ def run_apply(args: argparse.Namespace) -> int:
 
 def run_verify(args: argparse.Namespace) -> int:
     config = read_config(args.config)
+    journal = _journal(args.journal)
     with opened_slots(config, args) as slots:
         try:
-            plan = _plan(config, slots)
+            plan = _plan(config, slots, journal)
         except EngineError as e:
             print(f"geryon agent verify: failed: {e}", file=sys.stderr)
             return 1

@@ -134,7 +134,7 @@ class Agent:
         with self._lock:
             start = time.perf_counter()
             try:
-                plan = make_plan(self._slots, self._config)
+                plan = make_plan(self._slots, self._config, self.journal)
             except ConfigError as e:
                 # e.g. an interface that is not there (yet): wait for a link event.
                 self._drift = [str(e)]

@@ -34,6 +34,8 @@ class Change:
     target: str
     before: Any
     after: Any
+    # The config no longer wants this target: it goes back to its journaled pre-Geryon value.
+    release: bool = False
 
 
 @dataclass(frozen=True)
@@ -103,9 +105,11 @@ def _observe(slot: Slot, targets: Sequence[str], skipped: list[Skip]) -> dict[st
     return out
 
 
-def make_plan(slots: Sequence[Slot], config: AgentConfig) -> Plan:
-    """What apply would change. Reads only. Raises ConfigError for host-specific config errors
-    (e.g. an unknown interface) and EngineError when a target cannot be read."""
+def make_plan(slots: Sequence[Slot], config: AgentConfig, journal: Journal | None = None) -> Plan:
+    """What apply would change. Reads only. With a journal, targets Geryon changed earlier that the
+    config no longer names (an interface or sysctl dropped from it) go back to their pre-Geryon value.
+    Raises ConfigError for host-specific config errors (e.g. an unknown interface) and EngineError
+    when a target cannot be read."""
     for slot in slots:
         check = getattr(slot.driver, "check", None)
         if check is not None:
@@ -136,7 +140,23 @@ def make_plan(slots: Sequence[Slot], config: AgentConfig) -> Plan:
                 in_sync.append(target)
             else:
                 changes.append(Change(drv.name, target, have, want))
+        if journal is not None:
+            changes += _releases(slot, set(desired), journal, skipped)
     return Plan(tuple(changes), tuple(in_sync), tuple(skipped))
+
+
+def _releases(slot: Slot, desired: set[str], journal: Journal, skipped: list[Skip]) -> list[Change]:
+    name = slot.driver.name
+    dropped = [e for e in journal.entries.values() if e.driver == name and e.target not in desired]
+    out = []
+    for e in reversed(dropped):  # undo in reverse order of first write, as restore does
+        try:
+            current = _observe(slot, [e.target], skipped)
+        except DriverError:
+            continue  # e.g. the interface is gone, and with it what Geryon put there
+        if e.target in current and _canon(current[e.target]) != _canon(e.before):
+            out.append(Change(name, e.target, current[e.target], e.before, release=True))
+    return out
 
 
 def _canon(value: Any) -> str:
@@ -170,6 +190,9 @@ def apply_plan(
                     journal.forget(t)
             raise err from None
     if journal is not None:
+        for change in done:
+            if change.release:
+                journal.forget(change.target)
         journal.mark_applied()
     return done
 
@@ -210,7 +233,9 @@ def restore_plan(slots: Sequence[Slot], journal: Journal) -> Plan:
         try:
             current = _observe(slot, [e.target], skipped)
         except DriverError as err:
-            raise EngineError(str(err)) from None
+            # e.g. its interface is gone: restore the rest; the entry stays for a later restore.
+            skipped.append(Skip(e.driver, e.target, f"cannot read it now: {err.reason}"))
+            continue
         if e.target not in current:
             continue
         if _canon(current[e.target]) == _canon(e.before):
@@ -221,10 +246,16 @@ def restore_plan(slots: Sequence[Slot], journal: Journal) -> Plan:
 
 
 def restore(slots: Sequence[Slot], journal: Journal, progress: Progress | None = None) -> Plan:
-    """Brings every journaled target back (transactionally), then clears the journal."""
+    """Brings every journaled target back (transactionally) and forgets it; the journal file goes
+    away once nothing is left to restore."""
     plan = restore_plan(slots, journal)
     apply_plan(plan, slots, None, progress)
-    journal.clear()
+    remaining = {s.target for s in plan.skipped}
+    if remaining:
+        for target in [*plan.in_sync, *(c.target for c in plan.changes)]:
+            journal.forget(target)
+    else:
+        journal.clear()
     return plan
 
 
@@ -275,7 +306,9 @@ def flatten(value: Any, prefix: str = "") -> dict[str, str]:
 def render_plan(plan: Plan, title: str = "changes") -> str:
     lines: list[str] = []
     for c in plan.changes:
-        if c.before is None:
+        if c.release:
+            lines.append(f"< {c.target}  ({c.driver}: no longer in the config, back to its pre-Geryon value)")
+        elif c.before is None:
             lines.append(f"+ {c.target}  ({c.driver}: create)")
         elif c.after is None:
             lines.append(f"- {c.target}  ({c.driver}: remove, back to the kernel default)")

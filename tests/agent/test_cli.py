@@ -26,7 +26,7 @@ def write_config(tmp_path: Path, text: str) -> str:
 def test_plan_apply_verify_drift_restore(ns: VethNs, tmp_path: Path) -> None:
     config = write_config(tmp_path, "interfaces: [ga0, ga1]\negress: {rate: 1gbit}\n")
     journal = str(tmp_path / "journal.json")
-    where = ["--config", config, "--netns", ns.name]
+    where = ["--config", config, "--netns", ns.name, "--journal", journal]
 
     r = geryon("agent", "plan", *where)
     assert r.returncode == 0, r.stderr
@@ -42,7 +42,7 @@ def test_plan_apply_verify_drift_restore(ns: VethNs, tmp_path: Path) -> None:
         "sysctl/net.ipv4.tcp_reflect_tos",
     ]
 
-    r = geryon("agent", "apply", *where, "--journal", journal)
+    r = geryon("agent", "apply", *where)
     assert r.returncode == 0, r.stderr
     assert "write ga0/qdisc" in r.stderr  # progress on stderr
     assert root_qdisc(ns.name, "ga0")["kind"] == "htb" and root_qdisc(ns.name, "ga1")["kind"] == "htb"
@@ -93,7 +93,9 @@ def test_bad_config_exits_2_and_applies_nothing(ns: VethNs, tmp_path: Path, text
 
 def test_bad_arguments_exit_2(tmp_path: Path) -> None:
     config = write_config(tmp_path, "interfaces: [lo]\n")
-    r = geryon("agent", "verify", "--config", config, "--netns", "gery-no-such-ns")
+    r = geryon(
+        "agent", "verify", "--config", config, "--netns", "gery-no-such-ns", "--journal", str(tmp_path / "j")
+    )
     assert r.returncode == 2 and "--netns: no network namespace 'gery-no-such-ns'" in r.stderr
     bad = tmp_path / "journal.json"
     bad.write_text("[]")

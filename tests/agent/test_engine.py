@@ -99,6 +99,39 @@ def test_restore_returns_the_first_before_even_after_two_applies(
     assert restore_plan(slots, Journal.load(path)).empty
 
 
+def test_what_the_config_no_longer_names_goes_back_to_its_pre_geryon_value(
+    ns: VethNs, linux: LinuxDriver, tmp_path: Path
+) -> None:
+    slots = [Slot(linux)]
+    journal = Journal(tmp_path / "j.json")
+    apply_plan(make_plan(slots, cfg("ga0", "ga1"), journal), slots, journal)
+    smaller = parse_config({"interfaces": ["ga0"], "egress": {"rate": "1gbit"}, "sysctls": {}})
+    plan = make_plan(slots, smaller, journal)
+    assert [(c.target, c.release) for c in plan.changes] == [
+        ("sysctl/net.ipv4.tcp_reflect_tos", True),
+        ("ga1/qdisc", True),
+    ]
+    assert "< ga1/qdisc  (linux: no longer in the config" in render_plan(plan)
+    apply_plan(plan, slots, journal)
+    assert root_qdisc(ns.name, "ga1")["kind"] == "noqueue" and root_qdisc(ns.name, "ga0")["kind"] == "htb"
+    assert read_sysctl(ns.name, "net.ipv4.tcp_reflect_tos") == "0"
+    assert list(Journal.load(tmp_path / "j.json").entries) == ["ga0/qdisc"]
+    assert make_plan(slots, smaller, journal).empty
+
+
+def test_restore_skips_what_it_cannot_read_and_keeps_it_journaled(
+    ns: VethNs, linux: LinuxDriver, tmp_path: Path
+) -> None:
+    slots = [Slot(linux)]
+    journal = Journal(tmp_path / "j.json")
+    apply_plan(make_plan(slots, cfg("ga0", "ga1"), journal), slots, journal)
+    ns_exec(ns.name, "ip", "link", "del", "ga1")
+    plan = restore(slots, journal)
+    assert [s.target for s in plan.skipped] == ["ga1/qdisc"]
+    assert root_qdisc(ns.name, "ga0")["kind"] == "noqueue"
+    assert list(Journal.load(tmp_path / "j.json").entries) == ["ga1/qdisc"]
+
+
 def test_unknown_interface_fails_the_plan_before_any_write(ns: VethNs, linux: LinuxDriver) -> None:
     with pytest.raises(ConfigError, match=r"interfaces\[1\]"):
         make_plan([Slot(linux)], cfg("ga0", "eth9"))
