@@ -302,11 +302,18 @@ class AgentCollector(Collector):
         self.kernel = _KernelReader(netns)
         self.errors = dict.fromkeys(self.SECTIONS, 0)
         self._flow_cache: tuple[list[JobFlow], list[PairReport]] | None = None
+        # One scrape at a time: sections share the scrape's flow snapshot (and the kernel reads are serial).
+        self._scrape_lock = threading.Lock()
 
     def describe(self) -> list[Metric]:
         return []  # registration must not read the kernel
 
     def collect(self) -> Iterator[Metric]:
+        with self._scrape_lock:
+            families = self._collect()
+        yield from families
+
+    def _collect(self) -> list[Metric]:
         start = time.perf_counter()
         durations = GaugeMetricFamily(
             "geryon_scrape_section_duration_seconds",
@@ -336,14 +343,12 @@ class AgentCollector(Collector):
         )
         for name in self.SECTIONS:
             errors.add_metric([name], self.errors[name])
-        yield from families
-        yield durations
-        yield errors
-        yield GaugeMetricFamily(
+        total = GaugeMetricFamily(
             "geryon_scrape_duration_seconds",
             "Time the agent took to read all metrics",
             value=time.perf_counter() - start,
         )
+        return [*families, durations, errors, total]
 
     def _class_names(self) -> list[str]:
         return [c.name for c in self.agent.config().classes]

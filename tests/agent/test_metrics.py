@@ -4,6 +4,7 @@ real marked flows through them, ethtool statistics of the veth (which has no per
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -280,6 +281,36 @@ def test_ethtool_statistics_are_read_inside_the_namespace(host: tuple[str, str, 
             assert collector.kernel.ethtool_stats("gnosuch0") == []  # not in this namespace
         finally:
             collector.close()
+
+
+@needs_root
+def test_concurrent_scrapes_each_get_a_whole_snapshot(host: tuple[str, str, str]) -> None:
+    a, _, ifname = host
+    view = View([ifname])
+    jobs = JobRegistry()
+    jobs.register(make_job("jc", {"ps": ["10.0.0.1:1"], "worker": ["10.0.0.2:1"]}, view.cfg.classes))
+    with FlowDiscovery(netns=a) as discovery:
+        collector = AgentCollector(view, jobs, discovery, netns=a)
+        results: list[Samples] = []
+        try:
+            threads = [
+                threading.Thread(target=lambda: results.append(scrape(collector)[0])) for _ in range(6)
+            ]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(timeout=30)
+        finally:
+            collector.close()
+    assert len(results) == 6
+    for samples in results:
+        assert value(samples, "geryon_job_classes", geryon_job="jc") == 2
+        assert (
+            value(samples, "geryon_class_sent_bytes_total", interface=ifname, **{"class": "bulk"}) is not None
+        )
+        assert all(
+            value(samples, "geryon_scrape_errors_total", section=s) == 0 for s in AgentCollector.SECTIONS
+        )
 
 
 def test_cap_must_be_positive() -> None:
