@@ -27,7 +27,7 @@ from geryon.agent.engine import (
     render_plan,
 )
 from geryon.agent.journal import DEFAULT_PATH as DEFAULT_JOURNAL
-from geryon.agent.journal import Journal, JournalError
+from geryon.agent.journal import Busy, Journal, JournalError, exclusive
 from geryon.errors import UsageError
 from geryon.progress import Progress
 
@@ -153,14 +153,16 @@ def run_apply(args: argparse.Namespace) -> int:
     journal = _journal(args.journal)
     with opened_slots(config, args) as slots:
         try:
-            plan = _plan(config, slots, journal)
-            for s in plan.skipped:
-                progress.say(f"skip {s.target}: {s.reason}")
-            apply_plan(plan, slots, journal, progress.say)
+            with exclusive(args.journal):
+                journal = _journal(args.journal)  # as it is now that we hold the lock
+                plan = _plan(config, slots, journal)
+                for s in plan.skipped:
+                    progress.say(f"skip {s.target}: {s.reason}")
+                apply_plan(plan, slots, journal, progress.say)
         except ApplyError as e:
             print(f"geryon agent apply: failed: {e}", file=sys.stderr)
             return 1
-        except EngineError as e:
+        except (EngineError, Busy) as e:
             print(f"geryon agent apply: failed: {e}", file=sys.stderr)
             return 1
     print(render_plan(plan, title="applied changes"))
@@ -199,8 +201,9 @@ def run_restore(args: argparse.Namespace) -> int:
         return 0
     with opened_slots(None, args) as slots:
         try:
-            plan = restore(slots, journal, progress.say)
-        except (ApplyError, EngineError) as e:
+            with exclusive(args.journal):
+                plan = restore(slots, _journal(args.journal), progress.say)
+        except (ApplyError, EngineError, Busy) as e:
             print(f"geryon agent restore: failed: {e}", file=sys.stderr)
             return 1
     print(render(plan, title="restored targets"))

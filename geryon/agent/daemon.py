@@ -22,7 +22,7 @@ from typing import Any, TextIO
 
 from geryon.agent.config import AgentConfig, ConfigError, load_config
 from geryon.agent.engine import ApplyError, EngineError, Plan, Slot, apply_plan, drift, make_plan
-from geryon.agent.journal import Journal, JournalError
+from geryon.agent.journal import Busy, Journal, JournalError, exclusive
 from geryon.errors import UsageError
 
 # Netlink messages that can mean our queues changed: links (re)appearing, qdiscs, classes, filters.
@@ -132,30 +132,40 @@ class Agent:
     def reconcile(self, reason: str) -> bool:
         """Verify; re-apply when anything drifted. True when the host is in sync afterwards."""
         with self._lock:
-            start = time.perf_counter()
             try:
-                plan = make_plan(self._slots, self._config, self.journal)
-            except ConfigError as e:
-                # e.g. an interface that is not there (yet): wait for a link event.
-                self._drift = [str(e)]
-                self.log("verify_failed", "warning", reason=reason, error=e)
-                return False
-            except EngineError as e:
-                self._drift = [str(e)]
+                with exclusive(self.journal.path, timeout=30):
+                    # A CLI apply/restore may have changed the journal since we last read it.
+                    self.journal = Journal.load(self.journal.path)
+                    return self._reconcile(reason)
+            except (Busy, JournalError) as e:
                 self.log("verify_failed", "error", reason=reason, error=e)
                 return False
-            if reason in ("start", "reload"):  # the same skips every time: say them once
-                for s in plan.skipped:
-                    self.log("skip", target=s.target, driver=s.driver, why=s.reason)
-            if plan.empty:
-                self._drift = []
-                if reason in ("start", "reload"):  # routine checks stay quiet
-                    self.log("in_sync", reason=reason, targets=len(plan.in_sync), ms=_ms(start))
-                return True
-            self._drift = drift(plan)
-            for line in self._drift:
-                self.log("drift", "warning", reason=reason, target=line.split(":", 1)[0], detail=line)
-            return self._apply(plan, reason, start)
+
+    def _reconcile(self, reason: str) -> bool:
+        start = time.perf_counter()
+        try:
+            plan = make_plan(self._slots, self._config, self.journal)
+        except ConfigError as e:
+            # e.g. an interface that is not there (yet): wait for a link event.
+            self._drift = [str(e)]
+            self.log("verify_failed", "warning", reason=reason, error=e)
+            return False
+        except EngineError as e:
+            self._drift = [str(e)]
+            self.log("verify_failed", "error", reason=reason, error=e)
+            return False
+        if reason in ("start", "reload"):  # the same skips every time: say them once
+            for s in plan.skipped:
+                self.log("skip", target=s.target, driver=s.driver, why=s.reason)
+        if plan.empty:
+            self._drift = []
+            if reason in ("start", "reload"):  # routine checks stay quiet
+                self.log("in_sync", reason=reason, targets=len(plan.in_sync), ms=_ms(start))
+            return True
+        self._drift = drift(plan)
+        for line in self._drift:
+            self.log("drift", "warning", reason=reason, target=line.split(":", 1)[0], detail=line)
+        return self._apply(plan, reason, start)
 
     def _apply(self, plan: Plan, reason: str, start: float) -> bool:
         try:

@@ -8,10 +8,13 @@ apply must not overwrite the original state with Geryon's own earlier values.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +26,35 @@ DEFAULT_PATH = "/var/lib/geryon/journal.json"
 
 class JournalError(ValueError):
     """The journal file is unreadable or malformed; the message names the file and the problem."""
+
+
+class Busy(RuntimeError):
+    """Another geryon agent process is applying or restoring with the same journal."""
+
+
+@contextmanager
+def exclusive(journal_path: str | Path, timeout: float = 10.0) -> Iterator[None]:
+    """Holds `<journal>.lock` so that a CLI apply/restore and the daemon never write the host (and
+    the journal) at the same time; each would otherwise journal the other's values as "before"."""
+    lock_path = Path(f"{journal_path}.lock")
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise Busy(
+                        f"another geryon agent process holds {lock_path} (a running daemon or apply); "
+                        f"waited {timeout:g} s"
+                    ) from None
+                time.sleep(0.05)
+        yield
+    finally:
+        os.close(fd)  # closing drops the lock
 
 
 @dataclass

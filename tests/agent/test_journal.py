@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from geryon.agent.journal import FORMAT, Journal, JournalError
+from geryon.agent.journal import FORMAT, Busy, Journal, JournalError, exclusive
 
 
 def test_keeps_only_the_first_before_and_survives_a_reload(tmp_path: Path) -> None:
@@ -58,3 +58,11 @@ def test_malformed_journals_are_refused_with_the_reason(tmp_path: Path, text: st
     path.write_text(text)
     with pytest.raises(JournalError, match=message):
         Journal.load(path)
+
+
+def test_one_writer_at_a_time(tmp_path: Path) -> None:
+    path = tmp_path / "journal.json"
+    with exclusive(path), pytest.raises(Busy, match=r"journal\.json\.lock"), exclusive(path, timeout=0.2):
+        pass
+    with exclusive(path, timeout=0.2):  # released on exit
+        pass
