@@ -59,6 +59,9 @@ _FLOW_DONE, _COMPUTE_DONE = 0, 1
 
 @dataclass(frozen=True)
 class SimResult:
+    """What a run predicts. Without the barrier, the pulls of the next iteration overlap the pushes
+    of this one (full-duplex links), so T may drop below N, and alpha then reads 1 (clamped)."""
+
     mode: str
     workers: int
     num_ps: int
@@ -73,8 +76,10 @@ class SimResult:
     comm_s: float  # N: one iteration's pulls then pushes at the busiest port, without compute
     compute_s: float  # C: forward plus backward of one iteration
     iteration_ends: tuple[float, ...]  # when each iteration's last gradient was aggregated
-    shards: int  # transfers per worker and direction per iteration
-    link_bytes: dict[str, float]  # bytes each port moved over the run, for the whole cluster
+    shards: int  # shards in the plan: each worker pulls and pushes each one once per iteration
+    # Bytes each egress port moved over the run ("ps0.nic", "switch->worker0"); PS ports count every
+    # worker's traffic, and with symmetric=True worker0 stands for each of the identical workers.
+    link_bytes: dict[str, float]
     events: int
     wall_s: float
     symmetric: bool
