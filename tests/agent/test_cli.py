@@ -101,3 +101,52 @@ def test_bad_arguments_exit_2(tmp_path: Path) -> None:
     bad.write_text("[]")
     r = geryon("agent", "restore", "--journal", str(bad))
     assert r.returncode == 2 and "--journal:" in r.stderr and "not a Geryon agent journal" in r.stderr
+
+
+def sysfs_tree(root: Path, ifname: str) -> Path:
+    """A tree laid out like an mlx5 NIC's DCQCN sysfs files (no such NIC here), all off."""
+    ecn = root / "sys/class/net" / ifname / "ecn"
+    for kind in ("roce_rp", "roce_np"):
+        (ecn / kind / "enable").mkdir(parents=True)
+        for prio in range(8):
+            (ecn / kind / "enable" / str(prio)).write_text("0\n")
+    (ecn / "roce_np/cnp_dscp").write_text("0\n")
+    (ecn / "roce_np/cnp_802p_prio").write_text("0\n")
+    return ecn
+
+
+def test_all_drivers_in_one_transaction_dcb_skipped_on_veth(ns: VethNs, tmp_path: Path) -> None:
+    ecn = sysfs_tree(tmp_path / "root", "ga0")
+    config = write_config(tmp_path, "interfaces: [ga0]\n")
+    where = ["--config", config, "--netns", ns.name, "--journal", str(tmp_path / "j.json")]
+    where += ["--root", str(tmp_path / "root")]
+    r = geryon("agent", "plan", *where)
+    assert "! skipped (dcb): ga0/dcb/ets, ga0/dcb/pfc" in r.stdout and "no DCB operations" in r.stdout
+    assert "~ ga0/ecn/roce_np/5  (sysfs)" in r.stdout and "~ ga0/ecn/cnp_dscp  (sysfs)" in r.stdout
+
+    r = geryon("agent", "apply", *where)
+    assert r.returncode == 0, r.stderr
+    assert [(ecn / k / "enable" / p).read_text().strip() for k in ("roce_rp", "roce_np") for p in "0356"] == [
+        "0", "1", "1", "0", "0", "1", "1", "0",
+    ]  # fmt: skip
+    assert (ecn / "roce_np/cnp_dscp").read_text().strip() == "48"
+    assert root_qdisc(ns.name, "ga0")["kind"] == "htb"
+    assert geryon("agent", "verify", *where).returncode == 0
+
+    r = geryon("agent", "restore", "--netns", ns.name, "--journal", str(tmp_path / "j.json"), "--root",
+               str(tmp_path / "root"))  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert (ecn / "roce_np/cnp_dscp").read_text().strip() == "0"
+    assert (ecn / "roce_rp/enable/5").read_text().strip() == "0"
+    assert root_qdisc(ns.name, "ga0")["kind"] == "noqueue"
+
+
+def test_dcb_required_on_a_nic_without_dcb_fails_before_any_write(ns: VethNs, tmp_path: Path) -> None:
+    config = write_config(tmp_path, "interfaces: [ga0]\ndcb: required\n")
+    r = geryon(
+        "agent", "apply", "--config", config, "--netns", ns.name, "--journal", str(tmp_path / "j.json")
+    )
+    assert r.returncode == 1
+    assert "ga0/dcb/" in r.stderr and "(the config requires it)" in r.stderr
+    assert root_qdisc(ns.name, "ga0")["kind"] == "noqueue"
+    assert read_sysctl(ns.name, "net.ipv4.tcp_reflect_tos") == "0"
