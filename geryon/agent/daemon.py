@@ -240,7 +240,7 @@ def watch_netlink(netns: str | None, wake: threading.Event, log: Log, ready: thr
 
 def run(args: argparse.Namespace) -> int:
     from geryon.agent.cli import check_netns, read_config
-    from geryon.agent.driver import open_slots
+    from geryon.agent.driver import DriverError, open_slots
 
     log = Log()
     config = read_config(args.config)
@@ -261,7 +261,10 @@ def run(args: argparse.Namespace) -> int:
     def slots_for(cfg: AgentConfig) -> tuple[list[Slot], Callable[[], None]]:
         return open_slots(cfg, netns=args.netns, root=args.root)
 
-    agent = Agent(args.config, config, journal, slots_for, log)
+    try:
+        agent = Agent(args.config, config, journal, slots_for, log)
+    except DriverError as e:
+        raise UsageError(str(e)) from None
     stop = threading.Event()
     wake = threading.Event()
     reload_requested = threading.Event()
