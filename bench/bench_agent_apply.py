@@ -9,6 +9,7 @@ Rows, each a median over repeats (the host is put back to its pre-Geryon state b
   restore                 back to the pre-Geryon state from the journal
   repair one qdisc        the daemon's work after a qdisc was deleted by hand (plan + apply of 1 target)
   geryon agent apply      the CLI as a subprocess, including interpreter start-up and imports
+  daemon repair           a running `geryon agent run`: root qdisc deleted by hand -> HTB back
 Target (issue 6): apply under 200 ms. Needs root. Prints a table, writes JSON (default
 out/bench/agent_apply.json).
 """
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -46,6 +48,59 @@ def make_namespace(name: str, n: int) -> list[str]:
             for end in (ifname, f"{ifname}p"):
                 ipr.link("set", index=ipr.link_lookup(ifname=end)[0], state="up")
     return ifnames
+
+
+def has_htb(ipr: IPRoute, index: int) -> bool:
+    return any(q.get("TCA_KIND") == "htb" and q["parent"] == 0xFFFFFFFF for q in ipr.get_qdiscs(index=index))
+
+
+def daemon_repair_latency(ns: str, ifname: str, cfg_file: Path, journal: Path, repeats: int) -> list[float]:
+    """A real `geryon agent run`; delete the root qdisc by hand and time until the HTB is back
+    (netlink event + default 0.2 s debounce + verify + apply), polling every 5 ms."""
+    cmd = [sys.executable, "-m", "geryon", "agent", "run", "--config", str(cfg_file), "--netns", ns,
+           "--journal", str(journal), "--api-socket", "", "--metrics", ""]  # fmt: skip
+    proc = subprocess.Popen(cmd, stderr=subprocess.DEVNULL)
+    out: list[float] = []
+    try:
+        with IPRoute(netns=ns) as ipr:
+            index = ipr.link_lookup(ifname=ifname)[0]
+            deadline = time.monotonic() + 30
+            while not has_htb(ipr, index):
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise SystemExit("the daemon did not apply within 30 s")
+                time.sleep(0.05)
+            for i in range(repeats):
+                print(
+                    f"[daemon {i + 1}/{repeats}] delete the qdisc, wait for the repair ...", file=sys.stderr
+                )
+                time.sleep(0.5)
+                start = time.perf_counter()
+                ipr.tc("del", index=index, handle=0, parent=0xFFFFFFFF)
+                while not has_htb(ipr, index):
+                    if time.perf_counter() - start > 10:
+                        raise SystemExit("the daemon did not repair within 10 s")
+                    time.sleep(0.005)
+                out.append(time.perf_counter() - start)
+    finally:
+        proc.send_signal(signal.SIGTERM)  # by PID: the process this script started
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    restore_cmd = [
+        sys.executable,
+        "-m",
+        "geryon",
+        "agent",
+        "restore",
+        "--netns",
+        ns,
+        "--journal",
+        str(journal),
+    ]
+    subprocess.run([*restore_cmd, "--quiet"], check=True, capture_output=True)
+    return out
 
 
 def median_ms(samples: list[float]) -> float:
@@ -120,6 +175,10 @@ def main() -> int:
             samples["cli"].append(timed(lambda c=cmd: subprocess.run(c, check=True, capture_output=True)))
             subprocess.run([sys.executable, "-m", "geryon", "agent", "restore", "--netns", ns, "--journal",
                             str(journal_file), "--quiet"], check=True, capture_output=True)  # fmt: skip
+
+        samples["daemon"] = daemon_repair_latency(
+            ns, ifnames[0], cfg_file, tmp / "j-daemon.json", args.cli_repeats
+        )
     finally:
         netns.remove(ns)
 
@@ -130,6 +189,7 @@ def main() -> int:
         "restore": "restore",
         "repair": "repair one qdisc",
         "cli": "geryon agent apply (CLI)",
+        "daemon": "daemon: qdisc deleted -> restored",
     }
     rows = [
         {
