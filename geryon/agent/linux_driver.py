@@ -89,6 +89,23 @@ def desired_tree(config: AgentConfig) -> dict[str, Any]:
     }
 
 
+def recreatable(tree: dict[str, Any]) -> bool:
+    """Whether the driver can re-create this observed root exactly: a fifo root, or an HTB in the
+    flat layout (classes under the root, fifo leaves, DSCP filters), whoever made it."""
+    kind = tree.get("kind")
+    if kind in _RESTORABLE_FOREIGN:
+        return "limit" in tree
+    if kind != "htb":
+        return False
+    for c in tree.get("classes", []):
+        leaf = c.get("leaf")
+        if "parent" in c or (
+            leaf is not None and (leaf.get("kind") not in ("bfifo", "pfifo") or "limit" not in leaf)
+        ):
+            return False
+    return all("dscp" in f for f in tree.get("filters", []))
+
+
 def _filter_key(f: dict[str, Any]) -> tuple[Any, ...]:
     return (f["protocol"], f.get("dscp", -1), f["classid"], str(f.get("raw", "")))
 
@@ -306,17 +323,11 @@ class LinuxDriver:
         current = self._observe_tree(target, ifname)
         if value is not None and value == current:
             return
-        if (
-            current is not None
-            and current.get("kind") != "htb"
-            and current.get("kind") not in _RESTORABLE_FOREIGN
-            and value is not None
-            and value.get("kind") == "htb"
-        ):
+        if current is not None and value is not None and not recreatable(current):
             raise DriverError(
                 target,
-                f"the root qdisc {current['kind']!r} was not set by Geryon and could not be restored later; "
-                f"remove it first (tc qdisc del dev {ifname} root)",
+                f"the root qdisc {current['kind']!r} (as it is now) was not set by Geryon and could not be "
+                f"restored later; remove it first (tc qdisc del dev {ifname} root)",
             )
         try:
             if current is not None:

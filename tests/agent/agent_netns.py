@@ -74,7 +74,9 @@ def read_sysctl(ns: str, key: str) -> str:
     return ns_exec(ns, "cat", "/proc/sys/" + key.replace(".", "/")).stdout.strip()
 
 
-_CLASS = re.compile(r"^class htb (\S+) .*?prio (\d+) rate (\S+) ceil (\S+)")
+_CLASS = re.compile(r"^class htb (\S+) ")
+_PRIO = re.compile(r" prio (\d+) ")
+_CEIL = re.compile(r" ceil (\S+) ")
 _SENT = re.compile(r"^\s*Sent (\d+) bytes (\d+) pkt")
 
 
@@ -85,7 +87,12 @@ def htb_classes(ns: str, dev: str) -> dict[str, dict[str, Any]]:
     current: dict[str, Any] | None = None
     for line in ns_exec(ns, "tc", "-s", "class", "show", "dev", dev).stdout.splitlines():
         if m := _CLASS.match(line):
-            current = {"prio": int(m.group(2)), "ceil": parse_rate(m.group(4)), "packets": 0}
+            prio, ceil = _PRIO.search(line), _CEIL.search(line)
+            current = {
+                "prio": int(prio.group(1)) if prio else None,  # inner classes have none
+                "ceil": parse_rate(ceil.group(1)) if ceil else None,
+                "packets": 0,
+            }
             out[m.group(1)] = current
         elif (m := _SENT.match(line)) and current is not None:
             current["packets"] = int(m.group(2))

@@ -159,3 +159,20 @@ def test_u32_selector_decoding() -> None:
     assert (
         _dscp_from_bytes("ip", _decode_u32_sel(sel((0xFFFFFFFF, 0x0A000001, 12)))) is None
     )  # a src IP match
+
+
+def test_a_foreign_htb_it_cannot_recreate_is_left_alone(ns: VethNs) -> None:
+    tc = ("tc",)
+    ns_exec(ns.name, *tc, "qdisc", "add", "dev", "ga0", "root", "handle", "1:", "htb", "default", "20")
+    ns_exec(
+        ns.name, *tc, "class", "add", "dev", "ga0", "parent", "1:", "classid", "1:1", "htb", "rate", "1gbit"
+    )
+    ns_exec(
+        ns.name, *tc, "class", "add", "dev", "ga0", "parent", "1:1", "classid", "1:20", "htb", "rate", "1mbit"
+    )
+    with LinuxDriver(ns.name) as d:
+        seen = d.observe(["ga0/qdisc"])["ga0/qdisc"]
+        assert [c.get("parent") for c in seen["classes"]] == [None, "1:1"]  # nested: not the shared layout
+        with pytest.raises(DriverError, match=r"'htb' \(as it is now\) was not set by Geryon"):
+            d.write("ga0/qdisc", desired_tree(parse_config(CFG)))
+    assert set(htb_classes(ns.name, "ga0")) == {"1:1", "1:20"}
