@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import struct
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -104,6 +105,20 @@ def recreatable(tree: dict[str, Any]) -> bool:
         ):
             return False
     return all("dscp" in f for f in tree.get("filters", []))
+
+
+def _geryon_shaped(tree: dict[str, Any]) -> bool:
+    # Geryon's own tree that someone edited by hand (a leaf swapped, a filter added) is drift to
+    # repair, not a foreign setup to protect: it is all flat classes 1:10-1:17.
+    ids = [c.get("classid", "") for c in tree.get("classes", [])]
+    return (
+        tree.get("kind") == "htb"
+        and bool(ids)
+        and all(
+            re.fullmatch(r"1:1[0-7]", i) and "parent" not in c
+            for i, c in zip(ids, tree["classes"], strict=True)
+        )
+    )
 
 
 def _filter_key(f: dict[str, Any]) -> tuple[Any, ...]:
@@ -323,7 +338,12 @@ class LinuxDriver:
         current = self._observe_tree(target, ifname)
         if value is not None and value == current:
             return
-        if current is not None and value is not None and not recreatable(current):
+        if (
+            current is not None
+            and value is not None
+            and not recreatable(current)
+            and not _geryon_shaped(current)
+        ):
             raise DriverError(
                 target,
                 f"the root qdisc {current['kind']!r} (as it is now) was not set by Geryon and could not be "

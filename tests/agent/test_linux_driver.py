@@ -176,3 +176,14 @@ def test_a_foreign_htb_it_cannot_recreate_is_left_alone(ns: VethNs) -> None:
         with pytest.raises(DriverError, match=r"'htb' \(as it is now\) was not set by Geryon"):
             d.write("ga0/qdisc", desired_tree(parse_config(CFG)))
     assert set(htb_classes(ns.name, "ga0")) == {"1:1", "1:20"}
+
+
+def test_a_hand_edited_geryon_tree_is_repaired(ns: VethNs) -> None:
+    tree = desired_tree(parse_config(CFG))
+    with LinuxDriver(ns.name) as d:
+        d.write("ga0/qdisc", tree)
+        tbf = ("tbf", "rate", "1mbit", "burst", "32kb", "latency", "50ms")
+        ns_exec(ns.name, "tc", "qdisc", "replace", "dev", "ga0", "parent", "1:10", "handle", "30:", *tbf)
+        assert d.observe(["ga0/qdisc"])["ga0/qdisc"]["classes"][0]["leaf"] == {"kind": "tbf"}
+        d.write("ga0/qdisc", tree)
+        assert d.observe(["ga0/qdisc"]) == {"ga0/qdisc": tree}
