@@ -17,7 +17,6 @@ from typing import Any
 
 from geryon.agent.config import AgentConfig, ConfigError, load_config
 from geryon.agent.engine import (
-    ApplyError,
     EngineError,
     Slot,
     apply_plan,
@@ -25,6 +24,7 @@ from geryon.agent.engine import (
     make_plan,
     plan_json,
     render_plan,
+    restore,
 )
 from geryon.agent.journal import DEFAULT_PATH as DEFAULT_JOURNAL
 from geryon.agent.journal import Busy, Journal, JournalError, exclusive
@@ -150,7 +150,7 @@ def run_plan(args: argparse.Namespace) -> int:
 def run_apply(args: argparse.Namespace) -> int:
     config = read_config(args.config)
     progress = Progress("geryon agent apply", enabled=not args.quiet)
-    journal = _journal(args.journal)
+    _journal(args.journal)  # a bad journal is bad input: refuse it before opening any driver
     with opened_slots(config, args) as slots:
         try:
             with exclusive(args.journal):
@@ -159,10 +159,7 @@ def run_apply(args: argparse.Namespace) -> int:
                 for s in plan.skipped:
                     progress.say(f"skip {s.target}: {s.reason}")
                 apply_plan(plan, slots, journal, progress.say)
-        except ApplyError as e:
-            print(f"geryon agent apply: failed: {e}", file=sys.stderr)
-            return 1
-        except (EngineError, Busy) as e:
+        except (EngineError, Busy) as e:  # ApplyError included: rolled back, the message says so
             print(f"geryon agent apply: failed: {e}", file=sys.stderr)
             return 1
     print(render_plan(plan, title="applied changes"))
@@ -191,9 +188,6 @@ def run_verify(args: argparse.Namespace) -> int:
 
 
 def run_restore(args: argparse.Namespace) -> int:
-    from geryon.agent.engine import render_plan as render
-    from geryon.agent.engine import restore
-
     progress = Progress("geryon agent restore", enabled=not args.quiet)
     journal = _journal(args.journal)
     if not journal.entries:
@@ -203,10 +197,10 @@ def run_restore(args: argparse.Namespace) -> int:
         try:
             with exclusive(args.journal):
                 plan = restore(slots, _journal(args.journal), progress.say)
-        except (ApplyError, EngineError, Busy) as e:
+        except (EngineError, Busy) as e:
             print(f"geryon agent restore: failed: {e}", file=sys.stderr)
             return 1
-    print(render(plan, title="restored targets"))
+    print(render_plan(plan, title="restored targets"))
     return 0
 
 
