@@ -97,11 +97,16 @@ def register(sub: Any) -> None:
         cli_obs.register(asub)
 
 
+AGENT_EXTRA = "the host agent needs its dependencies: pip install 'geryon[agent]'"
+
+
 def read_config(path: str) -> AgentConfig:
     try:
         return load_config(path)
     except ConfigError as e:
         raise UsageError(str(e)) from None
+    except ImportError as e:
+        raise UsageError(f"{AGENT_EXTRA} ({e})") from None
 
 
 def check_netns(name: str | None) -> None:
@@ -118,6 +123,8 @@ def opened_slots(config: AgentConfig | None, args: argparse.Namespace) -> Iterat
         slots, close = open_slots(config, netns=args.netns, root=args.root)
     except DriverError as e:
         raise UsageError(str(e)) from None
+    except ImportError as e:
+        raise UsageError(f"{AGENT_EXTRA} ({e})") from None
     try:
         yield slots
     finally:

@@ -239,7 +239,7 @@ def watch_netlink(netns: str | None, wake: threading.Event, log: Log, ready: thr
 
 
 def run(args: argparse.Namespace) -> int:
-    from geryon.agent.cli import check_netns, read_config
+    from geryon.agent.cli import AGENT_EXTRA, check_netns, read_config
     from geryon.agent.driver import DriverError, open_slots
 
     log = Log()
@@ -265,6 +265,8 @@ def run(args: argparse.Namespace) -> int:
         agent = Agent(args.config, config, journal, slots_for, log)
     except DriverError as e:
         raise UsageError(str(e)) from None
+    except ImportError as e:
+        raise UsageError(f"{AGENT_EXTRA} ({e})") from None
     stop = threading.Event()
     wake = threading.Event()
     reload_requested = threading.Event()

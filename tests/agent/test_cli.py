@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -150,3 +152,15 @@ def test_dcb_required_on_a_nic_without_dcb_fails_before_any_write(ns: VethNs, tm
     assert "ga0/dcb/" in r.stderr and "(the config requires it)" in r.stderr
     assert root_qdisc(ns.name, "ga0")["kind"] == "noqueue"
     assert read_sysctl(ns.name, "net.ipv4.tcp_reflect_tos") == "0"
+
+
+def test_without_the_agent_extra_it_says_what_to_install() -> None:
+    # As on a host where pyroute2 (the `agent` extra) is not installed.
+    code = (
+        "import sys; sys.modules['pyroute2'] = None; from geryon.cli import main; "
+        "raise SystemExit(main(['agent', 'plan', '--config', 'examples/agent.yaml', '--journal', '/no/j']))"
+    )
+    root = Path(__file__).resolve().parents[2]
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=root)
+    assert r.returncode == 2
+    assert "pip install 'geryon[agent]'" in r.stderr and "Traceback" not in r.stderr
