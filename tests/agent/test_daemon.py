@@ -195,5 +195,12 @@ def test_api_and_metrics_report_the_daemons_sync_state(ns: VethNs, tmp_path: Pat
         assert r.returncode == 1 and "config: DRIFT in 1 target(s)" in r.stdout
         assert "interfaces[0]: no interface 'ga0'" in r.stdout
         assert "geryon_config_in_sync 0.0" in scrape(port)
+
+        # The link comes back (a driver reload, a hot-plugged NIC): its netlink event gets it configured.
+        mark = len(d.lines)
+        ns_exec(ns.name, "ip", "link", "add", "ga0", "type", "veth", "peer", "name", "ga0p")
+        d.wait_log("event=applied", "reason=netlink", "targets=ga0/qdisc", after=mark)
+        assert root_qdisc(ns.name, "ga0")["kind"] == "htb"
+        assert "geryon_config_in_sync 1.0" in scrape(port)
     finally:
         d.stop()
