@@ -14,6 +14,7 @@ def build_parser() -> argparse.ArgumentParser:
     from geryon import demo
     from geryon.agent import cli as agent_cli
     from geryon.tagger import cli as tagger_cli
+    from geryon.threshold import cli as threshold_cli
 
     parser = argparse.ArgumentParser(
         prog="geryon",
@@ -22,6 +23,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"geryon {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     tagger_cli.register(sub)
+    threshold_cli.register(sub)
     demo.register(sub)
     agent_cli.register(sub)
     return parser

@@ -1,0 +1,328 @@
+"""`geryon simulate`: predict a cluster's iteration time per network mode, and pick a threshold.
+
+The profile comes from a model (exact parameter sizes from the tagger, compute times from FLOPs and a
+device throughput, or measured on this machine with --measure) or from a saved profile file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from geryon.errors import UsageError
+from geryon.progress import Progress
+from geryon.tagger.map_table import MAX_CLASSES, default_thresholds, validate_thresholds
+from geryon.tagger.partition import parse_size
+from geryon.units import format_rate, parse_rate
+
+MODES = ("fifo", "end-host", "network", "ideal")
+SEARCH_STRATEGIES = ("guided", "sweep", "bayes")  # geryon.threshold.search.STRATEGIES, best first
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "simulate",
+        help="simulate a PS cluster's iteration time per network mode (fifo, end-host, network, ideal)",
+        description="Replays one BSP iteration of W workers and P parameter servers over a star fabric and "
+        "prints iteration time, throughput, GPU utilization (= scaling efficiency) and TicTac's overlap "
+        "coefficient per network mode.",
+    )
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--model", help="a built-in model (vgg19, alexnet, resnet50, ...) or module:callable")
+    src.add_argument("--profile", metavar="FILE", help="a saved layer profile (geryon.profile JSON)")
+    p.add_argument("--workers", type=int, default=8, metavar="W", help="workers (default 8)")
+    p.add_argument("--ps", type=int, default=8, metavar="P", help="parameter servers (default 8)")
+    p.add_argument("--bandwidth", default="10gbit", help="link rate of every host, e.g. 10gbit, 40Gbps")
+    p.add_argument(
+        "--mode",
+        nargs="+",
+        default=["all"],
+        metavar="MODE",
+        help=f"one or more of {', '.join(MODES)}, or all (default)",
+    )
+    p.add_argument(
+        "--threshold",
+        nargs="+",
+        metavar="T",
+        help="k-1 increasing thresholds in [0, 1], or 'auto' to run the adaptive search against the "
+        "simulator (default: 0.5, or evenly spaced for --classes)",
+    )
+    p.add_argument("--classes", type=int, metavar="K", help=f"priority classes, 2..{MAX_CLASSES} (default 2)")
+    p.add_argument(
+        "--search",
+        default="guided",
+        choices=SEARCH_STRATEGIES,
+        help="strategy for --threshold auto: guided (rank with the simulator, the default), sweep (the "
+        "paper's), bayes (Gaussian process)",
+    )
+    p.add_argument(
+        "--slice-size",
+        default="4MiB",
+        metavar="BYTES",
+        help="slicing threshold (default 4MiB: the paper's 1024K float32 elements), or 'none' "
+        "to partition without slicing",
+    )
+    p.add_argument(
+        "--no-partition",
+        action="store_true",
+        help="vanilla TensorFlow placement: every variable whole on one PS, round-robin",
+    )
+    p.add_argument(
+        "--device", default="k40", help="compute throughput: a device name (k40, v100, ...) or FLOP/s"
+    )
+    p.add_argument("--batch-size", type=int, default=64, metavar="N", help="per-worker batch (default 64)")
+    p.add_argument("--input-shape", metavar="H,W,C", help="model input shape without the batch dimension")
+    p.add_argument(
+        "--measure",
+        action="store_true",
+        help="measure per-layer compute times on this machine instead of deriving them from FLOPs",
+    )
+    p.add_argument("--iterations", type=int, default=2, help="BSP iterations to replay (default 2)")
+    p.add_argument("--save-profile", metavar="FILE", help="also write the profile used as JSON")
+    p.add_argument(
+        "--trace", metavar="FILE", help="write a Chrome trace (chrome://tracing, Perfetto) of the run"
+    )
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    p.set_defaults(run=run)
+
+
+# --- argument checks (pure) ----------------------------------------------------------------------
+def parse_modes(values: Sequence[str]) -> tuple[str, ...]:
+    if list(values) == ["all"]:
+        return MODES
+    out: list[str] = []
+    for v in values:
+        if v not in MODES:
+            raise UsageError(f"--mode: unknown mode {v!r}; allowed: {', '.join(MODES)} or all")
+        if v not in out:
+            out.append(v)
+    return tuple(out)
+
+
+def parse_thresholds(values: Sequence[str] | None, classes: int | None) -> tuple[float, ...] | None:
+    """None means auto (search); otherwise validated thresholds."""
+    if classes is not None:
+        try:
+            defaults = default_thresholds(classes, "--classes")
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+    else:
+        defaults = (0.5,)
+    if not values:
+        return defaults
+    if [v.lower() for v in values] == ["auto"]:
+        return None
+    try:
+        numbers = [float(v) for v in values]
+    except ValueError:
+        raise UsageError(f"--threshold: {' '.join(values)!r} is not 'auto' or a list of numbers") from None
+    try:
+        ts = validate_thresholds(numbers, "--threshold")
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    if classes is not None and len(ts) != classes - 1:
+        raise UsageError(f"--threshold: {classes} classes need {classes - 1} thresholds, got {len(ts)}")
+    return ts
+
+
+def parse_slice(text: str) -> int | None:
+    if text.lower() == "none":
+        return None
+    try:
+        return parse_size(text)
+    except ValueError as e:
+        raise UsageError(f"--slice-size: {e}") from None
+
+
+def check_counts(args: argparse.Namespace) -> None:
+    for flag, value in (("--workers", args.workers), ("--ps", args.ps), ("--batch-size", args.batch_size)):
+        if value < 1:
+            raise UsageError(f"{flag}: must be at least 1, got {value}")
+    if args.iterations < 1:
+        raise UsageError(f"--iterations: must be at least 1, got {args.iterations}")
+
+
+# --- running -------------------------------------------------------------------------------------
+def load_profile(args: argparse.Namespace, progress: Progress) -> Any:
+    from geryon.threshold.profile import Profile, ProfileError
+
+    if args.profile:
+        try:
+            return Profile.load(args.profile)
+        except ProfileError as e:
+            raise UsageError(f"--profile: {e}") from None
+    from geryon.tagger.cli import parse_input_shape
+    from geryon.tagger.models import ModelLoadError, check_model_spec
+
+    try:
+        check_model_spec(args.model)
+    except ModelLoadError as e:
+        raise UsageError(f"--model: {e}") from None
+    input_shape = parse_input_shape(args.input_shape)
+    if args.measure:
+        from geryon.threshold.profiler import measure_profile
+
+        progress.say(f"measuring per-layer compute of {args.model} on this machine (batch {args.batch_size})")
+        try:
+            return measure_profile(args.model, batch_size=args.batch_size, input_shape=input_shape)
+        except (ValueError, ModelLoadError) as e:
+            raise UsageError(f"--model: {e}") from None
+    from geryon.threshold.profiles import profile_from_model
+
+    device: str | float = args.device
+    with contextlib.suppress(ValueError):
+        device = float(args.device)
+    progress.say(f"building {args.model} and deriving compute times for {args.device}")
+    try:
+        return profile_from_model(
+            args.model, batch_size=args.batch_size, device=device, input_shape=input_shape
+        )
+    except ModelLoadError as e:
+        raise UsageError(f"--model: {e}") from None
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+
+
+def search_threshold(
+    simulate_fn: Any, profile: Any, num_classes: int, strategy: str, progress: Progress
+) -> tuple[tuple[float, ...], list[dict[str, Any]]]:
+    """Runs the adaptive searcher with the simulator standing in for live iterations.
+
+    The tagger's urgencies and sizes let the searcher try only cuts that move a parameter; the
+    guided strategy also ranks candidates with the simulator, as it would beside a real job.
+    """
+    from geryon.threshold.search import make_searcher
+
+    searcher = make_searcher(
+        strategy,
+        num_classes,
+        predictor=(lambda ts: simulate_fn(tuple(ts)).iteration_s) if strategy == "guided" else None,
+        urgencies=[p.urgency for p in profile.params],
+        sizes=[p.bytes for p in profile.params],
+    )
+    trials: list[dict[str, Any]] = []
+    for i in range(1, 201):  # bounded: a searcher that never converges still ends
+        ts = tuple(searcher.next_threshold())
+        t = simulate_fn(ts).iteration_s
+        searcher.report(ts, t)
+        trials.append({"iteration": i, "thresholds": list(ts), "iteration_s": t})
+        progress.say(
+            f"search iteration {i}: thresholds {', '.join(f'{x:.3f}' for x in ts)} -> {t * 1e3:.1f} ms"
+        )
+        if searcher.converged:
+            break
+    best = searcher.best
+    if best is None:
+        raise UsageError("--threshold auto: the search did not settle on a threshold within 200 iterations")
+    return tuple(best), trials
+
+
+def run(args: argparse.Namespace) -> int:
+    modes = parse_modes(args.mode)
+    check_counts(args)
+    thresholds = parse_thresholds(args.threshold, args.classes)
+    slice_bytes = parse_slice(args.slice_size)
+    try:
+        bandwidth = parse_rate(args.bandwidth, "--bandwidth")
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    from geryon.threshold.simulator import simulate
+
+    progress = Progress("geryon simulate", enabled=not args.quiet)
+    profile = load_profile(args, progress)
+    if args.save_profile:
+        profile.save(args.save_profile)
+
+    def sim(ts: tuple[float, ...], mode: str = "network", trace: bool = False) -> Any:
+        return simulate(
+            profile,
+            workers=args.workers,
+            num_ps=args.ps,
+            bandwidth_bps=bandwidth,
+            mode=mode,
+            thresholds=ts,
+            slice_bytes=slice_bytes,
+            partition=not args.no_partition,
+            iterations=args.iterations,
+            trace=trace,
+        )
+
+    search: dict[str, Any] | None = None
+    if thresholds is None:
+        k = args.classes or 2
+        progress.say(f"searching {k - 1} threshold(s) with the {args.search} strategy against the simulator")
+        thresholds, trials = search_threshold(sim, profile, k, args.search, progress)
+        search = {"strategy": args.search, "iterations": len(trials), "trials": trials}
+
+    results = {}
+    for mode in modes:
+        with progress.step(f"simulating {mode}"):
+            results[mode] = sim(thresholds, mode, trace=bool(args.trace) and mode == modes[-1])
+    if args.trace:
+        write_json(args.trace, results[modes[-1]].chrome_trace())
+        progress.say(f"wrote a Chrome trace of {modes[-1]} to {args.trace}")
+
+    report = {
+        "model": profile.model,
+        "profile_source": profile.source,
+        "batch_size": profile.batch_size,
+        "workers": args.workers,
+        "ps": args.ps,
+        "bandwidth_bps": bandwidth,
+        "slice_bytes": slice_bytes,
+        "partition": not args.no_partition,
+        "thresholds": list(thresholds),
+        "search": search,
+        "modes": {m: r.to_dict() for m, r in results.items()},
+    }
+    if args.json:
+        print(json.dumps(report, indent=1))
+    else:
+        print(format_report(report, results))
+    return 0
+
+
+def write_json(path: str, data: Any) -> None:
+    try:
+        with open(path, "w") as f:
+            json.dump(data, f)
+    except OSError as e:
+        raise UsageError(f"cannot write {path!r}: {e.strerror or e}") from None
+
+
+def format_report(report: dict[str, Any], results: dict[str, Any]) -> str:
+    slicing = (
+        "no partition"
+        if not report["partition"]
+        else (f"slices <= {report['slice_bytes']} B" if report["slice_bytes"] else "partition, no slicing")
+    )
+    lines = [
+        f"{report['model']}: {report['workers']} workers, {report['ps']} PS, "
+        f"{format_rate(report['bandwidth_bps'])}, batch {report['batch_size']}, {slicing}",
+        f"profile: {report['profile_source']}; thresholds: {', '.join(map(str, report['thresholds']))}",
+    ]
+    if report["search"]:
+        s = report["search"]
+        lines.append(f"search: {s['strategy']} settled after {s['iterations']} simulated iterations")
+    lines.append("")
+    header = (
+        f"{'mode':<9} {'iteration':>11} {'images/s':>10} {'GPU util':>9} {'alpha':>6} "
+        f"{'N (comm)':>10} {'C (comp)':>10}"
+    )
+    lines.append(header)
+    lines.append("-" * len(header))
+    imgs = report["workers"] * report["batch_size"]
+    for mode, r in results.items():
+        lines.append(
+            f"{mode:<9} {r.iteration_s * 1e3:>9.1f}ms {imgs / r.iteration_s:>10.1f} "
+            f"{r.gpu_utilization:>8.1%} {r.alpha:>6.2f} {r.comm_s * 1e3:>8.1f}ms {r.compute_s * 1e3:>8.1f}ms"
+        )
+    lines.append("")
+    lines.append(
+        "GPU util = compute / iteration time = scaling efficiency against one worker without communication."
+    )
+    return "\n".join(lines)

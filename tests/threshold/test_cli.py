@@ -1,0 +1,130 @@
+"""`geryon simulate` as a user runs it: a real subprocess, exit codes, messages, JSON and traces."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from geryon_cli import geryon
+
+from geryon.threshold.profile import synthetic
+
+
+@pytest.fixture(scope="module")
+def profile_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A chain where the big last layer (an FC layer) would block the first one under fifo."""
+    path = tmp_path_factory.mktemp("profile") / "chain.json"
+    synthetic(
+        [400_000, 800_000, 1_200_000, 8_000_000], [0.004, 0.004, 0.004, 0.002], [0.008, 0.008, 0.008, 0.004]
+    ).save(path)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--bandwidth=-5gbit"], "--bandwidth: '-5gbit' is not a rate"),
+        (["--bandwidth", "0"], "--bandwidth: '0' must be a rate above 0"),
+        (["--mode", "warp"], "--mode: unknown mode 'warp'; allowed: fifo, end-host, network, ideal"),
+        (["--threshold", "1.5"], "--threshold[0]: 1.5 is not a number in [0, 1]"),
+        (["--threshold", "0.6", "0.2"], "--threshold must be strictly increasing"),
+        (["--threshold", "0.5", "--classes", "3"], "--threshold: 3 classes need 2 thresholds, got 1"),
+        (["--threshold", "soon"], "--threshold: 'soon' is not 'auto' or a list of numbers"),
+        (["--classes", "9"], "--classes: 9 classes are not allowed; use 2 to 8"),
+        (["--workers", "0"], "--workers: must be at least 1, got 0"),
+        (["--slice-size", "huge"], "--slice-size:"),
+    ],
+)
+def test_bad_arguments_exit_2_naming_the_flag(profile_file: Path, args: list[str], message: str) -> None:
+    r = geryon("simulate", "--profile", str(profile_file), *args)
+    assert r.returncode == 2, r.stderr
+    assert f"geryon simulate: error: {message}" in r.stderr
+    assert r.stdout == ""
+
+
+def test_unknown_model_exits_2() -> None:
+    r = geryon("simulate", "--model", "vgg99")
+    assert r.returncode == 2
+    assert "geryon simulate: error: --model:" in r.stderr and "vgg99" in r.stderr
+
+
+def test_profile_with_a_missing_field_exits_2_naming_it(tmp_path: Path, profile_file: Path) -> None:
+    data = json.loads(profile_file.read_text())
+    del data["layers"][1]["backward_s"]
+    broken = tmp_path / "broken.json"
+    broken.write_text(json.dumps(data))
+    r = geryon("simulate", "--profile", str(broken))
+    assert r.returncode == 2
+    assert "--profile:" in r.stderr and "layers[1]: missing field 'backward_s'" in r.stderr
+
+
+def test_missing_and_non_json_profiles_exit_2(tmp_path: Path) -> None:
+    r = geryon("simulate", "--profile", str(tmp_path / "nope.json"))
+    assert r.returncode == 2 and "cannot read profile" in r.stderr
+    (tmp_path / "junk.json").write_text("{not json")
+    r = geryon("simulate", "--profile", str(tmp_path / "junk.json"))
+    assert r.returncode == 2 and "not valid JSON" in r.stderr
+
+
+def test_table_lists_every_mode_and_json_orders_them(profile_file: Path) -> None:
+    common = [
+        "simulate",
+        "--profile",
+        str(profile_file),
+        "--workers",
+        "2",
+        "--ps",
+        "2",
+        "--bandwidth",
+        "2gbit",
+    ]
+    r = geryon(*common)
+    assert r.returncode == 0, r.stderr
+    for mode in ("fifo", "end-host", "network", "ideal"):
+        assert f"\n{mode} " in r.stdout
+    r = geryon(*common, "--json", "--quiet")
+    assert r.returncode == 0, r.stderr
+    assert r.stderr == ""
+    report = json.loads(r.stdout)
+    t = {m: report["modes"][m]["iteration_s"] for m in report["modes"]}
+    assert t["ideal"] <= t["network"] * (1 + 1e-9) <= t["fifo"] * (1 + 1e-9)
+    assert report["thresholds"] == [0.5]
+
+
+def test_trace_is_chrome_trace_json(tmp_path: Path, profile_file: Path) -> None:
+    trace = tmp_path / "trace.json"
+    r = geryon(
+        "simulate", "--profile", str(profile_file), "--workers", "2", "--ps", "2", "--mode", "network",
+        "--trace", str(trace), "--quiet",
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    events = json.loads(trace.read_text())["traceEvents"]
+    complete = [e for e in events if e.get("ph") == "X"]
+    assert complete and all(e["dur"] >= 0 and "ts" in e and "pid" in e for e in complete)
+
+
+def test_threshold_auto_reports_the_search(profile_file: Path) -> None:
+    r = geryon(
+        "simulate", "--profile", str(profile_file), "--workers", "2", "--ps", "2", "--mode", "network",
+        "--threshold", "auto", "--json", "--quiet",
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    report = json.loads(r.stdout)
+    assert report["search"]["iterations"] >= 1
+    assert 0 <= report["thresholds"][0] <= 1
+
+
+@pytest.mark.slow
+def test_builtin_model_with_flops_profile_and_saved_profile(tmp_path: Path) -> None:
+    saved = tmp_path / "alexnet.json"
+    r = geryon(
+        "simulate", "--model", "alexnet", "--batch-size", "128", "--device", "v100", "--workers", "4",
+        "--ps", "4", "--bandwidth", "10gbit", "--mode", "fifo", "network", "--save-profile", str(saved),
+        "--json",
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    report = json.loads(r.stdout)
+    assert set(report["modes"]) == {"fifo", "network"}
+    assert report["batch_size"] == 128
+    assert json.loads(saved.read_text())["format"] == "geryon.profile"
