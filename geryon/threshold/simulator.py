@@ -32,6 +32,21 @@ Identical workers in BSP see the same schedule, so by default (`symmetric=True`)
 worker is simulated against P PSes whose links carry 1/W of their bandwidth per worker: the symmetric
 max-min allocation of the full cluster is exactly this. `symmetric=False` simulates every worker (slow,
 for cross-checks); both give the same times.
+
+`colocate=True` is the paper's testbed (Sec. V-A): PS i runs on worker i's host (so num_ps <= workers;
+hosts i >= num_ps hold a worker only) and shares its one full-duplex link. A host's NIC then sends its
+PS's pulls to the other workers and its worker's pushes to the other PSes; its switch port carries its
+worker's pulls from the other PSes and the other workers' pushes to its PS. A transfer between a worker
+and the PS on its own host is a memory copy, taken as free: it arrives the moment it starts, moves no
+bytes on any port and has no span in the trace. Colocated workers are not identical (each has other
+shards at hand), so `symmetric` has no effect there: every worker is simulated, and the result says
+`symmetric=False`. Pulls and pushes share ports there, so they are allocated together, and without the
+barrier the pulls of one more iteration run too (nothing computes after them): the last iteration's
+pushes then share the links as they would in a longer run, and `link_bytes` counts those pulls.
+Colocation is not simply slower: 1/W of the traffic stays home, and while workers pull, a colocated
+link carries pulls both ways (its PS's out, its worker's in) where separate hosts use one direction of
+each link per phase. It wins where pulls and pushes alternate (the barrier, or the first layer's
+gradient pushed last) and loses where the next iteration's pulls overlap this one's pushes.
 """
 
 from __future__ import annotations
@@ -77,8 +92,9 @@ class SimResult:
     compute_s: float  # C: forward plus backward of one iteration
     iteration_ends: tuple[float, ...]  # when each iteration's last gradient was aggregated
     shards: int  # shards in the plan: each worker pulls and pushes each one once per iteration
-    # Bytes each egress port moved over the run ("ps0.nic", "switch->worker0"); PS ports count every
-    # worker's traffic, and with symmetric=True worker0 stands for each of the identical workers.
+    # Bytes each egress port moved over the run ("ps0.nic", "switch->worker0"; colocated "host0.nic",
+    # "switch->host0"); PS ports count every worker's traffic, and with symmetric=True worker0 stands
+    # for each of the identical workers.
     link_bytes: dict[str, float]
     events: int
     wall_s: float
@@ -86,6 +102,7 @@ class SimResult:
     partition: bool
     interleave: bool
     barrier: bool
+    colocate: bool = False
     spans: tuple[Span, ...] | None = field(default=None, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -112,6 +129,7 @@ class SimResult:
             "partition": self.partition,
             "interleave": self.interleave,
             "barrier": self.barrier,
+            "colocate": self.colocate,
         }
 
     def chrome_trace(self) -> dict[str, Any]:
@@ -136,6 +154,7 @@ def simulate(
     symmetric: bool = True,
     partition: bool = True,
     interleave: bool = True,
+    colocate: bool = False,
 ) -> SimResult:
     """Simulates `iterations` BSP iterations of `profile` on the cluster; see the module docstring.
 
@@ -144,6 +163,8 @@ def simulate(
     `interleave=False` makes fifo and network connections send one transfer at a time in the order
     they became ready (an RDMA queue pair, or one TCP byte stream) instead of interleaving all they
     hold (the streams of a gRPC/HTTP2 channel).
+    `colocate=True` runs PS i on worker i's host and link (needs num_ps <= workers); transfers
+    between a worker and its own host's PS are free, and every worker is simulated.
     Raises ValueError naming the argument when one is out of range.
     """
     if not isinstance(profile, Profile):
@@ -171,9 +192,15 @@ def simulate(
         ("symmetric", symmetric),
         ("partition", partition),
         ("interleave", interleave),
+        ("colocate", colocate),
     ):
         if not isinstance(flag, bool):
             raise ValueError(f"{name}: expected True or False, got {flag!r}")
+    if colocate and p > w:
+        raise ValueError(
+            f"colocate: PS i shares host i with worker i, so it needs num_ps <= workers; "
+            f"got workers={w}, num_ps={p}"
+        )
     if slice_bytes is not None:
         slice_bytes = _count(slice_bytes, "slice_bytes (bytes, or None for no slicing)")
     start = time.perf_counter()
@@ -191,6 +218,7 @@ def simulate(
         symmetric,
         partition,
         interleave,
+        colocate,
     )
     replay.run()
     wall = time.perf_counter() - start
@@ -221,6 +249,7 @@ class _Flow:
     __slots__ = (
         "down",
         "dst",
+        "group",
         "head",
         "last_t",
         "level_down",
@@ -241,8 +270,11 @@ class _Flow:
         "waiting",
     )
 
-    def __init__(self, side: int, src: int, dst: int, up: int, down: int, tid: str, shared: bool) -> None:
+    def __init__(
+        self, side: int, group: int, src: int, dst: int, up: int, down: int, tid: str, shared: bool
+    ) -> None:
         self.side = side
+        self.group = group  # the flows it is allocated with (see _Replay.active)
         self.src = src
         self.dst = dst
         self.up = up
@@ -285,6 +317,7 @@ class _Replay:
         symmetric: bool,
         partition: bool,
         interleave: bool,
+        colocate: bool,
     ) -> None:
         self.profile = profile
         self.workers = workers
@@ -296,10 +329,12 @@ class _Replay:
         self.iterations = iterations
         self.trace = trace
         self.barrier = barrier
-        self.symmetric = symmetric
+        # Colocated workers differ (each has its own PS's shards at hand): no representative one.
+        self.symmetric = symmetric and not colocate
         self.partition = partition
         self.interleave = interleave
-        self.sim_workers = 1 if symmetric else workers
+        self.colocate = colocate
+        self.sim_workers = 1 if self.symmetric else workers
         self.events = 0
         self.spans: list[Span] = []
 
@@ -338,12 +373,21 @@ class _Replay:
         self.bwd = [layer.backward_s for layer in profile.layers]
 
         # Hosts: simulated workers first, then PSes; ports 2h (NIC egress) and 2h+1 (switch egress to h).
+        # Colocated, host h holds worker h and (for h < P) PS h, so PS k's ports are worker k's.
         W = self.sim_workers
         cap = bandwidth_bps / 8.0
-        # A representative worker sees 1/W of every PS link: the other workers take the rest, equally.
-        ps_cap = cap / workers if symmetric else cap
-        self.capacity = [cap] * (2 * W) + [ps_cap] * (2 * num_ps)
-        self.host_names = [f"worker{i}" for i in range(W)] + [f"ps{i}" for i in range(num_ps)]
+        if colocate:
+            self.ps_host = list(range(num_ps))
+            self.capacity = [cap] * (2 * W)
+            self.port_names = [f"host{h}" for h in range(W)]
+            self.host_names = [f"host{h} (worker{h}" + (f"+ps{h})" if h < num_ps else ")") for h in range(W)]
+        else:
+            self.ps_host = [W + k for k in range(num_ps)]
+            # A representative worker sees 1/W of every PS link: the other workers take the rest, equally.
+            ps_cap = cap / workers if self.symmetric else cap
+            self.capacity = [cap] * (2 * W) + [ps_cap] * (2 * num_ps)
+            self.port_names = [f"worker{i}" for i in range(W)] + [f"ps{i}" for i in range(num_ps)]
+            self.host_names = self.port_names
         self.link_moved = [0.0] * len(self.capacity)
 
         # fifo and network connections interleave their transfers, or send them in ready order.
@@ -356,19 +400,27 @@ class _Replay:
         for side in (PULL, PUSH):
             for ps in range(num_ps):
                 for wk in range(W):
-                    src, dst = (W + ps, wk) if side == PULL else (wk, W + ps)
+                    if self.ps_host[ps] == wk:
+                        continue  # same host: the transfer never touches the network (see _send)
+                    src, dst = (self.ps_host[ps], wk) if side == PULL else (wk, self.ps_host[ps])
                     for cls in range(len(thresholds) + 1) if per_class else (0,):
-                        tid = f"to {self.host_names[dst]}" + (f" class {cls}" if per_class else "")
+                        to = f"worker{wk}" if side == PULL else f"ps{ps}"
+                        tid = f"to {to}" + (f" class {cls}" if per_class else "")
                         self.flows[(side, ps, wk, cls)] = _Flow(
-                            side, src, dst, 2 * src, 2 * dst + 1, tid, self.shared
+                            side, 0 if colocate else side, src, dst, 2 * src, 2 * dst + 1, tid, self.shared
                         )
         self.per_class = per_class
+        # Allocation groups: flows that share no port are allocated apart. Pulls and pushes do not
+        # meet on separate hosts (PS NIC -> worker port, worker NIC -> PS port); colocated, they do.
         self.active: tuple[dict[_Flow, None], dict[_Flow, None]] = ({}, {})
         self.dirty = [False, False]
-        self.saved: dict[tuple[int, int, int, int], float] = {}  # preempted transfers' bytes left
+        self.saved: dict[tuple[int, int, int, int, int], float] = {}  # preempted transfers' bytes left
 
         # BSP state.
-        self.pending = [[len(shards) for shards in self.layer_shards] * iterations for _ in range(W)]
+        # Colocated pulls share links with pushes, so without the barrier the last iteration's pushes
+        # meet the next iteration's pulls: those run too (no compute follows) to time it as in steady state.
+        self.pull_rounds = iterations + (1 if colocate and not barrier else 0)
+        self.pending = [[len(shards) for shards in self.layer_shards] * self.pull_rounds for _ in range(W)]
         self.op = [0] * W  # next GPU op: iteration * 2L + position (forward 0..L-1, then backward L-1..0)
         self.busy = [False] * W
         self.op_start = [0.0] * W
@@ -399,8 +451,8 @@ class _Replay:
             elif version == what.version:  # else a finish that a later rate change made void
                 self._flow_done(what, t)
                 self.events += 1
-            # Everything that happens at t first, then one re-allocation per direction.
-            if (dirty[PULL] or dirty[PUSH]) and (not heap or heap[0][0] != t):
+            # Everything that happens at t first, then one re-allocation per group.
+            if (dirty[0] or dirty[1]) and (not heap or heap[0][0] != t):
                 self._settle(t)
         unfinished = [i for i in range(self.iterations) if self.agg_left[i] or self.bwd_left[i]]
         if unfinished:
@@ -446,14 +498,20 @@ class _Replay:
         self.op[wk] = op + 1
         if pos >= L:
             for j in self.layer_shards[layer]:
-                self._enqueue(self.flows[(PUSH, self.s_ps[j], wk, self._cls(j))], j, it, t)
+                self._send(PUSH, j, it, wk, t)
             if layer == 0:
                 self.bwd_left[it] -= 1
                 self._maybe_end(it, t)
         self._try_start(wk, t)
 
-    def _cls(self, j: int) -> int:
-        return self.s_cls[j] if self.per_class else 0
+    def _send(self, side: int, j: int, it: int, wk: int, t: float) -> None:
+        """Starts worker wk's pull or push of shard j; between a worker and its host's PS it is done now."""
+        ps = self.s_ps[j]
+        if self.ps_host[ps] == wk:
+            # A copy in host memory, free next to the network (its cost is taken as 0).
+            self._arrived(side, j, it, wk, t)
+        else:
+            self._enqueue(self.flows[(side, ps, wk, self.s_cls[j] if self.per_class else 0)], j, it, t)
 
     def _maybe_end(self, it: int, t: float) -> None:
         if not self.agg_left[it] and not self.bwd_left[it]:
@@ -462,7 +520,7 @@ class _Replay:
     def _release_pulls(self, shards: Sequence[int], it: int, t: float) -> None:
         for j in shards:
             for wk in range(self.sim_workers):
-                self._enqueue(self.flows[(PULL, self.s_ps[j], wk, self._cls(j))], j, it, t)
+                self._send(PULL, j, it, wk, t)
 
     def _flow_done(self, flow: _Flow, t: float) -> None:
         self._advance(flow, t)
@@ -493,8 +551,11 @@ class _Replay:
                     },
                 )
             )
-        if flow.side == PULL:
-            wk = flow.dst
+        self._arrived(flow.side, j, it, flow.dst if flow.side == PULL else flow.src, t)
+
+    def _arrived(self, side: int, j: int, it: int, wk: int, t: float) -> None:
+        """Worker wk's pull or push of shard j in iteration it has arrived at time t."""
+        if side == PULL:
             index = it * self.L + self.s_layer[j]
             self.pending[wk][index] -= 1
             if not self.pending[wk][index] and self.op[wk] == it * 2 * self.L + self.s_layer[j]:
@@ -503,7 +564,7 @@ class _Replay:
             self.agg[it][j] += 1
             if self.agg[it][j] == self.sim_workers:
                 self.agg_left[it] -= 1
-                if it + 1 < self.iterations:
+                if it + 1 < self.pull_rounds:
                     if not self.barrier:
                         self._release_pulls((j,), it + 1, t)
                     elif not self.agg_left[it]:
@@ -538,15 +599,15 @@ class _Replay:
         flow.last_t = t
         flow.stale = True
         flow.level_up, flow.level_down = self._levels(flow, j)
-        self.active[flow.side][flow] = None
-        self.dirty[flow.side] = True
+        self.active[flow.group][flow] = None
+        self.dirty[flow.group] = True
 
     def _idle(self, flow: _Flow) -> None:
         flow.rate = 0.0
         flow.served = 0.0
         flow.version += 1
-        del self.active[flow.side][flow]
-        self.dirty[flow.side] = True
+        del self.active[flow.group][flow]
+        self.dirty[flow.group] = True
 
     def _note_start(self, flow: _Flow, key: tuple[int, int], t: float) -> None:
         if self.trace:
@@ -567,7 +628,7 @@ class _Replay:
         else:
             flow.level_up, flow.level_down = levels
             flow.stale = True
-            self.dirty[flow.side] = True
+            self.dirty[flow.group] = True
 
     def _next_head(self, flow: _Flow, t: float) -> None:
         if not flow.queue:
@@ -575,7 +636,9 @@ class _Replay:
             self._idle(flow)
             return
         _, j, it = heapq.heappop(flow.queue)
-        self._set_head(flow, j, it, t, self.saved.pop((flow.src, flow.dst, j, it), self.s_bytes[j]))
+        self._set_head(
+            flow, j, it, t, self.saved.pop((flow.side, flow.src, flow.dst, j, it), self.s_bytes[j])
+        )
 
     def _enqueue(self, flow: _Flow, j: int, it: int, t: float) -> None:
         if flow.shared:
@@ -596,7 +659,7 @@ class _Replay:
         if self.preempt and self.s_rank[j] < self.s_rank[head_j]:
             # ideal: a more urgent transfer takes the connection; the head keeps the bytes it has left.
             self._advance(flow, t)
-            self.saved[(flow.src, flow.dst, head_j, head_it)] = flow.remaining
+            self.saved[(flow.side, flow.src, flow.dst, head_j, head_it)] = flow.remaining
             heapq.heappush(flow.queue, (self.s_rank[head_j], head_j, head_it))
             if (head_j, head_it) in flow.waiting:
                 flow.waiting.remove((head_j, head_it))
@@ -623,12 +686,12 @@ class _Replay:
             self._at(t + left * share / flow.rate, _FLOW_DONE, flow, flow.version)
 
     def _settle(self, t: float) -> None:
-        """Re-allocates the rates of a direction whose set of flows (or their levels) changed."""
-        for side in (PULL, PUSH):
-            if not self.dirty[side]:
+        """Re-allocates the rates of a group whose set of flows (or their levels) changed."""
+        for group in (0, 1):
+            if not self.dirty[group]:
                 continue
-            self.dirty[side] = False
-            flows = list(self.active[side])
+            self.dirty[group] = False
+            flows = list(self.active[group])
             for flow in flows:
                 self._advance(flow, t)
             rates = allocate(
@@ -659,11 +722,18 @@ class _Replay:
         per_ps = [0.0] * self.num_ps
         for j, b in enumerate(self.s_bytes):
             per_ps[self.s_ps[j]] += b
-        # N: a worker's pulls, then its pushes, each limited by its own port or the busiest PS port.
-        comm = 2 * max(total, self.workers * max(per_ps)) * 8.0 / bps
+        if self.colocate:
+            # Pulls: host h sends its PS's bytes to the W - 1 other workers and receives the rest of
+            # the model; pushes the other way round. Bytes between a worker and its own PS stay home.
+            held = per_ps + [0.0] * (self.workers - self.num_ps)
+            busiest = max(max((self.workers - 1) * b, total - b) for b in held)
+        else:
+            # A worker's pulls, then its pushes, each limited by its own port or the busiest PS port.
+            busiest = max(total, self.workers * max(per_ps))
+        comm = 2 * busiest * 8.0 / bps
         W = self.sim_workers
         link_bytes: dict[str, float] = {}
-        for h, name in enumerate(self.host_names):
+        for h, name in enumerate(self.port_names):
             scale = self.workers if (self.symmetric and h >= W) else 1
             link_bytes[f"{name}.nic"] = self.link_moved[2 * h] * scale
             link_bytes[f"switch->{name}"] = self.link_moved[2 * h + 1] * scale
@@ -690,5 +760,6 @@ class _Replay:
             partition=self.partition,
             interleave=self.interleave,
             barrier=self.barrier,
+            colocate=self.colocate,
             spans=tuple(self.spans) if self.trace else None,
         )

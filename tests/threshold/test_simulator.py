@@ -358,13 +358,22 @@ def test_a_result_without_trace_says_how_to_get_one():
 
 
 def time_stepped(
-    p: Profile, workers: int, num_ps: int, bandwidth: float, mode: str, interleave: bool, iterations: int
+    p: Profile,
+    workers: int,
+    num_ps: int,
+    bandwidth: float,
+    mode: str,
+    interleave: bool,
+    iterations: int,
+    colocate: bool = False,
 ) -> float:
     """Iteration ends by brute force: every worker, fixed steps, rates re-allocated every step.
 
     Shares only the port allocation (tested on its own) with the simulator: no events, no symmetry.
     Whole parameters go round-robin over the PSes (partition=False); returns the mean time between
-    iteration ends after the first (or the first's end for one iteration).
+    iteration ends after the first (or the first's end for one iteration). Colocated, PS k sits on
+    worker k's ports, a transfer between them arrives at once, and without the barrier the pulls of
+    one more iteration run, as the simulator documents.
     """
     dt = 1e-3
     shards = []  # (bytes, ps, layer, class, rank)
@@ -373,31 +382,46 @@ def time_stepped(
         cls = 0 if q.urgency > 0.5 else 1
         shards.append((q.bytes, i % num_ps, q.layer, cls, ranks.index((-q.urgency, q.layer))))
     cap = bandwidth / 8
-    # Ports: worker w -> 2w (NIC), 2w+1 (switch port to it); PS k -> 2(workers+k), +1.
-    capacity = [cap] * (2 * (workers + num_ps))
+    # Ports: worker w -> 2w (NIC), 2w+1 (switch port to it); PS k -> 2(workers+k), +1, or 2k, +1 colocated.
+    ps_host = [k if colocate else workers + k for k in range(num_ps)]
+    capacity = [cap] * (2 * (workers if colocate else workers + num_ps))
+    rounds = iterations + (1 if colocate else 0)
     Key = tuple[str, int, int, int]  # (kind, worker, shard, iteration)
     left: dict[Key, float] = {}
     ready: dict[Key, int] = {}  # ready order
     head: dict[tuple[str, int, int, int], Key] = {}  # end-host: the transfer a connection is sending
     order = 0
-
-    def release_pull(s: int, it: int) -> None:
-        nonlocal order
-        for w in range(workers):
-            left[("pull", w, s, it)] = shards[s][0]
-            ready[("pull", w, s, it)] = order
-            order += 1
-
-    for s in sorted(range(len(shards)), key=lambda j: shards[j][4]):
-        release_pull(s, 0)
     L = p.num_layers
     pending = [
-        [sum(1 for sh in shards if sh[2] == layer) for layer in range(L)] * iterations for _ in range(workers)
+        [sum(1 for sh in shards if sh[2] == layer) for layer in range(L)] * rounds for _ in range(workers)
     ]
+    pushed = [[0] * len(shards) for _ in range(iterations)]
+
+    def start(key: Key) -> None:
+        nonlocal order
+        if ps_host[shards[key[2]][1]] == key[1]:
+            arrive(key)  # worker and PS on one host
+        else:
+            left[key] = shards[key[2]][0]
+            ready[key] = order
+            order += 1
+
+    def arrive(key: Key) -> None:
+        kind, w, s, it = key
+        if kind == "pull":
+            pending[w][it * L + shards[s][2]] -= 1
+        else:
+            pushed[it][s] += 1
+            if pushed[it][s] == workers and it + 1 < rounds:
+                for v in range(workers):
+                    start(("pull", v, s, it + 1))
+
+    for s in sorted(range(len(shards)), key=lambda j: shards[j][4]):
+        for w in range(workers):
+            start(("pull", w, s, 0))
     ops = [("f", layer) for layer in range(L)] + [("b", layer) for layer in reversed(range(L))]
     op = [0] * workers  # iteration * 2L + position
     busy_until: list[float | None] = [None] * workers
-    pushed = [[0] * len(shards) for _ in range(iterations)]
     ends: list[float] = []
     t = 0.0
     while len(ends) < iterations:
@@ -414,9 +438,7 @@ def time_stepped(
                     if kind == "b":
                         for s, sh in enumerate(shards):
                             if sh[2] == layer:
-                                left[("push", w, s, it)] = sh[0]
-                                ready[("push", w, s, it)] = order
-                                order += 1
+                                start(("push", w, s, it))
                     changed = True
                 if busy_until[w] is None and op[w] < iterations * 2 * L:
                     it, pos = divmod(op[w], 2 * L)
@@ -450,7 +472,7 @@ def time_stepped(
         names = list(served)
         ups, downs, lu, ld = [], [], [], []
         for kind, w, ps, cls in names:
-            src, dst = (workers + ps, w) if kind == "pull" else (w, workers + ps)
+            src, dst = (ps_host[ps], w) if kind == "pull" else (w, ps_host[ps])
             ups.append(2 * src)
             downs.append(2 * dst + 1)
             rank = shards[served[(kind, w, ps, cls)][0][2]][4]
@@ -464,13 +486,7 @@ def time_stepped(
                 left[key] -= rate / len(served[c]) * dt
                 if left[key] <= 1e-9:
                     del left[key]
-                    kind, w, s, it = key
-                    if kind == "pull":
-                        pending[w][it * L + shards[s][2]] -= 1
-                    else:
-                        pushed[it][s] += 1
-                        if pushed[it][s] == workers and it + 1 < iterations:
-                            release_pull(s, it + 1)
+                    arrive(key)
     return (ends[-1] - ends[0]) / (iterations - 1) if iterations > 1 else ends[0]
 
 
@@ -507,4 +523,39 @@ def test_the_event_driven_replay_matches_a_time_stepped_reference(mode, interlea
             symmetric=False,
         )
         # Steps of 1 ms delay each of the few dozen dependent events by at most one step.
+        assert got.iteration_s == pytest.approx(want, abs=0.01)
+
+
+@pytest.mark.parametrize(
+    ("mode", "interleave"),
+    [
+        ("fifo", True),
+        ("fifo", False),
+        ("network", True),
+        ("network", False),
+        ("end-host", True),
+        ("ideal", True),
+    ],
+)
+def test_colocated_replay_matches_the_time_stepped_reference(mode, interleave):
+    rng = random.Random(37)
+    for workers, num_ps, iterations in ((3, 3, 1), (3, 2, 2)):
+        n = rng.randint(4, 6)
+        p = synthetic(
+            [4 * rng.randint(50, 300) for _ in range(n)],
+            [rng.uniform(0.05, 0.3) for _ in range(n)],
+            [rng.uniform(0.05, 0.3) for _ in range(n)],
+        )
+        want = time_stepped(p, workers, num_ps, 8000, mode, interleave, iterations, colocate=True)
+        got = simulate(
+            p,
+            workers=workers,
+            num_ps=num_ps,
+            bandwidth_bps=8000,
+            mode=mode,
+            iterations=iterations,
+            interleave=interleave,
+            partition=False,
+            colocate=True,
+        )
         assert got.iteration_s == pytest.approx(want, abs=0.01)
