@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 
@@ -336,6 +337,8 @@ OK = dict(workers=2, num_ps=2, bandwidth_bps=1e9, mode="network")
         ({"iterations": True}, "iterations"),
         ({"trace": "yes"}, "trace"),
         ({"interleave": 1}, "interleave"),
+        ({"colocate": "yes"}, "colocate"),
+        ({"colocate": True, "num_ps": 3}, r"colocate: .*num_ps <= workers; got workers=2, num_ps=3"),
     ],
 )
 def test_bad_arguments_name_the_argument(change, message):
@@ -559,3 +562,213 @@ def test_colocated_replay_matches_the_time_stepped_reference(mode, interleave):
             colocate=True,
         )
         assert got.iteration_s == pytest.approx(want, abs=0.01)
+
+
+# --- colocated parameter servers: PS i on worker i's host, as on the paper's testbed -------------------
+
+
+def test_colocated_two_hosts_hand_computed():
+    # 1000 B/s links; one 2000 B parameter in two 1000 B shards: part_0 on ps0 (host0), part_1 on ps1.
+    # Colocated: worker0 has part_0 at once (its own host's PS, free); part_1 crosses host1's NIC and
+    # the switch port to host0, alone on both (worker1's pull of part_0 goes the other way): 1 s.
+    # Forward 1..2, backward 2..3; the push of part_0 is free, part_1 goes to host1 in 3..4. Both shards
+    # are aggregated at 4, and each iteration repeats this: ends 4, 8, 12.
+    # Separate hosts: worker0's port takes 2000 B of pulls, 1000 B from each PS: 2 s; forward 2..3,
+    # backward 3..4, pushes 4..6: ends 6, 12, 18.
+    p = synthetic([2000], [1.0], [1.0])
+    for mode in MODES:
+        for barrier in (False, True):
+            kw = dict(workers=2, num_ps=2, bandwidth_bps=8000, mode=mode, iterations=3, barrier=barrier)
+            co = simulate(p, colocate=True, **kw)
+            sep = simulate(p, **kw)
+            assert co.iteration_ends == pytest.approx((4.0, 8.0, 12.0))
+            assert sep.iteration_ends == pytest.approx((6.0, 12.0, 18.0))
+            assert co.iteration_s == pytest.approx(4.0)
+            # N: the busiest port carries 1000 B of pulls, then 1000 B of pushes; separate: 2000 B each.
+            assert co.comm_s == pytest.approx(2.0)
+            assert sep.comm_s == pytest.approx(4.0)
+            # Every port moves 1000 B of pulls and 1000 B of pushes per iteration; without the barrier
+            # the pulls of a 4th iteration run too. The local halves move nothing anywhere.
+            pulls = 3 if barrier else 4
+            assert co.link_bytes == pytest.approx(
+                {
+                    port: 1000.0 * (3 + pulls)
+                    for port in ("host0.nic", "switch->host0", "host1.nic", "switch->host1")
+                }
+            )
+            assert co.symmetric is False
+            assert co.colocate is True
+
+
+def test_colocated_with_fewer_ps_than_workers_hand_computed():
+    # Two hosts, one PS on host0; the 2000 B parameter is one shard on ps0. 1000 B/s links.
+    # worker0's pull and push are local (free): forward 0..1, backward 1..2, push at 2. worker1 pulls
+    # 2000 B over host0's NIC: 0..2, forward 2..3, backward 3..4, push over switch->host0 4..6.
+    # The shard is aggregated at 6: ends 6, 12, 18. Separate hosts: ps0's NIC sends 2000 B to each
+    # worker, 4000 B in 4 s; forward 4..5, backward 5..6, pushes share switch->ps0: 6..10; ends 10, 20.
+    p = synthetic([2000], [1.0], [1.0])
+    kw = dict(workers=2, num_ps=1, bandwidth_bps=8000, mode="network", iterations=3)
+    co = simulate(p, colocate=True, **kw)
+    assert co.iteration_ends == pytest.approx((6.0, 12.0, 18.0))
+    assert simulate(p, **kw).iteration_ends == pytest.approx((10.0, 20.0, 30.0))
+    # host0's NIC sends worker1 4 pulls (one more iteration's without the barrier) of 2000 B; its
+    # switch port takes 3 pushes. host1 only has a worker.
+    assert co.link_bytes == pytest.approx(
+        {"host0.nic": 8000.0, "switch->host0": 6000.0, "host1.nic": 6000.0, "switch->host1": 8000.0}
+    )
+    # N: host0 sends 2000 B of pulls (W - 1 = 1 worker), host1 receives 2000 B: 2 s each way.
+    assert co.comm_s == pytest.approx(4.0)
+
+
+@pytest.mark.parametrize("barrier", [True, False])
+@pytest.mark.parametrize("interleave", [True, False])
+@pytest.mark.parametrize("mode", MODES)
+def test_every_colocated_port_moves_exactly_its_hosts_remote_bytes(mode, interleave, barrier):
+    p = random_profile(random.Random(41), layers=6)
+    workers, iterations, slicing = 3, 2, 1500
+    for num_ps in (2, 3):
+        r = simulate(
+            p,
+            workers=workers,
+            num_ps=num_ps,
+            bandwidth_bps=1e7,
+            mode=mode,
+            slice_bytes=slicing,
+            iterations=iterations,
+            interleave=interleave,
+            barrier=barrier,
+            colocate=True,
+        )
+        held = plan_partitions([(q.name, q.shape, q.element_size) for q in p.params], num_ps, slicing)
+        per_host = held.bytes_per_ps() + [0] * (workers - num_ps)
+        total = sum(per_host)
+        pulls = iterations + (0 if barrier else 1)
+        expected = {}
+        for h, b in enumerate(per_host):
+            # Out: its PS's pulls to the other workers, its worker's pushes to the other PSes; in: the
+            # reverse. What a worker moves to or from its own host's PS is on no port.
+            expected[f"host{h}.nic"] = pulls * (workers - 1) * b + iterations * (total - b)
+            expected[f"switch->host{h}"] = pulls * (total - b) + iterations * (workers - 1) * b
+        assert r.link_bytes == pytest.approx(expected, rel=1e-9)
+
+
+def test_colocated_ports_never_exceed_their_rate():
+    # With the barrier each iteration's traffic lies between two iteration ends, so every interval is
+    # at least what the busiest port moves per iteration at the link rate.
+    rng = random.Random(43)
+    for _ in range(6):
+        p = random_profile(rng)
+        workers = rng.randint(2, 5)
+        num_ps = rng.randint(1, workers)
+        for mode in MODES:
+            r = simulate(
+                p,
+                workers=workers,
+                num_ps=num_ps,
+                bandwidth_bps=1e7,
+                mode=mode,
+                slice_bytes=2000,
+                iterations=3,
+                barrier=True,
+                colocate=True,
+            )
+            cap = 1e7 / 8
+            per_iteration = max(r.link_bytes.values()) / 3
+            gaps = [b - a for a, b in itertools.pairwise((0.0, *r.iteration_ends))]
+            assert min(gaps) >= per_iteration / cap * (1 - 1e-9)
+            # N: the busiest port's pulls, then the busiest port's pushes.
+            assert r.comm_s >= per_iteration / cap * (1 - 1e-9)
+
+
+def test_colocation_loses_where_next_pulls_overlap_pushes_and_wins_where_they_alternate():
+    # Layer 0: 1200 B, 0.5 s forward and backward; layer 1: 120000 B in 4000 B slices, instant.
+    # 3 hosts, 1e5 B/s. Separate hosts, urgent first without the barrier: while worker0 computes
+    # layer 0 backward, layer 1's gradient slices go out and, each once aggregated, come straight
+    # back on the other direction of the link: about 121200 B / 1e5 B/s = 1.21 s per iteration.
+    # Colocated, a host's NIC also sends its PS's third of every pull to the two other workers:
+    # 2 * 121200 * 2/3 = 161600 B per iteration, 1.616 s at least, whatever the order.
+    # With the barrier the phases alternate: separate hosts move 121200 B one way, then back (2.4 s),
+    # colocated hosts 80800 B both ways in each phase (1.6 s).
+    p = synthetic([1200, 120000], [0.5, 0.001], [0.5, 0.001])
+    kw = dict(workers=3, num_ps=3, bandwidth_bps=8e5, slice_bytes=4000, iterations=3)
+    for mode in ("end-host", "ideal"):
+        sep = simulate(p, mode=mode, **kw).iteration_s
+        co = simulate(p, mode=mode, colocate=True, **kw).iteration_s
+        assert sep == pytest.approx(1.334, abs=0.01)
+        assert co >= 1.616 * (1 - 1e-9)
+        assert co > 1.2 * sep
+    for mode in MODES:
+        sep = simulate(p, mode=mode, barrier=True, **kw).iteration_s
+        co = simulate(p, mode=mode, barrier=True, colocate=True, **kw).iteration_s
+        assert sep >= 2.424 * (1 - 1e-9)
+        assert co == pytest.approx(1.618, abs=0.01)
+
+
+def test_ideal_beats_network_beats_fifo_on_colocated_hosts():
+    rng = random.Random(47)
+    gains = []
+    for _ in range(12):
+        p = priority_sensitive(rng)
+        n = rng.randint(2, 6)
+        kw = dict(
+            workers=n,
+            num_ps=n,
+            bandwidth_bps=1e7,
+            slice_bytes=2000,
+            iterations=3,
+            barrier=True,
+            partition=False,
+            colocate=True,
+        )
+        t = {mode: simulate(p, mode=mode, **kw).iteration_s for mode in MODES}
+        assert t["ideal"] <= t["network"] * (1 + 1e-9)
+        assert t["network"] <= t["fifo"] * (1 + 1e-9)
+        gains.append(t["fifo"] / t["network"])
+    assert sorted(gains)[len(gains) // 2] > 1.05
+
+
+def test_colocate_simulates_every_worker_whatever_symmetric_says():
+    p = random_profile(random.Random(53), layers=5)
+    kw = dict(workers=4, num_ps=3, bandwidth_bps=1e7, mode="end-host", slice_bytes=1000, colocate=True)
+    a = simulate(p, symmetric=True, **kw).to_dict()
+    b = simulate(p, symmetric=False, **kw).to_dict()
+    a.pop("wall_s")
+    b.pop("wall_s")
+    assert a == b
+    assert a["symmetric"] is False
+    assert a["colocate"] is True
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_colocated_trace_names_the_shared_hosts(mode):
+    p = random_profile(random.Random(59), layers=4)
+    workers, num_ps, iterations = 3, 2, 2
+    r = simulate(
+        p,
+        workers=workers,
+        num_ps=num_ps,
+        bandwidth_bps=1e7,
+        mode=mode,
+        slice_bytes=1000,
+        iterations=iterations,
+        trace=True,
+        colocate=True,
+    )
+    hosts = ["host0 (worker0+ps0)", "host1 (worker1+ps1)", "host2 (worker2)"]
+    assert r.spans is not None
+    assert {s.host for s in r.spans} == set(hosts)
+    plan = plan_partitions([(q.name, q.shape, q.element_size) for q in p.params], num_ps, 1000)
+    on_ps = [sum(1 for sh in plan.shards() if sh.ps_task == k) for k in range(num_ps)]
+    pulls = [s for s in r.spans if s.category == "pull"]
+    pushes = [s for s in r.spans if s.category == "push"]
+    # Only transfers between hosts have spans: each shard goes to (from) the W - 1 other workers, and
+    # without the barrier the pulls of one more iteration run.
+    assert len(pulls) == (iterations + 1) * (workers - 1) * plan.total_shards
+    assert len(pushes) == iterations * (workers - 1) * plan.total_shards
+    for k, count in enumerate(on_ps):
+        assert sum(1 for s in pulls if s.host == hosts[k]) == (iterations + 1) * (workers - 1) * count
+    for h, host in enumerate(hosts):
+        tracks = {s.track.split(" class ")[0] for s in r.spans if s.host == host and s.category != "forward"}
+        assert f"to worker{h}" not in tracks and f"to ps{h}" not in tracks
+        assert sum(1 for s in r.spans if s.host == host and s.category == "forward") == iterations * 4
+    assert len(r.chrome_trace()["traceEvents"]) > len(r.spans)
