@@ -1,11 +1,13 @@
 """Linux host queues and sysctls, over pyroute2 netlink (works on any interface, veth included).
 
 Targets:
-  "<ifname>/qdisc"  the interface's egress tree (the shared layout, see geryon/agent/README.md):
-                    root HTB 1:, class 1:(0x10 + c) with HTB prio c per Geryon class c, a bfifo leaf
-                    per class, u32 filters on the DS field (IPv4 and IPv6) per class DSCP; unmatched
-                    traffic goes to the least urgent class (HTB default). None = the kernel's default
-                    root (what a link has before anyone configures it).
+  "<ifname>/qdisc"  the interface's egress tree (the shared layout, see geryon/agent/schema.md):
+                    root HTB 1:, one parent class 1:1 at the egress rate (rate = ceil), and under it
+                    class 1:(0x10 + c) with HTB prio c per Geryon class c (8 kbit guaranteed, ceil =
+                    the class rate), a bfifo leaf per class, u32 filters on the DS field (IPv4 and
+                    IPv6) per class DSCP; unmatched traffic goes to the least urgent class (HTB
+                    default). None = the kernel's default root (what a link has before anyone
+                    configures it).
   "sysctl/<name>"   a sysctl, read and written through /proc/sys inside the namespace.
 
 Values are what the kernel reports back, in the exact shape `desired` builds, so drift is plain `!=`.
@@ -37,9 +39,11 @@ _tc_plugins.setdefault("bfifo", sched_pfifo)
 
 ETH_P_IP = 0x0800
 ETH_P_IPV6 = 0x86DD
-ROOT_HANDLE = 0x10000  # 1:
+PARENT_MINOR = 0x1  # 1:1, the link: the Geryon classes borrow from it
 FIRST_MINOR = 0x10  # Geryon class c is 1:(0x10 + c)
-GUARANTEED_BYTES_S = 1000  # 8 kbit: HTB lends the rest strictly by prio, so this is strict priority
+# 8 kbit: the parent lends the rest strictly by prio, so this is work-conserving strict priority.
+# (HTB classes directly under the root have no one to borrow from and would be stuck at this rate.)
+GUARANTEED_BYTES_S = 1000
 FILTER_PREF = {"ip": 1, "ipv6": 2}
 _PROTO_NAME = {ETH_P_IP: "ip", ETH_P_IPV6: "ipv6"}
 # Root qdiscs (other than our HTB) that can be re-created exactly from what the kernel reports.
@@ -62,7 +66,11 @@ def _fmt_handle(handle: int) -> str:
 def desired_tree(config: AgentConfig) -> dict[str, Any]:
     """The egress tree for one interface, as observe() reports it."""
     eg = config.egress
-    classes = []
+    link = (eg.rate_bits // 8) * 8  # the kernel keeps bytes/s
+    parent = classid(PARENT_MINOR)
+    classes: list[dict[str, Any]] = [
+        {"classid": parent, "prio": 0, "rate_bits": link, "ceil_bits": link, "leaf": None}
+    ]
     filters = []
     for c, spec in enumerate(config.classes):
         minor = FIRST_MINOR + c
@@ -70,6 +78,7 @@ def desired_tree(config: AgentConfig) -> dict[str, Any]:
         classes.append(
             {
                 "classid": classid(minor),
+                "parent": parent,
                 "prio": c,
                 "rate_bits": GUARANTEED_BYTES_S * 8,
                 "ceil_bits": (ceil // 8) * 8,  # the kernel keeps bytes/s
@@ -91,38 +100,68 @@ def desired_tree(config: AgentConfig) -> dict[str, Any]:
 
 
 def recreatable(tree: dict[str, Any]) -> bool:
-    """Whether the driver can re-create this observed root exactly: a fifo root, or an HTB in the
-    flat layout (classes under the root, fifo leaves, DSCP filters), whoever made it."""
+    """Whether the driver can re-create this observed root exactly, whoever made it: a fifo root, or
+    an HTB tree of classes with fifo leaves and DSCP filters at the root (Geryon's own layout is one)."""
     kind = tree.get("kind")
     if kind in _RESTORABLE_FOREIGN:
         return "limit" in tree
     if kind != "htb":
         return False
-    for c in tree.get("classes", []):
+    classes = tree.get("classes", [])
+    ids = {c.get("classid") for c in classes}
+    inner = {c["parent"] for c in classes if "parent" in c}
+    for c in classes:
         leaf = c.get("leaf")
-        if "parent" in c or (
-            leaf is not None and (leaf.get("kind") not in ("bfifo", "pfifo") or "limit" not in leaf)
+        if "parent" in c and c["parent"] not in ids:
+            return False
+        if leaf is not None and (
+            c.get("classid") in inner or leaf.get("kind") not in ("bfifo", "pfifo") or "limit" not in leaf
         ):
             return False
-    return all("dscp" in f for f in tree.get("filters", []))
+    return all("dscp" in f and "parent" not in f for f in tree.get("filters", []))
+
+
+_GERYON_CLASS = re.compile(r"1:1[0-7]")
 
 
 def _geryon_shaped(tree: dict[str, Any]) -> bool:
     # Geryon's own tree that someone edited by hand (a leaf swapped, a filter added) is drift to
-    # repair, not a foreign setup to protect: it is all flat classes 1:10-1:17.
-    ids = [c.get("classid", "") for c in tree.get("classes", [])]
-    return (
-        tree.get("kind") == "htb"
-        and bool(ids)
-        and all(
-            re.fullmatch(r"1:1[0-7]", i) and "parent" not in c
-            for i, c in zip(ids, tree["classes"], strict=True)
+    # repair, not a foreign setup to protect: classes 1:10-1:17 under the parent 1:1 (or flat under
+    # the root, as an early agent made them, which is how an upgrade repairs that tree too).
+    classes = tree.get("classes", [])
+    if tree.get("kind") != "htb" or not any(_GERYON_CLASS.fullmatch(c.get("classid", "")) for c in classes):
+        return False
+    parent = classid(PARENT_MINOR)
+    for c in classes:
+        cid, under = c.get("classid", ""), c.get("parent")
+        ok = (
+            under is None if cid == parent else bool(_GERYON_CLASS.fullmatch(cid)) and under in (None, parent)
         )
-    )
+        if not ok:
+            return False
+    return True
+
+
+def _parents_first(classes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """HTB classes in an order the kernel accepts: each after the class it hangs under."""
+    ids = {c["classid"] for c in classes}
+    depth: dict[str, int] = {}
+
+    def level(c: dict[str, Any], seen: frozenset[str] = frozenset()) -> int:
+        cid = c["classid"]
+        if cid not in depth:
+            parent = c.get("parent")
+            if parent in seen:
+                raise ValueError(f"class {cid} is in a cycle of parents")
+            up = next((x for x in classes if x["classid"] == parent), None) if parent in ids else None
+            depth[cid] = 0 if up is None else 1 + level(up, seen | {cid})
+        return depth[cid]
+
+    return sorted(classes, key=level)
 
 
 def _filter_key(f: dict[str, Any]) -> tuple[Any, ...]:
-    return (f["protocol"], f.get("dscp", -1), f["classid"], str(f.get("raw", "")))
+    return (f.get("parent", ""), f["protocol"], f.get("dscp", -1), f["classid"], str(f.get("raw", "")))
 
 
 def _u32_key(proto: str, dscp: int) -> str:
@@ -293,7 +332,7 @@ class LinuxDriver:
                 "leaf": None,
             }
             if int(c["parent"]) not in (handle, 0xFFFFFFFF):
-                entry["parent"] = _fmt_handle(int(c["parent"]))  # nested: not the shared layout
+                entry["parent"] = _fmt_handle(int(c["parent"]))  # absent: directly under the root
             leaf = leaves.get(int(c["handle"]))
             if leaf is not None:
                 lkind = str(leaf.get("TCA_KIND"))
@@ -302,8 +341,22 @@ class LinuxDriver:
                 if lkind in ("bfifo", "pfifo") and lopts is not None:
                     entry["leaf"]["limit"] = int(lopts["limit"])
             classes.append(entry)
-        filters = []
-        for f in self._ipr.get_filters(index=idx, parent=handle):
+        filters = self._describe_filters(idx, handle)
+        # Filters on an inner class (one others hang under) also steer traffic; they are observed so
+        # that a tree with them is never taken for one the driver could re-create.
+        for inner in sorted({c["parent"] for c in classes if "parent" in c}):
+            for f in self._describe_filters(idx, _parse_classid(inner)):
+                filters.append({**f, "parent": inner})
+        return {
+            "kind": "htb",
+            "default": _fmt_handle((handle & 0xFFFF0000) | default_minor),
+            "classes": classes,
+            "filters": sorted(filters, key=_filter_key),
+        }
+
+    def _describe_filters(self, idx: int, parent: int) -> list[dict[str, Any]]:
+        filters: list[dict[str, Any]] = []
+        for f in self._ipr.get_filters(index=idx, parent=parent):
             fopts = f.get("TCA_OPTIONS")
             if fopts is None or f.get("TCA_KIND") != "u32":
                 if f.get("TCA_KIND") not in (None, "u32"):
@@ -318,18 +371,13 @@ class LinuxDriver:
             raw = bytes(sel.data[sel.offset + 4 : sel.offset + sel.length])
             match = _decode_u32_sel(raw)
             dscp = _dscp_from_bytes(proto, match) if match is not None else None
-            entry = {"protocol": proto, "classid": _fmt_handle(int(cls)) if cls else "?"}
+            entry: dict[str, Any] = {"protocol": proto, "classid": _fmt_handle(int(cls)) if cls else "?"}
             if dscp is None:
                 entry["raw"] = raw.hex()
             else:
                 entry["dscp"] = dscp
             filters.append(entry)
-        return {
-            "kind": "htb",
-            "default": _fmt_handle((handle & 0xFFFF0000) | default_minor),
-            "classes": classes,
-            "filters": sorted(filters, key=_filter_key),
-        }
+        return filters
 
     def _write_tree(self, target: str, ifname: str, value: Any) -> None:
         if value is None and not self._ipr.link_lookup(ifname=ifname):
@@ -368,13 +416,14 @@ class LinuxDriver:
             raise DriverError(target, f"malformed queue description ({e!r})") from None
 
     def _add_htb(self, idx: int, tree: dict[str, Any]) -> None:
-        root = ROOT_HANDLE
-        self._ipr.tc("add", "htb", idx, handle=root, default=_parse_classid(tree["default"]) & 0xFFFF)
+        default = _parse_classid(tree["default"])
+        root = default & 0xFFFF0000  # 1: for Geryon's tree; a foreign tree keeps its own major
+        self._ipr.tc("add", "htb", idx, handle=root, default=default & 0xFFFF)
         # Classes and leaves before filters: a filter may only point at an existing class, and
         # traffic must never reach the default before its class exists (it would go to the direct queue).
-        for c in tree["classes"]:
-            if "parent" in c:
-                raise ValueError(f"nested class {c['classid']} (only the flat layout can be re-created)")
+        for c in _parents_first(tree["classes"]):
+            if "parent" in c and c["parent"] not in {x["classid"] for x in tree["classes"]}:
+                raise ValueError(f"class {c['classid']} hangs under {c['parent']}, which is not in the tree")
             cid = _parse_classid(c["classid"])
             burst = self.burst_bytes
             self._ipr.tc(
@@ -382,7 +431,7 @@ class LinuxDriver:
                 "htb",
                 idx,
                 handle=cid,
-                parent=root,
+                parent=_parse_classid(c["parent"]) if "parent" in c else root,
                 rate=c["rate_bits"] // 8,
                 ceil=c["ceil_bits"] // 8,
                 burst=burst,
@@ -395,8 +444,8 @@ class LinuxDriver:
                 kw = {"limit": leaf["limit"]} if "limit" in leaf else {}
                 self._ipr.tc("add", leaf["kind"], idx, handle=(cid & 0xFFFF) << 16, parent=cid, **kw)
         for f in tree["filters"]:
-            if "dscp" not in f:
-                raise ValueError(f"filter {f} is not a DSCP match")
+            if "dscp" not in f or "parent" in f:
+                raise ValueError(f"filter {f} is not a DSCP match at the root")
             proto = ETH_P_IP if f["protocol"] == "ip" else ETH_P_IPV6
             self._ipr.tc(
                 "add-filter",

@@ -7,10 +7,12 @@ import time
 from pathlib import Path
 
 import pytest
-from agent.agent_netns import VethNs, htb_classes, ns_exec, read_sysctl, root_qdisc, tc_json, veth_ns
+from agent.agent_netns import Flow, VethNs, htb_classes, ns_exec, read_sysctl, root_qdisc, tc_json, veth_ns
+from obs_netns import veth_pair
 
 from geryon.agent.config import ConfigError, parse_config
 from geryon.agent.driver import Driver, DriverError
+from geryon.agent.engine import Slot, apply_plan, make_plan
 from geryon.agent.linux_driver import LinuxDriver, _decode_u32_sel, _dscp_from_bytes, desired_tree
 
 CFG = {
@@ -47,8 +49,9 @@ def test_apply_builds_the_shared_layout_in_the_kernel(ns: VethNs) -> None:
     root = root_qdisc(ns.name, "ga0")
     assert root is not None and root["kind"] == "htb" and root["handle"] == "1:"
     assert root["options"]["default"] == "0x11"
-    classes = htb_classes(ns.name, "ga0")
-    assert set(classes) == {"1:10", "1:11"}
+    classes = htb_classes(ns.name, "ga0", inner=True)
+    assert {h: c["parent"] for h, c in classes.items()} == {"1:1": None, "1:10": "1:1", "1:11": "1:1"}
+    assert classes["1:1"]["ceil"] == 1e9  # the link: rate = ceil = egress.rate
     assert classes["1:10"]["prio"] == 0 and classes["1:11"]["prio"] == 1
     assert classes["1:10"]["ceil"] == 1e9
     assert classes["1:11"]["ceil"] == 500e6  # the bulk class's own rate
@@ -161,21 +164,59 @@ def test_u32_selector_decoding() -> None:
     )  # a src IP match
 
 
-def test_a_foreign_htb_it_cannot_recreate_is_left_alone(ns: VethNs) -> None:
+def _foreign_nested_htb(ns: str) -> None:
     tc = ("tc",)
-    ns_exec(ns.name, *tc, "qdisc", "add", "dev", "ga0", "root", "handle", "1:", "htb", "default", "20")
+    ns_exec(ns, *tc, "qdisc", "add", "dev", "ga0", "root", "handle", "1:", "htb", "default", "20")
+    ns_exec(ns, *tc, "class", "add", "dev", "ga0", "parent", "1:", "classid", "1:1", "htb", "rate", "1gbit")
+    ns_exec(ns, *tc, "class", "add", "dev", "ga0", "parent", "1:1", "classid", "1:20", "htb", "rate", "1mbit",
+            "ceil", "1gbit", "prio", "3")  # fmt: skip
+
+
+def test_a_foreign_htb_tree_is_restored_exactly(ns: VethNs) -> None:
+    _foreign_nested_htb(ns.name)
     ns_exec(
-        ns.name, *tc, "class", "add", "dev", "ga0", "parent", "1:", "classid", "1:1", "htb", "rate", "1gbit"
-    )
-    ns_exec(
-        ns.name, *tc, "class", "add", "dev", "ga0", "parent", "1:1", "classid", "1:20", "htb", "rate", "1mbit"
+        ns.name, "tc", "qdisc", "add", "dev", "ga0", "parent", "1:20", "handle", "20:", "pfifo", "limit", "77"
     )
     with LinuxDriver(ns.name) as d:
-        seen = d.observe(["ga0/qdisc"])["ga0/qdisc"]
-        assert [c.get("parent") for c in seen["classes"]] == [None, "1:1"]  # nested: not the shared layout
-        with pytest.raises(DriverError, match=r"'htb' \(as it is now\) was not set by Geryon"):
-            d.write("ga0/qdisc", desired_tree(parse_config(CFG)))
-    assert set(htb_classes(ns.name, "ga0")) == {"1:1", "1:20"}
+        before = d.observe(["ga0/qdisc"])["ga0/qdisc"]
+        assert [(c["classid"], c.get("parent")) for c in before["classes"]] == [
+            ("1:1", None),
+            ("1:20", "1:1"),
+        ]
+        d.write("ga0/qdisc", desired_tree(parse_config(CFG)))
+        assert set(htb_classes(ns.name, "ga0")) == {"1:10", "1:11"}
+        d.write("ga0/qdisc", before)
+        assert d.observe(["ga0/qdisc"]) == {"ga0/qdisc": before}
+    classes = htb_classes(ns.name, "ga0", inner=True)
+    assert {h: (c["parent"], c["prio"], c["ceil"]) for h, c in classes.items()} == {
+        "1:1": (None, None, 1e9),
+        "1:20": ("1:1", 3, 1e9),
+    }
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        # a leaf the driver cannot re-create
+        ("qdisc", "add", "dev", "ga0", "parent", "1:20", "handle", "20:", "tbf", "rate", "1mbit", "burst",
+         "32kb", "latency", "50ms"),
+        # a filter that is not a DSCP match
+        ("filter", "add", "dev", "ga0", "parent", "1:", "protocol", "ip", "prio", "1", "u32", "match", "ip",
+         "dst", "10.1.2.3/32", "flowid", "1:20"),
+        # a DSCP filter on an inner class, which observe reports and write could not re-create
+        ("filter", "add", "dev", "ga0", "parent", "1:1", "protocol", "ip", "prio", "1", "u32", "match", "ip",
+         "dsfield", "0xb8", "0xfc", "flowid", "1:20"),
+    ],
+)  # fmt: skip
+def test_a_foreign_htb_it_cannot_recreate_is_left_alone(ns: VethNs, extra: tuple[str, ...]) -> None:
+    _foreign_nested_htb(ns.name)
+    ns_exec(ns.name, "tc", *extra)
+    with (
+        LinuxDriver(ns.name) as d,
+        pytest.raises(DriverError, match=r"'htb' \(as it is now\) was not set by Geryon"),
+    ):
+        d.write("ga0/qdisc", desired_tree(parse_config(CFG)))
+    assert set(htb_classes(ns.name, "ga0", inner=True)) == {"1:1", "1:20"}
 
 
 def test_a_hand_edited_geryon_tree_is_repaired(ns: VethNs) -> None:
@@ -184,6 +225,82 @@ def test_a_hand_edited_geryon_tree_is_repaired(ns: VethNs) -> None:
         d.write("ga0/qdisc", tree)
         tbf = ("tbf", "rate", "1mbit", "burst", "32kb", "latency", "50ms")
         ns_exec(ns.name, "tc", "qdisc", "replace", "dev", "ga0", "parent", "1:10", "handle", "30:", *tbf)
-        assert d.observe(["ga0/qdisc"])["ga0/qdisc"]["classes"][0]["leaf"] == {"kind": "tbf"}
+        assert d.observe(["ga0/qdisc"])["ga0/qdisc"]["classes"][1]["leaf"] == {"kind": "tbf"}
         d.write("ga0/qdisc", tree)
         assert d.observe(["ga0/qdisc"]) == {"ga0/qdisc": tree}
+
+
+# -- real traffic through the applied tree ---------------------------------------------------------
+
+RATE = 100 * 10**6  # the configured egress rate of the traffic tests, bits/s
+SRC, DST = "10.77.0.1", "10.77.0.2"
+
+
+@pytest.fixture
+def pair() -> tuple[str, str, str]:
+    """(sender ns, receiver ns, sender's ifname) with the agent's config applied on the sender at
+    egress rate 100 Mbit/s, through the engine as `geryon agent apply` does it."""
+    with veth_pair(prefix="glt") as (a, b, ifname):
+        cfg = parse_config({"interfaces": [ifname], "egress": {"rate": "100mbit"}})
+        with LinuxDriver(a) as d:
+            slots = [Slot(d)]
+            apply_plan(make_plan(slots, cfg), slots, None)
+        yield a, b, ifname
+
+
+@pytest.mark.parametrize(("dscp", "minor"), [(26, "1:11"), (46, "1:10")])
+def test_a_geryon_class_borrows_up_to_the_egress_rate(
+    pair: tuple[str, str, str], dscp: int, minor: str
+) -> None:
+    a, b, ifname = pair
+    nbytes = 4 << 20
+    before = htb_classes(a, ifname)[minor]
+    flow = Flow(nbytes, timeout=30).start(a, SRC, b, DST, dscp)
+    try:
+        flow.wait()
+    finally:
+        flow.stop()
+    after = htb_classes(a, ifname)[minor]
+    assert flow.seconds is not None, f"only {flow.received} of {nbytes} bytes arrived in 30 s"
+    rate = 8 * nbytes / flow.seconds
+    print(f"DSCP {dscp}: {nbytes} bytes in {flow.seconds:.3f} s = {rate / 1e6:.1f} Mbit/s")
+    # The flow went through its Geryon class, which got far beyond its 8 kbit guarantee by borrowing
+    # from the parent 1:1; the parent caps it at the egress rate (only a faster run could break that).
+    assert after["bytes"] - before["bytes"] >= nbytes
+    assert after["borrowed"] > before["borrowed"]
+    assert rate >= 0.2 * RATE, f"{rate / 1e6:.1f} Mbit/s"
+    assert rate <= 1.3 * RATE, f"{rate / 1e6:.1f} Mbit/s"
+
+
+def test_the_urgent_class_goes_first_when_both_saturate_the_link(pair: tuple[str, str, str]) -> None:
+    a, b, ifname = pair
+    # More than either flow can send in the time allowed: both stay backlogged until stop().
+    flows = [Flow(1 << 30, timeout=20).start(a, SRC, b, DST, dscp) for dscp in (46, 26)]
+    try:
+        time.sleep(1.0)  # both flows past slow start
+        t0, first = time.monotonic(), htb_classes(a, ifname)
+        time.sleep(2.0)
+        t1, second = time.monotonic(), htb_classes(a, ifname)
+    finally:
+        for f in flows:
+            f.stop()
+    urgent, bulk = (second[m]["bytes"] - first[m]["bytes"] for m in ("1:10", "1:11"))
+    total = 8 * (urgent + bulk) / (t1 - t0)
+    print(f"both saturating: urgent {urgent} bytes, bulk {bulk} bytes, {total / 1e6:.1f} Mbit/s in all")
+    assert urgent > 3 * bulk, (urgent, bulk)
+    assert total >= 0.2 * RATE, f"{total / 1e6:.1f} Mbit/s"
+
+
+def test_the_flat_tree_of_an_early_agent_is_repaired(ns: VethNs) -> None:
+    # Classes directly under the root cannot borrow: an early agent's tree, repaired, not refused.
+    ns_exec(ns.name, "tc", "qdisc", "add", "dev", "ga0", "root", "handle", "1:", "htb", "default", "11")
+    for minor, prio in (("10", "0"), ("11", "1")):
+        ns_exec(ns.name, "tc", "class", "add", "dev", "ga0", "parent", "1:", "classid", f"1:{minor}", "htb",
+                "rate", "8kbit", "ceil", "1gbit", "prio", prio)  # fmt: skip
+        ns_exec(ns.name, "tc", "qdisc", "add", "dev", "ga0", "parent", f"1:{minor}", "handle", f"{minor}:",
+                "tbf", "rate", "1mbit", "burst", "32kb", "latency", "50ms")  # fmt: skip
+    tree = desired_tree(parse_config(CFG))
+    with LinuxDriver(ns.name) as d:
+        d.write("ga0/qdisc", tree)
+        assert d.observe(["ga0/qdisc"]) == {"ga0/qdisc": tree}
+    assert htb_classes(ns.name, "ga0")["1:10"]["parent"] == "1:1"
