@@ -128,3 +128,18 @@ def test_builtin_model_with_flops_profile_and_saved_profile(tmp_path: Path) -> N
     assert set(report["modes"]) == {"fifo", "network"}
     assert report["batch_size"] == 128
     assert json.loads(saved.read_text())["format"] == "geryon.profile"
+
+
+def test_a_reader_that_goes_away_is_not_a_traceback(profile_file: Path) -> None:
+    import subprocess
+    import sys
+
+    r = subprocess.run(
+        f"{sys.executable} -m geryon simulate --profile {profile_file} --workers 2 --ps 2 --quiet | head -1",
+        shell=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.stdout.startswith("synthetic: 2 workers")
+    assert "Traceback" not in r.stderr and "BrokenPipe" not in r.stderr
