@@ -3,7 +3,7 @@
 Pure logic (no kernel access), so a bad file is rejected before any driver runs and nothing is
 half-applied. Every error is a `ConfigError` whose message starts with the field's path
 (`classes[1].dscp: ...`) and says what is allowed. The schema is documented in
-geryon/agent/README.md; examples/agent.yaml is the commented default.
+geryon/agent/schema.md; examples/agent.yaml is the commented default.
 """
 
 from __future__ import annotations
@@ -88,10 +88,10 @@ class RoceTosSpec:
 
 @dataclass(frozen=True)
 class EgressSpec:
-    """Host egress queues for TCP flows (HTB tree per interface, see geryon/agent/README.md)."""
+    """Host egress queues for TCP flows (HTB tree per interface, see geryon/agent/schema.md)."""
 
     enabled: bool
-    rate_bits: int  # the interface's HTB root rate and each class's default ceil
+    rate_bits: int  # the link: rate = ceil of the parent class 1:1, and each class's default ceil
     burst_bytes: int  # HTB burst/cburst: too small caps throughput well below the rate
     buffer_bytes: int  # bfifo limit per class (byte limit: GSO super-packets make packet limits lie)
 
@@ -237,9 +237,10 @@ def _parse(data: Any) -> AgentConfig:
     best_effort = _int(m.get("best_effort_bandwidth", 50), "best_effort_bandwidth", 0, 100)
     sysctls = _sysctls(m["sysctls"]) if "sysctls" in m else DEFAULT_SYSCTLS
     egress = _egress(m.get("egress"))
-    dcb = _choice(m.get("dcb", "auto"), "dcb", ("auto", "required", "off"))
-    rdma = _choice(m.get("rdma", "auto"), "rdma", ("auto", "required", "off"))
+    dcb = _policy(m.get("dcb", "auto"), "dcb")
+    rdma = _policy(m.get("rdma", "auto"), "rdma")
     _check_classes(classes, cnp, max_lossless)
+    _check_rates(classes, egress)
     lossless = tuple(sorted(c.priority for c in classes if c.lossless))
     # DCQCN belongs on the lossless RoCE priorities unless said otherwise.
     ecn = _priorities(m["ecn_priorities"], "ecn_priorities") if "ecn_priorities" in m else lossless
@@ -307,6 +308,19 @@ def _choice(value: Any, name: str, allowed: Sequence[str]) -> str:
     if not isinstance(value, str) or value not in allowed:
         raise ConfigError(f"{name}: expected one of {', '.join(allowed)}, got {_kind(value)}")
     return value
+
+
+def _policy(value: Any, name: str) -> str:
+    # YAML 1.1 reads an unquoted off/no/false as the boolean false: that is plainly "off". Its true
+    # (on/yes/true) could mean auto or required, so it is refused rather than guessed.
+    if value is False:
+        return "off"
+    if value is True:
+        raise ConfigError(
+            f"{name}: a boolean (True) is ambiguous (YAML reads on/yes/true as true); "
+            "write auto (skip where the NIC cannot) or required (fail where it cannot)"
+        )
+    return _choice(value, name, ("auto", "required", "off"))
 
 
 def _list(value: Any, name: str) -> list[Any]:
@@ -458,6 +472,17 @@ def _check_classes(classes: tuple[ClassSpec, ...], cnp: CnpSpec | None, max_loss
             f"classes: {len(lossless)} lossless classes ({', '.join(lossless)}) but the NIC supports "
             f"{max_lossless} lossless priorities (max_lossless); make some classes lossless: false"
         )
+
+
+def _check_rates(classes: tuple[ClassSpec, ...], egress: EgressSpec) -> None:
+    # The classes borrow from a parent class at egress.rate (the link): a higher ceiling is never reached.
+    for i, c in enumerate(classes):
+        if c.rate_bits is not None and c.rate_bits > egress.rate_bits:
+            raise ConfigError(
+                f"classes[{i}].rate: {units.format_rate(c.rate_bits)} is above egress.rate "
+                f"{units.format_rate(egress.rate_bits)}; a class cannot send faster than the link "
+                "(raise egress.rate to the link rate, or lower this class's rate)"
+            )
 
 
 def _check_ets(cfg: AgentConfig) -> None:

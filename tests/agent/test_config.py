@@ -70,10 +70,46 @@ def test_a_full_config() -> None:
     assert [(r.device, r.port, r.tos) for r in c.roce_tos] == [("mlx5_0", 1, 184), ("mlx5_1", None, 106)]
 
 
+@pytest.mark.parametrize(
+    ("text", "policy"),
+    [
+        ("off", "off"),
+        ("no", "off"),
+        ("false", "off"),
+        ("'off'", "off"),
+        ("auto", "auto"),
+        ("required", "required"),
+    ],
+)
+def test_dcb_and_rdma_off_unquoted_in_yaml(tmp_path: Path, text: str, policy: str) -> None:
+    # YAML 1.1 reads off/no/false as the boolean false; that can only mean "off".
+    path = tmp_path / "agent.yaml"
+    path.write_text(f"interfaces: [eth0]\ndcb: {text}\nrdma: {text}\n")
+    c = load_config(path)
+    assert (c.dcb, c.rdma) == (policy, policy)
+
+
+@pytest.mark.parametrize("text", ["on", "yes", "true"])
+@pytest.mark.parametrize("key", ["dcb", "rdma"])
+def test_dcb_and_rdma_true_in_yaml_is_refused_naming_the_choices(tmp_path: Path, key: str, text: str) -> None:
+    # true could mean auto or required: refused, not guessed.
+    path = tmp_path / "agent.yaml"
+    path.write_text(f"interfaces: [eth0]\n{key}: {text}\n")
+    with pytest.raises(
+        ConfigError, match=rf"^.*agent\.yaml: {key}: a boolean \(True\) is ambiguous.*auto.*required"
+    ):
+        load_config(path)
+
+
 BASE: dict[str, Any] = {"interfaces": ["eth0"]}
 U = {"name": "u", "dscp": 46, "priority": 5}
 B = {"name": "b", "dscp": 26, "priority": 3, "bandwidth": 50}
 RX = r"roce_tos\[0\]"
+
+
+def test_a_class_rate_up_to_the_egress_rate() -> None:
+    c = parse_config({**BASE, "egress": {"rate": "1gbit"}, "classes": [U, {**B, "rate": "1gbit"}]})
+    assert c.classes[1].rate_bits == c.egress.rate_bits == 10**9
 
 
 @pytest.mark.parametrize(
@@ -101,6 +137,11 @@ RX = r"roce_tos\[0\]"
         ({"max_lossless": 1}, r"classes: 2 lossless classes \(urgent, bulk\) but the NIC supports 1 "),
         ({"trust": "vlan"}, r"trust: expected one of dscp, pcp"),
         ({"dcb": "maybe"}, r"dcb: expected one of auto, required, off"),
+        ({"rdma": True}, r"rdma: a boolean \(True\) is ambiguous .* write auto .* or required"),
+        (
+            {"classes": [U, {**B, "rate": "20gbit"}]},
+            r"classes\[1\]\.rate: 20 Gbit/s is above egress\.rate 10 Gbit/s; a class cannot send faster",
+        ),
         ({"colour": "red"}, r"'colour': unknown key; allowed: interfaces, classes"),
         ({"classes": [{**U, "weight": 3}]}, r"classes\[0\]\.'weight': unknown key"),
         ({"egress": {"rate": "10g"}}, r"egress\.rate: '10g' is not a rate"),
