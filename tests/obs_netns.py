@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from pyroute2 import IPRoute, netns
 
 _counter = itertools.count()
-# The shared host egress layout: root 1:, class 1:(0x10 + c) per Geryon class c, bfifo leaves, u32 on DSCP.
+# The shared host egress layout: root 1:, parent class 1:1 at the link rate, under it class 1:(0x10 + c)
+# per Geryon class c, bfifo leaves, u32 on DSCP (geryon/agent/schema.md).
 CLASS_MINOR_BASE = 0x10
 
 
@@ -168,7 +169,17 @@ def build_htb(ns: str, ifname: str, dscps: list[int], rate: str = "200mbit") -> 
         idx = ipr.link_lookup(ifname=ifname)[0]
         ipr.tc("add", "htb", index=idx, handle=0x10000, default=CLASS_MINOR_BASE + k - 1)
         # Children borrow up to their ceil only from a parent class, so all hang under 1:1 at the link rate.
-        ipr.tc("add-class", "htb", index=idx, handle=0x10001, parent=0x10000, rate=rate, ceil=rate)
+        ipr.tc(
+            "add-class",
+            "htb",
+            index=idx,
+            handle=0x10001,
+            parent=0x10000,
+            rate=rate,
+            ceil=rate,
+            burst=64 << 10,
+            cburst=64 << 10,
+        )
         for c, dscp in enumerate(dscps):
             minor = CLASS_MINOR_BASE + c
             ipr.tc(
