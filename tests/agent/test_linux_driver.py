@@ -111,6 +111,24 @@ def test_observe_reports_the_kernel_default_as_none_and_deletion_as_drift(ns: Ve
         assert root_qdisc(ns.name, "ga0")["kind"] == "noqueue"
 
 
+def test_an_earlier_geryon_tree_is_written_back_exactly(ns: VethNs) -> None:
+    # What a rollback or a restore does after a config change: the nested tree comes back as it was.
+    first = desired_tree(parse_config(CFG))
+    urgent, bulk = CFG["classes"]
+    second_cfg = {
+        **CFG,
+        "egress": {"rate": "300mbit", "buffer": "1mib"},
+        "classes": [urgent, {**bulk, "rate": "200mbit"}],
+    }
+    second = desired_tree(parse_config(second_cfg))
+    with LinuxDriver(ns.name) as d:
+        d.write("ga0/qdisc", first)
+        d.write("ga0/qdisc", second)
+        assert d.observe(["ga0/qdisc"]) == {"ga0/qdisc": second}
+        d.write("ga0/qdisc", first)
+        assert d.observe(["ga0/qdisc"]) == {"ga0/qdisc": first}
+
+
 def test_a_foreign_fifo_root_is_restored_exactly(ns: VethNs) -> None:
     ns_exec(ns.name, "tc", "qdisc", "add", "dev", "ga0", "root", "handle", "5:", "bfifo", "limit", "30000")
     with LinuxDriver(ns.name) as d:
