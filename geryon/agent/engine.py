@@ -266,7 +266,9 @@ def summarize(value: Any) -> str:
     if value is None:
         return "absent (kernel default)"
     if isinstance(value, dict) and value.get("kind") == "htb":
-        n = len(value.get("classes", []))
+        # Count the classes traffic lands in (those with a leaf queue), not the 1:1 parent they borrow from.
+        classes = value.get("classes", [])
+        n = sum(1 for c in classes if not isinstance(c, dict) or c.get("leaf") is not None)
         return f"htb with {n} classes, {len(value.get('filters', []))} filters"
     if isinstance(value, dict) and "kind" in value:
         return f"{value['kind']} qdisc"

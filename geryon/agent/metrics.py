@@ -2,7 +2,7 @@
 
 Sections, each timed and with its own error counter so one failing source never hides the others:
   classes  per Geryon class: bytes, packets, drops, overlimits, backlog of the host HTB classes
-           (root 1:, class 1:(0x10 + c) for class c);
+           (root 1:, class 1:(0x10 + c) for class c under the 1:1 parent);
   flows    per geryon_job/task/role/peer/class: connections, bytes, RTT, retransmits; at most
            max_flow_series label sets, the rest folded into one "other" series (and counted);
   pairs    per job: PS-worker pairs that are ok, miss a class's flow or carry a wrong DSCP;
