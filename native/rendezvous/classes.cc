@@ -1,0 +1,211 @@
+// The native map_table store. Readers (the rendezvous, per tensor) load one atomic pointer to an
+// immutable snapshot; writers (GeryonSetMapTable) build a new snapshot and publish it with a
+// release store. Retired snapshots are kept, never freed: a reader may still hold one, and without
+// hazard pointers or RCU grace periods there is no safe moment to free it. A snapshot costs about
+// one byte per parameter plus names, and a run installs a handful of versions, so the cost is small.
+#include "classes.h"
+
+#include <algorithm>
+#include <atomic>
+#include <climits>
+#include <cerrno>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+
+namespace geryon {
+namespace {
+
+constexpr absl::string_view kMagic = "geryon.map_table.native 1";
+
+int ReadDefaultClassFromEnv() {
+  const char* raw = std::getenv("GERYON_DEFAULT_CLASS");
+  int value = 0;
+  if (raw == nullptr || !absl::SimpleAtoi(raw, &value) || value < 0 || value >= kMaxClasses) return 0;
+  return value;
+}
+
+MapTableSnapshot* BuiltinTable() {
+  auto* table = new MapTableSnapshot();
+  table->default_class = ReadDefaultClassFromEnv();
+  table->num_classes = std::max(2, table->default_class + 1);
+  return table;
+}
+
+std::atomic<const MapTableSnapshot*>& Current() {
+  static std::atomic<const MapTableSnapshot*> current{BuiltinTable()};
+  return current;
+}
+
+std::mutex& WriterMutex() {
+  static std::mutex mu;
+  return mu;
+}
+
+std::vector<std::unique_ptr<const MapTableSnapshot>>& Retired() {
+  static auto* retired = new std::vector<std::unique_ptr<const MapTableSnapshot>>();
+  return *retired;
+}
+
+// "key value" with an integer value in [lo, hi].
+bool ParseHeader(absl::string_view line, absl::string_view key, int64_t lo, int64_t hi, int line_no,
+                 int64_t* value, std::string* error) {
+  std::vector<absl::string_view> parts = absl::StrSplit(line, ' ');
+  if (parts.size() != 2 || parts[0] != key) {
+    *error = absl::StrCat("map_table line ", line_no, ": expected '", key, " <integer>', got '", line, "'");
+    return false;
+  }
+  if (!absl::SimpleAtoi(parts[1], value) || *value < lo || *value > hi) {
+    *error = absl::StrCat("map_table line ", line_no, ": ", key, " '", parts[1], "' is not an integer in [", lo,
+                          ", ", hi, "]");
+    return false;
+  }
+  return true;
+}
+
+bool SameTable(const MapTableSnapshot& a, const MapTableSnapshot& b) {
+  return a.version == b.version && a.num_classes == b.num_classes && a.default_class == b.default_class &&
+         a.class_of_id == b.class_of_id && a.name_of_id == b.name_of_id && a.id_of_name == b.id_of_name;
+}
+
+}  // namespace
+
+std::string AnnotateEdge(absl::string_view tensor_name, int64_t param_id) {
+  return absl::StrCat(tensor_name, kParamTag, param_id);
+}
+
+int64_t ParamIdForEdge(absl::string_view edge_name) {
+  size_t at = edge_name.rfind(kParamTag);
+  if (at == absl::string_view::npos) return -1;
+  absl::string_view digits = edge_name.substr(at + kParamTag.size());
+  if (digits.empty() || digits.size() > 9) return -1;
+  int64_t id = 0;
+  for (char c : digits) {
+    if (c < '0' || c > '9') return -1;
+    id = id * 10 + (c - '0');
+  }
+  return id;
+}
+
+int ClassForEdge(absl::string_view edge_name) {
+  const MapTableSnapshot* table = Current().load(std::memory_order_acquire);
+  int64_t id = ParamIdForEdge(edge_name);
+  if (id < 0 || id >= static_cast<int64_t>(table->class_of_id.size())) return table->default_class;
+  return table->class_of_id[id];
+}
+
+int64_t ParamIdForName(const MapTableSnapshot& table, absl::string_view name) {
+  auto it = table.id_of_name.find(std::string(name));
+  return it == table.id_of_name.end() ? -1 : it->second;
+}
+
+int NumClasses() { return Current().load(std::memory_order_acquire)->num_classes; }
+
+const MapTableSnapshot& CurrentMapTable() { return *Current().load(std::memory_order_acquire); }
+
+int BuiltinDefaultClass() {
+  static const int value = ReadDefaultClassFromEnv();
+  return value;
+}
+
+bool ParseMapTable(absl::string_view text, MapTableSnapshot* out, std::string* error) {
+  std::vector<absl::string_view> lines = absl::StrSplit(text, '\n');
+  // A trailing newline after "end" is allowed; anything else after it is not.
+  if (!lines.empty() && lines.back().empty()) lines.pop_back();
+  if (lines.empty() || lines[0] != kMagic) {
+    *error = absl::StrCat("map_table line 1: expected '", kMagic, "' (the native map_table format)");
+    return false;
+  }
+  size_t next = 1;  // index of the next unread line
+  auto line_no = [&next]() { return static_cast<int>(next + 1); };
+  auto truncated = [&](absl::string_view expected) {
+    *error = absl::StrCat("map_table: truncated after line ", next, ": expected ", expected);
+    return false;
+  };
+  auto header = [&](absl::string_view key, int64_t lo, int64_t hi, int64_t* value) {
+    if (next >= lines.size()) return truncated(absl::StrCat("'", key, " <integer>'"));
+    bool ok = ParseHeader(lines[next], key, lo, hi, line_no(), value, error);
+    ++next;
+    return ok;
+  };
+  MapTableSnapshot table;
+  int64_t version, classes, default_class, params;
+  if (!header("version", 1, INT64_MAX / 2, &version) || !header("classes", 2, kMaxClasses, &classes) ||
+      !header("default", 0, classes - 1, &default_class) || !header("params", 0, kMaxParams, &params)) {
+    return false;
+  }
+  table.version = version;
+  table.num_classes = static_cast<int>(classes);
+  table.default_class = static_cast<int>(default_class);
+  std::vector<bool> seen;
+  for (int64_t i = 0; i < params; ++i, ++next) {
+    if (next >= lines.size()) return truncated(absl::StrCat(params - i, " more parameter lines"));
+    absl::string_view line = lines[next];
+    // "<id> <class> <name>": the name is the rest of the line and may hold spaces.
+    std::vector<absl::string_view> parts = absl::StrSplit(line, absl::MaxSplits(' ', 2));
+    int64_t id, cls;
+    if (parts.size() != 3 || parts[2].empty() || !absl::SimpleAtoi(parts[0], &id) || id < 0 || id >= kMaxParams) {
+      *error = absl::StrCat("map_table line ", line_no(), ": expected '<id> <class> <name>' with id in [0, ",
+                            kMaxParams, "), got '", line, "'");
+      return false;
+    }
+    if (!absl::SimpleAtoi(parts[1], &cls) || cls < 0 || cls >= classes) {
+      *error = absl::StrCat("map_table line ", line_no(), ": class '", parts[1], "' of parameter ", id,
+                            " is not a class in [0, ", classes - 1, "]");
+      return false;
+    }
+    if (id >= static_cast<int64_t>(seen.size())) {
+      seen.resize(id + 1, false);
+      table.class_of_id.resize(id + 1, static_cast<int8_t>(default_class));
+      table.name_of_id.resize(id + 1);
+    }
+    if (seen[id]) {
+      *error = absl::StrCat("map_table line ", line_no(), ": duplicate parameter id ", id);
+      return false;
+    }
+    seen[id] = true;
+    table.class_of_id[id] = static_cast<int8_t>(cls);
+    table.name_of_id[id] = std::string(parts[2]);
+    if (!table.id_of_name.emplace(std::string(parts[2]), id).second) {
+      *error = absl::StrCat("map_table line ", line_no(), ": duplicate parameter name '", parts[2], "'");
+      return false;
+    }
+  }
+  if (next >= lines.size()) return truncated("'end'");
+  if (lines[next] != "end" || next + 1 != lines.size()) {
+    *error = absl::StrCat("map_table line ", line_no(), ": expected 'end' as the last line, got '", lines[next],
+                          "'");
+    return false;
+  }
+  *out = std::move(table);
+  return true;
+}
+
+bool InstallMapTable(absl::string_view text, std::string* error) {
+  auto table = std::make_unique<MapTableSnapshot>();
+  if (!ParseMapTable(text, table.get(), error)) return false;
+  std::lock_guard<std::mutex> lock(WriterMutex());
+  const MapTableSnapshot* current = Current().load(std::memory_order_acquire);
+  if (table->version == current->version) {
+    // Several tasks of one process (tests, in-process clusters) install the same version each.
+    if (SameTable(*table, *current)) return true;
+    *error = absl::StrCat("map_table version ", table->version,
+                          " is already installed with different contents; give the new table a higher version");
+    return false;
+  }
+  if (table->version < current->version) {
+    *error = absl::StrCat("map_table version ", table->version, " is older than the installed version ",
+                          current->version, "; refusing to go back");
+    return false;
+  }
+  const MapTableSnapshot* published = table.get();
+  Retired().push_back(std::move(table));
+  Current().store(published, std::memory_order_release);
+  return true;
+}
+
+}  // namespace geryon

@@ -1,0 +1,69 @@
+// The native map_table: parameter id -> priority class, read on the hot path without locks.
+//
+// Python (geryon/tf/map_table_native.py) writes the table as text; InstallMapTable parses and
+// validates it and swaps it in atomically. The graph pass (graph_pass.cc) annotates the Send/Recv
+// pairs that carry a parameter by appending "#gp=<id>" to their `tensor_name`, so the id travels in
+// the rendezvous key's edge field and ClassForEdge needs no graph knowledge at run time.
+#ifndef GERYON_NATIVE_RENDEZVOUS_CLASSES_H_
+#define GERYON_NATIVE_RENDEZVOUS_CLASSES_H_
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+
+namespace geryon {
+
+// Class (0 = most urgent) for the tensor a rendezvous key carries, given the key's edge name
+// (the 4th ';'-separated field of the key, e.g. "edge_16_dense/Cast/ReadVariableOp" or an annotated
+// name). Lock-free on the hot path; the default class for tensors that carry no parameter.
+int ClassForEdge(absl::string_view edge_name);
+int NumClasses();  // k, from the current map_table (2 before any table is loaded)
+
+// The parameter id an annotated edge name carries, or -1 when it carries none.
+int64_t ParamIdForEdge(absl::string_view edge_name);
+
+// The annotation the graph pass appends to a Send/Recv `tensor_name`. ';' is the rendezvous key's
+// field separator and ':' separates its frame/iter field, so the suffix uses neither.
+inline constexpr absl::string_view kParamTag = "#gp=";
+std::string AnnotateEdge(absl::string_view tensor_name, int64_t param_id);
+
+// Limits that keep a hostile or broken table from exhausting memory.
+inline constexpr int kMaxClasses = 8;
+inline constexpr int64_t kMaxParams = 1 << 24;
+
+// One immutable map_table version.
+struct MapTableSnapshot {
+  int64_t version = 0;  // 0: the built-in table before any install
+  int num_classes = 2;
+  int default_class = 0;
+  std::vector<int8_t> class_of_id;  // index: parameter id; ids past the end take default_class
+  std::vector<std::string> name_of_id;
+  // name -> id: how the graph pass recognises a TF1 variable op (the tagger names TF1 parameters by
+  // their variable names). TF2 functions carry the id on the captured variable's _Arg instead.
+  std::unordered_map<std::string, int64_t> id_of_name;
+};
+
+// The id of the parameter called `name` in `table`, or -1.
+int64_t ParamIdForName(const MapTableSnapshot& table, absl::string_view name);
+
+// Parses `text` (format "geryon.map_table.native 1", see map_table_native.py). On error returns
+// false and sets `*error` to a message naming the line and field; `*out` is left untouched.
+bool ParseMapTable(absl::string_view text, MapTableSnapshot* out, std::string* error);
+
+// Parses and installs a table. A malformed table, or one whose version is not above the current
+// one, is refused with `*error` set, and the current table stays.
+bool InstallMapTable(absl::string_view text, std::string* error);
+
+// The table in force now. The pointer stays valid for the life of the process (see classes.cc).
+const MapTableSnapshot& CurrentMapTable();
+
+// The class used when no table is installed yet: for tensors that carry no parameter and, before
+// the first install, for every tensor. Configurable from the environment GERYON_DEFAULT_CLASS.
+int BuiltinDefaultClass();
+
+}  // namespace geryon
+
+#endif  // GERYON_NATIVE_RENDEZVOUS_CLASSES_H_

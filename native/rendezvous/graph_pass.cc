@@ -1,0 +1,206 @@
+// A POST_PARTITIONING graph pass that names the parameter each cross-task Send/Recv pair carries.
+//
+// At this point a TF2 multi-device function (or a TF1 master's step graph) has been split into one
+// graph per device, and both ends of every Send/Recv pair are in the partitions this pass sees.
+// For each pair it finds the variable behind the tensor:
+//   pull: _Send <- (Identity)* <- ReadVariableOp/ResourceGather <- (Identity)* <- variable
+//   push: _Recv -> (a few element-wise ops, e.g. lr * g) -> AssignSubVariableOp/ResourceApply* (variable)
+// where "variable" is a TF2 function's resource _Arg that carries the parameter id in the attr
+// "_geryon_param_id" (set at tracing time by geryon/tf/bindings.py), or a TF1 VarHandleOp/VariableV2
+// whose name is a parameter name of the installed map_table. The pair's
+// `tensor_name` becomes "<name>#gp=<id>" on both ends, so the rendezvous key itself carries the id
+// and the class is looked up per tensor at run time: new thresholds need no re-tracing.
+// Set GERYON_GRAPH_PASS_DUMP=<dir> to write what the pass saw and did (see GRAPH_PASS.md).
+#include <atomic>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "classes.h"
+#include "graph_pass.h"
+#include "tensorflow/core/common_runtime/optimization_registry.h"
+#include "tensorflow/core/graph/graph.h"
+
+namespace geryon {
+namespace {
+
+using ::tensorflow::DT_RESOURCE;
+using ::tensorflow::Edge;
+using ::tensorflow::Graph;
+using ::tensorflow::GraphOptimizationPass;
+using ::tensorflow::GraphOptimizationPassOptions;
+using ::tensorflow::Node;
+using ::tensorflow::OptimizationPassRegistry;
+
+// Hops the push search walks from a _Recv before giving up (lr * g, casts, loss scaling...).
+constexpr int kMaxPushHops = 4;
+// The annotation log is for tests and diagnostics; cap it so a long job cannot grow it forever.
+constexpr size_t kMaxLogged = 100000;
+
+std::mutex& LogMutex() {
+  static std::mutex mu;
+  return mu;
+}
+std::vector<EdgeAnnotation>& Log() {
+  static auto* log = new std::vector<EdgeAnnotation>();
+  return *log;
+}
+
+bool IsRead(const Node* n) {
+  const std::string& op = n->type_string();
+  return op == "ReadVariableOp" || op == "ResourceGather" || op == "ResourceGatherNd";
+}
+
+// Ops that write a gradient (or a value computed from it) into the variable given as input 0.
+bool IsUpdate(const Node* n) {
+  const std::string& op = n->type_string();
+  return op == "AssignSubVariableOp" || op == "AssignAddVariableOp" || absl::StartsWith(op, "ResourceApply") ||
+         absl::StartsWith(op, "ResourceSparseApply") || absl::StartsWith(op, "ResourceScatter");
+}
+
+// Element-wise ops a gradient may pass through on the PS before the update op.
+bool IsGradientHop(const Node* n) {
+  static const auto* hops = new std::set<std::string>{
+      "Identity", "IdentityN", "Mul", "RealDiv", "Div", "Neg", "Cast", "AddV2", "Add", "Sub", "Reshape",
+      "Maximum", "Minimum", "ClipByValue", "DivNoNan", "MulNoNan", "UnsortedSegmentSum"};
+  return hops->count(n->type_string()) > 0;
+}
+
+const Node* DataInput(const Node* n, int index) {
+  const Edge* e = nullptr;
+  if (!n->input_edge(index, &e).ok() || e == nullptr) return nullptr;
+  return e->src();
+}
+
+// The parameter id of the variable a resource tensor comes from, or -1 when it is not one we know.
+int64_t VariableId(const Node* n, const MapTableSnapshot& table) {
+  for (int hop = 0; n != nullptr && hop < 8; ++hop) {
+    if (n->IsIdentity()) {
+      n = DataInput(n, 0);
+      continue;
+    }
+    if (n->IsArg()) {
+      // geryon.tf.bindings sets this on the placeholder that captures the variable; TF copies
+      // underscore attrs of a function's placeholders onto its _Arg nodes in every partition.
+      int64_t id = -1;
+      if (n->output_type(0) != DT_RESOURCE || !tensorflow::TryGetNodeAttr(n->attrs(), kParamIdAttr, &id)) return -1;
+      return id;
+    }
+    const std::string& op = n->type_string();
+    if (op == "VarHandleOp" || op == "VariableV2" || op == "Variable") {
+      std::string shared_name;
+      if (!tensorflow::TryGetNodeAttr(n->attrs(), "shared_name", &shared_name) || shared_name.empty()) {
+        shared_name = n->name();
+      }
+      return ParamIdForName(table, shared_name);
+    }
+    return -1;
+  }
+  return -1;
+}
+
+int64_t PullId(const Node* send, const MapTableSnapshot& table) {
+  const Node* n = DataInput(send, 0);
+  while (n != nullptr && n->IsIdentity()) n = DataInput(n, 0);
+  if (n == nullptr || !IsRead(n)) return -1;
+  return VariableId(DataInput(n, 0), table);
+}
+
+// The one variable the received tensor updates, or -1 when there is none or more than one.
+int64_t PushId(const Node* recv, const MapTableSnapshot& table) {
+  std::set<int64_t> ids;
+  std::vector<std::pair<const Node*, int>> frontier{{recv, 0}};
+  std::set<const Node*> visited{recv};
+  while (!frontier.empty()) {
+    auto [n, depth] = frontier.back();
+    frontier.pop_back();
+    for (const Edge* e : n->out_edges()) {
+      if (e->IsControlEdge()) continue;
+      const Node* dst = e->dst();
+      if (!visited.insert(dst).second) continue;
+      if (IsUpdate(dst) && e->dst_input() != 0) {
+        int64_t id = VariableId(DataInput(dst, 0), table);
+        if (id < 0) return -1;  // updates something we cannot name: do not guess
+        ids.insert(id);
+      } else if (IsGradientHop(dst) && depth + 1 < kMaxPushHops) {
+        frontier.push_back({dst, depth + 1});
+      }
+    }
+  }
+  return ids.size() == 1 ? *ids.begin() : -1;
+}
+
+class GeryonAnnotatePass : public GraphOptimizationPass {
+ public:
+  absl::Status Run(const GraphOptimizationPassOptions& options) override {
+    if (options.partition_graphs == nullptr) return absl::OkStatus();
+    const MapTableSnapshot& table = CurrentMapTable();
+    const std::string& what = options.debug_filename_prefix;  // the function's name, for the dump
+
+    // tensor_name -> (role, id) for every pair whose variable has a binding.
+    std::map<std::string, std::pair<std::string, int64_t>> resolved;
+    std::vector<Node*> endpoints;
+    for (auto& [device, graph] : *options.partition_graphs) {
+      for (Node* n : graph->op_nodes()) {
+        if (!n->IsSend() && !n->IsRecv()) continue;
+        std::string tensor_name;
+        if (!tensorflow::TryGetNodeAttr(n->attrs(), "tensor_name", &tensor_name)) continue;
+        if (ParamIdForEdge(tensor_name) >= 0) continue;  // already annotated (pass ran twice)
+        endpoints.push_back(n);
+        int64_t id = n->IsSend() ? PullId(n, table) : PushId(n, table);
+        if (id >= 0) resolved[tensor_name] = {n->IsSend() ? "pull" : "push", id};
+      }
+    }
+    std::vector<EdgeAnnotation> made;
+    for (Node* n : endpoints) {
+      std::string tensor_name;
+      if (!tensorflow::TryGetNodeAttr(n->attrs(), "tensor_name", &tensor_name)) continue;
+      auto it = resolved.find(tensor_name);
+      if (it == resolved.end()) continue;
+      std::string annotated = AnnotateEdge(tensor_name, it->second.second);
+      n->ClearAttr("tensor_name");
+      n->AddAttr("tensor_name", annotated);
+      if (n->IsSend()) made.push_back({it->second.first, it->second.second, tensor_name, annotated});
+    }
+    if (!made.empty()) {
+      std::lock_guard<std::mutex> lock(LogMutex());
+      for (auto& a : made) {
+        if (Log().size() < kMaxLogged) Log().push_back(std::move(a));
+      }
+    }
+    Dump(options, what, table, made);
+    return absl::OkStatus();
+  }
+
+ private:
+  static void Dump(const GraphOptimizationPassOptions& options, const std::string& what,
+                   const MapTableSnapshot& table, const std::vector<EdgeAnnotation>& made) {
+    const char* dir = std::getenv("GERYON_GRAPH_PASS_DUMP");
+    if (dir == nullptr || *dir == '\0') return;
+    static std::atomic<int> counter{0};
+    std::ofstream out(absl::StrCat(dir, "/geryon_pass_", counter++, ".txt"));
+    out << "graph=" << what << " map_table_version=" << table.version << "\n";
+    for (const auto& a : made) out << "annotated " << a.role << " " << a.param_id << " " << a.new_name << "\n";
+    for (auto& [device, graph] : *options.partition_graphs) {
+      out << "=== partition " << device << "\n";
+      for (const Node* n : graph->op_nodes()) out << n->def().ShortDebugString() << "\n";
+    }
+  }
+};
+
+REGISTER_OPTIMIZATION(OptimizationPassRegistry::POST_PARTITIONING, 50, GeryonAnnotatePass);
+
+}  // namespace
+
+std::vector<EdgeAnnotation> AnnotatedEdges() {
+  std::lock_guard<std::mutex> lock(LogMutex());
+  return Log();
+}
+
+}  // namespace geryon

@@ -1,0 +1,154 @@
+// Custom ops that install a map_table version on the task that runs them and read it back.
+//
+// Why ops: every task already runs TF ops placed on it (the chief eagerly, workers through
+// ClusterCoordinator.schedule, PSes through an op pinned to /job:ps/task:i), so a new table reaches
+// each process over TF's own control plane, in order with the steps around it, with no new port,
+// protocol or agent in the path. The data plane then picks it up on the next tensor it sends.
+#include <string>
+
+#include "classes.h"
+#include "graph_pass.h"
+#include "tensorflow/core/framework/common_shape_fns.h"
+#include "tensorflow/core/framework/op.h"
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/shape_inference.h"
+#include "tensorflow/core/framework/tensor.h"
+
+namespace geryon {
+namespace {
+
+using ::tensorflow::DEVICE_CPU;
+using ::tensorflow::OpKernel;
+using ::tensorflow::OpKernelConstruction;
+using ::tensorflow::OpKernelContext;
+using ::tensorflow::Tensor;
+using ::tensorflow::TensorShape;
+using ::tensorflow::tstring;
+namespace errors = ::tensorflow::errors;
+namespace shape_inference = ::tensorflow::shape_inference;
+
+REGISTER_OP("GeryonSetMapTable")
+    .Input("table: string")
+    .Output("version: int64")
+    .SetIsStateful()
+    .SetShapeFn(::tensorflow::shape_inference::ScalarShape)
+    .Doc("Installs a map_table (native text format) in this process; returns the version in force.");
+
+REGISTER_OP("GeryonMapTable")
+    .Output("version: int64")
+    .Output("num_classes: int32")
+    .Output("default_class: int32")
+    .Output("classes: int32")
+    .SetIsStateful()
+    .SetShapeFn([](shape_inference::InferenceContext* c) {
+      for (int i = 0; i < 3; ++i) c->set_output(i, c->Scalar());
+      c->set_output(3, c->Vector(c->UnknownDim()));
+      return absl::OkStatus();
+    })
+    .Doc("The map_table in force in this process: version, k, default class, class per parameter id.");
+
+REGISTER_OP("GeryonClassForEdge")
+    .Input("edge_names: string")
+    .Output("classes: int32")
+    .Output("param_ids: int64")
+    .SetIsStateful()
+    .SetShapeFn([](shape_inference::InferenceContext* c) {
+      c->set_output(0, c->input(0));
+      c->set_output(1, c->input(0));
+      return absl::OkStatus();
+    })
+    .Doc("The class and parameter id (-1: none) the rendezvous uses for each edge name.");
+
+REGISTER_OP("GeryonAnnotatedEdges")
+    .Output("edges: string")
+    .SetIsStateful()
+    .SetShapeFn([](shape_inference::InferenceContext* c) {
+      c->set_output(0, c->Matrix(c->UnknownDim(), 4));
+      return absl::OkStatus();
+    })
+    .Doc("What the graph pass annotated in this process: rows of (role, parameter id, old name, new name).");
+
+class SetMapTableOp : public OpKernel {
+ public:
+  explicit SetMapTableOp(OpKernelConstruction* ctx) : OpKernel(ctx) {}
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& input = ctx->input(0);
+    OP_REQUIRES(ctx, TensorShapeUtils::IsScalar(input.shape()),
+                errors::InvalidArgument("GeryonSetMapTable: table must be a scalar string, got shape ",
+                                        input.shape().DebugString()));
+    std::string error;
+    const tstring& text = input.scalar<tstring>()();
+    OP_REQUIRES(ctx, InstallMapTable(absl::string_view(text.data(), text.size()), &error),
+                errors::InvalidArgument("GeryonSetMapTable: ", error));
+    Tensor* out = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({}), &out));
+    out->scalar<int64_t>()() = CurrentMapTable().version;
+  }
+
+ private:
+  using TensorShapeUtils = ::tensorflow::TensorShapeUtils;
+};
+
+class MapTableOp : public OpKernel {
+ public:
+  explicit MapTableOp(OpKernelConstruction* ctx) : OpKernel(ctx) {}
+  void Compute(OpKernelContext* ctx) override {
+    const MapTableSnapshot& table = CurrentMapTable();
+    Tensor* out = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({}), &out));
+    out->scalar<int64_t>()() = table.version;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, TensorShape({}), &out));
+    out->scalar<int32_t>()() = table.num_classes;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(2, TensorShape({}), &out));
+    out->scalar<int32_t>()() = table.default_class;
+    const int64_t n = static_cast<int64_t>(table.class_of_id.size());
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(3, TensorShape({n}), &out));
+    auto classes = out->vec<int32_t>();
+    for (int64_t i = 0; i < n; ++i) classes(i) = table.class_of_id[i];
+  }
+};
+
+class ClassForEdgeOp : public OpKernel {
+ public:
+  explicit ClassForEdgeOp(OpKernelConstruction* ctx) : OpKernel(ctx) {}
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& names = ctx->input(0);
+    Tensor* classes = nullptr;
+    Tensor* ids = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, names.shape(), &classes));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, names.shape(), &ids));
+    auto in = names.flat<tstring>();
+    auto out_classes = classes->flat<int32_t>();
+    auto out_ids = ids->flat<int64_t>();
+    for (int64_t i = 0; i < in.size(); ++i) {
+      absl::string_view name(in(i).data(), in(i).size());
+      out_classes(i) = ClassForEdge(name);
+      out_ids(i) = ParamIdForEdge(name);
+    }
+  }
+};
+
+class AnnotatedEdgesOp : public OpKernel {
+ public:
+  explicit AnnotatedEdgesOp(OpKernelConstruction* ctx) : OpKernel(ctx) {}
+  void Compute(OpKernelContext* ctx) override {
+    std::vector<EdgeAnnotation> edges = AnnotatedEdges();
+    Tensor* out = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({static_cast<int64_t>(edges.size()), 4}), &out));
+    auto m = out->matrix<tstring>();
+    for (size_t i = 0; i < edges.size(); ++i) {
+      m(i, 0) = edges[i].role;
+      m(i, 1) = std::to_string(edges[i].param_id);
+      m(i, 2) = edges[i].old_name;
+      m(i, 3) = edges[i].new_name;
+    }
+  }
+};
+
+REGISTER_KERNEL_BUILDER(Name("GeryonSetMapTable").Device(DEVICE_CPU), SetMapTableOp);
+REGISTER_KERNEL_BUILDER(Name("GeryonMapTable").Device(DEVICE_CPU), MapTableOp);
+REGISTER_KERNEL_BUILDER(Name("GeryonClassForEdge").Device(DEVICE_CPU), ClassForEdgeOp);
+REGISTER_KERNEL_BUILDER(Name("GeryonAnnotatedEdges").Device(DEVICE_CPU), AnnotatedEdgesOp);
+
+}  // namespace
+}  // namespace geryon
