@@ -15,6 +15,7 @@ def build_parser() -> argparse.ArgumentParser:
     from geryon import demo
     from geryon.agent import cli as agent_cli
     from geryon.tagger import cli as tagger_cli
+    from geryon.tf import cli as tf_cli
     from geryon.threshold import cli as threshold_cli
 
     parser = argparse.ArgumentParser(
@@ -27,6 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     threshold_cli.register(sub)
     demo.register(sub)
     agent_cli.register(sub)
+    tf_cli.register(sub)
     return parser
 
 

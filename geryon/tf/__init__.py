@@ -1,0 +1,200 @@
+"""Geryon's TensorFlow side: the `grpc+geryon` server protocol and its per-flow counters.
+
+    import geryon.tf
+    server = geryon.tf.server(cluster_spec, job_name="ps", task_index=0)  # instead of tf.distribute.Server
+    resolver = SimpleClusterResolver(cluster_spec, rpc_layer=geryon.tf.PROTOCOL)  # the coordinator
+
+`load()` builds the native extension if needed (cached; see geryon.tf.build), refuses a library built
+for another TensorFlow release, and registers the protocol with TensorFlow. Counters and class marks
+are read and set through the library's C functions with ctypes (no TF op needed, so they also work
+outside a TF graph and cost no session run).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from geryon.errors import UsageError
+from geryon.progress import Progress
+from geryon.tf.build import BUILD_INFO, BuildError, build
+
+__all__ = [
+    "DEFAULT_DATA_PORT_OFFSET",
+    "PROTOCOL",
+    "FlowCounter",
+    "Library",
+    "VersionMismatch",
+    "class_marks",
+    "flow_counters",
+    "load",
+    "server",
+    "set_class_marks",
+]
+
+PROTOCOL = "grpc+geryon"
+# The data plane of a task listens on its gRPC port + this offset (env GERYON_DATA_PORT_OFFSET).
+DEFAULT_DATA_PORT_OFFSET = 1000
+MAX_CLASSES = 8
+
+
+class VersionMismatch(BuildError):
+    """The native library was built for another TensorFlow release than the one imported."""
+
+
+@dataclass(frozen=True)
+class Library:
+    path: Path
+    tf_version: str
+    ops: ModuleType  # what tf.load_library returned: the library's custom ops, if any
+    cdll: ctypes.CDLL
+
+
+@dataclass(frozen=True)
+class FlowCounter:
+    """One flow of this process: `consumer` flows receive tensors, `producer` flows send them."""
+
+    role: str
+    local_task: str
+    peer_task: str
+    klass: int
+    dscp: int
+    local_port: int
+    peer_port: int
+    bytes_sent: int
+    bytes_received: int
+    messages_sent: int
+    messages_received: int
+    queue_ns: int  # producer: time responses waited for the socket; consumer: request round trips
+    connections: int
+    errors: int
+
+    @classmethod
+    def from_json(cls, item: dict[str, Any]) -> FlowCounter:
+        fields = dict(item)
+        fields["klass"] = fields.pop("class")
+        return cls(**fields)
+
+
+_lock = threading.Lock()
+_loaded: Library | None = None
+
+
+def _check_version(found: str, expected: str, path: Path) -> None:
+    if found != expected:
+        raise VersionMismatch(
+            f"{path} was built for TensorFlow {found}, but TensorFlow {expected} is imported; "
+            "rebuild it with `geryon native build` (its internal C++ ABI differs between releases)"
+        )
+
+
+def load(library: Path | None = None, progress: Progress | None = None) -> Library:
+    """Builds (if needed) and loads the extension once per process; registers `grpc+geryon`."""
+    global _loaded
+    with _lock:
+        if _loaded is not None:
+            return _loaded
+        from geryon.tfenv import import_tensorflow
+
+        tf = import_tensorflow()
+        path = Path(library) if library is not None else build(progress=progress)
+        info_path = path.parent / BUILD_INFO
+        # Check before loading: a library for another release may not even survive its static init.
+        if info_path.exists():
+            _check_version(json.loads(info_path.read_text())["tf_version"], tf.__version__, path)
+        ops = tf.load_library(str(path))
+        cdll = ctypes.CDLL(str(path))
+        cdll.geryon_rendezvous_tf_version.restype = ctypes.c_char_p
+        _check_version(cdll.geryon_rendezvous_tf_version().decode(), tf.__version__, path)
+        cdll.geryon_flow_counters.restype = ctypes.c_long
+        cdll.geryon_flow_counters.argtypes = [ctypes.c_char_p, ctypes.c_long]
+        cdll.geryon_set_class_marks.argtypes = [
+            ctypes.POINTER(ctypes.c_int),
+            ctypes.POINTER(ctypes.c_int),
+            ctypes.c_int,
+        ]
+        cdll.geryon_class_marks.argtypes = [
+            ctypes.c_int,
+            ctypes.POINTER(ctypes.c_int),
+            ctypes.POINTER(ctypes.c_int),
+        ]
+        cdll.geryon_class_for_edge.argtypes = [ctypes.c_char_p]
+        cdll.geryon_bench_class_lookup_ns.restype = ctypes.c_double
+        cdll.geryon_bench_class_lookup_ns.argtypes = [ctypes.c_char_p, ctypes.c_long]
+        _loaded = Library(path=path, tf_version=tf.__version__, ops=ops, cdll=cdll)
+        return _loaded
+
+
+def server(
+    cluster_spec: Any,
+    job_name: str,
+    task_index: int,
+    *,
+    config: Any = None,
+    start: bool = True,
+    data_port_offset: int | None = None,
+) -> Any:
+    """`tf.distribute.Server` with the `grpc+geryon` protocol (tensors on Geryon's prioritized flows).
+
+    `data_port_offset`: the data plane listens on gRPC port + offset; every task of a cluster must use
+    the same offset (default 1000, or env GERYON_DATA_PORT_OFFSET).
+    """
+    if data_port_offset is not None:
+        if not isinstance(data_port_offset, int) or data_port_offset == 0 or abs(data_port_offset) > 65535:
+            raise UsageError(
+                f"data_port_offset must be a non-zero int in -65535..65535, got {data_port_offset!r}"
+            )
+        os.environ["GERYON_DATA_PORT_OFFSET"] = str(data_port_offset)
+    load()
+    import tensorflow as tf
+
+    return tf.distribute.Server(
+        cluster_spec, job_name=job_name, task_index=task_index, protocol=PROTOCOL, config=config, start=start
+    )
+
+
+def flow_counters() -> list[FlowCounter]:
+    """Per-flow counters of this process (bytes, messages, time in queue), one entry per flow."""
+    cdll = load().cdll
+    size = cdll.geryon_flow_counters(None, 0)
+    while True:
+        buf = ctypes.create_string_buffer(size + 1)
+        needed = cdll.geryon_flow_counters(buf, size + 1)
+        if needed <= size:
+            return [FlowCounter.from_json(item) for item in json.loads(buf.value.decode())]
+        size = needed  # flows were added meanwhile
+
+
+def set_class_marks(dscp: Sequence[int], priority: Sequence[int] | None = None) -> None:
+    """DSCP (0-63) and SO_PRIORITY (0-7, default DSCP >> 3) of classes 0..n-1, for flows opened later."""
+    dscp = list(dscp)
+    prio = list(priority) if priority is not None else [d >> 3 if isinstance(d, int) else d for d in dscp]
+    if not 1 <= len(dscp) <= MAX_CLASSES:
+        raise UsageError(f"dscp: give 1 to {MAX_CLASSES} values (one per class), got {len(dscp)}")
+    if len(prio) != len(dscp):
+        raise UsageError(f"priority: give one value per class ({len(dscp)}), got {len(prio)}")
+    for name, values, top in (("dscp", dscp, 63), ("priority", prio, 7)):
+        for cls, value in enumerate(values):
+            if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= top:
+                raise UsageError(f"{name}[{cls}] must be an int in 0..{top}, got {value!r}")
+    array = ctypes.c_int * len(dscp)
+    if load().cdll.geryon_set_class_marks(array(*dscp), array(*prio), len(dscp)) != 0:
+        raise UsageError(f"the library refused the class marks dscp={dscp} priority={prio}")
+
+
+def class_marks() -> list[tuple[int, int]]:
+    """(DSCP, SO_PRIORITY) of every class 0..7 as the data plane marks new flows."""
+    cdll = load().cdll
+    out = []
+    for cls in range(MAX_CLASSES):
+        dscp, prio = ctypes.c_int(), ctypes.c_int()
+        cdll.geryon_class_marks(cls, ctypes.byref(dscp), ctypes.byref(prio))
+        out.append((dscp.value, prio.value))
+    return out

@@ -1,0 +1,199 @@
+"""Build the native rendezvous extension (native/rendezvous/*.cc) against the installed TensorFlow.
+
+The library is cached per TensorFlow version and source hash, so it is compiled once (about a minute
+per server translation unit on two cores) and rebuilt only when TF or the sources change:
+``$GERYON_NATIVE_CACHE`` or ``~/.cache/geryon/native``, then ``<tf version>-<hash>/libgeryon_rendezvous.so``.
+Flags (see shared/notes/tf-native-plugin.md): TF's compile flags plus ``-DNDEBUG`` (TF's headers change
+the layout of graph classes without it), the bundled gRPC and farmhash include dirs, and a link
+against ``libtensorflow_cc.so.2``, where the distributed runtime lives, with ``--no-undefined`` so a
+missing symbol fails here and not at load time.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from geryon.errors import UsageError
+from geryon.progress import Progress
+
+__all__ = [
+    "LIBRARY_NAME",
+    "SOURCE_DIR",
+    "BuildError",
+    "BuildPlan",
+    "build",
+    "cache_root",
+    "plan",
+]
+
+LIBRARY_NAME = "libgeryon_rendezvous.so"
+SOURCE_DIR = Path(__file__).resolve().parents[2] / "native" / "rendezvous"
+BUILD_INFO = "build-info.json"
+# Seconds one translation unit takes on this project's 2-core machines (for the progress line).
+_SECONDS_PER_UNIT = 40
+# -Wno-deprecated-declarations: TF's own headers use deprecated tsl helpers; the noise hides real errors.
+_CFLAGS = ["-O2", "-fPIC", "-std=c++17", "-DNDEBUG", "-Wno-interference-size", "-Wno-deprecated-declarations"]
+
+
+class BuildError(UsageError):
+    """TensorFlow or a compiler is missing, or the extension does not compile."""
+
+
+@dataclass(frozen=True)
+class BuildPlan:
+    tf_version: str
+    compiler: str
+    sources: tuple[Path, ...]
+    compile_flags: tuple[str, ...]
+    link_flags: tuple[str, ...]
+    digest: str
+    output: Path
+
+    @property
+    def directory(self) -> Path:
+        return self.output.parent
+
+
+def cache_root() -> Path:
+    override = os.environ.get("GERYON_NATIVE_CACHE")
+    if override:
+        return Path(override).expanduser()
+    return Path.home() / ".cache" / "geryon" / "native"
+
+
+def _tensorflow() -> tuple[str, list[str], list[str]]:
+    try:
+        from geryon.tfenv import import_tensorflow
+
+        tf = import_tensorflow()
+    except UsageError as e:
+        raise BuildError(
+            f"the rendezvous extension is built against TensorFlow, which is missing: {e}"
+        ) from None
+    include = tf.sysconfig.get_include()
+    libdir = tf.sysconfig.get_lib()
+    compile_flags = [
+        *tf.sysconfig.get_compile_flags(),
+        f"-I{include}/external/com_github_grpc_grpc/include",
+        f"-I{include}/external/farmhash_archive/src",
+        # The release the library is built for; load() compares it with the TF it is loaded into.
+        f'-DGERYON_TF_VERSION="{tf.__version__}"',
+    ]
+    link_flags = [
+        *tf.sysconfig.get_link_flags(),
+        "-l:libtensorflow_cc.so.2",
+        f"-Wl,-rpath,{libdir}",
+        "-Wl,--no-undefined",
+    ]
+    return str(tf.__version__), compile_flags, link_flags
+
+
+def _compiler() -> str:
+    name = os.environ.get("CXX") or "g++"
+    found = shutil.which(name)
+    if found is None:
+        hint = "" if "CXX" in os.environ else " (install g++, e.g. `apt-get install g++`, or set CXX)"
+        raise BuildError(f"no C++ compiler: '{name}' is not on PATH{hint}")
+    return found
+
+
+def plan(source_dir: Path = SOURCE_DIR, cache_dir: Path | None = None) -> BuildPlan:
+    """What would be built, and where: TF version and the sources' hash name the cache entry."""
+    sources = tuple(sorted(source_dir.glob("*.cc")))
+    if not sources:
+        raise BuildError(f"no C++ sources in {source_dir}")
+    compiler = _compiler()
+    tf_version, compile_flags, link_flags = _tensorflow()
+    digest = hashlib.sha256()
+    for path in sorted([*sources, *source_dir.glob("*.h")]):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    digest.update(json.dumps([compiler, _CFLAGS, compile_flags, link_flags]).encode())
+    short = digest.hexdigest()[:16]
+    root = cache_dir if cache_dir is not None else cache_root()
+    return BuildPlan(
+        tf_version=tf_version,
+        compiler=compiler,
+        sources=sources,
+        compile_flags=tuple(compile_flags),
+        link_flags=tuple(link_flags),
+        digest=short,
+        output=root / f"{tf_version}-{short}" / LIBRARY_NAME,
+    )
+
+
+@contextmanager
+def _lock(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _run(command: list[str], what: str) -> None:
+    proc = subprocess.run(command, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        lines = proc.stderr.strip().splitlines()
+        # The compiler's error lines first: template notes around them run to thousands of lines.
+        errors = [line for line in lines if "error" in line]
+        tail = "\n".join((errors or lines)[-40:])
+        raise BuildError(f"{what} failed (exit {proc.returncode}):\n{tail}")
+
+
+def build(
+    source_dir: Path = SOURCE_DIR,
+    cache_dir: Path | None = None,
+    force: bool = False,
+    progress: Progress | None = None,
+) -> Path:
+    """Returns the path of the built library, compiling it first unless the cache has it."""
+    p = plan(source_dir, cache_dir)
+    progress = progress or Progress("geryon native")
+    if p.output.exists() and not force:
+        return p.output
+    # One builder per cache entry; a second process waits, then finds the library built.
+    with _lock(p.directory.parent / f".{p.directory.name}.lock"):
+        if p.output.exists() and not force:
+            return p.output
+        seconds = _SECONDS_PER_UNIT * len(p.sources)
+        progress.say(f"building the Geryon rendezvous extension (about {seconds} s the first time)")
+        start = time.perf_counter()
+        p.directory.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix=".build-", dir=p.directory) as tmp:
+            objects = []
+            for source in p.sources:
+                obj = Path(tmp, source.stem + ".o")
+                with progress.step(f"compiling {source.name}"):
+                    _run(
+                        [p.compiler, *_CFLAGS, *p.compile_flags, "-c", str(source), "-o", str(obj)],
+                        f"compiling {source.name}",
+                    )
+                objects.append(str(obj))
+            staged = Path(tmp, LIBRARY_NAME)
+            with progress.step(f"linking {LIBRARY_NAME}"):
+                _run([p.compiler, "-shared", *map(str, objects), "-o", str(staged), *p.link_flags], "linking")
+            info = {
+                "tf_version": p.tf_version,
+                "digest": p.digest,
+                "compiler": p.compiler,
+                "sources": [s.name for s in p.sources],
+            }
+            Path(tmp, BUILD_INFO).write_text(json.dumps(info, indent=1) + "\n")
+            # Rename into place: a reader sees the old library or the whole new one, never a partial file.
+            os.replace(Path(tmp, BUILD_INFO), p.directory / BUILD_INFO)
+            os.replace(staged, p.output)
+        progress.say(f"built {p.output} in {time.perf_counter() - start:.0f} s")
+    return p.output

@@ -1,0 +1,351 @@
+// The `grpc+geryon` server protocol: TensorFlow's GrpcServer for the control plane, with a
+// rendezvous manager whose cross-task receives travel on Geryon's data plane (transport.h), on the
+// flow of the class that ClassForEdge gives the tensor's edge.
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "tensorflow/core/common_runtime/device.h"
+#include "tensorflow/core/common_runtime/device_mgr.h"
+#include "tensorflow/core/distributed_runtime/base_rendezvous_mgr.h"
+#include "tensorflow/core/distributed_runtime/rpc/grpc_server_lib.h"
+#include "tensorflow/core/distributed_runtime/server_lib.h"
+#include "tensorflow/core/distributed_runtime/worker_env.h"
+#include "transport.h"
+
+#ifndef GERYON_TF_VERSION
+#error "GERYON_TF_VERSION (the TensorFlow release built against) is set by geryon/tf/build.py"
+#endif
+
+#include "classes.h"
+
+namespace geryon {
+namespace {
+
+using tensorflow::BaseRecvTensorCall;
+using tensorflow::BaseRemoteRendezvous;
+using tensorflow::Device;
+using tensorflow::DeviceNameUtils;
+using tensorflow::Rendezvous;
+using tensorflow::Tensor;
+using tensorflow::WorkerEnv;
+
+constexpr char kProtocol[] = "grpc+geryon";
+constexpr int kDefaultPortOffset = 1000;
+
+int ClampClass(int cls) {
+  if (cls < 0) return 0;
+  return cls >= kMaxClasses ? kMaxClasses - 1 : cls;
+}
+
+bool IsAcceleratorTensor(Device* device, const tensorflow::AllocatorAttributes& attrs) {
+  return device->tensorflow_accelerator_device_info() != nullptr && !attrs.on_host();
+}
+
+// One receive in flight; registered with the rendezvous so StartAbort and cancellation reach it.
+class GeryonRecvCall : public BaseRecvTensorCall {
+ public:
+  explicit GeryonRecvCall(tensorflow::thread::ThreadPool* pool) : pool_(pool) {}
+
+  void Start(std::function<void()>) override {}  // started by the transport, see RecvFromRemoteAsync
+
+  void StartAbort(const absl::Status& s) override {
+    std::shared_ptr<RecvHandle> handle;
+    {
+      tensorflow::mutex_lock l(mu_);
+      status_.Update(s);
+      handle = handle_;
+    }
+    // Called with the rendezvous' call lock held: finish the receive on another thread, since its
+    // completion deregisters the call under that same lock.
+    if (handle) pool_->Schedule([handle, s] { handle->Abort(s); });
+  }
+
+  absl::Status status() const override {
+    tensorflow::mutex_lock l(mu_);
+    return status_;
+  }
+
+  // Stores the transport's handle; aborts it at once if the call was aborted before it existed.
+  void SetHandle(std::shared_ptr<RecvHandle> handle) {
+    absl::Status s;
+    {
+      tensorflow::mutex_lock l(mu_);
+      handle_ = handle;
+      s = status_;
+    }
+    if (!s.ok()) handle->Abort(s);
+  }
+
+ private:
+  tensorflow::thread::ThreadPool* const pool_;
+  mutable tensorflow::mutex mu_;
+  absl::Status status_;
+  std::shared_ptr<RecvHandle> handle_;
+};
+
+class GeryonRemoteRendezvous : public BaseRemoteRendezvous {
+ public:
+  GeryonRemoteRendezvous(const WorkerEnv* env, int64_t step_id, Transport* transport)
+      : BaseRemoteRendezvous(env, step_id), transport_(transport) {}
+
+ protected:
+  void RecvFromRemoteAsync(const Rendezvous::ParsedKey& parsed, const Rendezvous::Args& recv_args,
+                           DoneCallback done) override {
+    std::string src_task, src_device;
+    if (!DeviceNameUtils::SplitDeviceName(parsed.src_device, &src_task, &src_device)) {
+      done(absl::InternalError(absl::StrCat(parsed.src_device, " is an invalid remote source device")), Args(),
+           recv_args, Tensor(), false);
+      return;
+    }
+    Device* dst_device = nullptr;
+    absl::Status s = session()->device_mgr()->LookupDevice(parsed.dst_device, &dst_device);
+    if (s.ok() && IsAcceleratorTensor(dst_device, recv_args.alloc_attrs)) {
+      s = absl::UnimplementedError(absl::StrCat("Geryon data plane: receiving into accelerator memory (",
+                                                parsed.dst_device, ") is not supported yet"));
+    }
+    if (!s.ok()) {
+      done(s, Args(), recv_args, Tensor(), false);
+      return;
+    }
+    tensorflow::Allocator* allocator = dst_device->GetAllocator(recv_args.alloc_attrs);
+    const int cls = ClampClass(ClassForEdge(parsed.edge_name));
+
+    auto call = std::make_shared<GeryonRecvCall>(env_->compute_pool);
+    RegisterCall(call.get(), recv_args);
+    if (!call->status().ok()) {
+      DeregisterCall(call.get(), recv_args);
+      done(call->status(), Args(), recv_args, Tensor(), false);
+      return;
+    }
+    Ref();
+    auto pool = env_->compute_pool;
+    auto finish = [this, call, recv_args, done = std::move(done), pool](const absl::Status& status,
+                                                                          const Tensor& tensor, bool is_dead) {
+      // Runs on the flow's reader thread: hand the tensor to TF's pool so the reader goes on reading.
+      pool->Schedule([this, call, recv_args, done, status, tensor, is_dead] {
+        DeregisterCall(call.get(), recv_args);
+        absl::Status s = call->status();  // an abort wins over whatever arrived
+        if (s.ok()) s = status;
+        done(s, Args(), recv_args, s.ok() ? tensor : Tensor(), s.ok() && is_dead);
+        Unref();
+      });
+    };
+    call->SetHandle(transport_->Recv(src_task, cls, step_id_, std::string(parsed.FullKey()), allocator,
+                                     std::move(finish)));
+  }
+
+ private:
+  ~GeryonRemoteRendezvous() override = default;
+  Transport* const transport_;  // lives as long as the process
+};
+
+class GeryonRendezvousMgr : public tensorflow::BaseRendezvousMgr {
+ public:
+  GeryonRendezvousMgr(const WorkerEnv* env, Transport* transport)
+      : BaseRendezvousMgr(env), transport_(transport) {}
+
+ protected:
+  tsl::core::RefCountPtr<BaseRemoteRendezvous> Create(int64_t step_id, const WorkerEnv* worker_env) override {
+    return tsl::core::RefCountPtr<BaseRemoteRendezvous>(
+        new GeryonRemoteRendezvous(worker_env, step_id, transport_));
+  }
+
+ private:
+  Transport* const transport_;
+};
+
+// Producer side: the tensor a peer asked for, from this task's own rendezvous (as GrpcWorker does).
+void Serve(const WorkerEnv* env, int64_t step_id, const std::string& key, ServeDone done) {
+  Rendezvous::ParsedKey parsed;
+  absl::Status s = Rendezvous::ParseKey(key, &parsed);
+  Device* src_device = nullptr;
+  if (s.ok()) s = env->device_mgr->LookupDevice(parsed.src_device, &src_device);
+  if (s.ok() && src_device->attributes().incarnation() != parsed.src_incarnation) {
+    s = absl::AbortedError(absl::StrCat("Geryon data plane: ", parsed.src_device,
+                                        " was restarted (device incarnation differs); the step must be re-run"));
+  }
+  if (!s.ok()) {
+    done(s, Tensor(), false);
+    return;
+  }
+  env->rendezvous_mgr->RecvLocalAsync(
+      step_id, parsed,
+      [done = std::move(done), src_device, edge = std::string(parsed.src_device)](
+          const absl::Status& status, const Rendezvous::Args& send_args, const Rendezvous::Args&,
+          const Tensor& val, bool is_dead) {
+        if (status.ok() && !is_dead && IsAcceleratorTensor(src_device, send_args.alloc_attrs)) {
+          done(absl::UnimplementedError(absl::StrCat("Geryon data plane: sending from accelerator memory (", edge,
+                                                     ") is not supported yet")),
+               Tensor(), false);
+          return;
+        }
+        done(status, val, is_dead);
+      });
+}
+
+bool SplitHostPort(const std::string& address, std::string* host, int* port) {
+  size_t colon = address.rfind(':');
+  if (colon == std::string::npos || !absl::SimpleAtoi(address.substr(colon + 1), port)) return false;
+  *host = address.substr(0, colon);
+  if (host->size() >= 2 && host->front() == '[' && host->back() == ']') *host = host->substr(1, host->size() - 2);
+  return true;
+}
+
+absl::Status DataPortOffset(int* offset) {
+  *offset = kDefaultPortOffset;
+  const char* env = std::getenv("GERYON_DATA_PORT_OFFSET");
+  if (env == nullptr || *env == '\0') return absl::OkStatus();
+  if (!absl::SimpleAtoi(env, offset) || *offset == 0 || *offset < -65535 || *offset > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat("GERYON_DATA_PORT_OFFSET must be a non-zero integer in "
+                                                   "-65535..65535, got '",
+                                                   env, "'"));
+  }
+  return absl::OkStatus();
+}
+
+// Every task's data-plane address: the host of its gRPC address, port = gRPC port + offset. A fixed
+// offset needs no discovery round trip before the first tensor, and every task computes the same map
+// from the cluster spec it already has.
+absl::Status MakeClusterView(const tensorflow::ServerDef& def, ClusterView* view) {
+  int offset;
+  TF_RETURN_IF_ERROR(DataPortOffset(&offset));
+  view->tasks.clear();
+  view->local_task = absl::StrCat("/job:", def.job_name(), "/replica:0/task:", def.task_index());
+  for (const auto& job : def.cluster().job()) {
+    for (const auto& [index, address] : job.tasks()) {
+      PeerAddress peer;
+      peer.task = absl::StrCat("/job:", job.name(), "/replica:0/task:", index);
+      int grpc_port;
+      if (!SplitHostPort(address, &peer.host, &grpc_port)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("cluster spec: the address of ", peer.task, " is '", address, "', expected host:port"));
+      }
+      if (peer.task == view->local_task && def.port() != 0) grpc_port = def.port();
+      peer.data_port = grpc_port + offset;
+      if (peer.data_port < 1 || peer.data_port > 65535) {
+        return absl::InvalidArgumentError(absl::StrCat("Geryon data plane: ", peer.task, " has gRPC port ", grpc_port,
+                                                       ", so its data port ", peer.data_port,
+                                                       " is out of range; set GERYON_DATA_PORT_OFFSET"));
+      }
+      if (peer.task == view->local_task) view->local_data_port = peer.data_port;
+      view->tasks[peer.task] = peer;
+    }
+  }
+  if (view->local_data_port == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cluster spec: the local task ", view->local_task, " is not in the cluster"));
+  }
+  return absl::OkStatus();
+}
+
+class GeryonServer : public tensorflow::GrpcServer {
+ public:
+  GeryonServer(const tensorflow::ServerDef& def, tensorflow::Env* env, Transport* transport)
+      : GrpcServer(def, env), transport_(transport) {}
+
+  static absl::Status Create(const tensorflow::ServerDef& def, tensorflow::DeviceMgr* local_device_mgr,
+                             std::unique_ptr<tensorflow::ServerInterface>* out) {
+    ClusterView view;
+    TF_RETURN_IF_ERROR(MakeClusterView(def, &view));
+    absl::Status s;
+    // Never freed: TF does not tear servers down cleanly, and the flows' threads use it until exit.
+    Transport* transport = NewTcpTransport(view, &s).release();
+    TF_RETURN_IF_ERROR(s);
+    std::unique_ptr<GeryonServer> server(new GeryonServer(def, tensorflow::Env::Default(), transport));
+    tensorflow::GrpcServerOptions options;
+    options.rendezvous_mgr_func = [transport](const WorkerEnv* env) {
+      return new GeryonRendezvousMgr(env, transport);
+    };
+    options.local_device_mgr = local_device_mgr;
+    TF_RETURN_IF_ERROR(server->Init(options));
+    const WorkerEnv* env = server->worker_env();
+    TF_RETURN_IF_ERROR(transport->Start([env](int64_t step_id, const std::string& key, ServeDone done) {
+      Serve(env, step_id, key, std::move(done));
+    }));
+    *out = std::move(server);
+    return absl::OkStatus();
+  }
+
+  absl::Status UpdateServerDef(const tensorflow::ServerDef& def) override {
+    ClusterView view;
+    TF_RETURN_IF_ERROR(MakeClusterView(def, &view));
+    TF_RETURN_IF_ERROR(GrpcServer::UpdateServerDef(def));
+    transport_->UpdateCluster(view);
+    return absl::OkStatus();
+  }
+
+ private:
+  Transport* const transport_;
+};
+
+class GeryonServerFactory : public tensorflow::ServerFactory {
+ public:
+  bool AcceptsOptions(const tensorflow::ServerDef& def) override { return def.protocol() == kProtocol; }
+
+  absl::Status NewServer(const tensorflow::ServerDef& def, const Options& options,
+                         std::unique_ptr<tensorflow::ServerInterface>* out) override {
+    return GeryonServer::Create(def, options.local_device_mgr, out);
+  }
+};
+
+struct Registrar {
+  Registrar() { tensorflow::ServerFactory::Register("GERYON_SERVER", new GeryonServerFactory()); }
+};
+Registrar registrar;
+
+}  // namespace
+}  // namespace geryon
+
+// ---- C entry points for Python (ctypes) ------------------------------------------------------------
+
+extern "C" {
+
+// The TensorFlow release this library was compiled against; Python refuses to use it with another.
+__attribute__((visibility("default"))) const char* geryon_rendezvous_tf_version() { return GERYON_TF_VERSION; }
+
+// Writes the per-flow counters as JSON into buf (NUL-terminated) when it fits; returns the length
+// the JSON needs (without the NUL), so a caller can retry with a larger buffer.
+__attribute__((visibility("default"))) long geryon_flow_counters(char* buf, long size) {
+  std::string json = geryon::FlowCountersJson();
+  if (buf != nullptr && size > static_cast<long>(json.size())) {
+    std::memcpy(buf, json.data(), json.size());
+    buf[json.size()] = '\0';
+  }
+  return static_cast<long>(json.size());
+}
+
+// Sets DSCP and SO_PRIORITY of classes 0..n-1 for connections made from now on; 0, or -1 when a
+// value is out of range (nothing changed then).
+__attribute__((visibility("default"))) int geryon_set_class_marks(const int* dscp, const int* priority, int n) {
+  return geryon::SetClassMarks(dscp, priority, n) ? 0 : -1;
+}
+
+__attribute__((visibility("default"))) int geryon_class_marks(int cls, int* dscp, int* priority) {
+  if (cls < 0 || cls >= geryon::kMaxClasses) return -1;
+  *dscp = geryon::DscpForClass(cls);
+  *priority = geryon::PriorityForClass(cls);
+  return 0;
+}
+
+__attribute__((visibility("default"))) int geryon_class_for_edge(const char* edge_name) {
+  return geryon::ClassForEdge(edge_name);
+}
+
+__attribute__((visibility("default"))) int geryon_num_classes() { return geryon::NumClasses(); }
+
+// Mean nanoseconds of one ClassForEdge lookup over `iterations` calls (the per-tensor cost).
+__attribute__((visibility("default"))) double geryon_bench_class_lookup_ns(const char* edge_name, long iterations) {
+  absl::string_view edge(edge_name);
+  volatile int sink = 0;
+  auto start = std::chrono::steady_clock::now();
+  for (long i = 0; i < iterations; ++i) sink = sink + geryon::ClassForEdge(edge);
+  auto ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();
+  return iterations > 0 ? ns / static_cast<double>(iterations) : 0.0;
+}
+
+}  // extern "C"

@@ -1,0 +1,935 @@
+// TCP data plane: one connection per (consumer task, producer task, class), made lazily by the
+// consumer. The consumer writes small request frames; the producer answers on the same connection
+// with the tensor bytes. Both ends mark the socket with the class's DSCP and priority, so the bulk
+// direction (producer -> consumer) carries the class mark too. Wire format: README.md.
+#include "transport.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <unordered_map>
+
+#include "absl/strings/str_cat.h"
+#include "tensorflow/core/framework/tensor.pb.h"
+#include "tensorflow/core/framework/tensor_shape.h"
+#include "tensorflow/core/framework/types.h"
+#include "tsl/platform/logging.h"
+
+namespace geryon {
+namespace {
+
+using tensorflow::Tensor;
+
+constexpr uint32_t kHelloMagic = 0x48595247;  // "GRYH" on the wire (little-endian)
+constexpr uint32_t kRequestMagic = 0x51595247;   // "GRYQ"
+constexpr uint32_t kResponseMagic = 0x53595247;  // "GRYS"
+constexpr uint16_t kProtocolVersion = 1;
+constexpr uint32_t kMaxKeyBytes = 64 * 1024;
+constexpr uint32_t kMaxTaskBytes = 1024;
+constexpr uint32_t kMaxDims = 254;  // TensorShape's own limit
+constexpr uint64_t kMaxProtoBytes = (1ull << 31) - 1;
+constexpr uint32_t kMaxErrorBytes = 1 << 20;
+constexpr uint8_t kRaw = 0, kProto = 1, kError = 2;
+// Lazy connect: bounded retries with exponential backoff (about 3 s in all), then Unavailable.
+constexpr int kConnectAttempts = 8;
+constexpr int kFirstBackoffMs = 25;
+// A connect that failed this recently fails the next request at once instead of retrying again.
+constexpr auto kFailFastWindow = std::chrono::milliseconds(1000);
+
+std::atomic<int> g_dscp[kMaxClasses] = {46, 26, 18, 10, 12, 20, 28, 8};
+std::atomic<int> g_priority[kMaxClasses] = {5, 3, 2, 1, 1, 2, 3, 1};
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// ---- per-flow counters -------------------------------------------------------------------------
+
+struct FlowCounters {
+  std::string role;  // "consumer": this task receives tensors on it; "producer": it sends them
+  std::string local_task, peer_task;
+  int cls = 0;
+  std::atomic<uint64_t> bytes_sent{0}, bytes_received{0};
+  std::atomic<uint64_t> messages_sent{0}, messages_received{0};
+  std::atomic<uint64_t> queue_ns{0};  // producer: response waited for the socket; consumer: round trip
+  std::atomic<uint64_t> connections{0}, errors{0};
+  std::atomic<int> dscp{-1};
+  std::atomic<int> local_port{0}, peer_port{0};
+};
+
+std::mutex g_counters_mu;
+std::map<std::string, std::shared_ptr<FlowCounters>>* g_counters = new std::map<std::string, std::shared_ptr<FlowCounters>>;
+
+std::shared_ptr<FlowCounters> CountersFor(const std::string& role, const std::string& local,
+                                          const std::string& peer, int cls) {
+  std::string key = absl::StrCat(role, "|", local, "|", peer, "|", cls);
+  std::lock_guard<std::mutex> l(g_counters_mu);
+  auto& slot = (*g_counters)[key];
+  if (!slot) {
+    slot = std::make_shared<FlowCounters>();
+    slot->role = role;
+    slot->local_task = local;
+    slot->peer_task = peer;
+    slot->cls = cls;
+  }
+  return slot;
+}
+
+std::string JsonString(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      out += ' ';
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+// ---- sockets -----------------------------------------------------------------------------------
+
+std::string ErrnoText(int err) { return std::string(strerror(err)); }
+
+void MarkSocket(int fd, int cls) {
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  int tos = DscpForClass(cls) << 2;
+  // Dual-stack sockets carrying IPv4 use IP_TOS, native IPv6 ones IPV6_TCLASS: set both.
+  setsockopt(fd, IPPROTO_IP, IP_TOS, &tos, sizeof(tos));
+  setsockopt(fd, IPPROTO_IPV6, IPV6_TCLASS, &tos, sizeof(tos));
+  int prio = PriorityForClass(cls);
+  setsockopt(fd, SOL_SOCKET, SO_PRIORITY, &prio, sizeof(prio));
+  // A dead peer must fail pending receives within seconds, also when its host vanished silently.
+  setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+  int idle = 2, interval = 1, count = 3;
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof(interval));
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof(count));
+  unsigned int user_timeout_ms = 5000;
+  setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms, sizeof(user_timeout_ms));
+}
+
+int LocalPort(int fd) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof(ss);
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return 0;
+  if (ss.ss_family == AF_INET) return ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
+  return ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port);
+}
+
+// The numeric address of a sockaddr, IPv4-mapped IPv6 addresses as plain IPv4.
+std::string NumericHost(const sockaddr* sa, socklen_t len, int* port) {
+  char host[NI_MAXHOST] = {0};
+  char serv[NI_MAXSERV] = {0};
+  if (getnameinfo(sa, len, host, sizeof(host), serv, sizeof(serv), NI_NUMERICHOST | NI_NUMERICSERV) != 0) {
+    return "";
+  }
+  if (port != nullptr) *port = atoi(serv);
+  std::string h = host;
+  if (h.rfind("::ffff:", 0) == 0 && h.find('.') != std::string::npos) h = h.substr(7);
+  return h;
+}
+
+std::set<std::string> ResolveHost(const std::string& host) {
+  std::set<std::string> out;
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  if (getaddrinfo(host.c_str(), nullptr, &hints, &res) != 0) return out;
+  for (addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
+    std::string h = NumericHost(ai->ai_addr, ai->ai_addrlen, nullptr);
+    if (!h.empty()) out.insert(h);
+  }
+  freeaddrinfo(res);
+  return out;
+}
+
+bool WriteAll(int fd, iovec* iov, int iovcnt, std::string* error) {
+  while (iovcnt > 0) {
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = iovcnt;
+    ssize_t n = sendmsg(fd, &msg, MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      *error = ErrnoText(errno);
+      return false;
+    }
+    size_t left = static_cast<size_t>(n);
+    while (iovcnt > 0 && left >= iov->iov_len) {
+      left -= iov->iov_len;
+      ++iov;
+      --iovcnt;
+    }
+    if (iovcnt > 0) {
+      iov->iov_base = static_cast<char*>(iov->iov_base) + left;
+      iov->iov_len -= left;
+    }
+  }
+  return true;
+}
+
+// Reads exactly n bytes; false with `error` set on EOF or a socket error.
+bool ReadFull(int fd, void* buf, size_t n, std::string* error) {
+  char* p = static_cast<char*>(buf);
+  while (n > 0) {
+    ssize_t r = recv(fd, p, n, 0);
+    if (r == 0) {
+      *error = "connection closed by peer";
+      return false;
+    }
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      *error = ErrnoText(errno);
+      return false;
+    }
+    p += r;
+    n -= static_cast<size_t>(r);
+  }
+  return true;
+}
+
+bool Discard(int fd, uint64_t n, std::string* error) {
+  char buf[64 * 1024];
+  while (n > 0) {
+    size_t chunk = n < sizeof(buf) ? static_cast<size_t>(n) : sizeof(buf);
+    if (!ReadFull(fd, buf, chunk, error)) return false;
+    n -= chunk;
+  }
+  return true;
+}
+
+template <typename T>
+void Put(std::string* out, T v) {
+  out->append(reinterpret_cast<const char*>(&v), sizeof(v));
+}
+
+template <typename T>
+bool Get(int fd, T* v, std::string* error) {
+  return ReadFull(fd, v, sizeof(T), error);
+}
+
+// ---- consumer side -----------------------------------------------------------------------------
+
+class ClientConn;
+
+class PendingRecv : public RecvHandle {
+ public:
+  PendingRecv(tensorflow::Allocator* allocator, RecvDone done) : allocator_(allocator), done_(std::move(done)) {}
+
+  void Abort(const absl::Status& status) override;
+  bool finished() const { return finished_.load(); }
+  void Finish(const absl::Status& s, const Tensor& t, bool is_dead) {
+    if (finished_.exchange(true)) return;
+    RecvDone done = std::move(done_);
+    done(s, t, is_dead);
+  }
+
+  tensorflow::Allocator* const allocator_;
+  std::weak_ptr<ClientConn> conn_;
+  uint64_t id_ = 0;
+  int64_t start_ns_ = 0;
+
+ private:
+  RecvDone done_;
+  std::atomic<bool> finished_{false};
+};
+
+class ClientConn : public std::enable_shared_from_this<ClientConn> {
+ public:
+  ClientConn(int fd, std::string peer, int cls, std::shared_ptr<FlowCounters> counters)
+      : fd_(fd), peer_(std::move(peer)), cls_(cls), counters_(std::move(counters)) {}
+
+  void StartReader() {
+    auto self = shared_from_this();
+    std::thread([self] { self->ReadLoop(); }).detach();
+  }
+
+  bool broken() {
+    std::lock_guard<std::mutex> l(mu_);
+    return broken_;
+  }
+
+  // Registers `p` and writes its request frame. On a broken connection, fails `p`.
+  void Send(const std::shared_ptr<PendingRecv>& p, int64_t step_id, const std::string& key) {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (broken_) {
+        p->Finish(absl::UnavailableError(broken_reason_), Tensor(), false);
+        return;
+      }
+      p->id_ = next_id_++;
+      p->conn_ = weak_from_this();
+      pending_[p->id_] = p;
+    }
+    std::string frame;
+    frame.reserve(24 + key.size());
+    Put<uint32_t>(&frame, kRequestMagic);
+    Put<uint64_t>(&frame, p->id_);
+    Put<int64_t>(&frame, step_id);
+    Put<uint32_t>(&frame, static_cast<uint32_t>(key.size()));
+    frame += key;
+    iovec iov{frame.data(), frame.size()};
+    std::string error;
+    p->start_ns_ = NowNs();
+    bool ok;
+    {
+      std::lock_guard<std::mutex> l(write_mu_);
+      ok = WriteAll(fd_, &iov, 1, &error);
+    }
+    if (!ok) {
+      Fail(absl::StrCat("sending a request failed: ", error));
+      return;
+    }
+    counters_->bytes_sent += frame.size();
+    counters_->messages_sent += 1;
+  }
+
+  void Forget(uint64_t id) {
+    std::lock_guard<std::mutex> l(mu_);
+    pending_.erase(id);
+  }
+
+ private:
+  std::shared_ptr<PendingRecv> Take(uint64_t id) {
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = pending_.find(id);
+    if (it == pending_.end()) return nullptr;
+    auto p = it->second;
+    pending_.erase(it);
+    return p;
+  }
+
+  // Closes the connection and fails every pending receive with a message naming the flow.
+  void Fail(const std::string& what) {
+    std::unordered_map<uint64_t, std::shared_ptr<PendingRecv>> pending;
+    std::string reason;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (!broken_) {
+        broken_ = true;
+        broken_reason_ = absl::StrCat("Geryon data plane: flow to ", peer_, " (class ", cls_, ") failed: ", what);
+        LOG(ERROR) << broken_reason_;
+        counters_->errors += 1;
+        shutdown(fd_, SHUT_RDWR);
+      }
+      reason = broken_reason_;
+      pending.swap(pending_);
+    }
+    for (auto& [id, p] : pending) p->Finish(absl::UnavailableError(reason), Tensor(), false);
+  }
+
+  void ReadLoop() {
+    std::string error;
+    while (ReadOne(&error)) {
+    }
+    Fail(error);
+    // The reader is the last user of the descriptor: close it only here.
+    close(fd_);
+  }
+
+  // Reads one response frame; false with `error` on a socket error or a malformed frame.
+  bool ReadOne(std::string* error) {
+    uint32_t magic;
+    uint64_t id;
+    uint8_t head[4];
+    if (!Get(fd_, &magic, error)) return false;
+    if (magic != kResponseMagic) {
+      *error = absl::StrCat("malformed frame (bad magic 0x", absl::Hex(magic), ")");
+      return false;
+    }
+    if (!Get(fd_, &id, error) || !ReadFull(fd_, head, sizeof(head), error)) return false;
+    const uint8_t kind = head[0];
+    const bool is_dead = head[1] != 0;
+    uint64_t header_bytes = 16;
+    std::shared_ptr<PendingRecv> p = Take(id);
+    if (p != nullptr) counters_->queue_ns += NowNs() - p->start_ns_;
+    absl::Status status;
+    Tensor tensor;
+    uint64_t payload = 0;
+    if (kind == kError) {
+      uint32_t code, len;
+      if (!Get(fd_, &code, error) || !Get(fd_, &len, error)) return false;
+      if (len > kMaxErrorBytes || code == 0 || code > 16) {
+        *error = absl::StrCat("malformed error frame (code ", code, ", ", len, " bytes)");
+        return false;
+      }
+      std::string msg(len, '\0');
+      if (!ReadFull(fd_, msg.data(), len, error)) return false;
+      header_bytes += 8;
+      payload = len;
+      status = absl::Status(static_cast<absl::StatusCode>(code), msg);
+    } else if (kind == kRaw) {
+      uint32_t dtype, ndims;
+      if (!Get(fd_, &dtype, error) || !Get(fd_, &ndims, error)) return false;
+      if (!tensorflow::DataType_IsValid(static_cast<int>(dtype)) || dtype == 0 ||
+          !tensorflow::DataTypeCanUseMemcpy(static_cast<tensorflow::DataType>(dtype)) || ndims > kMaxDims) {
+        *error = absl::StrCat("malformed tensor frame (dtype ", dtype, ", ", ndims, " dims)");
+        return false;
+      }
+      std::vector<int64_t> dims(ndims);
+      if (ndims > 0 && !ReadFull(fd_, dims.data(), ndims * sizeof(int64_t), error)) return false;
+      uint64_t nbytes;
+      if (!Get(fd_, &nbytes, error)) return false;
+      header_bytes += 16 + 8ull * ndims;
+      tensorflow::TensorShape shape;
+      auto dt = static_cast<tensorflow::DataType>(dtype);
+      if (!tensorflow::TensorShape::BuildTensorShape(dims, &shape).ok() ||
+          static_cast<uint64_t>(shape.num_elements()) * tensorflow::DataTypeSize(dt) != nbytes) {
+        *error = absl::StrCat("malformed tensor frame (", nbytes, " bytes do not match the shape)");
+        return false;
+      }
+      payload = nbytes;
+      if (p != nullptr && !p->finished()) {
+        tensor = Tensor(p->allocator_, dt, shape);
+        if (!tensor.IsInitialized()) {
+          status = absl::ResourceExhaustedError(absl::StrCat("Geryon data plane: cannot allocate ", nbytes,
+                                                             " bytes for a tensor from ", peer_));
+          if (!Discard(fd_, nbytes, error)) return false;
+        } else if (nbytes > 0) {
+          // The bytes go from the socket straight into the tensor's buffer: no staging copy.
+          if (!ReadFull(fd_, const_cast<char*>(tensor.tensor_data().data()), nbytes, error)) return false;
+        }
+      } else if (!Discard(fd_, nbytes, error)) {
+        return false;
+      }
+    } else if (kind == kProto) {
+      uint64_t nbytes;
+      if (!Get(fd_, &nbytes, error)) return false;
+      if (nbytes > kMaxProtoBytes) {
+        *error = absl::StrCat("malformed tensor frame (", nbytes, " proto bytes)");
+        return false;
+      }
+      header_bytes += 8;
+      payload = nbytes;
+      std::string buf(nbytes, '\0');
+      if (!ReadFull(fd_, buf.data(), nbytes, error)) return false;
+      if (p != nullptr && !p->finished()) {
+        tensorflow::TensorProto proto;
+        if (!proto.ParseFromString(buf) || !tensor.FromProto(p->allocator_, proto)) {
+          *error = "malformed tensor frame (the TensorProto does not parse)";
+          return false;
+        }
+      }
+    } else {
+      *error = absl::StrCat("malformed frame (unknown kind ", static_cast<int>(kind), ")");
+      return false;
+    }
+    counters_->bytes_received += header_bytes + payload;
+    counters_->messages_received += 1;
+    if (p != nullptr) p->Finish(status, tensor, is_dead);
+    return true;
+  }
+
+  const int fd_;
+  const std::string peer_;
+  const int cls_;
+  std::shared_ptr<FlowCounters> counters_;
+  std::mutex write_mu_;
+  std::mutex mu_;
+  bool broken_ = false;
+  std::string broken_reason_;
+  uint64_t next_id_ = 1;
+  std::unordered_map<uint64_t, std::shared_ptr<PendingRecv>> pending_;
+};
+
+void PendingRecv::Abort(const absl::Status& status) {
+  if (auto conn = conn_.lock()) conn->Forget(id_);
+  Finish(status, Tensor(), false);
+}
+
+// ---- producer side -----------------------------------------------------------------------------
+
+struct Response {
+  uint64_t id;
+  absl::Status status;
+  Tensor tensor;
+  bool is_dead;
+  int64_t enqueued_ns;
+};
+
+class ServerConn : public std::enable_shared_from_this<ServerConn> {
+ public:
+  ServerConn(int fd, std::string peer_ip) : fd_(fd), peer_ip_(std::move(peer_ip)) {}
+
+  void Run(const ClusterView* view, std::mutex* view_mu, std::string local_task, ServeFn serve) {
+    auto self = shared_from_this();
+    std::thread([self, view, view_mu, local_task, serve] {
+      self->ReadLoop(view, view_mu, local_task, serve);
+    }).detach();
+  }
+
+  void Enqueue(uint64_t id, const absl::Status& s, const Tensor& t, bool is_dead) {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (closed_) return;  // the consumer is gone: nobody waits for this tensor
+      queue_.push_back(Response{id, s, t, is_dead, NowNs()});
+    }
+    cv_.notify_one();
+  }
+
+ private:
+  void Close(const std::string& why, bool log_error) {
+    std::lock_guard<std::mutex> l(mu_);
+    if (closed_) return;
+    closed_ = true;
+    queue_.clear();
+    if (log_error) {
+      LOG(ERROR) << "Geryon data plane: closing the connection from " << peer_ip_ << " ("
+                 << (peer_task_.empty() ? "before its hello" : peer_task_) << "): " << why;
+      if (counters_) counters_->errors += 1;
+    }
+    shutdown(fd_, SHUT_RDWR);
+    cv_.notify_all();
+  }
+
+  bool ReadHello(const ClusterView* view, std::mutex* view_mu, std::string* error) {
+    uint32_t magic;
+    uint16_t version, cls, task_len;
+    if (!Get(fd_, &magic, error)) return false;
+    if (magic != kHelloMagic) {
+      *error = absl::StrCat("malformed hello (bad magic 0x", absl::Hex(magic), ")");
+      return false;
+    }
+    if (!Get(fd_, &version, error) || !Get(fd_, &cls, error) || !Get(fd_, &task_len, error)) return false;
+    if (version != kProtocolVersion || cls >= kMaxClasses || task_len == 0 || task_len > kMaxTaskBytes) {
+      *error = absl::StrCat("malformed hello (version ", version, ", class ", cls, ", task name of ", task_len,
+                            " bytes)");
+      return false;
+    }
+    std::string task(task_len, '\0');
+    if (!ReadFull(fd_, task.data(), task_len, error)) return false;
+    std::string host;
+    {
+      std::lock_guard<std::mutex> l(*view_mu);
+      auto it = view->tasks.find(task);
+      if (it == view->tasks.end()) {
+        *error = absl::StrCat("refused: ", task, " is not a task of the cluster spec");
+        return false;
+      }
+      host = it->second.host;
+    }
+    // Only the host the cluster spec names for that task may speak for it.
+    if (ResolveHost(host).count(peer_ip_) == 0) {
+      *error = absl::StrCat("refused: ", task, " is at ", host, " in the cluster spec, not at ", peer_ip_);
+      return false;
+    }
+    peer_task_ = task;
+    cls_ = cls;
+    return true;
+  }
+
+  void ReadLoop(const ClusterView* view, std::mutex* view_mu, const std::string& local_task, ServeFn serve) {
+    std::string error;
+    if (!ReadHello(view, view_mu, &error)) {
+      Close(error, true);
+      close(fd_);
+      return;
+    }
+    MarkSocket(fd_, cls_);
+    counters_ = CountersFor("producer", local_task, peer_task_, cls_);
+    counters_->connections += 1;
+    counters_->dscp = DscpForClass(cls_);
+    counters_->local_port = LocalPort(fd_);
+    auto self = shared_from_this();
+    std::thread writer([self] { self->WriteLoop(); });
+    while (true) {
+      uint32_t magic, key_len;
+      uint64_t id;
+      int64_t step_id;
+      if (!Get(fd_, &magic, &error)) break;
+      if (magic != kRequestMagic) {
+        error = absl::StrCat("malformed frame (bad magic 0x", absl::Hex(magic), ")");
+        break;
+      }
+      if (!Get(fd_, &id, &error) || !Get(fd_, &step_id, &error) || !Get(fd_, &key_len, &error)) break;
+      if (key_len == 0 || key_len > kMaxKeyBytes) {
+        error = absl::StrCat("malformed request (key of ", key_len, " bytes)");
+        break;
+      }
+      std::string key(key_len, '\0');
+      if (!ReadFull(fd_, key.data(), key_len, &error)) break;
+      counters_->bytes_received += 24 + key_len;
+      counters_->messages_received += 1;
+      serve(step_id, key, [self, id](const absl::Status& s, const Tensor& t, bool is_dead) {
+        self->Enqueue(id, s, t, is_dead);
+      });
+    }
+    // EOF is the consumer going away (normal at exit); anything else is worth a log line.
+    Close(error, error != "connection closed by peer");
+    writer.join();
+    close(fd_);
+  }
+
+  void WriteLoop() {
+    while (true) {
+      Response r;
+      {
+        std::unique_lock<std::mutex> l(mu_);
+        cv_.wait(l, [this] { return closed_ || !queue_.empty(); });
+        if (closed_) return;
+        r = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      counters_->queue_ns += NowNs() - r.enqueued_ns;
+      std::string error;
+      if (!WriteResponse(r, &error)) {
+        Close(absl::StrCat("sending a response failed: ", error), true);
+        return;
+      }
+    }
+  }
+
+  bool WriteResponse(const Response& r, std::string* error) {
+    std::string head;
+    Put<uint32_t>(&head, kResponseMagic);
+    Put<uint64_t>(&head, r.id);
+    std::string proto_bytes;
+    iovec iov[2];
+    int iovcnt = 1;
+    const Tensor& t = r.tensor;
+    absl::Status status = r.status;
+    if (status.ok() && !r.is_dead && !t.IsInitialized()) {
+      status = absl::InternalError("Geryon data plane: the producer returned an uninitialized tensor");
+    }
+    if (!status.ok()) {
+      std::string msg(status.message().substr(0, kMaxErrorBytes));
+      head += std::string{static_cast<char>(kError), 0, 0, 0};
+      Put<uint32_t>(&head, static_cast<uint32_t>(status.code()));
+      Put<uint32_t>(&head, static_cast<uint32_t>(msg.size()));
+      head += msg;
+    } else if (r.is_dead && !t.IsInitialized()) {
+      // A dead tensor carries no value: send an empty float scalar-less tensor with the dead bit.
+      head += std::string{static_cast<char>(kRaw), 1, 0, 0};
+      Put<uint32_t>(&head, tensorflow::DT_FLOAT);
+      Put<uint32_t>(&head, 1);
+      Put<int64_t>(&head, 0);
+      Put<uint64_t>(&head, 0);
+    } else if (tensorflow::DataTypeCanUseMemcpy(t.dtype())) {
+      absl::string_view data = t.tensor_data();
+      head += std::string{static_cast<char>(kRaw), static_cast<char>(r.is_dead ? 1 : 0), 0, 0};
+      Put<uint32_t>(&head, static_cast<uint32_t>(t.dtype()));
+      Put<uint32_t>(&head, static_cast<uint32_t>(t.dims()));
+      for (int i = 0; i < t.dims(); ++i) Put<int64_t>(&head, t.dim_size(i));
+      Put<uint64_t>(&head, data.size());
+      // The tensor's own buffer goes to the socket: sendmsg streams it without a copy here.
+      iov[1] = iovec{const_cast<char*>(data.data()), data.size()};
+      iovcnt = data.empty() ? 1 : 2;
+    } else {
+      // Strings, variants, resources: TF's own encoding.
+      tensorflow::TensorProto proto;
+      t.AsProtoTensorContent(&proto);
+      proto.SerializeToString(&proto_bytes);
+      head += std::string{static_cast<char>(kProto), static_cast<char>(r.is_dead ? 1 : 0), 0, 0};
+      Put<uint64_t>(&head, proto_bytes.size());
+      iov[1] = iovec{proto_bytes.data(), proto_bytes.size()};
+      iovcnt = 2;
+    }
+    iov[0] = iovec{head.data(), head.size()};
+    uint64_t total = head.size() + (iovcnt == 2 ? iov[1].iov_len : 0);
+    if (!WriteAll(fd_, iov, iovcnt, error)) return false;
+    counters_->bytes_sent += total;
+    counters_->messages_sent += 1;
+    return true;
+  }
+
+  const int fd_;
+  const std::string peer_ip_;
+  std::string peer_task_;
+  int cls_ = 0;
+  std::shared_ptr<FlowCounters> counters_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool closed_ = false;
+  std::deque<Response> queue_;
+};
+
+// ---- the transport -----------------------------------------------------------------------------
+
+class TcpTransport : public Transport {
+ public:
+  TcpTransport(ClusterView view, int listen_fd) : view_(std::move(view)), listen_fd_(listen_fd) {}
+
+  absl::Status Start(ServeFn serve) override {
+    serve_ = std::move(serve);
+    std::thread([this] { AcceptLoop(); }).detach();
+    return absl::OkStatus();
+  }
+
+  void UpdateCluster(const ClusterView& view) override {
+    std::lock_guard<std::mutex> l(view_mu_);
+    view_.tasks = view.tasks;
+  }
+
+  std::shared_ptr<RecvHandle> Recv(const std::string& peer_task, int cls, int64_t step_id, const std::string& key,
+                                   tensorflow::Allocator* allocator, RecvDone done) override {
+    auto p = std::make_shared<PendingRecv>(allocator, std::move(done));
+    if (cls < 0 || cls >= kMaxClasses) cls = kMaxClasses - 1;
+    absl::Status s;
+    std::shared_ptr<ClientConn> conn = Connection(peer_task, cls, &s);
+    if (!s.ok()) {
+      p->Finish(s, Tensor(), false);
+      return p;
+    }
+    conn->Send(p, step_id, key);
+    return p;
+  }
+
+ private:
+  struct Slot {
+    std::mutex mu;  // one connect at a time per flow
+    std::shared_ptr<ClientConn> conn;
+    std::chrono::steady_clock::time_point failed_at{};
+    std::string failure;
+  };
+
+  std::shared_ptr<ClientConn> Connection(const std::string& peer_task, int cls, absl::Status* status) {
+    Slot* slot;
+    PeerAddress peer;
+    std::string local_task;
+    {
+      std::lock_guard<std::mutex> l(view_mu_);
+      auto it = view_.tasks.find(peer_task);
+      if (it == view_.tasks.end()) {
+        *status = absl::InvalidArgumentError(
+            absl::StrCat("Geryon data plane: ", peer_task, " is not a task of the cluster spec"));
+        return nullptr;
+      }
+      peer = it->second;
+      local_task = view_.local_task;
+      auto& s = slots_[absl::StrCat(peer_task, "|", cls)];
+      if (!s) s = std::make_unique<Slot>();
+      slot = s.get();
+    }
+    std::lock_guard<std::mutex> l(slot->mu);
+    if (slot->conn && !slot->conn->broken()) return slot->conn;
+    auto now = std::chrono::steady_clock::now();
+    if (!slot->failure.empty() && now - slot->failed_at < kFailFastWindow) {
+      *status = absl::UnavailableError(slot->failure);
+      return nullptr;
+    }
+    auto counters = CountersFor("consumer", local_task, peer_task, cls);
+    std::string error;
+    int fd = Dial(peer, cls, local_task, &error);
+    if (fd < 0) {
+      slot->failure = absl::StrCat("Geryon data plane: cannot reach ", peer_task, " at ", peer.host, ":",
+                                   peer.data_port, " (class ", cls, "): ", error);
+      slot->failed_at = now;
+      counters->errors += 1;
+      *status = absl::UnavailableError(slot->failure);
+      return nullptr;
+    }
+    slot->failure.clear();
+    counters->connections += 1;
+    counters->dscp = DscpForClass(cls);
+    counters->local_port = LocalPort(fd);
+    counters->peer_port = peer.data_port;
+    slot->conn = std::make_shared<ClientConn>(fd, peer_task, cls, counters);
+    slot->conn->StartReader();
+    return slot->conn;
+  }
+
+  // Connects with bounded retries and backoff; marks the socket before connect so the SYN carries
+  // the class's DSCP too. Returns the descriptor after the hello was sent, or -1.
+  static int Dial(const PeerAddress& peer, int cls, const std::string& local_task, std::string* error) {
+    int backoff_ms = kFirstBackoffMs;
+    for (int attempt = 0; attempt < kConnectAttempts; ++attempt) {
+      if (attempt > 0) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(backoff_ms));
+        backoff_ms *= 2;
+      }
+      addrinfo hints{};
+      hints.ai_socktype = SOCK_STREAM;
+      addrinfo* res = nullptr;
+      std::string port = std::to_string(peer.data_port);
+      int rc = getaddrinfo(peer.host.c_str(), port.c_str(), &hints, &res);
+      if (rc != 0) {
+        *error = absl::StrCat("cannot resolve ", peer.host, ": ", gai_strerror(rc));
+        continue;
+      }
+      int fd = -1;
+      for (addrinfo* ai = res; ai != nullptr && fd < 0; ai = ai->ai_next) {
+        fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+        if (fd < 0) continue;
+        MarkSocket(fd, cls);
+        if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
+          *error = ErrnoText(errno);
+          close(fd);
+          fd = -1;
+        }
+      }
+      freeaddrinfo(res);
+      if (fd < 0) continue;
+      std::string hello;
+      Put<uint32_t>(&hello, kHelloMagic);
+      Put<uint16_t>(&hello, kProtocolVersion);
+      Put<uint16_t>(&hello, static_cast<uint16_t>(cls));
+      Put<uint16_t>(&hello, static_cast<uint16_t>(local_task.size()));
+      hello += local_task;
+      iovec iov{hello.data(), hello.size()};
+      if (WriteAll(fd, &iov, 1, error)) return fd;
+      close(fd);
+    }
+    return -1;
+  }
+
+  void AcceptLoop() {
+    while (true) {
+      sockaddr_storage ss{};
+      socklen_t len = sizeof(ss);
+      int fd = accept4(listen_fd_, reinterpret_cast<sockaddr*>(&ss), &len, SOCK_CLOEXEC);
+      if (fd < 0) {
+        if (errno == EINTR || errno == ECONNABORTED || errno == EAGAIN) continue;
+        LOG(ERROR) << "Geryon data plane: accept failed: " << ErrnoText(errno);
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        continue;
+      }
+      std::string ip = NumericHost(reinterpret_cast<sockaddr*>(&ss), len, nullptr);
+      if (!AllowedHost(ip)) {
+        LOG(WARNING) << "Geryon data plane: refused a connection from " << ip
+                     << ": no task of the cluster spec is on that host";
+        close(fd);
+        continue;
+      }
+      auto conn = std::make_shared<ServerConn>(fd, ip);
+      std::string local_task;
+      {
+        std::lock_guard<std::mutex> l(view_mu_);
+        local_task = view_.local_task;
+      }
+      conn->Run(&view_, &view_mu_, local_task, serve_);
+    }
+  }
+
+  bool AllowedHost(const std::string& ip) {
+    std::set<std::string> hosts;
+    {
+      std::lock_guard<std::mutex> l(view_mu_);
+      for (const auto& [task, peer] : view_.tasks) hosts.insert(peer.host);
+    }
+    for (const auto& host : hosts) {
+      if (ResolveHost(host).count(ip) > 0) return true;
+    }
+    return false;
+  }
+
+  std::mutex view_mu_;
+  ClusterView view_;
+  std::map<std::string, std::unique_ptr<Slot>> slots_;
+  const int listen_fd_;
+  ServeFn serve_;
+};
+
+int Listen(int port, std::string* error) {
+  // Dual-stack first (IPv4 peers arrive as mapped addresses), plain IPv4 where IPv6 is off.
+  int fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int one = 1, zero = 0;
+  if (fd >= 0) {
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
+    sockaddr_in6 a{};
+    a.sin6_family = AF_INET6;
+    a.sin6_addr = in6addr_any;
+    a.sin6_port = htons(static_cast<uint16_t>(port));
+    if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 && listen(fd, 128) == 0) return fd;
+    *error = ErrnoText(errno);
+    close(fd);
+    if (*error != strerror(EAFNOSUPPORT) && *error != strerror(EADDRNOTAVAIL)) return -1;
+  }
+  fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    *error = ErrnoText(errno);
+    return -1;
+  }
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_ANY);
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 && listen(fd, 128) == 0) return fd;
+  *error = ErrnoText(errno);
+  close(fd);
+  return -1;
+}
+
+}  // namespace
+
+int DscpForClass(int cls) {
+  if (cls < 0 || cls >= kMaxClasses) cls = kMaxClasses - 1;
+  return g_dscp[cls].load(std::memory_order_relaxed);
+}
+
+int PriorityForClass(int cls) {
+  if (cls < 0 || cls >= kMaxClasses) cls = kMaxClasses - 1;
+  return g_priority[cls].load(std::memory_order_relaxed);
+}
+
+bool SetClassMarks(const int* dscp, const int* priority, int n) {
+  if (n < 1 || n > kMaxClasses) return false;
+  for (int i = 0; i < n; ++i) {
+    if (dscp[i] < 0 || dscp[i] > 63 || priority[i] < 0 || priority[i] > 7) return false;
+  }
+  for (int i = 0; i < n; ++i) {
+    g_dscp[i] = dscp[i];
+    g_priority[i] = priority[i];
+  }
+  return true;
+}
+
+std::unique_ptr<Transport> NewTcpTransport(const ClusterView& view, absl::Status* status) {
+  std::string error;
+  int fd = Listen(view.local_data_port, &error);
+  if (fd < 0) {
+    *status = absl::UnavailableError(absl::StrCat(
+        "Geryon data plane: cannot listen on port ", view.local_data_port, " for ", view.local_task, ": ", error,
+        " (the data port is the task's gRPC port + GERYON_DATA_PORT_OFFSET; pick ports or an offset so it is free)"));
+    return nullptr;
+  }
+  *status = absl::OkStatus();
+  return std::make_unique<TcpTransport>(view, fd);
+}
+
+std::string FlowCountersJson() {
+  std::vector<std::shared_ptr<FlowCounters>> all;
+  {
+    std::lock_guard<std::mutex> l(g_counters_mu);
+    for (auto& [key, c] : *g_counters) all.push_back(c);
+  }
+  std::string out = "[";
+  for (size_t i = 0; i < all.size(); ++i) {
+    const FlowCounters& c = *all[i];
+    if (i > 0) out += ",";
+    absl::StrAppend(&out, "{\"role\":", JsonString(c.role), ",\"local_task\":", JsonString(c.local_task),
+                    ",\"peer_task\":", JsonString(c.peer_task), ",\"class\":", c.cls, ",\"dscp\":", c.dscp.load(),
+                    ",\"local_port\":", c.local_port.load(), ",\"peer_port\":", c.peer_port.load(),
+                    ",\"bytes_sent\":", c.bytes_sent.load(), ",\"bytes_received\":", c.bytes_received.load(),
+                    ",\"messages_sent\":", c.messages_sent.load(),
+                    ",\"messages_received\":", c.messages_received.load(), ",\"queue_ns\":", c.queue_ns.load(),
+                    ",\"connections\":", c.connections.load(), ",\"errors\":", c.errors.load(), "}");
+  }
+  return out + "]";
+}
+
+}  // namespace geryon

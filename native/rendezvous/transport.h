@@ -1,0 +1,82 @@
+// Geryon data plane: moves rendezvous tensors between tasks on k prioritized flows per task pair.
+//
+// The Transport interface is what the rendezvous manager (server.cc) needs; TcpTransport is the
+// implementation that runs anywhere (one TCP connection per (peer task, class), marked with the
+// class's DSCP and socket priority on both ends). An ibverbs backend would implement the same
+// interface with k queue pairs per peer (see README.md). Wire protocol: README.md, "Transport protocol".
+#ifndef GERYON_NATIVE_RENDEZVOUS_TRANSPORT_H_
+#define GERYON_NATIVE_RENDEZVOUS_TRANSPORT_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "tensorflow/core/framework/allocator.h"
+#include "tensorflow/core/framework/tensor.h"
+#include "classes.h"  // kMaxClasses
+
+namespace geryon {
+
+// DSCP and SO_PRIORITY for each class; settable from Python (geryon_set_class_marks).
+// Defaults: class 0 EF (46), 1 AF31 (26), 2 AF21 (18), 3 AF11 (10), 4 AF12 (12), 5 AF22 (20),
+// 6 AF32 (28), 7 CS1 (8); priority = DSCP >> 3 (the IP precedence, Linux's own TOS mapping).
+int DscpForClass(int cls);
+int PriorityForClass(int cls);
+// Returns false (and changes nothing) when a value is out of range.
+bool SetClassMarks(const int* dscp, const int* priority, int n);
+
+// A task of the cluster as the data plane sees it.
+struct PeerAddress {
+  std::string task;  // "/job:ps/replica:0/task:0"
+  std::string host;  // from the cluster spec
+  int data_port = 0;
+};
+
+// The cluster as the data plane needs it: every task's data address, and which hosts may connect.
+struct ClusterView {
+  std::string local_task;
+  int local_data_port = 0;
+  std::map<std::string, PeerAddress> tasks;  // by task name
+};
+
+// What the producer side gives back for one request.
+using ServeDone = std::function<void(const absl::Status&, const tensorflow::Tensor&, bool is_dead)>;
+// Producer side: find the tensor `key` of step `step_id` in the local rendezvous.
+using ServeFn = std::function<void(int64_t step_id, const std::string& key, ServeDone done)>;
+// Consumer side: the result of one receive. Called exactly once.
+using RecvDone = std::function<void(const absl::Status&, const tensorflow::Tensor&, bool is_dead)>;
+
+// A pending receive; Abort makes its RecvDone run now with `status` (if it has not run yet).
+class RecvHandle {
+ public:
+  virtual ~RecvHandle() = default;
+  virtual void Abort(const absl::Status& status) = 0;
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  // Starts serving requests from peers with `serve`.
+  virtual absl::Status Start(ServeFn serve) = 0;
+  // Replaces the cluster (UpdateServerDef); existing flows to tasks still present stay.
+  virtual void UpdateCluster(const ClusterView& view) = 0;
+  // Asks `peer_task` for tensor `key` of `step_id` on the flow of class `cls`; the tensor is
+  // allocated with `allocator` and the bytes are read from the socket straight into it.
+  virtual std::shared_ptr<RecvHandle> Recv(const std::string& peer_task, int cls, int64_t step_id,
+                                           const std::string& key, tensorflow::Allocator* allocator,
+                                           RecvDone done) = 0;
+};
+
+// TCP backend. The object lives as long as the process (TF servers are never destroyed cleanly).
+std::unique_ptr<Transport> NewTcpTransport(const ClusterView& view, absl::Status* status);
+
+// Per-flow counters of every transport in this process, as JSON (a list of objects).
+std::string FlowCountersJson();
+
+}  // namespace geryon
+
+#endif  // GERYON_NATIVE_RENDEZVOUS_TRANSPORT_H_

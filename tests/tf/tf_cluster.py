@@ -1,0 +1,232 @@
+"""A real multi-process TensorFlow cluster on localhost: ps and worker servers in their own processes.
+
+    with TfCluster(num_ps=1, num_workers=2, protocol="grpc+geryon") as cluster:
+        result = cluster.run_chief('''
+            strategy = tf.distribute.experimental.ParameterServerStrategy(cluster_resolver)
+            ...
+            emit({"loss": ...})
+        ''')
+        counters = cluster.counters()  # per-flow counters of every server process
+
+Every server is a separate Python process (`python -c`), killed by its PID when the block ends. The
+chief body runs in one more process with the globals ``tf``, ``cluster_spec``, ``cluster_resolver``
+(rpc_layer = the protocol), ``ARGS`` and ``emit(dict)``. Servers using `grpc+geryon` write their flow
+counters to a JSON file every 0.2 s, which `counters()` reads. Ports: each task's gRPC port P is
+picked free with P + DATA_OFFSET free too (the data plane listens there).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DATA_OFFSET = -7000
+_MARKER = "GERYON_TF_CLUSTER_RESULT "
+
+_SERVER = r"""
+import json, os, sys, time
+import tensorflow as tf
+spec = json.loads(os.environ["GERYON_TF_CLUSTER"])
+protocol = spec["protocol"]
+if protocol == "grpc+geryon":
+    import geryon.tf
+    server = geryon.tf.server(tf.train.ClusterSpec(spec["cluster"]), spec["job"], spec["index"])
+else:
+    server = tf.distribute.Server(tf.train.ClusterSpec(spec["cluster"]), job_name=spec["job"],
+                                  task_index=spec["index"], protocol=protocol, start=True)
+print("READY", flush=True)
+out = spec["counters"]
+while True:
+    if protocol == "grpc+geryon":
+        rows = [c.__dict__ for c in geryon.tf.flow_counters()]
+        with open(out + ".tmp", "w") as f:
+            json.dump(rows, f)
+        os.replace(out + ".tmp", out)
+    time.sleep(0.2)
+"""
+
+_CHIEF = r"""
+import json, os, sys, traceback
+spec = json.loads(os.environ["GERYON_TF_CLUSTER"])
+def emit(result):
+    sys.stdout.write("\n" + spec["marker"] + json.dumps(result) + "\n")
+    sys.stdout.flush()
+    os._exit(0)
+try:
+    import tensorflow as tf
+    if spec["protocol"] == "grpc+geryon":
+        import geryon.tf
+        geryon.tf.load()
+    cluster_spec = tf.train.ClusterSpec(spec["cluster"])
+    cluster_resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
+        cluster_spec, rpc_layer=spec["protocol"])
+    ARGS = spec["args"]
+    exec(compile(open(sys.argv[1]).read(), sys.argv[1], "exec"))
+    print("tf_cluster: the chief body finished without emit()", file=sys.stderr)
+except BaseException:
+    traceback.print_exc()
+sys.stdout.flush(); sys.stderr.flush()
+os._exit(1)
+"""
+
+
+class TfClusterError(RuntimeError):
+    pass
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("0.0.0.0", port))
+        except OSError:
+            return False
+    return True
+
+
+def pick_ports(count: int, offset: int = DATA_OFFSET) -> list[int]:
+    """`count` distinct free ports P with P + offset free as well."""
+    ports: list[int] = []
+    for _ in range(200):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        data = port + offset
+        taken = set(ports) | {p + offset for p in ports}
+        if 1024 < data < 65536 and port not in taken and data not in taken and _port_free(data):
+            ports.append(port)
+            if len(ports) == count:
+                return ports
+    raise TfClusterError("no free port pairs found")
+
+
+class TfCluster:
+    def __init__(
+        self,
+        num_ps: int = 1,
+        num_workers: int = 2,
+        protocol: str = "grpc+geryon",
+        env: dict[str, str] | None = None,
+        startup_timeout: float = 90,
+    ) -> None:
+        self.protocol = protocol
+        self.tmp = Path(tempfile.mkdtemp(prefix="geryon-tf-cluster-"))
+        ports = pick_ports(num_ps + num_workers + 1)
+        self.cluster = {
+            "chief": [f"127.0.0.1:{ports[0]}"],
+            "worker": [f"127.0.0.1:{p}" for p in ports[1 : 1 + num_workers]],
+            "ps": [f"127.0.0.1:{p}" for p in ports[1 + num_workers :]],
+        }
+        self.env = dict(os.environ)
+        self.env.update(
+            TF_CPP_MIN_LOG_LEVEL="2",
+            KERAS_BACKEND="tensorflow",
+            GERYON_DATA_PORT_OFFSET=str(DATA_OFFSET),
+            PYTHONPATH=os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p),
+            **(env or {}),
+        )
+        self.procs: dict[str, subprocess.Popen[str]] = {}
+        self.startup_timeout = startup_timeout
+
+    def task_counters_path(self, task: str) -> Path:
+        return self.tmp / f"counters-{task.replace(':', '')}.json"
+
+    def __enter__(self) -> TfCluster:
+        try:
+            for job in ("ps", "worker"):
+                for index in range(len(self.cluster[job])):
+                    self.start_task(job, index)
+            deadline = time.monotonic() + self.startup_timeout
+            for name, proc in self.procs.items():
+                assert proc.stdout is not None
+                line = ""
+                while time.monotonic() < deadline and proc.poll() is None:
+                    line = proc.stdout.readline()
+                    if line.startswith("READY"):
+                        break
+                if not line.startswith("READY"):
+                    raise TfClusterError(f"{name} did not start: {self.stderr(name)}")
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def start_task(self, job: str, index: int) -> None:
+        name = f"{job}{index}"
+        spec = {
+            "cluster": self.cluster,
+            "job": job,
+            "index": index,
+            "protocol": self.protocol,
+            "counters": str(self.task_counters_path(name)),
+        }
+        env = dict(self.env, GERYON_TF_CLUSTER=json.dumps(spec))
+        err = (self.tmp / f"{name}.stderr").open("w")
+        self.procs[name] = subprocess.Popen(
+            [sys.executable, "-c", _SERVER],
+            env=env,
+            cwd=REPO_ROOT,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+        )
+
+    def stderr(self, name: str) -> str:
+        path = self.tmp / f"{name}.stderr"
+        return path.read_text()[-4000:] if path.exists() else ""
+
+    def kill(self, name: str) -> None:
+        proc = self.procs[name]
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+
+    def close(self) -> None:
+        for name in list(self.procs):
+            self.kill(name)
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def counters(self, name: str) -> list[dict[str, Any]]:
+        path = self.task_counters_path(name)
+        return json.loads(path.read_text()) if path.exists() else []
+
+    def run_chief(
+        self, body: str, timeout: float = 180, args: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """Runs `body` as the coordinator (job chief) and returns what it emitted."""
+        spec = {"cluster": self.cluster, "protocol": self.protocol, "marker": _MARKER, "args": args or {}}
+        body_path = self.tmp / "chief_body.py"
+        body_path.write_text(textwrap.dedent(body))
+        runner = self.tmp / "chief.py"
+        runner.write_text(_CHIEF)
+        env = dict(self.env, GERYON_TF_CLUSTER=json.dumps(spec))
+        proc = subprocess.Popen(
+            [sys.executable, str(runner), str(body_path)],
+            env=env,
+            cwd=REPO_ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            stdout, stderr = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.kill(proc.pid, signal.SIGKILL)
+            _, stderr = proc.communicate()
+            raise TfClusterError(f"chief timed out after {timeout} s: {stderr[-4000:]}") from None
+        for line in reversed(stdout.splitlines()):
+            if line.startswith(_MARKER):
+                result: dict[str, Any] = json.loads(line[len(_MARKER) :])
+                return result
+        raise TfClusterError(f"chief exited {proc.returncode} without a result: {stderr[-6000:]}")
