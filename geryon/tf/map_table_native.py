@@ -1,0 +1,53 @@
+"""The map_table as the native extension reads it (native/rendezvous/classes.cc parses this format).
+
+A line-based text format, so the C++ side needs no JSON or protobuf parser and a truncated or
+garbled table is easy to detect (the counts must match and the last line must be ``end``)::
+
+    geryon.map_table.native 1
+    version 3
+    classes 2
+    default 0
+    params 2
+    0 0 net/dense/kernel    <id> <class> <name>   (name: the rest of the line)
+    1 1 net/dense/bias
+    end
+
+The ids are the tagger's stable parameter ids; only classes change between versions. The graph
+pass finds a TF2 function's parameters by the id geryon.tf.bindings puts on the captured variable,
+and a TF1 graph's by name (the tagger names TF1 parameters by their variable names).
+"""
+
+from __future__ import annotations
+
+from geryon.tagger.map_table import MAX_CLASSES, MapTable
+
+__all__ = ["MAGIC", "MAX_PARAMS", "to_native"]
+
+MAGIC = "geryon.map_table.native 1"
+# Mirrors kMaxParams in classes.h: the native side refuses larger ids.
+MAX_PARAMS = 1 << 24
+
+
+def _check_line_text(value: str, field: str) -> None:
+    if not value or "\n" in value or "\r" in value:
+        raise ValueError(f"{field}: {value!r} must be a non-empty string without line breaks")
+
+
+def to_native(table: MapTable) -> str:
+    """The native text of `table`; raises ValueError naming the field that cannot be written."""
+    if table.num_classes > MAX_CLASSES:
+        raise ValueError(f"map_table.num_classes: {table.num_classes} exceeds {MAX_CLASSES}")
+    lines = [
+        MAGIC,
+        f"version {table.version}",
+        f"classes {table.num_classes}",
+        f"default {table.default_class}",
+        f"params {len(table.entries)}",
+    ]
+    for i, entry in enumerate(table.entries):
+        if not 0 <= entry.id < MAX_PARAMS:
+            raise ValueError(f"map_table.entries[{i}].id: {entry.id} is outside [0, {MAX_PARAMS})")
+        _check_line_text(entry.name, f"map_table.entries[{i}].name")
+        lines.append(f"{entry.id} {entry.cls} {entry.name}")
+    lines.append("end")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,233 @@
+"""A ParameterServerStrategy whose variables the tagger has classified, with run-time thresholds.
+
+    g = geryon.tf.strategy(cluster_resolver, make_model, thresholds=[0.5], input_shape=(32, 32, 3))
+    model = g.model                      # built in the strategy's scope by make_model()
+    coordinator = ClusterCoordinator(g.tf_strategy)
+    ...                                  # the usual custom training loop, unchanged
+    g.set_thresholds([0.7])              # version + 1 on every task; the next step uses it
+
+How a new map_table reaches every task: a custom op (GeryonSetMapTable, native/rendezvous/ops.cc)
+run eagerly from the coordinator on each task's CPU device: locally on the coordinator, remotely on
+each worker and each PS. TF's own control plane carries it, so there is no extra port, protocol or
+agent, and it works the same whether the tensors travel on `grpc+geryon` or plain `grpc`. The
+graph pass names each Send/Recv pair by parameter id at instantiation, and classes are looked up
+per tensor when it is sent, so new thresholds need no re-tracing.
+
+The threshold searcher (geryon.threshold.search) plugs in through `ThresholdHook`.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from geryon.tagger.map_table import MapTable
+from geryon.tf.bindings import install_capture_hook, register_variables
+from geryon.tf.map_table_native import to_native
+
+__all__ = [
+    "GeryonStrategy",
+    "InstallError",
+    "TaskTable",
+    "ThresholdHook",
+    "install_map_table",
+    "native_ops",
+    "read_map_tables",
+    "strategy",
+    "task_devices",
+]
+
+_ops_lock = threading.Lock()
+_ops: Any = None
+
+
+class InstallError(RuntimeError):
+    """A map_table version could not be installed on every task (the message says which)."""
+
+
+def native_ops() -> Any:
+    """The extension's custom ops (GeryonSetMapTable, ...), building and loading it if needed."""
+    global _ops
+    with _ops_lock:
+        if _ops is None:
+            import tensorflow as tf
+
+            from geryon.tf import load
+
+            # tf.load_library (what load() uses to register the protocol) returns no op wrappers;
+            # loading the same file again as an op library does, without running its init twice.
+            _ops = tf.load_op_library(str(load().path))
+        return _ops
+
+
+def task_devices(cluster_spec: Any) -> dict[str, str]:
+    """Task name -> its CPU device, for every ps and worker task; "coordinator" -> "" (local)."""
+    jobs = cluster_spec.as_dict()
+    devices = {"coordinator": ""}
+    for job in ("ps", "worker"):
+        tasks = jobs.get(job, [])
+        indices = sorted(tasks) if isinstance(tasks, dict) else range(len(tasks))
+        for i in indices:
+            devices[f"{job}:{i}"] = f"/job:{job}/replica:0/task:{i}/device:CPU:0"
+    return devices
+
+
+def install_map_table(table: MapTable, devices: dict[str, str]) -> dict[str, int]:
+    """Installs `table` on every task in `devices` (name -> device, "" = here); returns name -> version.
+
+    The text is validated here first, so a task can only fail to install it when it is unreachable;
+    then InstallError names the tasks that failed and what the others now run.
+    """
+    import tensorflow as tf
+
+    text = to_native(table)
+    ops = native_ops()
+    installed: dict[str, int] = {}
+    failed: dict[str, str] = {}
+    for name, device in devices.items():
+        try:
+            with tf.device(device):
+                installed[name] = int(ops.geryon_set_map_table(text))
+        except (tf.errors.OpError, ValueError) as e:
+            failed[name] = str(e).splitlines()[0] if str(e) else type(e).__name__
+    if failed:
+        raise InstallError(
+            f"map_table version {table.version} was not installed on {sorted(failed)}: "
+            + "; ".join(f"{n}: {m}" for n, m in sorted(failed.items()))
+            + f" (installed on {sorted(installed)}; install again to converge)"
+        )
+    return installed
+
+
+@dataclass(frozen=True)
+class TaskTable:
+    """The map_table a task runs now, read back through GeryonMapTable."""
+
+    version: int
+    num_classes: int
+    default_class: int
+    classes: tuple[int, ...]  # index: parameter id
+
+
+def read_map_tables(devices: dict[str, str]) -> dict[str, TaskTable]:
+    import tensorflow as tf
+
+    ops = native_ops()
+    out = {}
+    for name, device in devices.items():
+        with tf.device(device):
+            version, k, default, classes = ops.geryon_map_table()
+        out[name] = TaskTable(int(version), int(k), int(default), tuple(int(c) for c in classes.numpy()))
+    return out
+
+
+@dataclass
+class GeryonStrategy:
+    """The TF strategy, the model built in its scope, its tagging and the map_table in force."""
+
+    tf_strategy: Any
+    model: Any
+    tagging: Any  # geryon.tagger.Tagging
+    map_table: MapTable
+    devices: dict[str, str]
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def scope(self) -> Any:
+        return self.tf_strategy.scope()
+
+    @property
+    def thresholds(self) -> tuple[float, ...]:
+        return self.map_table.thresholds
+
+    def set_thresholds(self, thresholds: Iterable[float]) -> MapTable:
+        """Installs the next map_table version for `thresholds` on every task; returns it.
+
+        Raises ValueError (bad thresholds: nothing is sent) or InstallError (a task is unreachable;
+        `map_table` already names the new version, so calling again re-sends it to every task).
+        """
+        with self._lock:
+            table = self.map_table.with_thresholds(thresholds)
+            self.map_table = table
+            install_map_table(table, self.devices)
+            return table
+
+    def task_tables(self) -> dict[str, TaskTable]:
+        """What every task runs now (for checks and dashboards)."""
+        return read_map_tables(self.devices)
+
+
+def strategy(
+    cluster_resolver: Any,
+    model_fn: Callable[[], Any],
+    thresholds: Sequence[float] | None = None,
+    *,
+    urgency: str = "layer",
+    input_shape: Sequence[int] | None = None,
+    default_class: int = 0,
+    variable_partitioner: Any = None,
+) -> GeryonStrategy:
+    """A ParameterServerStrategy, the model `model_fn()` builds in its scope, tagged and installed.
+
+    `thresholds`: k-1 increasing values in [0, 1] (default: one threshold, 0.5, two classes).
+    `urgency`: the tagger's urgency function; `input_shape`: the model's input shape without the
+    batch dimension, when the model is not built yet. Tensors that carry no parameter take
+    `default_class` (0, the most urgent, unless told otherwise).
+    """
+    import tensorflow as tf
+
+    from geryon.tagger import tag_model
+    from geryon.tagger.tf_graph import parameters_of
+
+    install_capture_hook()
+    native_ops()  # the graph pass must be registered before the first step is instantiated
+    tf_strategy = tf.distribute.experimental.ParameterServerStrategy(
+        cluster_resolver, variable_partitioner=variable_partitioner
+    )
+    with tf_strategy.scope():
+        model = model_fn()
+    tagging = tag_model(model, urgency=urgency, input_shape=input_shape)
+    table = tagging.map_table(thresholds if thresholds is not None else [0.5], default_class=default_class)
+    ids = {e.name: e.id for e in table.entries}
+    params, variables = parameters_of(model.trainable_variables)
+    register_variables((v, ids[p.name]) for p, v in zip(params, variables, strict=True))
+    devices = task_devices(cluster_resolver.cluster_spec())
+    install_map_table(table, devices)
+    return GeryonStrategy(tf_strategy, model, tagging, table, devices)
+
+
+class ThresholdHook:
+    """Connects a threshold searcher to a training loop: call `begin()` and `end()` around each step.
+
+        hook = ThresholdHook(searcher, g)
+        for _ in range(steps):
+            hook.begin()                 # installs the searcher's next thresholds if they changed
+            coordinator.schedule(step, ...); coordinator.join()
+            hook.end()                   # reports the step's wall time (or pass iteration_time=)
+
+    `searcher` is anything with `next_threshold()` and `report(thresholds, seconds)`, such as
+    geryon.threshold.search.make_searcher(...).
+    """
+
+    def __init__(self, searcher: Any, geryon_strategy: GeryonStrategy) -> None:
+        self.searcher = searcher
+        self.strategy = geryon_strategy
+        self._started: float | None = None
+        self._running: tuple[float, ...] | None = None
+
+    def begin(self) -> tuple[float, ...]:
+        wanted = tuple(float(t) for t in self.searcher.next_threshold())
+        if wanted != self.strategy.thresholds:
+            self.strategy.set_thresholds(wanted)
+        self._running = self.strategy.thresholds
+        self._started = time.perf_counter()
+        return self._running
+
+    def end(self, iteration_time: float | None = None) -> None:
+        if self._started is None or self._running is None:
+            raise RuntimeError("ThresholdHook.end() called without begin()")
+        seconds = time.perf_counter() - self._started if iteration_time is None else iteration_time
+        self.searcher.report(self._running, seconds)
+        self._started = None
