@@ -7,7 +7,9 @@ from FLOPs, batch 32). Every setting (workers x PSes x slice size) runs in every
 times, side by side in one process; the table shows medians. The issue's target is "VGG-19 with
 slicing, 64 workers and 16 PSes in well under a second". Rows marked "every worker" simulate all
 workers instead of one representative (the cross-check path), to show what the symmetry buys and
-that both give the same iteration time. Writes JSON (default
+that both give the same iteration time. Rows marked "colocated" put PS i on worker i's host
+(`colocate=True`, the paper's testbed); those workers are not identical, so every one is simulated,
+and a second table sets their iteration time beside the separate-host cluster's. Writes JSON (default
 out/bench/simulator.json).
 """
 
@@ -24,16 +26,19 @@ from typing import Any
 from geryon.threshold.simulator import MODES, simulate
 
 MiB = 1 << 20
-# (workers, PSes, slice bytes, simulate every worker)
-SETTINGS: list[tuple[int, int, int | None, bool]] = [
-    (8, 8, None, False),
-    (8, 8, 1 * MiB, False),
-    (64, 16, 4 * MiB, False),
-    (64, 16, 1 * MiB, False),
-    (128, 32, 1 * MiB, False),
-    (8, 8, 4 * MiB, False),
-    (8, 8, 4 * MiB, True),
-    (64, 16, 4 * MiB, True),
+# (workers, PSes, slice bytes, path): "representative", "every worker" or "colocated"
+SETTINGS: list[tuple[int, int, int | None, str]] = [
+    (8, 8, None, "representative"),
+    (8, 8, 1 * MiB, "representative"),
+    (64, 16, 4 * MiB, "representative"),
+    (64, 16, 1 * MiB, "representative"),
+    (128, 32, 1 * MiB, "representative"),
+    (8, 8, 4 * MiB, "representative"),
+    (8, 8, 4 * MiB, "every worker"),
+    (64, 16, 4 * MiB, "every worker"),
+    (8, 8, 4 * MiB, "colocated"),
+    (16, 16, 4 * MiB, "representative"),
+    (16, 16, 4 * MiB, "colocated"),
 ]
 
 
@@ -67,11 +72,10 @@ def main() -> int:
     )
 
     rows: list[dict[str, Any]] = []
-    for n, (workers, num_ps, slice_bytes, every) in enumerate(SETTINGS, 1):
+    for n, (workers, num_ps, slice_bytes, path) in enumerate(SETTINGS, 1):
         label = "none" if slice_bytes is None else f"{slice_bytes // MiB}MiB"
         print(
-            f"[{n}/{len(SETTINGS)}] {workers} workers x {num_ps} PSes, slices {label}"
-            + (" (every worker)" if every else ""),
+            f"[{n}/{len(SETTINGS)}] {workers} workers x {num_ps} PSes, slices {label}, {path}",
             file=sys.stderr,
             flush=True,
         )
@@ -87,7 +91,8 @@ def main() -> int:
                     mode=mode,
                     slice_bytes=slice_bytes,
                     iterations=args.iterations,
-                    symmetric=not every,
+                    symmetric=path == "representative",
+                    colocate=path == "colocated",
                 )
                 walls.append(result.wall_s)
             assert result is not None
@@ -98,7 +103,7 @@ def main() -> int:
                     "ps": num_ps,
                     "slice": label,
                     "slice_bytes": slice_bytes,
-                    "path": "every worker" if every else "representative",
+                    "path": path,
                     "mode": mode,
                     "shards": result.shards,
                     "events": result.events,
@@ -160,6 +165,46 @@ def main() -> int:
                 ],
             )
         )
+    # Colocation's effect on the predicted iteration, side by side with separate PS hosts.
+    colocated = []
+    for row in rows:
+        if row["path"] == "colocated":
+            twin = next(
+                r
+                for r in rows
+                if r["path"] == "representative"
+                and (r["workers"], r["ps"], r["slice"], r["mode"])
+                == (row["workers"], row["ps"], row["slice"], row["mode"])
+            )
+            colocated.append(
+                {
+                    "workers": row["workers"],
+                    "ps": row["ps"],
+                    "slice": row["slice"],
+                    "mode": row["mode"],
+                    "separate_ms": twin["iteration_ms"],
+                    "colocated_ms": row["iteration_ms"],
+                    "ratio": row["iteration_ms"] / twin["iteration_ms"],
+                    "wall_ms": row["wall_ms"],
+                }
+            )
+    if colocated:
+        print()
+        print(
+            table(
+                colocated,
+                [
+                    ("workers", "W", "d"),
+                    ("ps", "P", "d"),
+                    ("slice", "slice", "s"),
+                    ("mode", "mode", "s"),
+                    ("separate_ms", "separate iter ms", ".1f"),
+                    ("colocated_ms", "colocated iter ms", ".1f"),
+                    ("ratio", "colocated/separate", ".3f"),
+                    ("wall_ms", "colocated wall ms", ".1f"),
+                ],
+            )
+        )
     target = [
         r
         for r in rows
@@ -167,6 +212,10 @@ def main() -> int:
     ]
     worst = max(r["wall_ms"] for r in target)
     print(f"\nVGG-19, 4 MiB slices, 64 x 16 PSes: slowest mode {worst:.1f} ms (median, {args.repeats} runs)")
+    co8 = [r["wall_ms"] for r in rows if (r["workers"], r["slice"], r["path"]) == (8, "4MiB", "colocated")]
+    worst_colocated = max(co8) if co8 else None
+    if worst_colocated is not None:
+        print(f"VGG-19, 4 MiB slices, 8 x 8 colocated: slowest mode {worst_colocated:.1f} ms (median)")
     payload = {
         "bench": "simulator",
         "python": platform.python_version(),
@@ -182,6 +231,8 @@ def main() -> int:
         "repeats": args.repeats,
         "rows": rows,
         "representative_vs_every_worker": pairs,
+        "colocated_vs_separate": colocated,
+        "target_8x8_colocated_4MiB_slowest_mode_ms": worst_colocated,
         "target_64x16_4MiB_slowest_mode_ms": worst,
     }
     out = Path(args.out)
