@@ -24,7 +24,8 @@ from typing import Any
 
 from geryon.errors import UsageError
 from geryon.progress import Progress
-from geryon.tf.build import BUILD_INFO, BuildError, build
+from geryon.tf.build import BUILD_INFO, BuildError
+from geryon.tf.build import build as build_library
 
 __all__ = [
     "DEFAULT_DATA_PORT_OFFSET",
@@ -104,7 +105,7 @@ def load(library: Path | None = None, progress: Progress | None = None) -> Libra
         from geryon.tfenv import import_tensorflow
 
         tf = import_tensorflow()
-        path = Path(library) if library is not None else build(progress=progress)
+        path = Path(library) if library is not None else build_library(progress=progress)
         info_path = path.parent / BUILD_INFO
         # Check before loading: a library for another release may not even survive its static init.
         if info_path.exists():

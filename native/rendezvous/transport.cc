@@ -61,6 +61,13 @@ int64_t NowNs() {
       .count();
 }
 
+// TF's ClusterCoordinator tells a failed PS from a failed worker by this phrase in the error (see
+// _is_ps_failure in cluster_coordinator.py); without it a dead PS looks like a dead worker, and the
+// coordinator would wait for that worker to come back instead of failing the step.
+std::string PeerTag(const std::string& peer_task) {
+  return absl::StrCat(" [GRPC error information from remote target ", peer_task, "]");
+}
+
 // ---- per-flow counters -------------------------------------------------------------------------
 
 struct FlowCounters {
@@ -330,7 +337,8 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
       std::lock_guard<std::mutex> l(mu_);
       if (!broken_) {
         broken_ = true;
-        broken_reason_ = absl::StrCat("Geryon data plane: flow to ", peer_, " (class ", cls_, ") failed: ", what);
+        broken_reason_ = absl::StrCat("Geryon data plane: flow to ", peer_, " (class ", cls_, ") failed: ", what,
+                                      PeerTag(peer_));
         LOG(ERROR) << broken_reason_;
         counters_->errors += 1;
         shutdown(fd_, SHUT_RDWR);
@@ -735,7 +743,7 @@ class TcpTransport : public Transport {
     int fd = Dial(peer, cls, local_task, &error);
     if (fd < 0) {
       slot->failure = absl::StrCat("Geryon data plane: cannot reach ", peer_task, " at ", peer.host, ":",
-                                   peer.data_port, " (class ", cls, "): ", error);
+                                   peer.data_port, " (class ", cls, "): ", error, PeerTag(peer_task));
       slot->failed_at = now;
       counters->errors += 1;
       *status = absl::UnavailableError(slot->failure);

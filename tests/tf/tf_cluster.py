@@ -116,6 +116,7 @@ class TfCluster:
         num_workers: int = 2,
         protocol: str = "grpc+geryon",
         env: dict[str, str] | None = None,
+        job_env: dict[str, dict[str, str]] | None = None,
         startup_timeout: float = 90,
     ) -> None:
         self.protocol = protocol
@@ -134,6 +135,7 @@ class TfCluster:
             PYTHONPATH=os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p),
             **(env or {}),
         )
+        self.job_env = job_env or {}
         self.procs: dict[str, subprocess.Popen[str]] = {}
         self.startup_timeout = startup_timeout
 
@@ -169,7 +171,7 @@ class TfCluster:
             "protocol": self.protocol,
             "counters": str(self.task_counters_path(name)),
         }
-        env = dict(self.env, GERYON_TF_CLUSTER=json.dumps(spec))
+        env = dict(self.env, GERYON_TF_CLUSTER=json.dumps(spec), **self.job_env.get(job, {}))
         err = (self.tmp / f"{name}.stderr").open("w")
         self.procs[name] = subprocess.Popen(
             [sys.executable, "-c", _SERVER],
@@ -210,7 +212,7 @@ class TfCluster:
         body_path.write_text(textwrap.dedent(body))
         runner = self.tmp / "chief.py"
         runner.write_text(_CHIEF)
-        env = dict(self.env, GERYON_TF_CLUSTER=json.dumps(spec))
+        env = dict(self.env, GERYON_TF_CLUSTER=json.dumps(spec), **self.job_env.get("chief", {}))
         proc = subprocess.Popen(
             [sys.executable, str(runner), str(body_path)],
             env=env,
@@ -230,3 +232,68 @@ class TfCluster:
                 result: dict[str, Any] = json.loads(line[len(_MARKER) :])
                 return result
         raise TfClusterError(f"chief exited {proc.returncode} without a result: {stderr[-6000:]}")
+
+
+# The chief body the tests and the benchmark train with: a small CNN under ParameterServerStrategy,
+# fixed seeds, and one step at a time on fixed batches, so the loss trajectory does not depend on
+# which worker runs a step. ARGS: steps; optional progress_file (steps done, written after each
+# step), max_seconds (stop early), garbage_ports (data ports that get garbage bytes after step 1).
+CNN_BODY = r"""
+import json, socket, time
+import numpy as np
+import keras
+
+keras.utils.set_random_seed(1)
+strategy = tf.distribute.experimental.ParameterServerStrategy(cluster_resolver)
+coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
+with strategy.scope():
+    model = keras.Sequential([
+        keras.Input((12, 12, 1)),
+        keras.layers.Conv2D(8, 3, activation="relu"),
+        keras.layers.Conv2D(8, 3, activation="relu"),
+        keras.layers.Flatten(),
+        keras.layers.Dense(32, activation="relu"),
+        keras.layers.Dense(10),
+    ])
+    optimizer = keras.optimizers.SGD(0.05)
+rng = np.random.default_rng(0)
+steps = ARGS["steps"]
+xs = rng.normal(size=(steps, 16, 12, 12, 1)).astype("float32")
+ys = rng.integers(0, 10, size=(steps, 16)).astype("int64")
+loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+def replica_step(x, y):
+    with tf.GradientTape() as tape:
+        loss = loss_fn(y, model(x, training=True))
+    grads = tape.gradient(loss, model.trainable_variables)
+    optimizer.apply_gradients(zip(grads, model.trainable_variables))
+    return loss
+
+@tf.function
+def step(x, y):
+    return strategy.run(replica_step, args=(x, y))
+
+model_bytes = sum(int(np.prod(v.shape)) * 4 for v in model.trainable_variables)
+losses, started = [], time.time()
+try:
+    for i in range(steps):
+        result = coordinator.schedule(step, args=(tf.constant(xs[i]), tf.constant(ys[i])))
+        losses.append(float(result.fetch()))
+        if ARGS.get("progress_file"):
+            with open(ARGS["progress_file"], "w") as f:
+                f.write(str(i + 1))
+        if i == 0:
+            for port in ARGS.get("garbage_ports", []):
+                with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+                    s.sendall(b"\xde\xad\xbe\xef" * 64)
+        if time.time() - started > ARGS.get("max_seconds", 1e9):
+            break
+except Exception as error:
+    emit({"losses": losses, "error": f"{type(error).__name__}: {error}", "error_at": time.time(),
+          "model_bytes": model_bytes})
+emit({"losses": losses, "model_bytes": model_bytes, "seconds": time.time() - started})
+"""
+
+
+def data_port(address: str) -> int:
+    return int(address.rsplit(":", 1)[1]) + DATA_OFFSET

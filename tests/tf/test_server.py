@@ -1,0 +1,105 @@
+"""`grpc+geryon` trains exactly as TF's `grpc` does: 1 PS, 2 workers and a chief, separate processes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from tf.tf_cluster import CNN_BODY, DATA_OFFSET, TfCluster, pick_ports
+
+from geryon.tf.build import build
+
+pytestmark = pytest.mark.slow
+REPO_ROOT = Path(__file__).resolve().parents[2]
+STEPS = 6
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _built() -> None:
+    build()  # once, before the clusters' processes would race to build it
+
+
+def _train(protocol: str, job_env: dict[str, dict[str, str]] | None = None) -> dict:
+    with TfCluster(num_ps=1, num_workers=2, protocol=protocol, job_env=job_env) as cluster:
+        result = cluster.run_chief(CNN_BODY, args={"steps": STEPS})
+    assert "error" not in result, result
+    return result
+
+
+def test_same_loss_trajectory_as_grpc_with_both_classes_in_use() -> None:
+    reference = _train("grpc")
+    # Pulls (the workers receive) on class 0, gradient pushes (the PS receives) on class 1.
+    geryon_run = _train("grpc+geryon", job_env={"ps": {"GERYON_DEFAULT_CLASS": "1"}})
+    assert len(reference["losses"]) == STEPS
+    assert geryon_run["losses"] == pytest.approx(reference["losses"], rel=1e-6, abs=1e-7)
+    # It really trained: the loss moved.
+    assert reference["losses"][0] != reference["losses"][-1]
+
+
+def _server_script(body: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(body)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO_ROOT,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
+    )
+
+
+def test_a_taken_data_port_is_a_clear_error() -> None:
+    port = pick_ports(1)[0]
+    result = _server_script(
+        f"""
+        import socket
+        import tensorflow as tf
+        import geryon.tf
+        blocker = socket.socket()
+        blocker.bind(("0.0.0.0", {port + DATA_OFFSET}))
+        blocker.listen(1)
+        spec = tf.train.ClusterSpec({{"ps": ["127.0.0.1:{port}"]}})
+        try:
+            geryon.tf.server(spec, "ps", 0, data_port_offset={DATA_OFFSET})
+        except Exception as e:
+            print("ERROR", type(e).__name__, e)
+        """
+    )
+    assert f"cannot listen on port {port + DATA_OFFSET} for /job:ps/replica:0/task:0" in result.stdout, (
+        result.stdout + result.stderr[-2000:]
+    )
+    assert "GERYON_DATA_PORT_OFFSET" in result.stdout
+
+
+def test_bad_offsets_are_refused_naming_the_setting() -> None:
+    port = pick_ports(1)[0]
+    result = _server_script(
+        f"""
+        import os
+        import tensorflow as tf
+        import geryon.tf
+        from geryon.errors import UsageError
+        spec = tf.train.ClusterSpec({{"ps": ["127.0.0.1:{port}"]}})
+        try:
+            geryon.tf.server(spec, "ps", 0, data_port_offset=0)
+        except UsageError as e:
+            print("USAGE", e)
+        os.environ["GERYON_DATA_PORT_OFFSET"] = "lots"
+        try:
+            geryon.tf.server(spec, "ps", 0)
+        except Exception as e:
+            print("ENV", type(e).__name__, e)
+        os.environ["GERYON_DATA_PORT_OFFSET"] = "60000"
+        try:
+            geryon.tf.server(spec, "ps", 0)
+        except Exception as e:
+            print("RANGE", type(e).__name__, e)
+        """
+    )
+    out = result.stdout
+    assert "USAGE data_port_offset must be a non-zero int in -65535..65535, got 0" in out, out + result.stderr
+    assert "ENV InvalidArgumentError" in out and "GERYON_DATA_PORT_OFFSET must be a non-zero integer" in out
+    assert "RANGE InvalidArgumentError" in out and "out of range" in out
