@@ -1,0 +1,151 @@
+"""The data plane carries the tensors, on the flow of their class, with that class's DSCP on the wire.
+
+Training runs on a real 1 PS + 2 workers + chief cluster while the test captures loopback packets
+(AF_PACKET, root) and reads the flows' sockets with sock_diag (geryon.agent.flows). The workers
+receive parameters on class 0 (the default); the PS is started with GERYON_DEFAULT_CLASS=1, so it
+receives gradients on class 1: both classes and both directions are on the wire.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+from tf.tf_cluster import CNN_BODY, TfCluster, data_port
+
+from geryon.agent.flows import FlowDiscovery
+from geryon.tf.build import build
+
+pytestmark = pytest.mark.slow
+STEPS = 5
+ETH_P_ALL = 0x0003
+PACKET_OUTGOING = 4
+EF, AF31 = 46, 26  # the default DSCP of class 0 and class 1
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _built() -> None:
+    build()
+
+
+class LoopbackCapture:
+    """TCP payload bytes per (source port, destination port, DSCP) seen leaving on `lo`."""
+
+    def __init__(self) -> None:
+        self.bytes: dict[tuple[int, int, int], int] = defaultdict(int)
+        self._sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 32 << 20)
+        self._sock.bind(("lo", 0))
+        self._sock.settimeout(0.2)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        buf = bytearray(1 << 18)
+        while not self._stop.is_set():
+            try:
+                n, addr = self._sock.recvfrom_into(buf)
+            except TimeoutError:
+                continue
+            if addr[2] != PACKET_OUTGOING or n < 14 + 20 + 20:
+                continue  # loopback shows each packet twice: count it once, as it leaves
+            if struct.unpack_from("!H", buf, 12)[0] != 0x0800:
+                continue
+            ip = 14
+            ihl = (buf[ip] & 0x0F) * 4
+            if buf[ip + 9] != socket.IPPROTO_TCP:
+                continue
+            total = struct.unpack_from("!H", buf, ip + 2)[0]
+            tcp = ip + ihl
+            sport, dport = struct.unpack_from("!HH", buf, tcp)
+            payload = total - ihl - (buf[tcp + 12] >> 4) * 4
+            if payload > 0:
+                self.bytes[(sport, dport, buf[ip + 1] >> 2)] += payload
+
+    @contextmanager
+    def running(self) -> Iterator[LoopbackCapture]:
+        self._thread.start()
+        try:
+            yield self
+        finally:
+            self._stop.set()
+            self._thread.join(timeout=5)
+            self._sock.close()
+
+    def by_dscp(self, sport: int | None = None, dport: int | None = None) -> dict[int, int]:
+        out: dict[int, int] = defaultdict(int)
+        for (s, d, dscp), n in self.bytes.items():
+            if (sport is None or s == sport) and (dport is None or d == dport):
+                out[dscp] += n
+        return dict(out)
+
+
+def test_tensors_travel_on_their_class_flow_with_its_dscp_in_both_directions() -> None:
+    with (
+        TfCluster(num_ps=1, num_workers=2, job_env={"ps": {"GERYON_DEFAULT_CLASS": "1"}}) as cluster,
+        LoopbackCapture().running() as capture,
+    ):
+        result = cluster.run_chief(CNN_BODY, args={"steps": STEPS})
+        assert "error" not in result, result
+        time.sleep(0.6)  # the servers write their counters every 0.2 s
+        counters = {name: cluster.counters(name) for name in ("ps0", "worker0", "worker1")}
+        with FlowDiscovery() as discovery:
+            sockets = discovery.flows()
+        ps_port = data_port(cluster.cluster["ps"][0])
+        worker_ports = [data_port(a) for a in cluster.cluster["worker"]]
+
+    pulled = STEPS * result["model_bytes"]
+    # Counters: the PS sent the parameters (pulls) on class 0, the workers the gradients on class 1.
+    ps_sent = [c for c in counters["ps0"] if c["role"] == "producer" and "worker" in c["peer_task"]]
+    assert ps_sent and all(c["klass"] == 0 and c["dscp"] == EF for c in ps_sent)
+    assert pulled <= sum(c["bytes_sent"] for c in ps_sent) <= 1.5 * pulled
+    ps_received = [c for c in counters["ps0"] if c["role"] == "consumer"]
+    assert {c["peer_task"] for c in ps_received} == {
+        "/job:worker/replica:0/task:0",
+        "/job:worker/replica:0/task:1",
+    }
+    assert all(c["klass"] == 1 and c["dscp"] == AF31 and c["messages_received"] > 0 for c in ps_received)
+    assert (
+        pulled <= sum(c["bytes_received"] for c in ps_received) <= 1.5 * pulled
+    )  # one gradient per parameter
+    for name in ("worker0", "worker1"):
+        pulls = [c for c in counters[name] if c["role"] == "consumer"]
+        assert [c["peer_task"] for c in pulls] == ["/job:ps/replica:0/task:0"]
+        assert pulls[0]["klass"] == 0 and pulls[0]["messages_received"] > 0
+    for rows in counters.values():
+        assert all(c["errors"] == 0 for c in rows)
+
+    # On the wire: parameters leave the PS with EF only, gradients leave the workers with AF31 only,
+    # and each side's requests carry the same mark as the flow they belong to.
+    from_ps = capture.by_dscp(sport=ps_port)
+    assert set(from_ps) == {EF} and from_ps[EF] >= pulled
+    # (The workers also serve the chief a few bytes on class 0: look at the PS's own flows only.)
+    ps_consumer_ports = {c["local_port"] for c in ps_received}
+    grads: dict[int, int] = defaultdict(int)
+    requests: dict[int, int] = defaultdict(int)
+    for (sport, dport, dscp), n in capture.bytes.items():
+        if sport in worker_ports and dport in ps_consumer_ports:
+            grads[dscp] += n
+        if sport in ps_consumer_ports and dport in worker_ports:
+            requests[dscp] += n
+    assert set(grads) == {AF31} and grads[AF31] >= pulled
+    assert set(requests) == {AF31}
+    assert set(capture.by_dscp(dport=ps_port)) == {EF}
+
+    # The agent's flow discovery sees the same marks on the sockets of both ends of every flow.
+    ports = {ps_port, *worker_ports}
+    flows = [f for f in sockets if f.local_port in ports or f.peer_port in ports]
+    assert len(flows) >= 2 * 4  # 2 pull flows and 2 push flows, each seen from both ends
+    for flow in flows:
+        port = flow.local_port if flow.local_port in ports else flow.peer_port
+        other = flow.peer_port if flow.local_port in ports else flow.local_port
+        if port == ps_port:
+            assert flow.dscp == EF, flow
+        elif other in ps_consumer_ports:
+            assert flow.dscp == AF31, flow
