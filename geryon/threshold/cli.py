@@ -73,6 +73,12 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--device", default="k40", help="compute throughput: a device name (k40, v100, ...) or FLOP/s"
     )
+    p.add_argument(
+        "--colocate",
+        action="store_true",
+        help="PS i runs on worker i's host and shares its link, as on the paper's testbed (needs --ps <= "
+        "--workers; every worker is simulated, so large clusters take seconds)",
+    )
     p.add_argument("--batch-size", type=int, default=64, metavar="N", help="per-worker batch (default 64)")
     p.add_argument("--input-shape", metavar="H,W,C", help="model input shape without the batch dimension")
     p.add_argument(
@@ -144,6 +150,11 @@ def check_counts(args: argparse.Namespace) -> None:
             raise UsageError(f"{flag}: must be at least 1, got {value}")
     if args.iterations < 1:
         raise UsageError(f"--iterations: must be at least 1, got {args.iterations}")
+    if args.colocate and args.ps > args.workers:
+        raise UsageError(
+            f"--colocate: PS i shares host i with worker i, so --ps must be at most --workers "
+            f"(got --ps {args.ps}, --workers {args.workers})"
+        )
 
 
 # --- running -------------------------------------------------------------------------------------
@@ -247,6 +258,7 @@ def run(args: argparse.Namespace) -> int:
             thresholds=ts,
             slice_bytes=slice_bytes,
             partition=not args.no_partition,
+            colocate=args.colocate,
             iterations=args.iterations,
             trace=trace,
         )
@@ -275,6 +287,7 @@ def run(args: argparse.Namespace) -> int:
         "bandwidth_bps": bandwidth,
         "slice_bytes": slice_bytes,
         "partition": not args.no_partition,
+        "colocate": args.colocate,
         "thresholds": list(thresholds),
         "search": search,
         "modes": {m: r.to_dict() for m, r in results.items()},
@@ -301,7 +314,8 @@ def format_report(report: dict[str, Any], results: dict[str, Any]) -> str:
         else (f"slices <= {report['slice_bytes']} B" if report["slice_bytes"] else "partition, no slicing")
     )
     lines = [
-        f"{report['model']}: {report['workers']} workers, {report['ps']} PS, "
+        f"{report['model']}: {report['workers']} workers, {report['ps']} PS"
+        f"{' (co-hosted with workers)' if report['colocate'] else ''}, "
         f"{format_rate(report['bandwidth_bps'])}, batch {report['batch_size']}, {slicing}",
         f"profile: {report['profile_source']}; thresholds: {', '.join(map(str, report['thresholds']))}",
     ]

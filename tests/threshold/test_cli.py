@@ -34,6 +34,7 @@ def profile_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
         (["--classes", "9"], "--classes: 9 classes are not allowed; use 2 to 8"),
         (["--workers", "0"], "--workers: must be at least 1, got 0"),
         (["--slice-size", "huge"], "--slice-size:"),
+        (["--colocate", "--ps", "3", "--workers", "2"], "--colocate: PS i shares host i with worker i"),
     ],
 )
 def test_bad_arguments_exit_2_naming_the_flag(profile_file: Path, args: list[str], message: str) -> None:
@@ -143,3 +144,15 @@ def test_a_reader_that_goes_away_is_not_a_traceback(profile_file: Path) -> None:
     )
     assert r.stdout.startswith("synthetic: 2 workers")
     assert "Traceback" not in r.stderr and "BrokenPipe" not in r.stderr
+
+
+def test_colocated_ps_share_the_workers_links(profile_file: Path) -> None:
+    common = ["simulate", "--profile", str(profile_file), "--workers", "2", "--ps", "2", "--json", "--quiet"]
+    apart = json.loads(geryon(*common, "--mode", "fifo").stdout)
+    together = geryon(*common, "--mode", "fifo", "--colocate")
+    assert together.returncode == 0, together.stderr
+    report = json.loads(together.stdout)
+    assert report["colocate"] is True and report["modes"]["fifo"]["colocate"] is True
+    # Two hosts instead of four: the ports are named per host.
+    assert set(report["modes"]["fifo"]["link_bytes"]) != set(apart["modes"]["fifo"]["link_bytes"])
+    assert any(k.startswith("host") for k in report["modes"]["fifo"]["link_bytes"])
