@@ -1,0 +1,144 @@
+"""The POST_PARTITIONING pass names the parameter on every pull and push of a real PS training step.
+
+A real ParameterServerStrategy + ClusterCoordinator job (tests/ps_cluster.py: 2 PS, 1 worker, in
+one subprocess) trains a small Keras CNN built through geryon.tf.strategy; the extension's
+GeryonAnnotatedEdges op then says which Send/Recv pairs the pass renamed, and GeryonClassForEdge
+which class the rendezvous would give each.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.ps_cluster import run_in_ps_cluster
+
+pytest.importorskip("tensorflow")
+
+CLUSTER_BODY = """
+import numpy as np
+import keras
+import geryon.tf.strategy as gs
+
+def make_model():
+    keras.utils.set_random_seed(7)
+    return keras.Sequential([
+        keras.Input((8, 8, 1)),
+        keras.layers.Conv2D(4, 3, name="conv"),
+        keras.layers.Flatten(name="flat"),
+        keras.layers.Dense(8, name="hidden"),
+        keras.layers.Dense(2, name="out"),
+    ])
+
+kwargs = {}
+if ARGS["sharded"]:
+    kwargs["variable_partitioner"] = tf.distribute.experimental.partitioners.MaxSizePartitioner(
+        max_shard_bytes=512, max_shards=NUM_PS)
+g = gs.strategy(cluster_resolver, make_model, thresholds=[0.5], **kwargs)
+coordinator = tf.distribute.experimental.coordinator.ClusterCoordinator(g.tf_strategy)
+model = g.model
+with g.scope():
+    optimizer = keras.optimizers.SGD(0.01)
+    optimizer.build(model.trainable_variables)
+
+# Keras 3's tape cannot differentiate its ShardedVariable wrappers: step the shards by hand there.
+shards = []
+for v in model.trainable_variables:
+    tv = v.value
+    shards.extend(tv.variables if not isinstance(tv, tf.Variable) else [tv])
+
+@tf.function
+def step(x, y):
+    def replica(x, y):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean((model(x) - y) ** 2)
+        if ARGS["sharded"]:
+            for shard, grad in zip(shards, tape.gradient(loss, shards)):
+                shard.assign_sub(0.01 * grad)
+        else:
+            grads = tape.gradient(loss, model.trainable_variables)
+            optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        return loss
+    return g.tf_strategy.run(replica, args=(x, y))
+
+rng = np.random.default_rng(0)
+x = tf.constant(rng.normal(size=(4, 8, 8, 1)), tf.float32)
+y = tf.constant(rng.normal(size=(4, 2)), tf.float32)
+losses = [coordinator.schedule(step, args=(x, y)) for _ in range(4)]
+coordinator.join()
+ops = gs.native_ops()
+edges = [[c.decode() for c in row] for row in ops.geryon_annotated_edges().numpy().tolist()]
+classes, ids = ops.geryon_class_for_edge([row[3] for row in edges] or [""])
+emit({
+    "losses": [float(l.fetch()) for l in losses],
+    "entries": [[e.id, e.name, e.cls] for e in g.map_table.entries],
+    "edges": edges,
+    "classes": classes.numpy().tolist()[: len(edges)],
+    "ids": ids.numpy().tolist()[: len(edges)],
+    "tables": {k: [t.version, list(t.classes)] for k, t in g.task_tables().items()},
+})
+"""
+
+
+def run(sharded: bool) -> dict[str, Any]:
+    return run_in_ps_cluster(CLUSTER_BODY, num_ps=2, num_workers=1, timeout=240, args={"sharded": sharded})
+
+
+@pytest.fixture(scope="module")
+def plain() -> dict[str, Any]:
+    return run(sharded=False)
+
+
+def test_every_parameter_is_annotated_on_its_pulls_and_pushes(plain: dict[str, Any]) -> None:
+    entries = {i: (name, cls) for i, name, cls in plain["entries"]}
+    assert sorted(name for name, _ in entries.values()) == sorted(
+        f"sequential/{layer}/{w}" for layer in ("conv", "hidden", "out") for w in ("kernel", "bias")
+    )
+    pulled = {int(pid) for role, pid, _, _ in plain["edges"] if role == "pull"}
+    pushed = {int(pid) for role, pid, _, _ in plain["edges"] if role == "push"}
+    assert pulled == set(entries)
+    assert pushed == set(entries)
+    assert all(r in ("pull", "push") for r, *_ in plain["edges"])
+
+
+def test_annotations_name_the_right_variable(plain: dict[str, Any]) -> None:
+    entries = {i: name for i, name, _ in plain["entries"]}
+    for role, pid, old, new in plain["edges"]:
+        assert new == f"{old}#gp={pid}"
+        if role != "pull":
+            continue
+        # The pull's producer is the read op in the layer that owns the variable: a bias is read
+        # for BiasAdd (a Conv2D reshapes it first), a kernel for the layer's matmul/convolution.
+        layer, weight = entries[int(pid)].split("/")[-2:]
+        assert f"/{layer}_" in old or f"/{layer}/" in old, (old, entries[int(pid)])
+        reads_bias = "/BiasAdd/" in old or "/Reshape/" in old
+        assert reads_bias == (weight == "bias"), (old, entries[int(pid)])
+
+
+def test_rendezvous_classes_follow_the_map_table(plain: dict[str, Any]) -> None:
+    cls_of = {i: cls for i, _, cls in plain["entries"]}
+    assert plain["ids"] == [int(pid) for _, pid, _, _ in plain["edges"]]
+    assert plain["classes"] == [cls_of[int(pid)] for _, pid, _, _ in plain["edges"]]
+    assert set(cls_of.values()) == {0, 1}  # both classes in use
+    # Every task (coordinator, 2 PS, the worker) runs version 1 with the tagger's classes.
+    expected = [1, [cls_of[i] for i in sorted(cls_of)]]
+    assert set(plain["tables"]) == {"coordinator", "ps:0", "ps:1", "worker:0"}
+    assert all(v == expected for v in plain["tables"].values())
+
+
+def test_training_still_learns_through_renamed_edges(plain: dict[str, Any]) -> None:
+    losses = plain["losses"]
+    assert all(loss == loss for loss in losses)  # no NaN: the tensors arrived
+    assert losses[-1] < losses[0]
+
+
+def test_every_shard_of_a_sharded_variable_is_its_own_parameter() -> None:
+    result = run(sharded=True)
+    names = {i: name for i, name, _ in result["entries"]}
+    shards = [name for name in names.values() if "/part_" in name]
+    assert shards, names  # the partitioner did shard something
+    pulled = {int(pid) for role, pid, _, _ in result["edges"] if role == "pull"}
+    pushed = {int(pid) for role, pid, _, _ in result["edges"] if role == "push"}
+    assert pulled == set(names)
+    assert pushed == set(names)
