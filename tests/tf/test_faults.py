@@ -1,0 +1,164 @@
+"""Faults: a dead PS fails the step quickly; bad bytes, strangers and aborted steps leave servers serving."""
+
+from __future__ import annotations
+
+import socket
+import struct
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tf.tf_cluster import CNN_BODY, TfCluster, data_port
+
+from geryon.tf.build import build
+
+pytestmark = pytest.mark.slow
+HELLO, REQUEST, RESPONSE = 0x48595247, 0x51595247, 0x53595247
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _built() -> None:
+    build()
+
+
+def test_killing_the_ps_mid_training_fails_the_chief_within_10_s(tmp_path: Path) -> None:
+    progress = tmp_path / "progress"
+    with TfCluster(num_ps=1, num_workers=2) as cluster:
+        outcome: dict[str, Any] = {}
+
+        def chief() -> None:
+            args = {"steps": 2000, "max_seconds": 90, "progress_file": str(progress)}
+            outcome.update(cluster.run_chief(CNN_BODY, args=args, timeout=150))
+
+        thread = threading.Thread(target=chief)
+        thread.start()
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not (progress.exists() and int(progress.read_text() or 0) >= 3):
+            time.sleep(0.1)
+        assert progress.exists(), "training did not start"
+        killed_at = time.time()
+        cluster.kill("ps0")
+        thread.join(timeout=150)
+    assert "error" in outcome, outcome
+    assert outcome["error_at"] - killed_at < 10, outcome
+    assert "/job:ps" in outcome["error"]
+
+
+def _hello(task: str, cls: int = 0) -> bytes:
+    return struct.pack("<IHHH", HELLO, 1, cls, len(task)) + task.encode()
+
+
+def _request(request_id: int, key: bytes, step: int = 1) -> bytes:
+    return struct.pack("<IQqI", REQUEST, request_id, step, len(key)) + key
+
+
+def _closed_by_server(sock: socket.socket) -> bool:
+    sock.settimeout(5)
+    try:
+        return sock.recv(1) == b""
+    except ConnectionResetError:
+        return True
+
+
+def _read_exact(sock: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        assert chunk, "connection closed"
+        data += chunk
+    return data
+
+
+def _error_response(sock: socket.socket) -> tuple[int, int, str]:
+    sock.settimeout(10)
+    magic, request_id, kind, _dead, _pad = struct.unpack("<IQBBH", _read_exact(sock, 16))
+    assert magic == RESPONSE and kind == 2
+    code, length = struct.unpack("<II", _read_exact(sock, 8))
+    return request_id, code, _read_exact(sock, length).decode()
+
+
+def test_bad_frames_and_strangers_are_refused_and_the_server_keeps_serving() -> None:
+    with TfCluster(num_ps=1, num_workers=1) as cluster:
+        port = data_port(cluster.cluster["ps"][0])
+        worker = "/job:worker/replica:0/task:0"
+
+        with socket.create_connection(("127.0.0.1", port)) as s:  # garbage instead of a hello
+            s.sendall(b"GET / HTTP/1.1\r\n\r\n")
+            assert _closed_by_server(s)
+        with socket.create_connection(("127.0.0.1", port)) as s:  # a task the cluster spec does not have
+            s.sendall(_hello("/job:intruder/replica:0/task:0"))
+            assert _closed_by_server(s)
+        with socket.create_connection(("127.0.0.1", port), source_address=("127.0.0.2", 0)) as s:
+            assert _closed_by_server(s)  # a host no task of the cluster spec is on
+        with socket.create_connection(("127.0.0.1", port)) as s:  # a request frame with a bad magic
+            s.sendall(_hello(worker) + b"\x00" * 32)
+            assert _closed_by_server(s)
+        with socket.create_connection(("127.0.0.1", port)) as s:  # truncated: half a request, then gone
+            s.sendall(_hello(worker) + _request(7, b"k" * 100)[:30])
+        # A well-formed request for a key that does not parse gets an error frame, not a crash.
+        with socket.create_connection(("127.0.0.1", port)) as s:
+            s.sendall(_hello(worker) + _request(42, b"not;a;key"))
+            request_id, code, message = _error_response(s)
+            assert request_id == 42 and code == 3 and message  # INVALID_ARGUMENT
+            s.sendall(_request(43, b"still;not;a;key"))
+            assert _error_response(s)[0] == 43  # the connection stays usable after an error
+        time.sleep(0.5)
+        assert cluster.procs["ps0"].poll() is None, cluster.stderr("ps0")
+        log = cluster.stderr("ps0")
+    assert "malformed hello (bad magic" in log
+    assert "refused: /job:intruder/replica:0/task:0 is not a task of the cluster spec" in log
+    assert "refused a connection from 127.0.0.2" in log
+    assert "malformed frame (bad magic 0x0)" in log
+
+
+def test_garbage_to_the_data_ports_during_training_does_not_stop_it() -> None:
+    with TfCluster(num_ps=1, num_workers=2) as cluster:
+        ports = [data_port(a) for job in ("ps", "worker") for a in cluster.cluster[job]]
+        result = cluster.run_chief(CNN_BODY, args={"steps": 5, "garbage_ports": ports})
+        alive = {name: proc.poll() is None for name, proc in cluster.procs.items()}
+    assert "error" not in result, result
+    assert len(result["losses"]) == 5
+    assert all(alive.values()), alive
+
+
+# TF1 between-graph: a step whose Recv waits for a tensor the PS never produces must end at the
+# session's deadline (the rendezvous aborts the pending receive), and the next step must still work.
+TF1_BODY = r"""
+import time
+tf.compat.v1.disable_eager_execution()
+with tf.device("/job:ps/task:0"):
+    queue = tf.compat.v1.FIFOQueue(1, tf.float32, shapes=[[1000]])
+    waiting = queue.dequeue()
+    weights = tf.compat.v1.get_variable("w", initializer=tf.ones([1000]))
+with tf.device("/job:worker/task:0"):
+    blocked = tf.reduce_sum(waiting * 2.0)
+    total = tf.reduce_sum(weights * 3.0)
+# The cluster spec names a chief that runs no server here: filter it out, else the master waits for it.
+config = tf.compat.v1.ConfigProto(device_filters=["/job:ps", "/job:worker/task:0"])
+target = "grpc://" + cluster_spec.task_address("worker", 0)
+with tf.compat.v1.Session(target, config=config) as sess:
+    sess.run(tf.compat.v1.global_variables_initializer())
+    first = float(sess.run(total))
+    started = time.time()
+    try:
+        sess.run(blocked, options=tf.compat.v1.RunOptions(timeout_in_ms=2000))
+        outcome = "ran"
+    except tf.errors.DeadlineExceededError:
+        outcome = "deadline"
+    waited = time.time() - started
+    again = float(sess.run(total))
+emit({"first": first, "outcome": outcome, "waited": waited, "again": again})
+"""
+
+
+def test_tf1_between_graph_runs_and_an_aborted_step_leaves_the_rendezvous_usable() -> None:
+    with TfCluster(num_ps=1, num_workers=1) as cluster:
+        result = cluster.run_chief(TF1_BODY, timeout=120)
+        time.sleep(0.5)
+        pulls = [c for c in cluster.counters("worker0") if c["role"] == "consumer"]
+    assert result["first"] == pytest.approx(3000.0) and result["again"] == pytest.approx(3000.0)
+    assert result["outcome"] == "deadline" and result["waited"] < 10
+    # The worker received the variable through the data plane (4000 bytes per pull, two pulls).
+    assert sum(c["bytes_received"] for c in pulls) >= 8000
