@@ -816,7 +816,7 @@ class TcpTransport : public Transport {
       }
       std::string ip = NumericHost(reinterpret_cast<sockaddr*>(&ss), len, nullptr);
       if (!AllowedHost(ip)) {
-        LOG(WARNING) << "Geryon data plane: refused a connection from " << ip
+        LOG(ERROR) << "Geryon data plane: refused a connection from " << ip
                      << ": no task of the cluster spec is on that host";
         close(fd);
         continue;
