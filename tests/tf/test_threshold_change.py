@@ -1,0 +1,165 @@
+"""A threshold change at run time moves a parameter's bytes from one flow to the other between steps.
+
+Real separate processes (tests/tf/tf_cluster.py: one PS, one worker and the chief, protocol
+`grpc+geryon`). The chief builds the model through geryon.tf.strategy: the layer `big` (64 KiB
+kernel) starts in class 1 and moves to class 0 when the threshold drops. The per-flow counters of
+the PS and worker processes show where its pulls and pushes went before and after, the tables read
+back from every task show the new version, and the step function is not traced again.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.tf.tf_cluster import TfCluster
+
+pytest.importorskip("tensorflow")
+
+STEPS = 3
+# Layer urgencies under the tagger's "layer" function (1 - l/L): first 0.67, big 0.33, last 0.
+BEFORE, AFTER = [0.5], [0.2]
+
+CHIEF_BODY = r"""
+import os, time
+from pathlib import Path
+import numpy as np
+import keras
+import geryon.tf.strategy as gs
+
+def make_model():
+    keras.utils.set_random_seed(3)
+    return keras.Sequential([
+        keras.Input((64,)),
+        keras.layers.Dense(64, name="first"),
+        keras.layers.Dense(256, name="big"),
+        keras.layers.Dense(1, name="last"),
+    ])
+
+g = gs.strategy(cluster_resolver, make_model, thresholds=ARGS["before"])
+coordinator = tf.distribute.coordinator.ClusterCoordinator(g.tf_strategy)
+model = g.model
+with g.scope():
+    optimizer = keras.optimizers.SGD(0.001)
+
+@tf.function
+def step(x, y):
+    def replica(x, y):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean((model(x) - y) ** 2)
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        return loss
+    return g.tf_strategy.run(replica, args=(x, y))
+
+rng = np.random.default_rng(0)
+x = tf.constant(rng.normal(size=(8, 64)), tf.float32)
+y = tf.constant(rng.normal(size=(8, 1)), tf.float32)
+sync = Path(ARGS["sync"])
+
+def phase(name):
+    losses = [float(coordinator.schedule(step, args=(x, y)).fetch()) for _ in range(ARGS["steps"])]
+    (sync / name).write_text("done")
+    deadline = time.time() + 60
+    while not (sync / (name + ".ack")).exists():  # the test reads the counters meanwhile
+        if time.time() > deadline:
+            raise TimeoutError("the test did not acknowledge phase " + name)
+        time.sleep(0.05)
+    return losses
+
+classes_before = {e.name: e.cls for e in g.map_table.entries}
+losses = phase("before")
+traces = step.experimental_get_tracing_count()
+table = g.set_thresholds(ARGS["after"])
+losses += phase("after")
+emit({
+    "losses": losses,
+    "classes_before": classes_before,
+    "classes_after": {e.name: e.cls for e in table.entries},
+    "bytes": {e.name: int(np.prod(v.shape)) * 4
+              for e, v in zip(g.map_table.entries, model.trainable_variables)},
+    "retraced": step.experimental_get_tracing_count() - traces,
+    "tables": {k: [t.version, list(t.classes)] for k, t in g.task_tables().items()},
+})
+"""
+
+
+def bytes_sent_per_class(cluster: TfCluster) -> dict[int, int]:
+    """Bytes every PS and worker process sent on its flows, per class (pulls and pushes)."""
+    totals: dict[int, int] = {}
+    for name in ("ps0", "worker0"):
+        for row in cluster.counters(name):
+            if row["role"] == "producer":
+                totals[row["klass"]] = totals.get(row["klass"], 0) + row["bytes_sent"]
+    return totals
+
+
+def snapshot_after(cluster: TfCluster, sync: Path, phase: str, out: dict[str, dict[int, int]]) -> None:
+    deadline = time.monotonic() + 120
+    while not (sync / phase).exists():
+        if time.monotonic() > deadline:
+            return
+        time.sleep(0.05)
+    time.sleep(0.6)  # the servers write their counters every 0.2 s
+    out[phase] = bytes_sent_per_class(cluster)
+    (sync / f"{phase}.ack").write_text("ok")
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    sync = tmp_path_factory.mktemp("sync")
+    seen: dict[str, dict[int, int]] = {}
+    with TfCluster(num_ps=1, num_workers=1, protocol="grpc+geryon") as cluster:
+
+        def watch() -> None:
+            for phase in ("before", "after"):
+                snapshot_after(cluster, sync, phase, seen)
+
+        watcher = threading.Thread(target=watch, daemon=True)
+        watcher.start()
+        result = cluster.run_chief(
+            CHIEF_BODY,
+            timeout=240,
+            args={"steps": STEPS, "before": BEFORE, "after": AFTER, "sync": str(sync)},
+        )
+        watcher.join(timeout=10)
+    result["seen"] = seen
+    return result
+
+
+def test_the_threshold_moves_the_big_layer_to_class_0(run: dict[str, Any]) -> None:
+    before, after = run["classes_before"], run["classes_after"]
+    assert before["sequential/first/kernel"] == 0 and after["sequential/first/kernel"] == 0
+    assert before["sequential/big/kernel"] == 1 and after["sequential/big/kernel"] == 0
+    assert before["sequential/last/kernel"] == 1 and after["sequential/last/kernel"] == 1
+
+
+def test_every_task_runs_the_new_version_without_retracing(run: dict[str, Any]) -> None:
+    order = sorted(run["classes_after"])  # entries are in parameter-id order, as the tables are
+    assert set(run["tables"]) == {"coordinator", "ps:0", "worker:0"}
+    for version, classes in run["tables"].values():
+        assert version == 2
+        assert len(classes) == len(order)
+    assert run["retraced"] == 0
+    assert len(run["losses"]) == 2 * STEPS and run["losses"][-1] < run["losses"][0]
+
+
+def test_the_big_layer_bytes_leave_the_class_1_flow_between_two_steps(run: dict[str, Any]) -> None:
+    seen = run["seen"]
+    assert set(seen) == {"before", "after"}, "the counters were not read after both phases"
+    size = run["bytes"]
+    big = size["sequential/big/kernel"] + size["sequential/big/bias"]
+    last = size["sequential/last/kernel"] + size["sequential/last/bias"]
+    # Per step every parameter is pulled once (PS -> worker) and pushed once (worker -> PS).
+    class1_before = seen["before"].get(1, 0)
+    class1_after = seen["after"].get(1, 0) - class1_before
+    class0_after = seen["after"].get(0, 0) - seen["before"].get(0, 0)
+    first = size["sequential/first/kernel"] + size["sequential/first/bias"]
+    assert 2 * STEPS * (big + last) <= class1_before <= 1.2 * 2 * STEPS * (big + last)
+    assert 2 * STEPS * last <= class1_after < 2 * STEPS * last + big // 4
+    # After the change class 0 carried the big layer as well as the first one.
+    assert class0_after >= 2 * STEPS * (big + first)
