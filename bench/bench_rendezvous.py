@@ -1,0 +1,221 @@
+"""Data-plane throughput and per-message cost: TF's `grpc` against `grpc+geryon`, side by side.
+
+    .venv/bin/python bench/bench_rendezvous.py [--repeats 9] [--out out/bench/rendezvous.json]
+
+Two real clusters on loopback (one PS and one worker process each, one per protocol) run at the
+same time; one client process holds a TF1 session to each and alternates between them, so both
+protocols see the same machine load. Rows (medians over repeats):
+  pull N MB       one step whose worker receives an N MB float32 variable from the PS
+                  (MB/s = N MB / step time; the step's fixed cost is included, as a user sees it)
+  200 x 4 B       one step moving 200 tiny variables: step time / 200 = per-message cost
+  1 x 4 B         one step moving one tiny variable: the fixed cost of a step
+  class lookup    ns per ClassForEdge call (annotated and plain edge names), in-process
+Target (issue 4): grpc+geryon at least as fast as grpc. Writes JSON (default out/bench/rendezvous.json).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchlib import print_table, write_json
+
+from geryon.progress import Progress
+from geryon.tf.build import build
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+DATA_OFFSET = -7000
+PROTOCOLS = ("grpc", "grpc+geryon")
+SIZES_MB = (1, 16, 100)
+SMALL = 200
+
+_SERVER = r"""
+import json, os, sys, time
+import tensorflow as tf
+spec = json.loads(os.environ["BENCH_SPEC"])
+cluster = tf.train.ClusterSpec(spec["cluster"])
+if spec["protocol"] == "grpc+geryon":
+    import geryon.tf
+    server = geryon.tf.server(cluster, spec["job"], 0)
+else:
+    server = tf.distribute.Server(cluster, job_name=spec["job"], task_index=0, protocol="grpc")
+print("READY", flush=True)
+while True:
+    time.sleep(1)
+"""
+
+_CLIENT = r"""
+import json, os, statistics, sys, time
+import tensorflow as tf
+spec = json.loads(os.environ["BENCH_SPEC"])
+tf.compat.v1.disable_eager_execution()
+sessions = {}
+for protocol, worker in spec["workers"].items():
+    graph = tf.Graph()
+    with graph.as_default():
+        fetches = {}
+        with tf.device("/job:ps/task:0"):
+            big = {mb: tf.Variable(tf.zeros([mb * 262144]), name=f"v{mb}") for mb in spec["sizes_mb"]}
+            small = [tf.Variable(tf.zeros([1]), name=f"s{i}") for i in range(spec["small"])]
+        with tf.device("/job:worker/task:0"):
+            for mb, v in big.items():
+                fetches[f"pull {mb} MB"] = tf.identity(v)[0]  # the whole tensor crosses, little compute
+            fetches[f"{spec['small']} x 4 B"] = tf.add_n([tf.identity(v)[0] for v in small])
+            fetches["1 x 4 B"] = tf.identity(small[0])[0]
+        init = tf.compat.v1.global_variables_initializer()
+    sess = tf.compat.v1.Session("grpc://" + worker, graph=graph)
+    sess.run(init)
+    for f in fetches.values():
+        sess.run(f)  # warm-up: connections, graph registration
+    sessions[protocol] = (sess, fetches)
+samples = {p: {name: [] for name in fetches} for p in sessions}
+for name in fetches:
+    repeats = spec["repeats"] * (3 if "B" in name and "MB" not in name else 1)
+    for _ in range(repeats):
+        for protocol, (sess, f) in sessions.items():  # alternate: same load for both
+            start = time.perf_counter()
+            sess.run(f[name])
+            samples[protocol][name].append(time.perf_counter() - start)
+    print(f"bench: {name} done", file=sys.stderr, flush=True)
+print("RESULT " + json.dumps(samples), flush=True)
+os._exit(0)
+"""
+
+
+def _free_ports(count: int) -> list[int]:
+    ports: list[int] = []
+    while len(ports) < count:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        with socket.socket() as probe:
+            try:
+                probe.bind(("0.0.0.0", port + DATA_OFFSET))
+            except OSError:
+                continue
+        if port not in ports and port + DATA_OFFSET not in ports:
+            ports.append(port)
+    return ports
+
+
+def _env(spec: dict[str, Any]) -> dict[str, str]:
+    return {
+        **os.environ,
+        "TF_CPP_MIN_LOG_LEVEL": "2",
+        "GERYON_DATA_PORT_OFFSET": str(DATA_OFFSET),
+        "BENCH_SPEC": json.dumps(spec),
+        "PYTHONPATH": str(REPO_ROOT),
+    }
+
+
+def measure(repeats: int, progress: Progress) -> dict[str, dict[str, list[float]]]:
+    procs: list[subprocess.Popen[str]] = []
+    try:
+        workers = {}
+        for protocol in PROTOCOLS:
+            ps_port, worker_port = _free_ports(2)
+            cluster = {"ps": [f"127.0.0.1:{ps_port}"], "worker": [f"127.0.0.1:{worker_port}"]}
+            workers[protocol] = cluster["worker"][0]
+            for job in ("ps", "worker"):
+                spec = {"cluster": cluster, "job": job, "protocol": protocol}
+                procs.append(
+                    subprocess.Popen(
+                        [sys.executable, "-c", _SERVER],
+                        env=_env(spec),
+                        stdout=subprocess.PIPE,
+                        stderr=subprocess.DEVNULL,
+                        text=True,
+                    )
+                )
+        for proc in procs:
+            assert proc.stdout is not None
+            if not proc.stdout.readline().startswith("READY"):
+                raise RuntimeError("a server did not start")
+        progress.say("4 servers up; measuring (the client alternates between the two clusters)")
+        spec = {"workers": workers, "sizes_mb": list(SIZES_MB), "small": SMALL, "repeats": repeats}
+        client = subprocess.run(
+            [sys.executable, "-c", textwrap.dedent(_CLIENT)],
+            env=_env(spec),
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+        for line in client.stdout.splitlines():
+            if line.startswith("RESULT "):
+                result: dict[str, dict[str, list[float]]] = json.loads(line[len("RESULT ") :])
+                return result
+        raise RuntimeError(f"the client failed: {client.stderr[-3000:]}")
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                os.kill(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+
+def lookup_ns() -> dict[str, float]:
+    import geryon.tf
+
+    cdll = geryon.tf.load().cdll
+    edges = {
+        "annotated": b"edge_16_sequential/dense/Cast/ReadVariableOp#gp=12",
+        "plain": b"edge_147_sgd/IdentityN",
+    }
+    return {name: cdll.geryon_bench_class_lookup_ns(edge, 2_000_000) for name, edge in edges.items()}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--repeats", type=int, default=9, help="steps per row and protocol (small rows: 3x)")
+    parser.add_argument("--out", default="out/bench/rendezvous.json")
+    args = parser.parse_args()
+    if args.repeats < 1:
+        parser.error("--repeats must be >= 1")
+    progress = Progress("bench_rendezvous")
+    build(progress=progress)
+    samples = measure(args.repeats, progress)
+    rows = []
+    for name in samples["grpc"]:
+        row: dict[str, Any] = {"what": name}
+        for protocol in PROTOCOLS:
+            times = sorted(samples[protocol][name])
+            median = times[len(times) // 2]
+            key = "geryon" if protocol == "grpc+geryon" else "grpc"
+            row[f"{key}_ms"] = median * 1e3
+            if name.startswith("pull"):
+                row[f"{key}_mbps"] = int(name.split()[1]) / median
+            elif name.startswith(f"{SMALL} x"):
+                row[f"{key}_per_msg_us"] = median / SMALL * 1e6
+        row["speedup"] = row["grpc_ms"] / row["geryon_ms"]
+        rows.append(row)
+    print_table(
+        rows,
+        [("what", "what", "s"), ("grpc_ms", "grpc ms", ".2f"), ("geryon_ms", "geryon ms", ".2f"),
+         ("grpc_mbps", "grpc MB/s", ".0f"), ("geryon_mbps", "geryon MB/s", ".0f"),
+         ("grpc_per_msg_us", "grpc us/msg", ".1f"), ("geryon_per_msg_us", "geryon us/msg", ".1f"),
+         ("speedup", "grpc/geryon", ".2f")],
+    )  # fmt: skip
+    lookups = lookup_ns()
+    print(
+        f"class lookup: {lookups['annotated']:.1f} ns (annotated edge), "
+        f"{lookups['plain']:.1f} ns (plain edge)"
+    )
+    write_json(
+        args.out,
+        {"rows": rows, "class_lookup_ns": lookups, "repeats": args.repeats, "samples_s": samples},
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
