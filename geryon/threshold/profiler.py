@@ -6,7 +6,8 @@ on random inputs of the shapes that call sees with the batch dimension set to `b
 - forward + backward: the same under a GradientTape, then the gradients of its output (with a random
   upstream gradient) for its trainable variables and its float inputs. The model's own input gets no
   gradient, as in training.
-Backward is the median of (forward + backward) minus the median of forward; forward has the cost of
+Backward is the median of (forward + backward) minus the median of forward, the two timed in
+alternation so that load on a shared machine hits both alike; forward has the cost of
 calling an empty tf.function (measured alongside) taken off, since a training step pays that once,
 not once per layer. After `warmup` untimed runs (graph tracing, allocator warm-up), `iterations` runs
 are timed and the median kept.
@@ -166,8 +167,7 @@ def _time_call(
             [y for y, _ in pairs], wrt_inputs + variables, output_gradients=[g for _, g in pairs]
         )
 
-    f = _median_time(forward, iterations, warmup)
-    fb = _median_time(forward_backward, iterations, warmup)
+    f, fb = _paired_median_times(forward, forward_backward, iterations, warmup)
     # Noise can make the difference negative for layers whose backward is nearly free.
     return f, max(0.0, fb - f)
 
@@ -195,6 +195,24 @@ def _median_time(fn: Callable[[], Any], iterations: int, warmup: int) -> float:
         fn()
         times.append(time.perf_counter() - start)
     return statistics.median(times)
+
+
+def _paired_median_times(
+    first: Callable[[], Any], second: Callable[[], Any], iterations: int, warmup: int
+) -> tuple[float, float]:
+    """Medians of two functions timed in alternation, so a burst of load on a shared machine hits
+    both alike instead of whichever happened to run then (their difference is the backward time)."""
+    for _ in range(warmup):
+        first()
+        second()
+    a: list[float] = []
+    b: list[float] = []
+    for _ in range(iterations):
+        for fn, out in ((first, a), (second, b)):
+            start = time.perf_counter()
+            fn()
+            out.append(time.perf_counter() - start)
+    return statistics.median(a), statistics.median(b)
 
 
 def _random_like(tensor: Any, batch_size: int) -> Any:
