@@ -15,26 +15,16 @@ throughput this CPU reached. Prints tables and writes JSON (default out/bench/pr
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import time
 
-from benchlib import print_table, write_json
+from benchlib import median_time, print_table, write_json
 
 from geryon.threshold.model import in_order, iteration_time
 from geryon.threshold.profiles import DEVICES, profile_from_model, retime
 
 DEFAULT_MODELS = ["alexnet", "vgg19", "resnet50", "inceptionv3", "mobilenetv2"]
 BANDWIDTHS_GBIT = [10, 40, 100]
-
-
-def median_time(fn, repeats: int) -> float:
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
 
 
 def main() -> int:

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import time
 from pathlib import Path
+
+from benchlib import median_time
 
 from geryon.tagger.map_table import MapTable
 from geryon.tagger.partition import parse_size
@@ -22,15 +23,6 @@ from geryon.tfenv import import_tensorflow
 
 DEFAULT_MODELS = ["alexnet", "vgg19", "resnet50", "inceptionv3", "mobilenetv2"]
 SLICE_SIZES = ["256KiB", "512KiB", "1MiB", "2MiB", "4MiB"]
-
-
-def median_time(fn, repeats: int) -> float:
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
 
 
 def main() -> int:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+import statistics
+import time
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,3 +29,13 @@ def write_json(path: str | Path, payload: Any) -> Path:
     out.write_text(json.dumps(payload, indent=1) + "\n")
     print(f"JSON: {out}")
     return out
+
+
+def median_time(fn: Callable[[], Any], repeats: int) -> float:
+    """Median wall time of `repeats` calls of `fn`, in seconds."""
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples)

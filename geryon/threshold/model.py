@@ -83,15 +83,7 @@ def chain_iteration_time(
         )
     if n == 0:
         raise ValueError("layer_bytes: the model needs at least one layer")
-    if (
-        isinstance(bandwidth_bps, bool)
-        or not isinstance(bandwidth_bps, int | float)
-        or not math.isfinite(bandwidth_bps)
-        or bandwidth_bps <= 0
-    ):
-        raise ValueError(
-            f"bandwidth_bps: expected a finite number of bits per second > 0, got {bandwidth_bps!r}"
-        )
+    check_bandwidth(bandwidth_bps)
     _check_order(order, n)
 
     tau = [b * 8.0 / bandwidth_bps for b in layer_bytes]  # tau_p = tau_g per layer
@@ -138,6 +130,20 @@ def chain_iteration_time(
         t_bf=tuple(t_bf),
         order=tuple(order),
     )
+
+
+def check_bandwidth(bandwidth_bps: Any) -> float:
+    """A link rate in bits per second: finite and above 0, else ValueError naming bandwidth_bps."""
+    if (
+        isinstance(bandwidth_bps, bool)
+        or not isinstance(bandwidth_bps, int | float)
+        or not math.isfinite(bandwidth_bps)
+        or bandwidth_bps <= 0
+    ):
+        raise ValueError(
+            f"bandwidth_bps: expected a finite number of bits per second > 0, got {bandwidth_bps!r}"
+        )
+    return float(bandwidth_bps)
 
 
 def overlap_coefficient(comm_s: float, compute_s: float, iteration_s: float) -> float:

@@ -52,7 +52,6 @@ gradient pushed last) and loses where the next iteration's pulls overlap this on
 from __future__ import annotations
 
 import heapq
-import math
 import operator
 import time
 from collections.abc import Sequence
@@ -61,7 +60,7 @@ from typing import Any
 
 from geryon.tagger.map_table import class_of, validate_thresholds
 from geryon.tagger.partition import plan_partitions
-from geryon.threshold.model import overlap_coefficient
+from geryon.threshold.model import check_bandwidth, overlap_coefficient
 from geryon.threshold.network import allocate
 from geryon.threshold.profile import Profile
 from geryon.threshold.trace import Span, chrome_trace
@@ -174,15 +173,7 @@ def simulate(
     w = _count(workers, "workers")
     p = _count(num_ps, "num_ps")
     n_iter = _count(iterations, "iterations")
-    if (
-        isinstance(bandwidth_bps, bool)
-        or not isinstance(bandwidth_bps, int | float)
-        or not math.isfinite(bandwidth_bps)
-        or bandwidth_bps <= 0
-    ):
-        raise ValueError(
-            f"bandwidth_bps: expected a finite number of bits per second > 0, got {bandwidth_bps!r}"
-        )
+    check_bandwidth(bandwidth_bps)
     if mode not in MODES:
         raise ValueError(f"mode: unknown mode {mode!r}; allowed: {', '.join(MODES)}")
     ts = validate_thresholds(thresholds, "thresholds")

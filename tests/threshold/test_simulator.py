@@ -493,6 +493,14 @@ def time_stepped(
     return (ends[-1] - ends[0]) / (iterations - 1) if iterations > 1 else ends[0]
 
 
+REFERENCE_CASES = {
+    # colocate: (seed, ((workers, num_ps, iterations), ...))
+    False: (31, ((2, 3, 1), (3, 2, 2))),
+    True: (37, ((3, 3, 1), (3, 2, 2))),
+}
+
+
+@pytest.mark.parametrize("colocate", [False, True])
 @pytest.mark.parametrize(
     ("mode", "interleave"),
     [
@@ -504,16 +512,17 @@ def time_stepped(
         ("ideal", True),
     ],
 )
-def test_the_event_driven_replay_matches_a_time_stepped_reference(mode, interleave):
-    rng = random.Random(31)
-    for workers, num_ps, iterations in ((2, 3, 1), (3, 2, 2)):
+def test_the_event_driven_replay_matches_a_time_stepped_reference(mode, interleave, colocate):
+    seed, cases = REFERENCE_CASES[colocate]
+    rng = random.Random(seed)
+    for workers, num_ps, iterations in cases:
         n = rng.randint(4, 6)
         p = synthetic(
             [4 * rng.randint(50, 300) for _ in range(n)],
             [rng.uniform(0.05, 0.3) for _ in range(n)],
             [rng.uniform(0.05, 0.3) for _ in range(n)],
         )
-        want = time_stepped(p, workers, num_ps, 8000, mode, interleave, iterations)
+        want = time_stepped(p, workers, num_ps, 8000, mode, interleave, iterations, colocate=colocate)
         got = simulate(
             p,
             workers=workers,
@@ -524,43 +533,9 @@ def test_the_event_driven_replay_matches_a_time_stepped_reference(mode, interlea
             interleave=interleave,
             partition=False,
             symmetric=False,
+            colocate=colocate,
         )
         # Steps of 1 ms delay each of the few dozen dependent events by at most one step.
-        assert got.iteration_s == pytest.approx(want, abs=0.01)
-
-
-@pytest.mark.parametrize(
-    ("mode", "interleave"),
-    [
-        ("fifo", True),
-        ("fifo", False),
-        ("network", True),
-        ("network", False),
-        ("end-host", True),
-        ("ideal", True),
-    ],
-)
-def test_colocated_replay_matches_the_time_stepped_reference(mode, interleave):
-    rng = random.Random(37)
-    for workers, num_ps, iterations in ((3, 3, 1), (3, 2, 2)):
-        n = rng.randint(4, 6)
-        p = synthetic(
-            [4 * rng.randint(50, 300) for _ in range(n)],
-            [rng.uniform(0.05, 0.3) for _ in range(n)],
-            [rng.uniform(0.05, 0.3) for _ in range(n)],
-        )
-        want = time_stepped(p, workers, num_ps, 8000, mode, interleave, iterations, colocate=True)
-        got = simulate(
-            p,
-            workers=workers,
-            num_ps=num_ps,
-            bandwidth_bps=8000,
-            mode=mode,
-            iterations=iterations,
-            interleave=interleave,
-            partition=False,
-            colocate=True,
-        )
         assert got.iteration_s == pytest.approx(want, abs=0.01)
 
 
