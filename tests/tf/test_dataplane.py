@@ -149,3 +149,76 @@ def test_tensors_travel_on_their_class_flow_with_its_dscp_in_both_directions() -
             assert flow.dscp == EF, flow
         elif other in ps_consumer_ports:
             assert flow.dscp == AF31, flow
+
+
+# The CNN through geryon.tf.strategy: the tagger classifies its parameters (threshold 0.5 on the
+# layer urgency), the graph pass tags their Send/Recv pairs, and each parameter's pull and gradient
+# push go on the flow of its class.
+STRATEGY_BODY = r"""
+import numpy as np
+import keras
+import geryon.tf.strategy as gs
+
+def make_model():
+    keras.utils.set_random_seed(1)
+    return keras.Sequential([
+        keras.Input((12, 12, 1)),
+        keras.layers.Conv2D(8, 3, activation="relu", name="conv1"),
+        keras.layers.Conv2D(8, 3, activation="relu", name="conv2"),
+        keras.layers.Flatten(),
+        keras.layers.Dense(32, activation="relu", name="fc1"),
+        keras.layers.Dense(10, name="fc2"),
+    ])
+
+g = gs.strategy(cluster_resolver, make_model, thresholds=[0.5])
+coordinator = tf.distribute.coordinator.ClusterCoordinator(g.tf_strategy)
+model = g.model
+with g.scope():
+    optimizer = keras.optimizers.SGD(0.05)
+loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+@tf.function
+def step(x, y):
+    def replica(x, y):
+        with tf.GradientTape() as tape:
+            loss = loss_fn(y, model(x, training=True))
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        return loss
+    return g.tf_strategy.run(replica, args=(x, y))
+
+rng = np.random.default_rng(0)
+for i in range(ARGS["steps"]):
+    x = tf.constant(rng.normal(size=(16, 12, 12, 1)), tf.float32)
+    y = tf.constant(rng.integers(0, 10, size=(16,)), tf.int64)
+    coordinator.schedule(step, args=(x, y)).fetch()
+per_class = {}
+for entry, v in zip(g.map_table.entries, model.trainable_variables, strict=True):
+    per_class[entry.cls] = per_class.get(entry.cls, 0) + int(np.prod(v.shape)) * 4
+emit({"bytes_per_class": per_class, "classes": {e.name: e.cls for e in g.map_table.entries}})
+"""
+
+
+def test_each_parameter_travels_with_the_dscp_of_its_map_table_class() -> None:
+    with TfCluster(num_ps=1, num_workers=1) as cluster, LoopbackCapture().running() as capture:
+        result = cluster.run_chief(STRATEGY_BODY, args={"steps": STEPS}, timeout=240)
+        time.sleep(0.6)
+        ps_rows = cluster.counters("ps0")
+        ps_port = data_port(cluster.cluster["ps"][0])
+        worker_port = data_port(cluster.cluster["worker"][0])
+    per_class = {int(k): v for k, v in result["bytes_per_class"].items()}
+    assert set(per_class) == {0, 1}, result["classes"]  # both classes hold parameters
+    ps_consumer_ports = {c["local_port"] for c in ps_rows if c["role"] == "consumer"}
+    pulls: dict[int, int] = defaultdict(int)
+    pushes: dict[int, int] = defaultdict(int)
+    for (sport, dport, dscp), n in capture.bytes.items():
+        if sport == ps_port:
+            pulls[dscp] += n
+        elif sport == worker_port and dport in ps_consumer_ports:
+            pushes[dscp] += n
+    assert set(pulls) == {EF, AF31} and set(pushes) == {EF, AF31}
+    for wire in (pulls, pushes):
+        # Class 1 carries exactly its parameters (framing aside); class 0 carries its parameters
+        # plus the tensors that carry none (they default to class 0).
+        assert STEPS * per_class[1] <= wire[AF31] <= 1.1 * STEPS * per_class[1] + 4096, (wire, per_class)
+        assert wire[EF] >= STEPS * per_class[0], (wire, per_class)
