@@ -4,7 +4,7 @@
 // graph per device, and both ends of every Send/Recv pair are in the partitions this pass sees.
 // For each pair it finds the variable behind the tensor:
 //   pull: _Send <- (Identity)* <- ReadVariableOp/ResourceGather <- (Identity)* <- variable
-//   push: _Recv -> (a few element-wise ops, e.g. lr * g) -> AssignSubVariableOp/ResourceApply* (variable)
+//   push: _Recv -> (ops, e.g. lr * g; optimizer slots) -> AssignSubVariableOp/ResourceApply* (variable)
 // where "variable" is a TF2 function's resource _Arg that carries the parameter id in the attr
 // "_geryon_param_id" (set at tracing time by geryon/tf/bindings.py), or a TF1 VarHandleOp/VariableV2
 // whose name is a parameter name of the installed map_table. The pair's
@@ -38,8 +38,9 @@ using ::tensorflow::GraphOptimizationPassOptions;
 using ::tensorflow::Node;
 using ::tensorflow::OptimizationPassRegistry;
 
-// Hops the push search walks from a _Recv before giving up (lr * g, casts, loss scaling...).
-constexpr int kMaxPushHops = 4;
+// Ops the push search walks from a _Recv before giving up: lr * g, casts, loss scaling, and
+// through optimizer slots (Adam: g -> m update -> m read -> m / sqrt(v) -> parameter update).
+constexpr int kMaxPushHops = 12;
 // The annotation log is for tests and diagnostics; cap it so a long job cannot grow it forever.
 constexpr size_t kMaxLogged = 100000;
 
@@ -60,16 +61,9 @@ bool IsRead(const Node* n) {
 // Ops that write a gradient (or a value computed from it) into the variable given as input 0.
 bool IsUpdate(const Node* n) {
   const std::string& op = n->type_string();
-  return op == "AssignSubVariableOp" || op == "AssignAddVariableOp" || absl::StartsWith(op, "ResourceApply") ||
+  return op == "AssignSubVariableOp" || op == "AssignAddVariableOp" || op == "AssignVariableOp" ||
+         absl::StartsWith(op, "ResourceApply") ||
          absl::StartsWith(op, "ResourceSparseApply") || absl::StartsWith(op, "ResourceScatter");
-}
-
-// Element-wise ops a gradient may pass through on the PS before the update op.
-bool IsGradientHop(const Node* n) {
-  static const auto* hops = new std::set<std::string>{
-      "Identity", "IdentityN", "Mul", "RealDiv", "Div", "Neg", "Cast", "AddV2", "Add", "Sub", "Reshape",
-      "Maximum", "Minimum", "ClipByValue", "DivNoNan", "MulNoNan", "UnsortedSegmentSum"};
-  return hops->count(n->type_string()) > 0;
 }
 
 const Node* DataInput(const Node* n, int index) {
@@ -105,14 +99,28 @@ int64_t VariableId(const Node* n, const MapTableSnapshot& table) {
   return -1;
 }
 
-int64_t PullId(const Node* send, const MapTableSnapshot& table) {
+// The read op a _Send sends (through Identity), or null when it sends something else.
+const Node* SentRead(const Node* send) {
   const Node* n = DataInput(send, 0);
   while (n != nullptr && n->IsIdentity()) n = DataInput(n, 0);
-  if (n == nullptr || !IsRead(n)) return -1;
-  return VariableId(DataInput(n, 0), table);
+  return n != nullptr && IsRead(n) ? n : nullptr;
 }
 
-// The one variable the received tensor updates, or -1 when there is none or more than one.
+int64_t PullId(const Node* send, const MapTableSnapshot& table) {
+  const Node* read = SentRead(send);
+  return read == nullptr ? -1 : VariableId(DataInput(read, 0), table);
+}
+
+// The resource node (an _Arg or variable op) a resource input comes from, skipping Identity.
+const Node* ResourceSource(const Node* n) {
+  for (int hop = 0; n != nullptr && n->IsIdentity() && hop < 8; ++hop) n = DataInput(n, 0);
+  return n;
+}
+
+// The one parameter the received tensor updates, or -1 when there is none or more than one.
+// The search follows the data the gradient flows into on the PS. When it reaches an update of a
+// variable that is not a parameter (an optimizer slot: momentum, Adam's m and v), it goes on from
+// that variable's reads, since the slot then flows into the parameter's own update.
 int64_t PushId(const Node* recv, const MapTableSnapshot& table) {
   std::set<int64_t> ids;
   std::vector<std::pair<const Node*, int>> frontier{{recv, 0}};
@@ -120,16 +128,26 @@ int64_t PushId(const Node* recv, const MapTableSnapshot& table) {
   while (!frontier.empty()) {
     auto [n, depth] = frontier.back();
     frontier.pop_back();
+    if (depth >= kMaxPushHops) continue;
     for (const Edge* e : n->out_edges()) {
       if (e->IsControlEdge()) continue;
       const Node* dst = e->dst();
-      if (!visited.insert(dst).second) continue;
-      if (IsUpdate(dst) && e->dst_input() != 0) {
-        int64_t id = VariableId(DataInput(dst, 0), table);
-        if (id < 0) return -1;  // updates something we cannot name: do not guess
-        ids.insert(id);
-      } else if (IsGradientHop(dst) && depth + 1 < kMaxPushHops) {
+      if (dst->IsSend() || dst->IsRetval() || !visited.insert(dst).second) continue;
+      if (!IsUpdate(dst) || e->dst_input() == 0) {
         frontier.push_back({dst, depth + 1});
+        continue;
+      }
+      const Node* variable = ResourceSource(DataInput(dst, 0));
+      int64_t id = VariableId(variable, table);
+      if (id >= 0) {
+        ids.insert(id);
+        continue;
+      }
+      if (variable == nullptr) continue;
+      for (const Edge* read : variable->out_edges()) {  // a slot: continue from its reads
+        if (!read->IsControlEdge() && IsRead(read->dst()) && visited.insert(read->dst()).second) {
+          frontier.push_back({read->dst(), depth + 1});
+        }
       }
     }
   }
@@ -143,8 +161,7 @@ class GeryonAnnotatePass : public GraphOptimizationPass {
     const MapTableSnapshot& table = CurrentMapTable();
     const std::string& what = options.debug_filename_prefix;  // the function's name, for the dump
 
-    // tensor_name -> (role, id) for every pair whose variable has a binding.
-    std::map<std::string, std::pair<std::string, int64_t>> resolved;
+    std::map<std::string, const Node*> sends;  // tensor_name -> its _Send
     std::vector<Node*> endpoints;
     for (auto& [device, graph] : *options.partition_graphs) {
       for (Node* n : graph->op_nodes()) {
@@ -153,9 +170,25 @@ class GeryonAnnotatePass : public GraphOptimizationPass {
         if (!tensorflow::TryGetNodeAttr(n->attrs(), "tensor_name", &tensor_name)) continue;
         if (ParamIdForEdge(tensor_name) >= 0) continue;  // already annotated (pass ran twice)
         endpoints.push_back(n);
-        int64_t id = n->IsSend() ? PullId(n, table) : PushId(n, table);
-        if (id >= 0) resolved[tensor_name] = {n->IsSend() ? "pull" : "push", id};
+        if (n->IsSend()) sends[tensor_name] = n;
       }
+    }
+    // tensor_name -> (role, id) for every pair that carries a parameter.
+    std::map<std::string, std::pair<std::string, int64_t>> resolved;
+    for (const Node* n : endpoints) {
+      std::string tensor_name;
+      if (!tensorflow::TryGetNodeAttr(n->attrs(), "tensor_name", &tensor_name)) continue;
+      if (n->IsSend()) {
+        int64_t id = PullId(n, table);
+        if (id >= 0) resolved[tensor_name] = {"pull", id};
+        continue;
+      }
+      // A variable read sent between PSes (e.g. the learning rate, feeding another PS's update) is
+      // a pull of that variable, never a push of the parameter it helps update.
+      auto send = sends.find(tensor_name);
+      if (send != sends.end() && SentRead(send->second) != nullptr) continue;
+      int64_t id = PushId(n, table);
+      if (id >= 0) resolved[tensor_name] = {"push", id};
     }
     std::vector<EdgeAnnotation> made;
     for (Node* n : endpoints) {
@@ -166,7 +199,13 @@ class GeryonAnnotatePass : public GraphOptimizationPass {
       std::string annotated = AnnotateEdge(tensor_name, it->second.second);
       n->ClearAttr("tensor_name");
       n->AddAttr("tensor_name", annotated);
-      if (n->IsSend()) made.push_back({it->second.first, it->second.second, tensor_name, annotated});
+      if (n->IsSend()) {
+        const Edge* in = nullptr;
+        std::string source = n->input_edge(0, &in).ok() && in != nullptr
+                                 ? absl::StrCat(in->src()->name(), ":", in->src_output())
+                                 : "";
+        made.push_back({it->second.first, it->second.second, tensor_name, annotated, source});
+      }
     }
     if (!made.empty()) {
       std::lock_guard<std::mutex> lock(LogMutex());

@@ -16,6 +16,7 @@ struct EdgeAnnotation {
   int64_t param_id;
   std::string old_name;  // the Send/Recv `tensor_name` before the pass
   std::string new_name;  // after: old_name + "#gp=<id>"
+  std::string source;    // the tensor the _Send sends, "<node>:<output>"
 };
 
 // Every annotation made so far in this process, oldest first (bounded; see graph_pass.cc).

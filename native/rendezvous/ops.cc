@@ -63,10 +63,10 @@ REGISTER_OP("GeryonAnnotatedEdges")
     .Output("edges: string")
     .SetIsStateful()
     .SetShapeFn([](shape_inference::InferenceContext* c) {
-      c->set_output(0, c->Matrix(c->UnknownDim(), 4));
+      c->set_output(0, c->Matrix(c->UnknownDim(), 5));
       return absl::OkStatus();
     })
-    .Doc("What the graph pass annotated in this process: rows of (role, parameter id, old name, new name).");
+    .Doc("What the graph pass annotated in this process: rows of (role, parameter id, old name, new name, sent tensor).");
 
 class SetMapTableOp : public OpKernel {
  public:
@@ -134,13 +134,14 @@ class AnnotatedEdgesOp : public OpKernel {
   void Compute(OpKernelContext* ctx) override {
     std::vector<EdgeAnnotation> edges = AnnotatedEdges();
     Tensor* out = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({static_cast<int64_t>(edges.size()), 4}), &out));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({static_cast<int64_t>(edges.size()), 5}), &out));
     auto m = out->matrix<tstring>();
     for (size_t i = 0; i < edges.size(); ++i) {
       m(i, 0) = edges[i].role;
       m(i, 1) = std::to_string(edges[i].param_id);
       m(i, 2) = edges[i].old_name;
       m(i, 3) = edges[i].new_name;
+      m(i, 4) = edges[i].source;
     }
   }
 };

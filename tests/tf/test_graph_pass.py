@@ -39,7 +39,7 @@ g = gs.strategy(cluster_resolver, make_model, thresholds=[0.5], **kwargs)
 coordinator = tf.distribute.experimental.coordinator.ClusterCoordinator(g.tf_strategy)
 model = g.model
 with g.scope():
-    optimizer = keras.optimizers.SGD(0.01)
+    optimizer = eval(ARGS["optimizer"], {"keras": keras})
     optimizer.build(model.trainable_variables)
 
 # Keras 3's tape cannot differentiate its ShardedVariable wrappers: step the shards by hand there.
@@ -81,8 +81,9 @@ emit({
 """
 
 
-def run(sharded: bool) -> dict[str, Any]:
-    return run_in_ps_cluster(CLUSTER_BODY, num_ps=2, num_workers=1, timeout=240, args={"sharded": sharded})
+def run(sharded: bool, optimizer: str = "keras.optimizers.SGD(0.01)") -> dict[str, Any]:
+    args = {"sharded": sharded, "optimizer": optimizer}
+    return run_in_ps_cluster(CLUSTER_BODY, num_ps=2, num_workers=1, timeout=240, args=args)
 
 
 @pytest.fixture(scope="module")
@@ -95,8 +96,8 @@ def test_every_parameter_is_annotated_on_its_pulls_and_pushes(plain: dict[str, A
     assert sorted(name for name, _ in entries.values()) == sorted(
         f"sequential/{layer}/{w}" for layer in ("conv", "hidden", "out") for w in ("kernel", "bias")
     )
-    pulled = {int(pid) for role, pid, _, _ in plain["edges"] if role == "pull"}
-    pushed = {int(pid) for role, pid, _, _ in plain["edges"] if role == "push"}
+    pulled = {int(pid) for role, pid, *_ in plain["edges"] if role == "pull"}
+    pushed = {int(pid) for role, pid, *_ in plain["edges"] if role == "push"}
     assert pulled == set(entries)
     assert pushed == set(entries)
     assert all(r in ("pull", "push") for r, *_ in plain["edges"])
@@ -104,7 +105,7 @@ def test_every_parameter_is_annotated_on_its_pulls_and_pushes(plain: dict[str, A
 
 def test_annotations_name_the_right_variable(plain: dict[str, Any]) -> None:
     entries = {i: name for i, name, _ in plain["entries"]}
-    for role, pid, old, new in plain["edges"]:
+    for role, pid, old, new, _ in plain["edges"]:
         assert new == f"{old}#gp={pid}"
         if role != "pull":
             continue
@@ -116,10 +117,42 @@ def test_annotations_name_the_right_variable(plain: dict[str, Any]) -> None:
         assert reads_bias == (weight == "bias"), (old, entries[int(pid)])
 
 
+def check_pushes_carry_their_own_gradient(result: dict[str, Any]) -> None:
+    # The worker sends the gradients as the outputs of the optimizer's IdentityN, in the order of
+    # model.trainable_variables, which is the parameter id order: output k is parameter k's gradient.
+    pushes = [(int(pid), source) for role, pid, _, _, source in result["edges"] if role == "push"]
+    assert pushes
+    for pid, source in pushes:
+        node, output = source.rsplit(":", 1)
+        assert node.endswith("/IdentityN"), source
+        assert int(output) == pid, source
+
+
+def test_pushes_carry_their_own_gradient(plain: dict[str, Any]) -> None:
+    check_pushes_carry_their_own_gradient(plain)
+
+
+@pytest.mark.parametrize(
+    "optimizer",
+    [
+        "keras.optimizers.SGD(0.01, momentum=0.9)",
+        "keras.optimizers.Adam(0.001)",
+        "keras.optimizers.RMSprop(0.001)",
+    ],
+)
+def test_pushes_are_traced_through_optimizer_slots(optimizer: str) -> None:
+    # Momentum, Adam's m and v, RMSprop's average: the gradient updates a slot on the PS first.
+    result = run(sharded=False, optimizer=optimizer)
+    ids = {i for i, _, _ in result["entries"]}
+    assert {int(pid) for role, pid, *_ in result["edges"] if role == "push"} == ids
+    assert {int(pid) for role, pid, *_ in result["edges"] if role == "pull"} == ids
+    check_pushes_carry_their_own_gradient(result)
+
+
 def test_rendezvous_classes_follow_the_map_table(plain: dict[str, Any]) -> None:
     cls_of = {i: cls for i, _, cls in plain["entries"]}
-    assert plain["ids"] == [int(pid) for _, pid, _, _ in plain["edges"]]
-    assert plain["classes"] == [cls_of[int(pid)] for _, pid, _, _ in plain["edges"]]
+    assert plain["ids"] == [int(pid) for _, pid, *_ in plain["edges"]]
+    assert plain["classes"] == [cls_of[int(pid)] for _, pid, *_ in plain["edges"]]
     assert set(cls_of.values()) == {0, 1}  # both classes in use
     # Every task (coordinator, 2 PS, the worker) runs version 1 with the tagger's classes.
     expected = [1, [cls_of[i] for i in sorted(cls_of)]]
@@ -138,7 +171,7 @@ def test_every_shard_of_a_sharded_variable_is_its_own_parameter() -> None:
     names = {i: name for i, name, _ in result["entries"]}
     shards = [name for name in names.values() if "/part_" in name]
     assert shards, names  # the partitioner did shard something
-    pulled = {int(pid) for role, pid, _, _ in result["edges"] if role == "pull"}
-    pushed = {int(pid) for role, pid, _, _ in result["edges"] if role == "push"}
+    pulled = {int(pid) for role, pid, *_ in result["edges"] if role == "pull"}
+    pushed = {int(pid) for role, pid, *_ in result["edges"] if role == "push"}
     assert pulled == set(names)
     assert pushed == set(names)
