@@ -123,17 +123,15 @@ class GeryonRemoteRendezvous : public BaseRemoteRendezvous {
       return;
     }
     Ref();
-    auto pool = env_->compute_pool;
-    auto finish = [this, call, recv_args, done = std::move(done), pool](const absl::Status& status,
-                                                                          const Tensor& tensor, bool is_dead) {
-      // Runs on the flow's reader thread: hand the tensor to TF's pool so the reader goes on reading.
-      pool->Schedule([this, call, recv_args, done, status, tensor, is_dead] {
-        DeregisterCall(call.get(), recv_args);
-        absl::Status s = call->status();  // an abort wins over whatever arrived
-        if (s.ok()) s = status;
-        done(s, Args(), recv_args, s.ok() ? tensor : Tensor(), s.ok() && is_dead);
-        Unref();
-      });
+    // Runs on the flow's reader thread, as RpcRemoteRendezvous runs it on gRPC's: the executor
+    // schedules expensive kernels on its own pool, so the reader is back reading soon.
+    auto finish = [this, call, recv_args, done = std::move(done)](const absl::Status& status, const Tensor& tensor,
+                                                                  bool is_dead) {
+      DeregisterCall(call.get(), recv_args);
+      absl::Status s = call->status();  // an abort wins over whatever arrived
+      if (s.ok()) s = status;
+      done(s, Args(), recv_args, s.ok() ? tensor : Tensor(), s.ok() && is_dead);
+      Unref();
     };
     call->SetHandle(transport_->Recv(src_task, cls, step_id_, std::string(parsed.FullKey()), allocator,
                                      std::move(finish)));

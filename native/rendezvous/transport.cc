@@ -45,6 +45,8 @@ constexpr uint32_t kMaxTaskBytes = 1024;
 constexpr uint32_t kMaxDims = 254;  // TensorShape's own limit
 constexpr uint64_t kMaxProtoBytes = (1ull << 31) - 1;
 constexpr uint32_t kMaxErrorBytes = 1 << 20;
+// Responses up to this size are written by the thread that produced them when the socket is idle.
+constexpr int64_t kInlineResponseBytes = 64 * 1024;
 constexpr uint8_t kRaw = 0, kProto = 1, kError = 2;
 // Lazy connect: bounded retries with exponential backoff (about 3 s in all), then Unavailable.
 constexpr int kConnectAttempts = 8;
@@ -490,10 +492,31 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
   }
 
   void Enqueue(uint64_t id, const absl::Status& s, const Tensor& t, bool is_dead) {
+    Response r{id, s, t, is_dead, NowNs()};
+    // A small response with nobody writing goes out now, from the thread that produced it: a hop
+    // to the writer thread costs more than the write. Large ones never block TF's threads.
+    if (!s.ok() || !t.IsInitialized() || t.TotalBytes() <= kInlineResponseBytes) {
+      std::unique_lock<std::mutex> w(write_mu_, std::try_to_lock);
+      if (w.owns_lock()) {
+        {
+          std::lock_guard<std::mutex> l(mu_);
+          if (closed_) return;
+          if (!queue_.empty()) w.unlock();
+        }
+        if (w.owns_lock()) {
+          std::string error;
+          if (!WriteResponse(r, &error)) {
+            w.unlock();
+            Close(absl::StrCat("sending a response failed: ", error), true);
+          }
+          return;
+        }
+      }
+    }
     {
       std::lock_guard<std::mutex> l(mu_);
       if (closed_) return;  // the consumer is gone: nobody waits for this tensor
-      queue_.push_back(Response{id, s, t, is_dead, NowNs()});
+      queue_.push_back(std::move(r));
     }
     cv_.notify_one();
   }
@@ -588,6 +611,8 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
     // EOF is the consumer going away (normal at exit); anything else is worth a log line.
     Close(error, error != "connection closed by peer");
     writer.join();
+    // Under the write lock: an inline writer (Enqueue) may still hold the descriptor.
+    std::lock_guard<std::mutex> w(write_mu_);
     close(fd_);
   }
 
@@ -603,7 +628,9 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
       }
       counters_->queue_ns += NowNs() - r.enqueued_ns;
       std::string error;
+      std::unique_lock<std::mutex> w(write_mu_);
       if (!WriteResponse(r, &error)) {
+        w.unlock();
         Close(absl::StrCat("sending a response failed: ", error), true);
         return;
       }
@@ -668,6 +695,7 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
   std::string peer_task_;
   int cls_ = 0;
   std::shared_ptr<FlowCounters> counters_;
+  std::mutex write_mu_;  // whoever writes to the socket holds it (writer thread or Enqueue)
   std::mutex mu_;
   std::condition_variable cv_;
   bool closed_ = false;
