@@ -8,18 +8,25 @@ receives gradients on class 1: both classes and both directions are on the wire.
 
 from __future__ import annotations
 
+import json
+import os
 import socket
 import struct
+import subprocess
+import sys
 import threading
 import time
 from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 from tf.tf_cluster import CNN_BODY, TfCluster, data_port
 
 from geryon.agent.flows import FlowDiscovery
+from geryon.errors import UsageError
+from geryon.tf import set_class_marks
 from geryon.tf.build import build
 
 pytestmark = pytest.mark.slow
@@ -222,3 +229,63 @@ def test_each_parameter_travels_with_the_dscp_of_its_map_table_class() -> None:
         # plus the tensors that carry none (they default to class 0).
         assert STEPS * per_class[1] <= wire[AF31] <= 1.1 * STEPS * per_class[1] + 4096, (wire, per_class)
         assert wire[EF] >= STEPS * per_class[0], (wire, per_class)
+
+
+CLASS_MARKS_SCRIPT = r"""
+import json, os, sys
+sys.path.insert(0, os.environ["TESTS_TF"])
+from tf_cluster import DATA_OFFSET, pick_ports
+import tensorflow as tf
+import geryon.tf
+from geryon.agent.flows import FlowDiscovery
+
+geryon.tf.set_class_marks([40, 8], [6, 1])
+ps_port, worker_port = pick_ports(2)
+spec = tf.train.ClusterSpec({"ps": [f"127.0.0.1:{ps_port}"], "worker": [f"127.0.0.1:{worker_port}"]})
+servers = [geryon.tf.server(spec, job, 0, data_port_offset=DATA_OFFSET) for job in ("ps", "worker")]
+tf.compat.v1.disable_eager_execution()
+with tf.device("/job:ps/task:0"):
+    v = tf.Variable(tf.ones([1000]))
+with tf.device("/job:worker/task:0"):
+    total = tf.reduce_sum(tf.identity(v))
+with tf.compat.v1.Session(servers[1].target) as sess:
+    sess.run(v.initializer)
+    value = float(sess.run(total))
+with FlowDiscovery() as discovery:
+    data = ps_port + DATA_OFFSET
+    marks = sorted({f.dscp for f in discovery.flows() if data in (f.local_port, f.peer_port)})
+print(json.dumps({"value": value, "marks": marks, "table": geryon.tf.class_marks()[:2]}), flush=True)
+os._exit(0)
+"""
+
+
+def test_class_marks_set_from_python_mark_new_flows(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", CLASS_MARKS_SCRIPT],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "TESTS_TF": str(Path(__file__).parent)},
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    facts = json.loads(result.stdout.strip().splitlines()[-1])
+    assert facts["value"] == 1000.0
+    assert facts["table"] == [[40, 6], [8, 1]]
+    assert facts["marks"] == [40]  # the pull (class 0, the default) on both of its sockets
+
+
+@pytest.mark.parametrize(
+    ("dscp", "priority", "message"),
+    [
+        ([], None, "dscp: give 1 to 8 values"),
+        ([46, 64], None, r"dscp\[1\] must be an int in 0..63, got 64"),
+        ([46, 26], [5], r"priority: give one value per class \(2\), got 1"),
+        ([46, 26], [5, 8], r"priority\[1\] must be an int in 0..7, got 8"),
+        ([46, True], None, r"dscp\[1\] must be an int in 0..63, got True"),
+    ],
+)
+def test_bad_class_marks_are_refused_naming_the_field(
+    dscp: list, priority: list | None, message: str
+) -> None:
+    with pytest.raises(UsageError, match=message):
+        set_class_marks(dscp, priority)
