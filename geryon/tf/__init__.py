@@ -76,6 +76,7 @@ class FlowCounter:
     queue_ns: int  # producer: time responses waited for the socket; consumer: request round trips
     connections: int
     errors: int
+    aborted: int  # consumer: receives ended by a step abort or cancellation before their tensor came
 
     @classmethod
     def from_json(cls, item: dict[str, Any]) -> FlowCounter:

@@ -80,6 +80,7 @@ struct FlowCounters {
   std::atomic<uint64_t> messages_sent{0}, messages_received{0};
   std::atomic<uint64_t> queue_ns{0};  // producer: response waited for the socket; consumer: round trip
   std::atomic<uint64_t> connections{0}, errors{0};
+  std::atomic<uint64_t> aborted{0};  // consumer: receives ended by StartAbort/cancellation before their tensor
   std::atomic<int> dscp{-1};
   std::atomic<int> local_port{0}, peer_port{0};
 };
@@ -257,6 +258,7 @@ class PendingRecv : public RecvHandle {
   }
 
   tensorflow::Allocator* const allocator_;
+  std::shared_ptr<FlowCounters> counters_;
   std::weak_ptr<ClientConn> conn_;
   uint64_t id_ = 0;
   int64_t start_ns_ = 0;
@@ -291,6 +293,7 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
       }
       p->id_ = next_id_++;
       p->conn_ = weak_from_this();
+      p->counters_ = counters_;
       pending_[p->id_] = p;
     }
     std::string frame;
@@ -467,6 +470,7 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
 
 void PendingRecv::Abort(const absl::Status& status) {
   if (auto conn = conn_.lock()) conn->Forget(id_);
+  if (!finished() && counters_) counters_->aborted += 1;
   Finish(status, Tensor(), false);
 }
 
@@ -963,7 +967,8 @@ std::string FlowCountersJson() {
                     ",\"bytes_sent\":", c.bytes_sent.load(), ",\"bytes_received\":", c.bytes_received.load(),
                     ",\"messages_sent\":", c.messages_sent.load(),
                     ",\"messages_received\":", c.messages_received.load(), ",\"queue_ns\":", c.queue_ns.load(),
-                    ",\"connections\":", c.connections.load(), ",\"errors\":", c.errors.load(), "}");
+                    ",\"connections\":", c.connections.load(), ",\"errors\":", c.errors.load(),
+                    ",\"aborted\":", c.aborted.load(), "}");
   }
   return out + "]";
 }

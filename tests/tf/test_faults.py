@@ -160,5 +160,7 @@ def test_tf1_between_graph_runs_and_an_aborted_step_leaves_the_rendezvous_usable
         pulls = [c for c in cluster.counters("worker0") if c["role"] == "consumer"]
     assert result["first"] == pytest.approx(3000.0) and result["again"] == pytest.approx(3000.0)
     assert result["outcome"] == "deadline" and result["waited"] < 10
+    # The deadline reached the data plane: the receive that waited for the queue was aborted there.
+    assert sum(c["aborted"] for c in pulls) == 1
     # The worker received the variable through the data plane (4000 bytes per pull, two pulls).
     assert sum(c["bytes_received"] for c in pulls) >= 8000
