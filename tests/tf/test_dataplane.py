@@ -241,7 +241,8 @@ from geryon.agent.flows import FlowDiscovery
 
 geryon.tf.set_class_marks([40, 8], [6, 1])
 ps_port, worker_port = pick_ports(2)
-spec = tf.train.ClusterSpec({"ps": [f"127.0.0.1:{ps_port}"], "worker": [f"127.0.0.1:{worker_port}"]})
+host = os.environ["HOST"]
+spec = tf.train.ClusterSpec({"ps": [f"{host}:{ps_port}"], "worker": [f"{host}:{worker_port}"]})
 servers = [geryon.tf.server(spec, job, 0, data_port_offset=DATA_OFFSET) for job in ("ps", "worker")]
 tf.compat.v1.disable_eager_execution()
 with tf.device("/job:ps/task:0"):
@@ -259,13 +260,14 @@ os._exit(0)
 """
 
 
-def test_class_marks_set_from_python_mark_new_flows(tmp_path: Path) -> None:
+@pytest.mark.parametrize("host", ["127.0.0.1", "[::1]"])  # IP_TOS and IPV6_TCLASS
+def test_class_marks_set_from_python_mark_new_flows(host: str) -> None:
     result = subprocess.run(
         [sys.executable, "-c", CLASS_MARKS_SCRIPT],
         capture_output=True,
         text=True,
         timeout=120,
-        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "TESTS_TF": str(Path(__file__).parent)},
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "TESTS_TF": str(Path(__file__).parent), "HOST": host},
     )
     assert result.returncode == 0, result.stderr[-3000:]
     facts = json.loads(result.stdout.strip().splitlines()[-1])
