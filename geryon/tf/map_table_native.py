@@ -13,8 +13,8 @@ garbled table is easy to detect (the counts must match and the last line must be
     end
 
 The ids are the tagger's stable parameter ids; only classes change between versions. The graph
-pass finds a TF2 function's parameters by the id geryon.tf.bindings puts on the captured variable,
-and a TF1 graph's by name (the tagger names TF1 parameters by their variable names).
+pass takes a TF2 function's parameter ids from the captured variables (geryon.tf.bindings), so the
+table needs no graph names; the names are kept for diagnostics and checked to be unique.
 """
 
 from __future__ import annotations

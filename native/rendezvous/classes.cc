@@ -98,11 +98,6 @@ int ClassForEdge(absl::string_view edge_name) {
   return table->class_of_id[id];
 }
 
-int64_t ParamIdForName(const MapTableSnapshot& table, absl::string_view name) {
-  auto it = table.id_of_name.find(std::string(name));
-  return it == table.id_of_name.end() ? -1 : it->second;
-}
-
 int NumClasses() { return Current().load(std::memory_order_acquire)->num_classes; }
 
 const MapTableSnapshot& CurrentMapTable() { return *Current().load(std::memory_order_acquire); }

@@ -41,13 +41,9 @@ struct MapTableSnapshot {
   int default_class = 0;
   std::vector<int8_t> class_of_id;  // index: parameter id; ids past the end take default_class
   std::vector<std::string> name_of_id;
-  // name -> id: how the graph pass recognises a TF1 variable op (the tagger names TF1 parameters by
-  // their variable names). TF2 functions carry the id on the captured variable's _Arg instead.
-  std::unordered_map<std::string, int64_t> id_of_name;
+  std::unordered_map<std::string, int64_t> id_of_name;  // names are unique (checked at parse)
 };
 
-// The id of the parameter called `name` in `table`, or -1.
-int64_t ParamIdForName(const MapTableSnapshot& table, absl::string_view name);
 
 // Parses `text` (format "geryon.map_table.native 1", see map_table_native.py). On error returns
 // false and sets `*error` to a message naming the line and field; `*out` is left untouched.

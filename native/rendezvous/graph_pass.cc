@@ -1,13 +1,13 @@
 // A POST_PARTITIONING graph pass that names the parameter each cross-task Send/Recv pair carries.
 //
-// At this point a TF2 multi-device function (or a TF1 master's step graph) has been split into one
-// graph per device, and both ends of every Send/Recv pair are in the partitions this pass sees.
+// At this point a TF2 multi-device function has been split into one graph per device, and both ends
+// of every Send/Recv pair are in the partitions this pass sees. (TF1 sessions run the pass once per
+// partition, in the process that runs it: one end only, so their pairs are left alone.)
 // For each pair it finds the variable behind the tensor:
 //   pull: _Send <- (Identity)* <- ReadVariableOp/ResourceGather <- (Identity)* <- variable
 //   push: _Recv -> (ops, e.g. lr * g; optimizer slots) -> AssignSubVariableOp/ResourceApply* (variable)
 // where "variable" is a TF2 function's resource _Arg that carries the parameter id in the attr
-// "_geryon_param_id" (set at tracing time by geryon/tf/bindings.py), or a TF1 VarHandleOp/VariableV2
-// whose name is a parameter name of the installed map_table. The pair's
+// "_geryon_param_id" (set at tracing time by geryon/tf/bindings.py). The pair's
 // `tensor_name` becomes "<name>#gp=<id>" on both ends, so the rendezvous key itself carries the id
 // and the class is looked up per tensor at run time: new thresholds need no re-tracing.
 // Set GERYON_GRAPH_PASS_DUMP=<dir> to write what the pass saw and did (see GRAPH_PASS.md).
@@ -73,7 +73,7 @@ const Node* DataInput(const Node* n, int index) {
 }
 
 // The parameter id of the variable a resource tensor comes from, or -1 when it is not one we know.
-int64_t VariableId(const Node* n, const MapTableSnapshot& table) {
+int64_t VariableId(const Node* n) {
   for (int hop = 0; n != nullptr && hop < 8; ++hop) {
     if (n->IsIdentity()) {
       n = DataInput(n, 0);
@@ -85,14 +85,6 @@ int64_t VariableId(const Node* n, const MapTableSnapshot& table) {
       int64_t id = -1;
       if (n->output_type(0) != DT_RESOURCE || !tensorflow::TryGetNodeAttr(n->attrs(), kParamIdAttr, &id)) return -1;
       return id;
-    }
-    const std::string& op = n->type_string();
-    if (op == "VarHandleOp" || op == "VariableV2" || op == "Variable") {
-      std::string shared_name;
-      if (!tensorflow::TryGetNodeAttr(n->attrs(), "shared_name", &shared_name) || shared_name.empty()) {
-        shared_name = n->name();
-      }
-      return ParamIdForName(table, shared_name);
     }
     return -1;
   }
@@ -106,9 +98,9 @@ const Node* SentRead(const Node* send) {
   return n != nullptr && IsRead(n) ? n : nullptr;
 }
 
-int64_t PullId(const Node* send, const MapTableSnapshot& table) {
+int64_t PullId(const Node* send) {
   const Node* read = SentRead(send);
-  return read == nullptr ? -1 : VariableId(DataInput(read, 0), table);
+  return read == nullptr ? -1 : VariableId(DataInput(read, 0));
 }
 
 // The resource node (an _Arg or variable op) a resource input comes from, skipping Identity.
@@ -121,7 +113,7 @@ const Node* ResourceSource(const Node* n) {
 // The search follows the data the gradient flows into on the PS. When it reaches an update of a
 // variable that is not a parameter (an optimizer slot: momentum, Adam's m and v), it goes on from
 // that variable's reads, since the slot then flows into the parameter's own update.
-int64_t PushId(const Node* recv, const MapTableSnapshot& table) {
+int64_t PushId(const Node* recv) {
   std::set<int64_t> ids;
   std::vector<std::pair<const Node*, int>> frontier{{recv, 0}};
   std::set<const Node*> visited{recv};
@@ -138,7 +130,7 @@ int64_t PushId(const Node* recv, const MapTableSnapshot& table) {
         continue;
       }
       const Node* variable = ResourceSource(DataInput(dst, 0));
-      int64_t id = VariableId(variable, table);
+      int64_t id = VariableId(variable);
       if (id >= 0) {
         ids.insert(id);
         continue;
@@ -162,6 +154,7 @@ class GeryonAnnotatePass : public GraphOptimizationPass {
     const std::string& what = options.debug_filename_prefix;  // the function's name, for the dump
 
     std::map<std::string, const Node*> sends;  // tensor_name -> its _Send
+    std::set<std::string> recvs;
     std::vector<Node*> endpoints;
     for (auto& [device, graph] : *options.partition_graphs) {
       for (Node* n : graph->op_nodes()) {
@@ -170,7 +163,11 @@ class GeryonAnnotatePass : public GraphOptimizationPass {
         if (!tensorflow::TryGetNodeAttr(n->attrs(), "tensor_name", &tensor_name)) continue;
         if (ParamIdForEdge(tensor_name) >= 0) continue;  // already annotated (pass ran twice)
         endpoints.push_back(n);
-        if (n->IsSend()) sends[tensor_name] = n;
+        if (n->IsSend()) {
+          sends[tensor_name] = n;
+        } else {
+          recvs.insert(tensor_name);
+        }
       }
     }
     // tensor_name -> (role, id) for every pair that carries a parameter.
@@ -178,8 +175,11 @@ class GeryonAnnotatePass : public GraphOptimizationPass {
     for (const Node* n : endpoints) {
       std::string tensor_name;
       if (!tensorflow::TryGetNodeAttr(n->attrs(), "tensor_name", &tensor_name)) continue;
+      // Rename a pair only when this invocation holds both ends: a TF1 worker or PS sees just its
+      // own partition, and renaming one end alone would leave the other waiting forever.
+      if (sends.count(tensor_name) == 0 || recvs.count(tensor_name) == 0) continue;
       if (n->IsSend()) {
-        int64_t id = PullId(n, table);
+        int64_t id = PullId(n);
         if (id >= 0) resolved[tensor_name] = {"pull", id};
         continue;
       }
@@ -187,7 +187,7 @@ class GeryonAnnotatePass : public GraphOptimizationPass {
       // a pull of that variable, never a push of the parameter it helps update.
       auto send = sends.find(tensor_name);
       if (send != sends.end() && SentRead(send->second) != nullptr) continue;
-      int64_t id = PushId(n, table);
+      int64_t id = PushId(n);
       if (id >= 0) resolved[tensor_name] = {"push", id};
     }
     std::vector<EdgeAnnotation> made;
@@ -209,8 +209,8 @@ class GeryonAnnotatePass : public GraphOptimizationPass {
     }
     if (!made.empty()) {
       std::lock_guard<std::mutex> lock(LogMutex());
-      for (auto& a : made) {
-        if (Log().size() < kMaxLogged) Log().push_back(std::move(a));
+      for (const auto& a : made) {
+        if (Log().size() < kMaxLogged) Log().push_back(a);
       }
     }
     Dump(options, what, table, made);
