@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -103,3 +104,51 @@ def test_bad_offsets_are_refused_naming_the_setting() -> None:
     assert "USAGE data_port_offset must be a non-zero int in -65535..65535, got 0" in out, out + result.stderr
     assert "ENV InvalidArgumentError" in out and "GERYON_DATA_PORT_OFFSET must be a non-zero integer" in out
     assert "RANGE InvalidArgumentError" in out and "out of range" in out
+
+
+# TF1 between-graph training: variables placed by replica_device_setter on the PS, the worker's
+# client runs a MonitoredTrainingSession; fixed data, so both protocols must give the same losses.
+TF1_BODY = r"""
+import numpy as np
+tf.compat.v1.disable_eager_execution()
+tf.compat.v1.set_random_seed(1)
+jobs = {job: cluster_spec.job_tasks(job) for job in ("ps", "worker")}
+ps_only = tf.train.ClusterSpec(jobs)
+setter = tf.compat.v1.train.replica_device_setter(cluster=ps_only, worker_device="/job:worker/task:0")
+with tf.compat.v1.device(setter):
+    x = tf.compat.v1.placeholder(tf.float32, [16, 20])
+    y = tf.compat.v1.placeholder(tf.int64, [16])
+    glorot = tf.compat.v1.glorot_uniform_initializer
+    w1 = tf.compat.v1.get_variable("w1", [20, 32], initializer=glorot(seed=1))
+    w2 = tf.compat.v1.get_variable("w2", [32, 10], initializer=glorot(seed=2))
+    logits = tf.matmul(tf.nn.relu(tf.matmul(x, w1)), w2)
+    loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits))
+    step = tf.compat.v1.train.get_or_create_global_step()
+    train = tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=step)
+rng = np.random.default_rng(0)
+xs = rng.normal(size=(ARGS["steps"], 16, 20)).astype("float32")
+ys = rng.integers(0, 10, size=(ARGS["steps"], 16))
+config = tf.compat.v1.ConfigProto(device_filters=["/job:ps", "/job:worker/task:0"])
+losses = []
+with tf.compat.v1.train.MonitoredTrainingSession(
+    master="grpc://" + cluster_spec.task_address("worker", 0), is_chief=True, config=config,
+    save_checkpoint_secs=None, save_summaries_steps=None, log_step_count_steps=None,
+) as sess:
+    for i in range(ARGS["steps"]):
+        losses.append(float(sess.run([loss, train], {x: xs[i], y: ys[i]})[0]))
+emit({"losses": losses})
+"""
+
+
+def test_tf1_between_graph_training_matches_grpc() -> None:
+    results = {}
+    for protocol in ("grpc", "grpc+geryon"):
+        with TfCluster(num_ps=1, num_workers=1, protocol=protocol) as cluster:
+            results[protocol] = cluster.run_chief(TF1_BODY, args={"steps": STEPS})
+            time.sleep(0.6)  # the servers write their counters every 0.2 s
+            counters = cluster.counters("worker0")
+    assert len(results["grpc"]["losses"]) == STEPS
+    assert results["grpc+geryon"]["losses"] == pytest.approx(results["grpc"]["losses"], rel=1e-6, abs=1e-7)
+    assert results["grpc"]["losses"][0] != results["grpc"]["losses"][-1]
+    pulls = [c for c in counters if c["role"] == "consumer" and "ps" in c["peer_task"]]
+    assert pulls and pulls[0]["bytes_received"] >= STEPS * (20 * 32 + 32 * 10) * 4
