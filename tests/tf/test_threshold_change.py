@@ -163,3 +163,106 @@ def test_the_big_layer_bytes_leave_the_class_1_flow_between_two_steps(run: dict[
     assert 2 * STEPS * last <= class1_after < 2 * STEPS * last + big // 4
     # After the change class 0 carried the big layer as well as the first one.
     assert class0_after >= 2 * STEPS * (big + first)
+
+
+HOOK_BODY = r"""
+import numpy as np
+import keras
+import geryon.tf.strategy as gs
+from geryon.threshold.search import make_searcher
+
+def make_model():
+    keras.utils.set_random_seed(3)
+    return keras.Sequential([
+        keras.Input((16,)),
+        keras.layers.Dense(16, name="a"),
+        keras.layers.Dense(16, name="b"),
+        keras.layers.Dense(16, name="c"),
+        keras.layers.Dense(1, name="d"),
+    ])
+
+g = gs.strategy(cluster_resolver, make_model, thresholds=[0.5])
+coordinator = tf.distribute.coordinator.ClusterCoordinator(g.tf_strategy)
+model = g.model
+with g.scope():
+    optimizer = keras.optimizers.SGD(0.001)
+
+@tf.function
+def step(x, y):
+    def replica(x, y):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean((model(x) - y) ** 2)
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        return loss
+    return g.tf_strategy.run(replica, args=(x, y))
+
+x = tf.ones([4, 16]); y = tf.ones([4, 1])
+ops = gs.native_ops()
+searcher = make_searcher("sweep", budget=ARGS["budget"], warmup=0)
+hook = gs.ThresholdHook(searcher, g)
+steps = []
+for _ in range(ARGS["budget"] + 2):
+    thresholds = hook.begin()
+    coordinator.schedule(step, args=(x, y))
+    coordinator.join()
+    hook.end()
+    edges = [row[3] for row in ops.geryon_annotated_edges().numpy().tolist()]
+    ids = ops.geryon_class_for_edge(edges)[1].numpy().tolist()
+    classes = ops.geryon_class_for_edge(edges)[0].numpy().tolist()
+    steps.append({
+        "thresholds": list(thresholds),
+        "tables": {k: [t.version, list(t.classes)] for k, t in g.task_tables().items()},
+        "expected": [e.cls for e in g.map_table.entries],
+        "edge_classes": sorted(set(zip(ids, classes))),
+    })
+
+# Bad thresholds are refused before anything is sent; an unreachable task is named.
+errors = {}
+before = {k: t.version for k, t in g.task_tables().items()}
+try:
+    g.set_thresholds([1.5])
+except ValueError as e:
+    errors["bad"] = str(e)
+errors["versions_unchanged"] = before == {k: t.version for k, t in g.task_tables().items()}
+try:
+    gs.install_map_table(g.map_table, {**g.devices, "ps:7": "/job:ps/replica:0/task:7/device:CPU:0"})
+except gs.InstallError as e:
+    errors["unreachable"] = str(e)
+emit({"steps": steps, "iterations": searcher.iterations, "best": searcher.best,
+      "retraces": step.experimental_get_tracing_count(), "errors": errors})
+"""
+
+
+@pytest.fixture(scope="module")
+def hooked() -> dict[str, Any]:
+    from tests.ps_cluster import run_in_ps_cluster
+
+    return run_in_ps_cluster(HOOK_BODY, num_ps=1, num_workers=1, timeout=240, args={"budget": 5})
+
+
+def test_threshold_hook_installs_each_searched_threshold_before_its_step(hooked: dict[str, Any]) -> None:
+    steps = hooked["steps"]
+    assert hooked["iterations"] == len(steps)  # every step was reported
+    assert len({tuple(s["thresholds"]) for s in steps}) >= 3  # the sweep tried several settings
+    version, previous = 1, [0.5]  # what geryon.tf.strategy installed
+    for current in steps:
+        if current["thresholds"] != previous:
+            version += 1  # a new version exactly when the thresholds changed
+        previous = current["thresholds"]
+        for task_version, classes in current["tables"].values():
+            assert task_version == version
+            assert classes == current["expected"]
+        # What the rendezvous would do with each annotated edge is the table's class of its id.
+        pairs = current["edge_classes"]
+        assert {i for i, _ in pairs} == set(range(len(current["expected"])))
+        assert all(cls == current["expected"][i] for i, cls in pairs)
+    assert hooked["retraces"] == 1
+
+
+def test_bad_thresholds_change_nothing_and_unreachable_tasks_are_named(hooked: dict[str, Any]) -> None:
+    errors = hooked["errors"]
+    assert "[1.5]" in errors["bad"] or "1.5" in errors["bad"]
+    assert errors["versions_unchanged"] is True
+    assert "ps:7" in errors["unreachable"]
+    assert "installed on ['coordinator', 'ps:0', 'worker:0']" in errors["unreachable"]
