@@ -210,3 +210,64 @@ def test_tf1_sessions_are_left_unannotated_and_still_train() -> None:
     result = run_in_ps_cluster(TF1_BODY, num_ps=2, num_workers=1, timeout=120)
     assert result["edges"] == []
     assert result["losses"][-1] < result["losses"][0]
+
+
+TRAJECTORY_BODY = r"""
+import numpy as np
+import keras
+
+def make_model():
+    keras.utils.set_random_seed(1)
+    return keras.Sequential([
+        keras.Input((10, 10, 1)),
+        keras.layers.Conv2D(6, 3, activation="relu", name="conv"),
+        keras.layers.Flatten(name="flat"),
+        keras.layers.Dense(16, activation="relu", name="hidden"),
+        keras.layers.Dense(4, name="out"),
+    ])
+
+if ARGS["geryon"]:
+    from geryon.tf.strategy import strategy
+    g = strategy(cluster_resolver, make_model, thresholds=[0.5])
+    ps_strategy, model = g.tf_strategy, g.model
+    classes = sorted({e.cls for e in g.map_table.entries})
+else:
+    ps_strategy = tf.distribute.experimental.ParameterServerStrategy(cluster_resolver)
+    with ps_strategy.scope():
+        model = make_model()
+    classes = []
+coordinator = tf.distribute.coordinator.ClusterCoordinator(ps_strategy)
+with ps_strategy.scope():
+    optimizer = keras.optimizers.Adam(0.01)
+loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+@tf.function
+def step(x, y):
+    def replica(x, y):
+        with tf.GradientTape() as tape:
+            loss = loss_fn(y, model(x, training=True))
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        return loss
+    return ps_strategy.run(replica, args=(x, y))
+
+rng = np.random.default_rng(0)
+xs = rng.normal(size=(5, 8, 10, 10, 1)).astype("float32")
+ys = rng.integers(0, 4, size=(5, 8)).astype("int64")
+losses = [float(coordinator.schedule(step, args=(tf.constant(x), tf.constant(y))).fetch())
+          for x, y in zip(xs, ys)]
+emit({"losses": losses, "classes": classes})
+"""
+
+
+def test_annotated_training_on_geryon_flows_matches_plain_grpc() -> None:
+    # Same seeds, one step at a time: renamed pairs on both classes' flows must not change a number.
+    from tests.tf.tf_cluster import TfCluster
+
+    runs = {}
+    for protocol, geryon in (("grpc", False), ("grpc+geryon", True)):
+        with TfCluster(num_ps=1, num_workers=2, protocol=protocol) as cluster:
+            runs[protocol] = cluster.run_chief(TRAJECTORY_BODY, timeout=240, args={"geryon": geryon})
+    assert runs["grpc+geryon"]["classes"] == [0, 1]
+    assert runs["grpc+geryon"]["losses"] == pytest.approx(runs["grpc"]["losses"], rel=1e-6, abs=1e-7)
+    assert runs["grpc"]["losses"][0] != runs["grpc"]["losses"][-1]
