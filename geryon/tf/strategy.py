@@ -92,7 +92,10 @@ def install_map_table(table: MapTable, devices: dict[str, str]) -> dict[str, int
             with tf.device(device):
                 installed[name] = int(ops.geryon_set_map_table(text))
         except (tf.errors.OpError, ValueError) as e:
-            failed[name] = str(e).splitlines()[0] if str(e) else type(e).__name__
+            message = str(e).splitlines()[0] if str(e) else type(e).__name__
+            if "GeryonSetMapTable" in message and "registered" in message:
+                message = "the Geryon extension is not loaded there; start that task with geryon.tf.server()"
+            failed[name] = message
     if failed:
         raise InstallError(
             f"map_table version {table.version} was not installed on {sorted(failed)}: "
