@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from geryon.tagger.map_table import MapTable
+from geryon.tagger.map_table import MapTable, validate_thresholds
 from geryon.tf.bindings import install_capture_hook, register_variables
 from geryon.tf.map_table_native import to_native
 
@@ -33,6 +33,7 @@ __all__ = [
     "InstallError",
     "TaskTable",
     "ThresholdHook",
+    "adopt",
     "install_map_table",
     "native_ops",
     "read_map_tables",
@@ -181,22 +182,54 @@ def strategy(
     """
     import tensorflow as tf
 
-    from geryon.tagger import tag_model
-    from geryon.tagger.tf_graph import parameters_of
-
-    install_capture_hook()
+    validate_thresholds(thresholds if thresholds is not None else [0.5])  # fail before any work
     native_ops()  # the graph pass must be registered before the first step is instantiated
     tf_strategy = tf.distribute.experimental.ParameterServerStrategy(
         cluster_resolver, variable_partitioner=variable_partitioner
     )
     with tf_strategy.scope():
         model = model_fn()
+        if not getattr(model, "trainable_variables", None) and input_shape is not None:
+            model.build((None, *input_shape))  # here, so the variables are placed on the PSes
+    return adopt(
+        tf_strategy, model, thresholds, urgency=urgency, input_shape=input_shape, default_class=default_class
+    )
+
+
+def adopt(
+    tf_strategy: Any,
+    model: Any,
+    thresholds: Sequence[float] | None = None,
+    *,
+    urgency: str = "layer",
+    input_shape: Sequence[int] | None = None,
+    default_class: int = 0,
+) -> GeryonStrategy:
+    """Classifies a model already built in `tf_strategy`'s scope and installs its map_table.
+
+    For code that makes its own ParameterServerStrategy. Call it before the training step is first
+    traced: functions traced earlier carry no parameter ids, and their tensors take the default class.
+    """
+    from geryon.tagger import tag_model
+    from geryon.tagger.tf_graph import parameters_of
+
+    ts = validate_thresholds(thresholds if thresholds is not None else [0.5])
+    if not getattr(model, "trainable_variables", None):
+        raise ValueError(
+            "model: it has no trainable variables to classify; build it in the strategy's scope first"
+        )
+    install_capture_hook()
+    native_ops()
     tagging = tag_model(model, urgency=urgency, input_shape=input_shape)
-    table = tagging.map_table(thresholds if thresholds is not None else [0.5], default_class=default_class)
+    table = tagging.map_table(ts, default_class=default_class)
     ids = {e.name: e.id for e in table.entries}
     params, variables = parameters_of(model.trainable_variables)
     register_variables((v, ids[p.name]) for p, v in zip(params, variables, strict=True))
-    devices = task_devices(cluster_resolver.cluster_spec())
+    # The public `cluster_resolver` property is None for ParameterServerStrategy in TF 2.21.
+    resolver = getattr(tf_strategy, "_cluster_resolver", None) or tf_strategy.cluster_resolver
+    if resolver is None:
+        raise ValueError("tf_strategy: expected a ParameterServerStrategy made with a cluster resolver")
+    devices = task_devices(resolver.cluster_spec())
     install_map_table(table, devices)
     return GeryonStrategy(tf_strategy, model, tagging, table, devices)
 
