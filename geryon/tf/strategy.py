@@ -76,34 +76,42 @@ def task_devices(cluster_spec: Any) -> dict[str, str]:
     return devices
 
 
-def install_map_table(table: MapTable, devices: dict[str, str]) -> dict[str, int]:
-    """Installs `table` on every task in `devices` (name -> device, "" = here); returns name -> version.
-
-    The text is validated here first, so a task can only fail to install it when it is unreachable;
-    then InstallError names the tasks that failed and what the others now run.
-    """
+def _on_every_task(what: str, devices: dict[str, str], run: Callable[[], Any]) -> dict[str, Any]:
+    """`run()` on every task's device; InstallError names the tasks it failed on, and why."""
     import tensorflow as tf
 
-    text = to_native(table)
-    ops = native_ops()
-    installed: dict[str, int] = {}
+    results: dict[str, Any] = {}
     failed: dict[str, str] = {}
     for name, device in devices.items():
         try:
             with tf.device(device):
-                installed[name] = int(ops.geryon_set_map_table(text))
+                results[name] = run()
         except (tf.errors.OpError, ValueError) as e:
             message = str(e).splitlines()[0] if str(e) else type(e).__name__
-            if "GeryonSetMapTable" in message and "registered" in message:
+            if "registered" in message and "Geryon" in message:
                 message = "the Geryon extension is not loaded there; start that task with geryon.tf.server()"
             failed[name] = message
     if failed:
         raise InstallError(
-            f"map_table version {table.version} was not installed on {sorted(failed)}: "
+            f"{what} failed on {sorted(failed)}: "
             + "; ".join(f"{n}: {m}" for n, m in sorted(failed.items()))
-            + f" (installed on {sorted(installed)}; install again to converge)"
+            + f" (succeeded on {sorted(results)})"
         )
-    return installed
+    return results
+
+
+def install_map_table(table: MapTable, devices: dict[str, str]) -> dict[str, int]:
+    """Installs `table` on every task in `devices` (name -> device, "" = here); returns name -> version.
+
+    The text is validated here first, so a task can only fail to install it when it is unreachable
+    (or runs a newer version); then InstallError names the tasks that failed. Installing the same
+    version again is harmless, so a failed install is retried by installing it again.
+    """
+    text = to_native(table)
+    ops = native_ops()
+    return _on_every_task(
+        f"installing map_table version {table.version}", devices, lambda: int(ops.geryon_set_map_table(text))
+    )
 
 
 @dataclass(frozen=True)
@@ -117,15 +125,14 @@ class TaskTable:
 
 
 def read_map_tables(devices: dict[str, str]) -> dict[str, TaskTable]:
-    import tensorflow as tf
-
+    """The map_table every task runs now; InstallError names tasks that cannot be read."""
     ops = native_ops()
-    out = {}
-    for name, device in devices.items():
-        with tf.device(device):
-            version, k, default, classes = ops.geryon_map_table()
-        out[name] = TaskTable(int(version), int(k), int(default), tuple(int(c) for c in classes.numpy()))
-    return out
+
+    def read() -> TaskTable:
+        version, k, default, classes = ops.geryon_map_table()
+        return TaskTable(int(version), int(k), int(default), tuple(int(c) for c in classes.numpy()))
+
+    return _on_every_task("reading the map_table", devices, read)
 
 
 @dataclass
@@ -220,16 +227,19 @@ def adopt(
         )
     install_capture_hook()
     native_ops()
-    tagging = tag_model(model, urgency=urgency, input_shape=input_shape)
-    table = tagging.map_table(ts, default_class=default_class)
-    ids = {e.name: e.id for e in table.entries}
-    params, variables = parameters_of(model.trainable_variables)
-    register_variables((v, ids[p.name]) for p, v in zip(params, variables, strict=True))
     # The public `cluster_resolver` property is None for ParameterServerStrategy in TF 2.21.
     resolver = getattr(tf_strategy, "_cluster_resolver", None) or tf_strategy.cluster_resolver
     if resolver is None:
         raise ValueError("tf_strategy: expected a ParameterServerStrategy made with a cluster resolver")
     devices = task_devices(resolver.cluster_spec())
+    # Start above every version a task already runs (an earlier run of this coordinator, a PS that
+    # outlived it): tasks refuse to go back to an older version.
+    first = max(t.version for t in read_map_tables(devices).values()) + 1
+    tagging = tag_model(model, urgency=urgency, input_shape=input_shape)
+    table = tagging.map_table(ts, version=first, default_class=default_class)
+    ids = {e.name: e.id for e in table.entries}
+    params, variables = parameters_of(model.trainable_variables)
+    register_variables((v, ids[p.name]) for p, v in zip(params, variables, strict=True))
     install_map_table(table, devices)
     return GeryonStrategy(tf_strategy, model, tagging, table, devices)
 

@@ -265,7 +265,7 @@ def test_bad_thresholds_change_nothing_and_unreachable_tasks_are_named(hooked: d
     assert "[1.5]" in errors["bad"] or "1.5" in errors["bad"]
     assert errors["versions_unchanged"] is True
     assert "ps:7" in errors["unreachable"]
-    assert "installed on ['coordinator', 'ps:0', 'worker:0']" in errors["unreachable"]
+    assert "succeeded on ['coordinator', 'ps:0', 'worker:0']" in errors["unreachable"]
 
 
 def test_tasks_without_the_extension_are_named_with_what_to_do() -> None:
@@ -282,6 +282,6 @@ emit({"error": None})
     with TfCluster(num_ps=1, num_workers=1, protocol="grpc") as cluster:
         error = cluster.run_chief(body, timeout=120)["error"]
     assert error is not None
-    assert "not installed on ['ps:0', 'worker:0']" in error
+    assert "failed on ['ps:0', 'worker:0']" in error
     assert "start that task with geryon.tf.server()" in error
-    assert "installed on ['coordinator']" in error
+    assert "succeeded on ['coordinator']" in error
