@@ -1,8 +1,9 @@
 // The native map_table store. Readers (the rendezvous, per tensor) load one atomic pointer to an
 // immutable snapshot; writers (GeryonSetMapTable) build a new snapshot and publish it with a
 // release store. Retired snapshots are kept, never freed: a reader may still hold one, and without
-// hazard pointers or RCU grace periods there is no safe moment to free it. A snapshot costs about
-// one byte per parameter plus names, and a run installs a handful of versions, so the cost is small.
+// hazard pointers or RCU grace periods there is no safe moment to free it. A snapshot costs one
+// byte per parameter (names are checked, not kept), so even a million-parameter table costs 1 MB
+// per version, and a run installs a handful of versions.
 #include "classes.h"
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include <memory>
 #include <mutex>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -69,7 +71,7 @@ bool ParseHeader(absl::string_view line, absl::string_view key, int64_t lo, int6
 
 bool SameTable(const MapTableSnapshot& a, const MapTableSnapshot& b) {
   return a.version == b.version && a.num_classes == b.num_classes && a.default_class == b.default_class &&
-         a.class_of_id == b.class_of_id && a.name_of_id == b.name_of_id && a.id_of_name == b.id_of_name;
+         a.class_of_id == b.class_of_id;
 }
 
 }  // namespace
@@ -137,6 +139,8 @@ bool ParseMapTable(absl::string_view text, MapTableSnapshot* out, std::string* e
   table.num_classes = static_cast<int>(classes);
   table.default_class = static_cast<int>(default_class);
   std::vector<bool> seen;
+  absl::flat_hash_set<absl::string_view> names;  // views into `text`, which outlives the parse
+  names.reserve(params);
   for (int64_t i = 0; i < params; ++i, ++next) {
     if (next >= lines.size()) return truncated(absl::StrCat(params - i, " more parameter lines"));
     absl::string_view line = lines[next];
@@ -156,7 +160,6 @@ bool ParseMapTable(absl::string_view text, MapTableSnapshot* out, std::string* e
     if (id >= static_cast<int64_t>(seen.size())) {
       seen.resize(id + 1, false);
       table.class_of_id.resize(id + 1, static_cast<int8_t>(default_class));
-      table.name_of_id.resize(id + 1);
     }
     if (seen[id]) {
       *error = absl::StrCat("map_table line ", line_no(), ": duplicate parameter id ", id);
@@ -164,8 +167,7 @@ bool ParseMapTable(absl::string_view text, MapTableSnapshot* out, std::string* e
     }
     seen[id] = true;
     table.class_of_id[id] = static_cast<int8_t>(cls);
-    table.name_of_id[id] = std::string(parts[2]);
-    if (!table.id_of_name.emplace(std::string(parts[2]), id).second) {
+    if (!names.insert(parts[2]).second) {
       *error = absl::StrCat("map_table line ", line_no(), ": duplicate parameter name '", parts[2], "'");
       return false;
     }

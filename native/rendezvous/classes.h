@@ -9,7 +9,6 @@
 
 #include <cstdint>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "absl/strings/string_view.h"
@@ -40,8 +39,8 @@ struct MapTableSnapshot {
   int num_classes = 2;
   int default_class = 0;
   std::vector<int8_t> class_of_id;  // index: parameter id; ids past the end take default_class
-  std::vector<std::string> name_of_id;
-  std::unordered_map<std::string, int64_t> id_of_name;  // names are unique (checked at parse)
+  // Names are checked (non-empty, unique) at parse but not kept: retired snapshots are never
+  // freed, so a version costs one byte per parameter and no more.
 };
 
 

@@ -57,6 +57,11 @@ with ps.scope():
     model = keras.Sequential(
         [keras.Input((6,)), keras.layers.Dense(5, name="a"), keras.layers.Dense(1, name="b")])
     optimizer = keras.optimizers.SGD(0.01)
+# A PS that already runs version 4 (e.g. it outlived an earlier coordinator) is never sent back.
+from geryon.tagger.map_table import MapTable
+from geryon.tf.map_table_native import to_native
+with tf.device("/job:ps/replica:0/task:0/device:CPU:0"):
+    native_ops().geryon_set_map_table(to_native(MapTable.build(["x"], [1.0], [0.5], "layer", version=4)))
 g = adopt(ps, model, [0.4], default_class=1)
 coordinator = tf.distribute.coordinator.ClusterCoordinator(ps)
 
@@ -96,6 +101,7 @@ def test_adopt_classifies_a_model_built_in_the_users_own_strategy() -> None:
     assert [tuple(r) for r in result["roles"]] == sorted(
         [("pull", i) for i in ids] + [("push", i) for i in ids]
     )
-    # The configured default class (for tensors that carry no parameter) is on every task.
+    # The configured default class (for tensors that carry no parameter) is on every task, and the
+    # first version is above the 4 the PS already ran.
     assert result["default"] == 1
-    assert all(v == [1, 1] for v in result["tables"].values())
+    assert result["tables"] == {task: [5, 1] for task in ("coordinator", "ps:0", "worker:0")}
