@@ -16,6 +16,42 @@ from tests.ps_cluster import run_in_ps_cluster
 
 pytest.importorskip("tensorflow")
 
+
+def test_captured_variables_carry_their_id_into_the_function_def() -> None:
+    # The mechanism the pass relies on: geryon.tf.bindings marks the placeholder that captures a
+    # registered variable, and TF copies that attr into the FunctionDef's arg attrs (which become
+    # the _Arg's attrs in every partition). Unregistered captures stay unmarked.
+    import tensorflow as tf
+
+    from geryon.tf.bindings import PARAM_ID_ATTR, install_capture_hook, register_variables
+
+    install_capture_hook()
+    install_capture_hook()  # idempotent: one wrapper, whatever the number of calls
+    tagged, plain = tf.Variable([1.0, 2.0]), tf.Variable([3.0])
+    register_variables([(tagged, 7)])
+
+    @tf.function
+    def f() -> tf.Tensor:
+        return tf.reduce_sum(tagged) + tf.reduce_sum(plain)
+
+    fdef = f.get_concrete_function().function_def
+    marks = {
+        arg.name: dict(fdef.arg_attr[i].attr).get(PARAM_ID_ATTR)
+        for i, arg in enumerate(fdef.signature.input_arg)
+    }
+    assert sorted(m.i for m in marks.values() if m is not None) == [7]
+    assert sum(m is None for m in marks.values()) == 1
+    assert float(f()) == 6.0
+
+
+@pytest.mark.parametrize(("pair", "message"), [((object(), 1), "no resource handle"), ((None, -1), ">= 0")])
+def test_register_variables_refuses_what_it_cannot_mark(pair: tuple[Any, int], message: str) -> None:
+    from geryon.tf.bindings import register_variables
+
+    with pytest.raises(ValueError, match=message):
+        register_variables([pair])
+
+
 CLUSTER_BODY = """
 import numpy as np
 import keras
