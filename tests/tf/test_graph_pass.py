@@ -307,3 +307,71 @@ def test_annotated_training_on_geryon_flows_matches_plain_grpc() -> None:
     assert runs["grpc+geryon"]["classes"] == [0, 1]
     assert runs["grpc+geryon"]["losses"] == pytest.approx(runs["grpc"]["losses"], rel=1e-6, abs=1e-7)
     assert runs["grpc"]["losses"][0] != runs["grpc"]["losses"][-1]
+
+
+EMBEDDING_BODY = """
+import numpy as np, keras
+import geryon.tf.strategy as gs
+def make_model():
+    keras.utils.set_random_seed(7)
+    return keras.Sequential([
+        keras.Input((5,), dtype="int32"),
+        keras.layers.Embedding(50, 8, name="emb"),
+        keras.layers.Flatten(),
+        keras.layers.Dense(1, name="out"),
+    ])
+kw = {}
+if ARGS["sharded"]:
+    kw["variable_partitioner"] = tf.distribute.experimental.partitioners.MaxSizePartitioner(
+        max_shard_bytes=512, max_shards=NUM_PS)
+g = gs.strategy(cluster_resolver, make_model, thresholds=[0.5], **kw)
+coordinator = tf.distribute.experimental.coordinator.ClusterCoordinator(g.tf_strategy)
+model = g.model
+with g.scope():
+    optimizer = keras.optimizers.SGD(0.01)
+shards = []
+for v in model.trainable_variables:
+    tv = v.value
+    shards.extend(tv.variables if not isinstance(tv, tf.Variable) else [tv])
+@tf.function
+def step(x, y):
+    def replica(x, y):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean((model(x) - y) ** 2)
+        if ARGS["sharded"]:
+            for s, gr in zip(shards, tape.gradient(loss, shards)):
+                if isinstance(gr, tf.IndexedSlices):
+                    s.scatter_sub(tf.IndexedSlices(0.01 * gr.values, gr.indices, gr.dense_shape))
+                else:
+                    s.assign_sub(0.01 * gr)
+        else:
+            grads = tape.gradient(loss, model.trainable_variables)
+            optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        return loss
+    return g.tf_strategy.run(replica, args=(x, y))
+x = tf.constant(np.arange(20).reshape(4, 5) % 50, tf.int32); y = tf.ones([4, 1])
+ls = [coordinator.schedule(step, args=(x, y)) for _ in range(3)]
+coordinator.join()
+edges = [[c.decode() for c in row] for row in gs.native_ops().geryon_annotated_edges().numpy().tolist()]
+emit({"entries": [[e.id, e.name] for e in g.map_table.entries], "edges": [[r[0], r[1], r[4]] for r in edges],
+      "losses": [float(l.fetch()) for l in ls]})
+"""
+
+
+@pytest.mark.parametrize("sharded", [False, True])
+def test_embedding_lookups_and_sparse_gradients_are_annotated(sharded: bool) -> None:
+    # A gather pulls the table (or each shard of it); the sparse gradient travels as values and
+    # indices, two pairs that both reach the table's scatter update and both carry its id.
+    result = run_in_ps_cluster(
+        EMBEDDING_BODY, num_ps=2, num_workers=1, timeout=180, args={"sharded": sharded}
+    )
+    ids = {i: name for i, name in result["entries"]}
+    tables = [i for i, name in ids.items() if "/emb/" in name]
+    assert len(tables) == (2 if sharded else 1)
+    for role in ("pull", "push"):
+        assert {int(pid) for r, pid, _ in result["edges"] if r == role} == set(ids), role
+    pushes_per_table = [
+        sum(1 for r, pid, _ in result["edges"] if r == "push" and int(pid) == t) for t in tables
+    ]
+    assert all(n == 2 for n in pushes_per_table), result["edges"]
+    assert result["losses"][-1] < result["losses"][0]
