@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import struct
+import subprocess
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -164,3 +168,74 @@ def test_tf1_between_graph_runs_and_an_aborted_step_leaves_the_rendezvous_usable
     assert sum(c["aborted"] for c in pulls) == 1
     # The worker received the variable through the data plane (4000 bytes per pull, two pulls).
     assert sum(c["bytes_received"] for c in pulls) >= 8000
+
+
+@contextmanager
+def two_hosts() -> Iterator[tuple[str, str, str, str, str]]:
+    """Namespaces A and B joined by a veth pair: (ns A, address A, ns B, address B, A's interface)."""
+    tag = f"{os.getpid() % 100000}"
+    ns_a, ns_b, if_a, if_b = f"gryf{tag}a", f"gryf{tag}b", f"gryv{tag}a", f"gryv{tag}b"
+    subnet = f"10.251.{os.getpid() % 250}"
+
+    def ip(*args: str) -> None:
+        subprocess.run(["ip", *args], check=True, capture_output=True, timeout=10)
+
+    ip("netns", "add", ns_a)
+    try:
+        ip("netns", "add", ns_b)
+        try:
+            ip("link", "add", if_a, "type", "veth", "peer", "name", if_b)
+            for ns, dev, addr in ((ns_a, if_a, f"{subnet}.1"), (ns_b, if_b, f"{subnet}.2")):
+                ip("link", "set", dev, "netns", ns)
+                ip("-n", ns, "addr", "add", f"{addr}/24", "dev", dev)
+                ip("-n", ns, "link", "set", dev, "up")
+                ip("-n", ns, "link", "set", "lo", "up")
+            yield ns_a, f"{subnet}.1", ns_b, f"{subnet}.2", if_a
+        finally:
+            subprocess.run(["ip", "netns", "del", ns_b], capture_output=True, timeout=10)
+    finally:
+        subprocess.run(["ip", "netns", "del", ns_a], capture_output=True, timeout=10)
+
+
+# TF's own gRPC (the control plane) has no keepalive by default: a PS host that goes silent leaves the
+# worker's call into the PS's half of the step waiting forever, whatever the data plane sees. Users
+# who need silent-host detection set gRPC keepalive through TF's own variable, as here.
+KEEPALIVE = "grpc.keepalive_time_ms=2000,grpc.keepalive_timeout_ms=3000"
+
+
+def test_a_ps_whose_host_goes_silent_fails_its_flows_and_the_step_within_seconds(tmp_path: Path) -> None:
+    # No RST, no FIN: the PS's link goes down. Keepalive and TCP_USER_TIMEOUT end the data flows.
+    progress = tmp_path / "progress"
+    with two_hosts() as (ns_a, addr_a, ns_b, addr_b, if_a):
+        job_netns = {"ps": (ns_a, addr_a), "worker": (ns_b, addr_b), "chief": (ns_b, addr_b)}
+        env = {"TF_GRPC_DEFAULT_OPTIONS": KEEPALIVE}
+        with TfCluster(num_ps=1, num_workers=1, job_netns=job_netns, env=env) as cluster:
+            outcome: dict[str, Any] = {}
+
+            def chief() -> None:
+                args = {"steps": 2000, "max_seconds": 90, "progress_file": str(progress)}
+                outcome.update(cluster.run_chief(CNN_BODY, args=args, timeout=150))
+
+            thread = threading.Thread(target=chief)
+            thread.start()
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline and not (
+                progress.exists() and int(progress.read_text() or 0) >= 3
+            ):
+                time.sleep(0.1)
+            assert progress.exists(), "training did not start: " + cluster.stderr("ps0")
+            silenced_at = time.time()
+            subprocess.run(["ip", "-n", ns_a, "link", "set", if_a, "down"], check=True, timeout=10)
+            flow_failed_at = None
+            while flow_failed_at is None and time.time() - silenced_at < 20:
+                rows = cluster.counters("worker0")
+                if any(r["role"] == "consumer" and "ps" in r["peer_task"] and r["errors"] for r in rows):
+                    flow_failed_at = time.time()
+                time.sleep(0.2)
+            thread.join(timeout=150)
+            log = cluster.stderr("worker0")
+    assert flow_failed_at is not None and flow_failed_at - silenced_at < 12, log[-2000:]
+    assert "Geryon data plane: flow to /job:ps/replica:0/task:0 (class 0) failed" in log
+    assert "error" in outcome, outcome
+    assert outcome["error_at"] - silenced_at < 10, outcome
+    assert "/job:ps" in outcome["error"]

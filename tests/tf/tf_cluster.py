@@ -118,14 +118,19 @@ class TfCluster:
         env: dict[str, str] | None = None,
         job_env: dict[str, dict[str, str]] | None = None,
         startup_timeout: float = 90,
+        job_netns: dict[str, tuple[str, str]] | None = None,
     ) -> None:
+        """`job_netns`: job -> (network namespace, address) to run that job's tasks in (default: the
+        current namespace on 127.0.0.1); the namespaces are the caller's, made and removed by it."""
         self.protocol = protocol
         self.tmp = Path(tempfile.mkdtemp(prefix="geryon-tf-cluster-"))
         ports = pick_ports(num_ps + num_workers + 1)
+        self.job_netns = job_netns or {}
+        host = {job: self.job_netns.get(job, ("", "127.0.0.1"))[1] for job in ("chief", "worker", "ps")}
         self.cluster = {
-            "chief": [f"127.0.0.1:{ports[0]}"],
-            "worker": [f"127.0.0.1:{p}" for p in ports[1 : 1 + num_workers]],
-            "ps": [f"127.0.0.1:{p}" for p in ports[1 + num_workers :]],
+            "chief": [f"{host['chief']}:{ports[0]}"],
+            "worker": [f"{host['worker']}:{p}" for p in ports[1 : 1 + num_workers]],
+            "ps": [f"{host['ps']}:{p}" for p in ports[1 + num_workers :]],
         }
         self.env = dict(os.environ)
         self.env.update(
@@ -174,13 +179,17 @@ class TfCluster:
         env = dict(self.env, GERYON_TF_CLUSTER=json.dumps(spec), **self.job_env.get(job, {}))
         err = (self.tmp / f"{name}.stderr").open("w")
         self.procs[name] = subprocess.Popen(
-            [sys.executable, "-c", _SERVER],
+            [*self._netns_prefix(job), sys.executable, "-c", _SERVER],
             env=env,
             cwd=REPO_ROOT,
             stdout=subprocess.PIPE,
             stderr=err,
             text=True,
         )
+
+    def _netns_prefix(self, job: str) -> list[str]:
+        # `ip netns exec` execs the command: the PID we hold (and kill) is the Python process itself.
+        return ["ip", "netns", "exec", self.job_netns[job][0]] if job in self.job_netns else []
 
     def stderr(self, name: str) -> str:
         path = self.tmp / f"{name}.stderr"
@@ -214,7 +223,7 @@ class TfCluster:
         runner.write_text(_CHIEF)
         env = dict(self.env, GERYON_TF_CLUSTER=json.dumps(spec), **self.job_env.get("chief", {}))
         proc = subprocess.Popen(
-            [sys.executable, str(runner), str(body_path)],
+            [*self._netns_prefix("chief"), sys.executable, str(runner), str(body_path)],
             env=env,
             cwd=REPO_ROOT,
             stdout=subprocess.PIPE,
