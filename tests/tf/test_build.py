@@ -176,3 +176,18 @@ def test_a_source_that_does_not_compile_names_the_error(tmp_path: Path) -> None:
     with pytest.raises(BuildError, match=r"(?s)compiling broken.cc failed .*undeclared_name"):
         build(source_dir=src, cache_dir=tmp_path / "cache")
     assert not list((tmp_path / "cache").glob("*/" + LIBRARY_NAME))
+
+
+@pytest.mark.slow
+def test_cli_build_prints_the_cached_library_and_its_facts() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "geryon", "native", "build", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=REPO_ROOT,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    facts = json.loads(result.stdout)
+    assert facts["library"] == str(plan().output) and Path(facts["library"]).exists()
+    assert facts["tf_version"] == TF_VERSION and "server.cc" in facts["sources"]
