@@ -10,6 +10,8 @@ garbled table is easy to detect (the counts must match and the last line must be
     params 2
     0 0 net/dense/kernel    <id> <class> <name>   (name: the rest of the line)
     1 1 net/dense/bias
+    bindings 1
+    0 w/Read/ReadVariableOp <id> <producer node>  (TF1 sessions only, see geryon.tf.tf1)
     end
 
 The ids are the tagger's stable parameter ids; only classes change between versions. The graph
@@ -18,6 +20,8 @@ table needs no graph names; the names are kept for diagnostics and checked to be
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 from geryon.tagger.map_table import MAX_CLASSES, MapTable
 
@@ -33,8 +37,11 @@ def _check_line_text(value: str, field: str) -> None:
         raise ValueError(f"{field}: {value!r} must be a non-empty string without line breaks")
 
 
-def to_native(table: MapTable) -> str:
-    """The native text of `table`; raises ValueError naming the field that cannot be written."""
+def to_native(table: MapTable, producers: Mapping[str, int] | None = None) -> str:
+    """The native text of `table`; raises ValueError naming the field that cannot be written.
+
+    `producers`: TF1 producer bindings, node name -> parameter id (see geryon.tf.tf1).
+    """
     if table.num_classes > MAX_CLASSES:
         raise ValueError(f"map_table.num_classes: {table.num_classes} exceeds {MAX_CLASSES}")
     lines = [
@@ -49,5 +56,15 @@ def to_native(table: MapTable) -> str:
             raise ValueError(f"map_table.entries[{i}].id: {entry.id} is outside [0, {MAX_PARAMS})")
         _check_line_text(entry.name, f"map_table.entries[{i}].name")
         lines.append(f"{entry.id} {entry.cls} {entry.name}")
+    ids = {e.id for e in table.entries}
+    bound = sorted((producers or {}).items())
+    lines.append(f"bindings {len(bound)}")
+    for name, param_id in bound:
+        _check_line_text(name, f"producers[{name!r}]")
+        if isinstance(param_id, bool) or not isinstance(param_id, int) or param_id not in ids:
+            raise ValueError(
+                f"producers[{name!r}]: {param_id!r} is not the id of a parameter in the map_table"
+            )
+        lines.append(f"{param_id} {name}")
     lines.append("end")
     return "\n".join(lines) + "\n"

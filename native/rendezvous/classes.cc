@@ -3,7 +3,7 @@
 // release store. Retired snapshots are kept, never freed: a reader may still hold one, and without
 // hazard pointers or RCU grace periods there is no safe moment to free it. A snapshot costs one
 // byte per parameter (names are checked, not kept), so even a million-parameter table costs 1 MB
-// per version, and a run installs a handful of versions.
+// per version, plus its TF1 producer bindings when it has any; a run installs a handful of versions.
 #include "classes.h"
 
 #include <algorithm>
@@ -15,6 +15,7 @@
 #include <mutex>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -71,7 +72,7 @@ bool ParseHeader(absl::string_view line, absl::string_view key, int64_t lo, int6
 
 bool SameTable(const MapTableSnapshot& a, const MapTableSnapshot& b) {
   return a.version == b.version && a.num_classes == b.num_classes && a.default_class == b.default_class &&
-         a.class_of_id == b.class_of_id;
+         a.class_of_id == b.class_of_id && a.id_of_producer == b.id_of_producer;
 }
 
 }  // namespace
@@ -93,9 +94,30 @@ int64_t ParamIdForEdge(absl::string_view edge_name) {
   return id;
 }
 
+absl::string_view EdgeProducer(absl::string_view edge_name) {
+  if (!absl::ConsumePrefix(&edge_name, "edge_")) return "";
+  size_t digits = 0;
+  while (digits < edge_name.size() && edge_name[digits] >= '0' && edge_name[digits] <= '9') ++digits;
+  if (digits == 0 || digits >= edge_name.size() || edge_name[digits] != '_') return "";
+  return edge_name.substr(digits + 1);
+}
+
+namespace {
+int64_t ResolveIn(const MapTableSnapshot& table, absl::string_view edge_name) {
+  int64_t id = ParamIdForEdge(edge_name);
+  if (id >= 0 || table.id_of_producer.empty()) return id;
+  auto it = table.id_of_producer.find(EdgeProducer(edge_name));
+  return it == table.id_of_producer.end() ? -1 : it->second;
+}
+}  // namespace
+
+int64_t ResolveParamId(absl::string_view edge_name) {
+  return ResolveIn(*Current().load(std::memory_order_acquire), edge_name);
+}
+
 int ClassForEdge(absl::string_view edge_name) {
   const MapTableSnapshot* table = Current().load(std::memory_order_acquire);
-  int64_t id = ParamIdForEdge(edge_name);
+  int64_t id = ResolveIn(*table, edge_name);
   if (id < 0 || id >= static_cast<int64_t>(table->class_of_id.size())) return table->default_class;
   return table->class_of_id[id];
 }
@@ -169,6 +191,25 @@ bool ParseMapTable(absl::string_view text, MapTableSnapshot* out, std::string* e
     table.class_of_id[id] = static_cast<int8_t>(cls);
     if (!names.insert(parts[2]).second) {
       *error = absl::StrCat("map_table line ", line_no(), ": duplicate parameter name '", parts[2], "'");
+      return false;
+    }
+  }
+  int64_t bindings;
+  if (!header("bindings", 0, 4 * kMaxParams, &bindings)) return false;
+  for (int64_t i = 0; i < bindings; ++i, ++next) {
+    if (next >= lines.size()) return truncated(absl::StrCat(bindings - i, " more binding lines"));
+    absl::string_view line = lines[next];
+    // "<id> <producer node name>": the name is the rest of the line.
+    std::vector<absl::string_view> parts = absl::StrSplit(line, absl::MaxSplits(' ', 1));
+    int64_t id;
+    if (parts.size() != 2 || parts[1].empty() || !absl::SimpleAtoi(parts[0], &id) || id < 0 ||
+        id >= static_cast<int64_t>(seen.size()) || !seen[id]) {
+      *error = absl::StrCat("map_table line ", line_no(), ": expected '<id> <producer>' with the id of a ",
+                            "parameter listed above, got '", line, "'");
+      return false;
+    }
+    if (!table.id_of_producer.emplace(std::string(parts[1]), id).second) {
+      *error = absl::StrCat("map_table line ", line_no(), ": producer '", parts[1], "' is bound twice");
       return false;
     }
   }

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/string_view.h"
 
 namespace geryon {
@@ -23,6 +24,13 @@ int NumClasses();  // k, from the current map_table (2 before any table is loade
 
 // The parameter id an annotated edge name carries, or -1 when it carries none.
 int64_t ParamIdForEdge(absl::string_view edge_name);
+
+// The parameter id of an edge under the current table: its annotation, else (TF1 graphs, which
+// the pass cannot annotate) the table's binding of the edge's producer, else -1.
+int64_t ResolveParamId(absl::string_view edge_name);
+
+// The producer node of a partitioner-made edge name "edge_<n>_<producer>", or "" for other names.
+absl::string_view EdgeProducer(absl::string_view edge_name);
 
 // The annotation the graph pass appends to a Send/Recv `tensor_name`. ';' is the rendezvous key's
 // field separator and ':' separates its frame/iter field, so the suffix uses neither.
@@ -39,6 +47,9 @@ struct MapTableSnapshot {
   int num_classes = 2;
   int default_class = 0;
   std::vector<int8_t> class_of_id;  // index: parameter id; ids past the end take default_class
+  // TF1 sessions: producer node name -> parameter id, for edges the pass could not annotate
+  // (each process sees one end of the pair there). Python derives it from the client graph.
+  absl::flat_hash_map<std::string, int64_t> id_of_producer;
   // Names are checked (non-empty, unique) at parse but not kept: retired snapshots are never
   // freed, so a version costs one byte per parameter and no more.
 };

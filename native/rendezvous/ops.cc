@@ -123,7 +123,7 @@ class ClassForEdgeOp : public OpKernel {
     for (int64_t i = 0; i < in.size(); ++i) {
       absl::string_view name(in(i).data(), in(i).size());
       out_classes(i) = ClassForEdge(name);
-      out_ids(i) = ParamIdForEdge(name);
+      out_ids(i) = ResolveParamId(name);
     }
   }
 };

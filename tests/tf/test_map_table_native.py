@@ -49,6 +49,14 @@ def test_text_format_is_line_based_with_counts_and_end() -> None:
         "params 2",
         "0 0 a/kernel",
         "1 1 a/bias",
+        "bindings 0",
+        "end",
+    ]
+    bound = to_native(table, {"a/Read/ReadVariableOp": 0, "gradients/a_grad/tuple/control_dependency": 0})
+    assert bound.splitlines()[-4:] == [
+        "bindings 2",
+        "0 a/Read/ReadVariableOp",
+        "0 gradients/a_grad/tuple/control_dependency",
         "end",
     ]
 
@@ -101,6 +109,16 @@ MALFORMED = {
     "missing name": (lambda ls: [*ls[:5], "0 0", *ls[6:]], "line 6: expected '<id> <class> <name>'"),
     "duplicate id": (lambda ls: [*ls[:6], "0 1 other", *ls[7:]], "line 7: duplicate parameter id 0"),
     "duplicate name": (lambda ls: [*ls[:6], "1 1 net/conv/kernel", *ls[7:]], "duplicate parameter name"),
+    "binding to an unknown id": (
+        lambda ls: [*ls[:-2], "bindings 1", "9 w/read", "end"],
+        "line 11: expected '<id> <producer>' with the id of a parameter listed above",
+    ),
+    "binding without a name": (lambda ls: [*ls[:-2], "bindings 1", "0", "end"], "line 11: expected '<id>"),
+    "producer bound twice": (
+        lambda ls: [*ls[:-2], "bindings 2", "0 w/read", "1 w/read", "end"],
+        "line 12: producer 'w/read' is bound twice",
+    ),
+    "fewer bindings than announced": (lambda ls: [*ls[:-2], "bindings 2", "0 w/read", "end"], "line 12"),
     "fewer parameters than announced": (
         lambda ls: [*ls[:5], *ls[6:]],
         "line 9: expected '<id> <class> <name>'",
@@ -149,6 +167,22 @@ def test_python_refuses_names_the_format_cannot_carry(name: str, field: str) -> 
     table = MapTable.build([name], [1.0], [0.5], "layer")
     with pytest.raises(ValueError, match=field.replace("[", r"\[").replace("]", r"\]")):
         to_native(table)
+
+
+def test_tf1_edges_resolve_through_producer_bindings(ops: Any) -> None:
+    table = next_table(ops)  # classes 0, 0, 1, 1
+    bindings = {"net/conv/kernel/Read/ReadVariableOp": 0, "gradients/dense_grad/tuple/control_dependency": 3}
+    ops.geryon_set_map_table(to_native(table, bindings))
+    edges = [
+        "edge_12_net/conv/kernel/Read/ReadVariableOp",  # a pull, by its producer
+        "edge_77_gradients/dense_grad/tuple/control_dependency",  # a push, by its producer
+        "edge_12_net/conv/kernel/Read/ReadVariableOp#gp=2",  # an annotation wins
+        "edge_5_unbound/ReadVariableOp",  # not bound: the default class
+        "net/conv/kernel/Read/ReadVariableOp",  # not a partitioner-made edge name
+    ]
+    classes, ids = ops.geryon_class_for_edge(edges)
+    assert ids.numpy().tolist() == [0, 3, 2, -1, -1]
+    assert classes.numpy().tolist() == [0, 1, 1, 0, 0]
 
 
 def test_default_class_before_any_table_comes_from_the_environment() -> None:

@@ -285,3 +285,81 @@ emit({"error": None})
     assert "failed on ['ps:0', 'worker:0']" in error
     assert "start that task with geryon.tf.server()" in error
     assert "succeeded on ['coordinator']" in error
+
+
+TF1_BODY = r"""
+import time
+from pathlib import Path
+import numpy as np
+from geryon.tf.tf1 import Tf1Classes
+
+v1 = tf.compat.v1
+graph = tf.Graph()
+with graph.as_default():
+    setter = v1.train.replica_device_setter(
+        ps_tasks=1, worker_device="/job:worker/task:0", cluster=cluster_spec)
+    with v1.device(setter):
+        x = v1.placeholder(tf.float32, [8, 64], name="x")
+        h = x
+        for name, width in (("first", 64), ("big", 256), ("last", 1)):
+            with v1.variable_scope(name):
+                w = v1.get_variable("w", [h.shape[1], width], use_resource=True,
+                                    initializer=v1.glorot_uniform_initializer(seed=1))
+            h = tf.matmul(h, w)
+        loss = tf.reduce_mean(h ** 2)
+        train = v1.train.GradientDescentOptimizer(0.001).minimize(loss)
+        init = v1.global_variables_initializer()
+target = "grpc://" + cluster_spec.task_address("worker", 0)
+classes = Tf1Classes(graph, cluster_spec, thresholds=ARGS["before"])
+classes.install(target)
+sync = Path(ARGS["sync"])
+feed = {x: np.ones([8, 64], np.float32)}
+
+def phase(session, name):
+    losses = [float(session.run([loss, train], feed)[0]) for _ in range(ARGS["steps"])]
+    (sync / name).write_text("done")
+    deadline = time.time() + 60
+    while not (sync / (name + ".ack")).exists():
+        if time.time() > deadline:
+            raise TimeoutError("the test did not acknowledge phase " + name)
+        time.sleep(0.05)
+    return losses
+
+config = v1.ConfigProto(device_filters=["/job:ps", "/job:worker/task:0"])  # no chief server runs
+with v1.Session(target, graph=graph, config=config) as session:
+    session.run(init)
+    before = {e.name: e.cls for e in classes.map_table.entries}
+    losses = phase(session, "before")
+    after = {e.name: e.cls for e in classes.set_thresholds(target, ARGS["after"]).entries}
+    losses += phase(session, "after")
+emit({"losses": losses, "before": before, "after": after, "bindings": classes.bindings})
+"""
+
+
+def test_tf1_between_graph_parameters_take_their_class_flow_and_move() -> None:
+    # TF1 edges are resolved through producer bindings (the pass cannot annotate them): the big
+    # layer's pulls and pushes go on flow 1, then on flow 0 after the threshold drops.
+    import tempfile
+
+    sync = Path(tempfile.mkdtemp(prefix="geryon-tf1-sync-"))
+    seen: dict[str, dict[int, int]] = {}
+    with TfCluster(num_ps=1, num_workers=1, protocol="grpc+geryon") as cluster:
+        watcher = threading.Thread(
+            target=lambda: [snapshot_after(cluster, sync, p, seen) for p in ("before", "after")], daemon=True
+        )
+        watcher.start()
+        result = cluster.run_chief(
+            TF1_BODY, timeout=240, args={"steps": STEPS, "before": BEFORE, "after": AFTER, "sync": str(sync)}
+        )
+        watcher.join(timeout=10)
+    assert result["before"] == {"first/w": 0, "big/w": 1, "last/w": 1}
+    assert result["after"] == {"first/w": 0, "big/w": 0, "last/w": 1}
+    assert set(result["bindings"].values()) == {0, 1, 2}  # every variable has a pull and a push binding
+    big, last, first = 64 * 256 * 4, 256 * 4, 64 * 64 * 4
+    class1_before = seen["before"].get(1, 0)
+    class1_after = seen["after"].get(1, 0) - class1_before
+    class0_after = seen["after"].get(0, 0) - seen["before"].get(0, 0)
+    assert 2 * STEPS * (big + last) <= class1_before <= 1.2 * 2 * STEPS * (big + last)
+    assert 2 * STEPS * last <= class1_after < 2 * STEPS * last + big // 4
+    assert class0_after >= 2 * STEPS * (big + first)
+    assert result["losses"][-1] < result["losses"][0]
