@@ -7,6 +7,8 @@ Rows (medians over repeats, side by side in one run):
                      GeryonSetMapTable (parse, validate, atomic swap; the install column also holds
                      one GeryonMapTable read, for the next version number); N = 680 is the paper's
                      VGG-19 slice count, 1M an extreme
+  ClassForEdge       ns per lookup (the rendezvous' per-tensor cost) for a TF2 annotated edge, a
+                     TF1 edge resolved through a producer binding, and an edge with no parameter
   set_thresholds     a new version installed on a real cluster (coordinator, 1 PS and 2 worker
                      processes on grpc+geryon, one eager op per task), beside one training step of
                      the small model the cluster trains, to show what a change costs next to a step
@@ -94,6 +96,35 @@ def bench_install(repeats: int) -> list[dict[str, Any]]:
                 "total_ms": total_s * 1e3,
             }
         )
+    return rows
+
+
+def bench_lookup(repeats: int) -> list[dict[str, Any]]:
+    """ns per ClassForEdge, by how the edge resolves, with a VGG-19-sized table (680 parameters)."""
+    from geryon.tagger.map_table import MapTable
+    from geryon.tf import load
+    from geryon.tf.map_table_native import to_native
+    from geryon.tf.strategy import native_ops
+
+    n = 680
+    ops = native_ops()
+    cdll = load().cdll  # geryon_bench_class_lookup_ns: a tight loop in C++, no Python per call
+    version = int(ops.geryon_map_table()[0]) + 1
+    table = MapTable.build(
+        [f"layer{i}/kernel" for i in range(n)], [i / n for i in range(n)], [0.5], "layer", version
+    )
+    bindings = {f"layer{i}/kernel/Read/ReadVariableOp": i for i in range(n)}
+    bindings.update({f"gradients/layer{i}/MatMul_grad/tuple/control_dependency_1": i for i in range(n)})
+    ops.geryon_set_map_table(to_native(table, bindings))
+    edges = {
+        "TF2 annotated (#gp=<id>)": "edge_1316_sequential_1/layer340/Cast/ReadVariableOp#gp=340",
+        "TF1 producer binding": "edge_1316_gradients/layer340/MatMul_grad/tuple/control_dependency_1",
+        "no parameter (default)": "edge_17_Add",
+    }
+    rows = []
+    for what, edge in edges.items():
+        samples = [cdll.geryon_bench_class_lookup_ns(edge.encode(), 200_000) for _ in range(repeats)]
+        rows.append({"row": what, "ns": statistics.median(samples)})
     return rows
 
 
@@ -188,11 +219,13 @@ def main() -> int:
     progress = Progress("bench_map_table")
     progress.say("installing tables of 680, 10k and 1M parameters")
     install = bench_install(args.repeats)
+    progress.say("timing class lookups")
+    lookup = bench_lookup(args.repeats)
     progress.say("starting a grpc+geryon cluster")
     procs: list[subprocess.Popen[str]] = []
     try:
         cluster = bench_cluster(args.repeats, progress, procs)
-        report(install, cluster, args)
+        report(install, lookup, cluster, args)
     finally:
         for proc in procs:  # by PID, after reporting: the coordinator logs errors once they are gone
             if proc.poll() is None:
@@ -201,7 +234,12 @@ def main() -> int:
     return 0
 
 
-def report(install: list[dict[str, Any]], cluster: dict[str, Any], args: argparse.Namespace) -> None:
+def report(
+    install: list[dict[str, Any]],
+    lookup: list[dict[str, Any]],
+    cluster: dict[str, Any],
+    args: argparse.Namespace,
+) -> None:
     print_table(
         install,
         [
@@ -213,6 +251,8 @@ def report(install: list[dict[str, Any]], cluster: dict[str, Any], args: argpars
         ],
     )
     print()
+    print_table(lookup, [("row", "ClassForEdge, 680-parameter table", "s"), ("ns", "ns per lookup", ".1f")])
+    print()
     print_table(
         [cluster],
         [
@@ -222,7 +262,7 @@ def report(install: list[dict[str, Any]], cluster: dict[str, Any], args: argpars
             ("ratio", "change / step", ".2f"),
         ],
     )
-    write_json(args.out, {"repeats": args.repeats, "install": install, "cluster": cluster})
+    write_json(args.out, {"repeats": args.repeats, "install": install, "lookup": lookup, "cluster": cluster})
 
 
 if __name__ == "__main__":
