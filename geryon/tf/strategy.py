@@ -165,6 +165,13 @@ class GeryonStrategy:
             install_map_table(table, self.devices)
             return table
 
+    def reinstall(self) -> dict[str, int]:
+        """Sends the current version to every task again, e.g. to a task that restarted (it runs the
+        built-in table, the default class for everything, until it gets one). Tasks that have it
+        already accept it unchanged."""
+        with self._lock:
+            return install_map_table(self.map_table, self.devices)
+
     def task_tables(self) -> dict[str, TaskTable]:
         """What every task runs now (for checks and dashboards)."""
         return read_map_tables(self.devices)

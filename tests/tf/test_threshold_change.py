@@ -225,6 +225,7 @@ try:
 except ValueError as e:
     errors["bad"] = str(e)
 errors["versions_unchanged"] = before == {k: t.version for k, t in g.task_tables().items()}
+errors["reinstalled"] = g.reinstall() == before  # the same version again is accepted unchanged
 try:
     gs.install_map_table(g.map_table, {**g.devices, "ps:7": "/job:ps/replica:0/task:7/device:CPU:0"})
 except gs.InstallError as e:
@@ -264,6 +265,7 @@ def test_bad_thresholds_change_nothing_and_unreachable_tasks_are_named(hooked: d
     errors = hooked["errors"]
     assert "[1.5]" in errors["bad"] or "1.5" in errors["bad"]
     assert errors["versions_unchanged"] is True
+    assert errors["reinstalled"] is True
     assert "ps:7" in errors["unreachable"]
     assert "succeeded on ['coordinator', 'ps:0', 'worker:0']" in errors["unreachable"]
 
