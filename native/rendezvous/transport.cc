@@ -482,7 +482,18 @@ struct Response {
   Tensor tensor;
   bool is_dead;
   int64_t enqueued_ns;
+  // The frame as it goes out: `head`, then the tensor's own bytes (or `proto_bytes`); `sent` of
+  // them are on the wire already.
+  bool encoded = false;
+  std::string head, proto_bytes;
+  bool raw_payload = false;  // the payload is the tensor's buffer (else proto_bytes, maybe empty)
+  size_t sent = 0;
+
+  // Computed each time, not stored: a view into proto_bytes would dangle once the response moves.
+  absl::string_view payload() const { return raw_payload ? tensor.tensor_data() : absl::string_view(proto_bytes); }
 };
+
+enum class WriteResult { kDone, kWouldBlock, kFailed };
 
 class ServerConn : public std::enable_shared_from_this<ServerConn> {
  public:
@@ -498,7 +509,8 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
   void Enqueue(uint64_t id, const absl::Status& s, const Tensor& t, bool is_dead) {
     Response r{id, s, t, is_dead, NowNs()};
     // A small response with nobody writing goes out now, from the thread that produced it: a hop
-    // to the writer thread costs more than the write. Large ones never block TF's threads.
+    // to the writer thread costs more than the write. It never blocks that thread (often TF's own,
+    // or another flow's reader): what the socket does not take at once, the writer thread finishes.
     if (!s.ok() || !t.IsInitialized() || t.TotalBytes() <= kInlineResponseBytes) {
       std::unique_lock<std::mutex> w(write_mu_, std::try_to_lock);
       if (w.owns_lock()) {
@@ -509,10 +521,20 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
         }
         if (w.owns_lock()) {
           std::string error;
-          if (!WriteResponse(r, &error)) {
+          WriteResult result = WriteFrom(&r, /*nonblocking=*/true, &error);
+          if (result == WriteResult::kDone) return;
+          if (result == WriteResult::kFailed) {
             w.unlock();
             Close(absl::StrCat("sending a response failed: ", error), true);
+            return;
           }
+          {
+            // Part of it is on the wire: it must be the next thing the writer thread sends.
+            std::lock_guard<std::mutex> l(mu_);
+            if (closed_) return;
+            queue_.push_front(std::move(r));
+          }
+          cv_.notify_one();
           return;
         }
       }
@@ -622,18 +644,25 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
 
   void WriteLoop() {
     while (true) {
-      Response r;
       {
         std::unique_lock<std::mutex> l(mu_);
         cv_.wait(l, [this] { return closed_ || !queue_.empty(); });
         if (closed_) return;
+      }
+      // Take the socket first, then the response: an inline writer that left a partly sent
+      // response at the front of the queue has finished with the socket by then.
+      std::unique_lock<std::mutex> w(write_mu_);
+      Response r;
+      {
+        std::lock_guard<std::mutex> l(mu_);
+        if (closed_) return;
+        if (queue_.empty()) continue;
         r = std::move(queue_.front());
         queue_.pop_front();
       }
-      counters_->queue_ns += NowNs() - r.enqueued_ns;
+      if (r.sent == 0) counters_->queue_ns += NowNs() - r.enqueued_ns;
       std::string error;
-      std::unique_lock<std::mutex> w(write_mu_);
-      if (!WriteResponse(r, &error)) {
+      if (WriteFrom(&r, /*nonblocking=*/false, &error) != WriteResult::kDone) {
         w.unlock();
         Close(absl::StrCat("sending a response failed: ", error), true);
         return;
@@ -641,16 +670,14 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
     }
   }
 
-  bool WriteResponse(const Response& r, std::string* error) {
-    std::string head;
+  static void Encode(Response* r) {
+    r->encoded = true;
+    std::string& head = r->head;
     Put<uint32_t>(&head, kResponseMagic);
-    Put<uint64_t>(&head, r.id);
-    std::string proto_bytes;
-    iovec iov[2];
-    int iovcnt = 1;
-    const Tensor& t = r.tensor;
-    absl::Status status = r.status;
-    if (status.ok() && !r.is_dead && !t.IsInitialized()) {
+    Put<uint64_t>(&head, r->id);
+    const Tensor& t = r->tensor;
+    absl::Status status = r->status;
+    if (status.ok() && !r->is_dead && !t.IsInitialized()) {
       status = absl::InternalError("Geryon data plane: the producer returned an uninitialized tensor");
     }
     if (!status.ok()) {
@@ -659,39 +686,61 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
       Put<uint32_t>(&head, static_cast<uint32_t>(status.code()));
       Put<uint32_t>(&head, static_cast<uint32_t>(msg.size()));
       head += msg;
-    } else if (r.is_dead && !t.IsInitialized()) {
-      // A dead tensor carries no value: send an empty float scalar-less tensor with the dead bit.
+    } else if (r->is_dead && !t.IsInitialized()) {
+      // A dead tensor carries no value: an empty float tensor with the dead bit.
       head += std::string{static_cast<char>(kRaw), 1, 0, 0};
       Put<uint32_t>(&head, tensorflow::DT_FLOAT);
       Put<uint32_t>(&head, 1);
       Put<int64_t>(&head, 0);
       Put<uint64_t>(&head, 0);
     } else if (tensorflow::DataTypeCanUseMemcpy(t.dtype())) {
-      absl::string_view data = t.tensor_data();
-      head += std::string{static_cast<char>(kRaw), static_cast<char>(r.is_dead ? 1 : 0), 0, 0};
+      // The tensor's own buffer goes to the socket: sendmsg streams it without a copy here.
+      r->raw_payload = true;
+      head += std::string{static_cast<char>(kRaw), static_cast<char>(r->is_dead ? 1 : 0), 0, 0};
       Put<uint32_t>(&head, static_cast<uint32_t>(t.dtype()));
       Put<uint32_t>(&head, static_cast<uint32_t>(t.dims()));
       for (int i = 0; i < t.dims(); ++i) Put<int64_t>(&head, t.dim_size(i));
-      Put<uint64_t>(&head, data.size());
-      // The tensor's own buffer goes to the socket: sendmsg streams it without a copy here.
-      iov[1] = iovec{const_cast<char*>(data.data()), data.size()};
-      iovcnt = data.empty() ? 1 : 2;
+      Put<uint64_t>(&head, t.tensor_data().size());
     } else {
       // Strings, variants, resources: TF's own encoding.
       tensorflow::TensorProto proto;
       t.AsProtoTensorContent(&proto);
-      proto.SerializeToString(&proto_bytes);
-      head += std::string{static_cast<char>(kProto), static_cast<char>(r.is_dead ? 1 : 0), 0, 0};
-      Put<uint64_t>(&head, proto_bytes.size());
-      iov[1] = iovec{proto_bytes.data(), proto_bytes.size()};
-      iovcnt = 2;
+      proto.SerializeToString(&r->proto_bytes);
+      head += std::string{static_cast<char>(kProto), static_cast<char>(r->is_dead ? 1 : 0), 0, 0};
+      Put<uint64_t>(&head, r->proto_bytes.size());
     }
-    iov[0] = iovec{head.data(), head.size()};
-    uint64_t total = head.size() + (iovcnt == 2 ? iov[1].iov_len : 0);
-    if (!WriteAll(fd_, iov, iovcnt, error)) return false;
+  }
+
+  // Sends what is left of `r`. Non-blocking: stops with kWouldBlock when the socket is full.
+  WriteResult WriteFrom(Response* r, bool nonblocking, std::string* error) {
+    if (!r->encoded) Encode(r);
+    const absl::string_view payload = r->payload();
+    const size_t total = r->head.size() + payload.size();
+    while (r->sent < total) {
+      iovec iov[2];
+      int iovcnt = 0;
+      if (r->sent < r->head.size()) {
+        iov[iovcnt++] = iovec{r->head.data() + r->sent, r->head.size() - r->sent};
+        if (!payload.empty()) iov[iovcnt++] = iovec{const_cast<char*>(payload.data()), payload.size()};
+      } else {
+        size_t done = r->sent - r->head.size();
+        iov[iovcnt++] = iovec{const_cast<char*>(payload.data()) + done, payload.size() - done};
+      }
+      msghdr msg{};
+      msg.msg_iov = iov;
+      msg.msg_iovlen = iovcnt;
+      ssize_t n = sendmsg(fd_, &msg, MSG_NOSIGNAL | (nonblocking ? MSG_DONTWAIT : 0));
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        if (nonblocking && (errno == EAGAIN || errno == EWOULDBLOCK)) return WriteResult::kWouldBlock;
+        *error = ErrnoText(errno);
+        return WriteResult::kFailed;
+      }
+      r->sent += static_cast<size_t>(n);
+    }
     counters_->bytes_sent += total;
     counters_->messages_sent += 1;
-    return true;
+    return WriteResult::kDone;
   }
 
   const int fd_;
