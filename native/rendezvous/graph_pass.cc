@@ -2,7 +2,8 @@
 //
 // At this point a TF2 multi-device function has been split into one graph per device, and both ends
 // of every Send/Recv pair are in the partitions this pass sees. (TF1 sessions run the pass once per
-// partition, in the process that runs it: one end only, so their pairs are left alone.)
+// partition, in the process that runs it: one end only, so their pairs are left alone and resolve
+// through the map_table's producer bindings instead, see classes.h and geryon/tf/tf1.py.)
 // For each pair it finds the variable behind the tensor:
 //   pull: _Send <- (Identity)* <- ReadVariableOp/ResourceGather <- (Identity)* <- variable
 //   push: _Recv -> (ops, e.g. lr * g; optimizer slots) -> AssignSubVariableOp/ResourceApply* (variable)
@@ -32,7 +33,6 @@ namespace {
 
 using ::tensorflow::DT_RESOURCE;
 using ::tensorflow::Edge;
-using ::tensorflow::Graph;
 using ::tensorflow::GraphOptimizationPass;
 using ::tensorflow::GraphOptimizationPassOptions;
 using ::tensorflow::Node;
