@@ -1,17 +1,22 @@
 """A ParameterServerStrategy whose variables the tagger has classified, with run-time thresholds.
 
-    g = geryon.tf.strategy(cluster_resolver, make_model, thresholds=[0.5], input_shape=(32, 32, 3))
+    from geryon.tf.strategy import strategy
+    g = strategy(cluster_resolver, make_model, thresholds=[0.5], input_shape=(32, 32, 3))
     model = g.model                      # built in the strategy's scope by make_model()
     coordinator = ClusterCoordinator(g.tf_strategy)
     ...                                  # the usual custom training loop, unchanged
     g.set_thresholds([0.7])              # version + 1 on every task; the next step uses it
 
+(`adopt(tf_strategy, model, ...)` does the same for a strategy and model the caller made; TF1
+between-graph training uses geryon.tf.tf1.Tf1Classes.) Every ps and worker task must run a server
+from geryon.tf.server(), which loads the extension.
+
 How a new map_table reaches every task: a custom op (GeryonSetMapTable, native/rendezvous/ops.cc)
 run eagerly from the coordinator on each task's CPU device: locally on the coordinator, remotely on
-each worker and each PS. TF's own control plane carries it, so there is no extra port, protocol or
-agent, and it works the same whether the tensors travel on `grpc+geryon` or plain `grpc`. The
-graph pass names each Send/Recv pair by parameter id at instantiation, and classes are looked up
-per tensor when it is sent, so new thresholds need no re-tracing.
+each worker and each PS. TF's own control plane carries it, in order with the coordinator's other
+requests, so there is no extra port, protocol or agent, and the data plane needs no control
+messages. The graph pass names each Send/Recv pair by parameter id at instantiation, and classes
+are looked up per tensor when it is sent, so new thresholds need no re-tracing.
 
 The threshold searcher (geryon.threshold.search) plugs in through `ThresholdHook`.
 """
