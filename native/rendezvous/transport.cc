@@ -45,6 +45,12 @@ constexpr uint32_t kMaxTaskBytes = 1024;
 constexpr uint32_t kMaxDims = 254;  // TensorShape's own limit
 constexpr uint64_t kMaxProtoBytes = (1ull << 31) - 1;
 constexpr uint32_t kMaxErrorBytes = 1 << 20;
+// Accepted connections alive at once (two threads each); more are refused, so a flood of
+// connections cannot exhaust the process's threads.
+constexpr int kMaxAcceptedConnections = 512;  // well under the usual 1024 descriptors per process
+std::atomic<int> g_accepted{0};
+// A connection must send its hello within this time, else it is closed (its thread is freed).
+constexpr int kHelloTimeoutSeconds = 10;
 // Responses up to this size are written by the thread that produced them when the socket is idle.
 constexpr int64_t kInlineResponseBytes = 64 * 1024;
 constexpr uint8_t kRaw = 0, kProto = 1, kError = 2;
@@ -212,7 +218,7 @@ bool ReadFull(int fd, void* buf, size_t n, std::string* error) {
     }
     if (r < 0) {
       if (errno == EINTR) continue;
-      *error = ErrnoText(errno);
+      *error = (errno == EAGAIN || errno == EWOULDBLOCK) ? "timed out waiting for data" : ErrnoText(errno);
       return false;
     }
     p += r;
@@ -600,11 +606,15 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
 
   void ReadLoop(const ClusterView* view, std::mutex* view_mu, const std::string& local_task, ServeFn serve) {
     std::string error;
+    timeval hello_timeout{kHelloTimeoutSeconds, 0}, none{0, 0};
+    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &hello_timeout, sizeof(hello_timeout));
     if (!ReadHello(view, view_mu, &error)) {
-      Close(error, true);
+      Close(error, error != "connection closed by peer");  // a port probe that left is no error
       close(fd_);
+      g_accepted -= 1;
       return;
     }
+    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof(none));  // requests may be far apart
     MarkSocket(fd_, cls_);
     counters_ = CountersFor("producer", local_task, peer_task_, cls_);
     counters_->connections += 1;
@@ -640,6 +650,7 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
     // Under the write lock: an inline writer (Enqueue) may still hold the descriptor.
     std::lock_guard<std::mutex> w(write_mu_);
     close(fd_);
+    g_accepted -= 1;
   }
 
   void WriteLoop() {
@@ -902,6 +913,13 @@ class TcpTransport : public Transport {
         close(fd);
         continue;
       }
+      if (g_accepted.load() >= kMaxAcceptedConnections) {
+        LOG(ERROR) << "Geryon data plane: refused a connection from " << ip << ": " << kMaxAcceptedConnections
+                   << " connections are open already";
+        close(fd);
+        continue;
+      }
+      g_accepted += 1;
       auto conn = std::make_shared<ServerConn>(fd, ip);
       std::string local_task;
       {

@@ -87,6 +87,16 @@ def test_bad_frames_and_strangers_are_refused_and_the_server_keeps_serving() -> 
     with TfCluster(num_ps=1, num_workers=1) as cluster:
         port = data_port(cluster.cluster["ps"][0])
         worker = "/job:worker/replica:0/task:0"
+        # A flood: past 512 open connections, more are refused at once (threads stay bounded).
+        flood = [socket.create_connection(("127.0.0.1", port)) for _ in range(512)]
+        time.sleep(0.5)
+        with socket.create_connection(("127.0.0.1", port)) as s:
+            assert _closed_by_server(s)
+        for s in flood:
+            s.close()
+        time.sleep(0.5)
+        idle = socket.create_connection(("127.0.0.1", port))  # never says hello
+        idle_since = time.monotonic()
 
         with socket.create_connection(("127.0.0.1", port)) as s:  # garbage instead of a hello
             s.sendall(b"GET / HTTP/1.1\r\n\r\n")
@@ -108,13 +118,17 @@ def test_bad_frames_and_strangers_are_refused_and_the_server_keeps_serving() -> 
             assert request_id == 42 and code == 3 and message  # INVALID_ARGUMENT
             s.sendall(_request(43, b"still;not;a;key"))
             assert _error_response(s)[0] == 43  # the connection stays usable after an error
-        time.sleep(0.5)
+        time.sleep(max(0.5, 10.5 - (time.monotonic() - idle_since)))
+        assert _closed_by_server(idle)  # after 10 s without a hello its thread is freed
+        idle.close()
         assert cluster.procs["ps0"].poll() is None, cluster.stderr("ps0")
         log = cluster.stderr("ps0")
     assert "malformed hello (bad magic" in log
     assert "refused: /job:intruder/replica:0/task:0 is not a task of the cluster spec" in log
     assert "refused a connection from 127.0.0.2" in log
     assert "malformed frame (bad magic 0x0)" in log
+    assert "(before its hello): timed out waiting for data" in log
+    assert "512 connections are open already" in log
 
 
 def test_garbage_to_the_data_ports_during_training_does_not_stop_it() -> None:
