@@ -19,8 +19,10 @@ if ! "$PYTHON" -m venv --help >/dev/null 2>&1; then
   apt-get update -qq && apt-get install -y -qq python3-venv >/dev/null
 fi
 
-# Debian packages the tests drive for real: Prometheus (server and promtool) scrapes the agent.
+# Debian packages: g++ builds the native rendezvous against TF; Prometheus (server and promtool)
+# scrapes the agent in the tests.
 missing=()
+command -v "${CXX:-g++}" >/dev/null 2>&1 || missing+=(g++)
 command -v prometheus >/dev/null 2>&1 || missing+=(prometheus)
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
