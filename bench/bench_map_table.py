@@ -21,13 +21,14 @@ import argparse
 import json
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from geryon.tf.ports import free_port_pairs
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchlib import median_time, print_table, write_json
@@ -48,25 +49,6 @@ print("READY", flush=True)
 while True:
     time.sleep(1)
 """
-
-
-def _ports(count: int) -> list[int]:
-    """Free ports P with P + DATA_OFFSET free as well (the data plane listens there)."""
-    ports: list[int] = []
-    while len(ports) < count:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        data = port + DATA_OFFSET
-        if data <= 1024 or port in ports:
-            continue
-        with socket.socket() as s:
-            try:
-                s.bind(("0.0.0.0", data))
-            except OSError:
-                continue
-        ports.append(port)
-    return ports
 
 
 def bench_install(repeats: int) -> list[dict[str, Any]]:
@@ -136,7 +118,7 @@ def bench_cluster(repeats: int, progress: Progress, procs: list[subprocess.Popen
     from geryon.tf import PROTOCOL
     from geryon.tf.strategy import strategy
 
-    ports = _ports(4)
+    ports = free_port_pairs(4, DATA_OFFSET)
     cluster = {
         "chief": [f"127.0.0.1:{ports[0]}"],
         "worker": [f"127.0.0.1:{p}" for p in ports[1:3]],

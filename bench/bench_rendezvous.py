@@ -19,12 +19,13 @@ import argparse
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 from typing import Any
+
+from geryon.tf.ports import free_port_pairs
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchlib import print_table, write_json
@@ -91,22 +92,6 @@ os._exit(0)
 """
 
 
-def _free_ports(count: int) -> list[int]:
-    ports: list[int] = []
-    while len(ports) < count:
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = sock.getsockname()[1]
-        with socket.socket() as probe:
-            try:
-                probe.bind(("0.0.0.0", port + DATA_OFFSET))
-            except OSError:
-                continue
-        if port not in ports and port + DATA_OFFSET not in ports:
-            ports.append(port)
-    return ports
-
-
 def _env(spec: dict[str, Any]) -> dict[str, str]:
     return {
         **os.environ,
@@ -122,7 +107,7 @@ def measure(repeats: int, progress: Progress) -> dict[str, dict[str, list[float]
     try:
         workers = {}
         for protocol in PROTOCOLS:
-            ps_port, worker_port = _free_ports(2)
+            ps_port, worker_port = free_port_pairs(2, DATA_OFFSET)
             cluster = {"ps": [f"127.0.0.1:{ps_port}"], "worker": [f"127.0.0.1:{worker_port}"]}
             workers[protocol] = cluster["worker"][0]
             for job in ("ps", "worker"):

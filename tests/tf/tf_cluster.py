@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -28,6 +27,8 @@ import textwrap
 import time
 from pathlib import Path
 from typing import Any
+
+from geryon.tf.ports import free_port_pairs
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DATA_OFFSET = -7000
@@ -84,29 +85,12 @@ class TfClusterError(RuntimeError):
     pass
 
 
-def _port_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        try:
-            sock.bind(("0.0.0.0", port))
-        except OSError:
-            return False
-    return True
-
-
 def pick_ports(count: int, offset: int = DATA_OFFSET) -> list[int]:
     """`count` distinct free ports P with P + offset free as well."""
-    ports: list[int] = []
-    for _ in range(200):
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = sock.getsockname()[1]
-        data = port + offset
-        taken = set(ports) | {p + offset for p in ports}
-        if 1024 < data < 65536 and port not in taken and data not in taken and _port_free(data):
-            ports.append(port)
-            if len(ports) == count:
-                return ports
-    raise TfClusterError("no free port pairs found")
+    try:
+        return free_port_pairs(count, offset)
+    except RuntimeError as e:
+        raise TfClusterError(str(e)) from None
 
 
 class TfCluster:
