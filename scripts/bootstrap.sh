@@ -38,7 +38,7 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$PYTHON" -m venv "$VENV"
 fi
 
-echo "bootstrap: installing geryon[tf,agent,dev] into $VENV (TensorFlow is about 1.6 GB the first time)" >&2
+echo "bootstrap: installing geryon[tf,agent,demo,deploy,dev] into $VENV (TensorFlow is about 1.6 GB the first time)" >&2
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
-"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e ".[tf,agent,dev]"
+"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e ".[tf,agent,demo,deploy,dev]"
 echo "bootstrap: ready" >&2
