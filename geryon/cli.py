@@ -14,6 +14,7 @@ from geryon.errors import UsageError
 def build_parser() -> argparse.ArgumentParser:
     from geryon import demo
     from geryon.agent import cli as agent_cli
+    from geryon.fabric import cli_check as fabric_check_cli
     from geryon.tagger import cli as tagger_cli
     from geryon.tf import cli as tf_cli
     from geryon.threshold import cli as threshold_cli
@@ -29,6 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.register(sub)
     agent_cli.register(sub)
     tf_cli.register(sub)
+    fabric_check_cli.register(sub)
     return parser
 
 
