@@ -1,0 +1,352 @@
+"""The simulator's iteration time for each mode of a demo run, beside the measured one.
+
+For the setting of `result["config"]` (the same model, input shape and batch), the layer profile is
+measured on this machine with `geryon.threshold.profiler.measure_profile`, in a child process whose
+TensorFlow uses the worker tasks' thread count (`config["threads"]` when the runner records one), so
+the caller's TensorFlow (if any) is untouched. Profiles are cached in one JSON file (`profile_path`),
+keyed by model, input shape, batch, threads and host. Each mode then runs through
+`geryon.threshold.simulator.simulate` with the testbed's shape: every task on its own host behind one
+switch (`colocate=False`), host NICs and switch ports at `rate_bits`, `slice_bytes` from the config.
+How a run maps onto the simulator comes from what the run records (protocol, switch, partitioned,
+workers), with the mode name as the fallback:
+
+    grpc,        not partitioned -> fifo, whole variables round-robin over the PSes (vanilla)
+    grpc,        partitioned     -> fifo, the tagger's partition + slicing plan (ps, single)
+    grpc+geryon, priority switch -> network (strict priority at NICs and switch) at the run's thresholds
+    grpc+geryon, fifo switch     -> end-host (each sender most-urgent-first; fair switch) (endhost)
+
+gRPC multiplexes a channel's tensors as HTTP/2 streams (`interleave=True`); Geryon's data plane sends
+a flow's tensors one after another on its class's TCP connection (`interleave=False`). TF starts a
+step's parameter reads when the step starts, after the previous step returned, so the next
+iteration's pulls wait for the whole iteration (`barrier=True`).
+
+The error is (measured - predicted) / measured of the median step time (medians over repeats).
+
+What the simulator models: link serialization at the configured rate on every NIC and switch port,
+max-min sharing among connections, strict priority classes, partitioning/slicing, overlap of
+communication with per-layer compute, and BSP dependencies (a layer waits for its parameters).
+What it does not model, so where to look when the error is large:
+- CPU contention: the profile is each layer alone on an idle machine; the demo runs 2 PSes, 2 workers
+  and a chief (plus the kernel's veth/HTB shaping and softirqs) on 2 cores, so workers compute
+  concurrently, PSes spend CPU serving and aggregating, and the emulated network itself costs CPU.
+  This makes measured steps slower than predicted (positive error), most for the modes that move the
+  most bytes.
+- Per-step fixed costs: ClusterCoordinator dispatch, function launch, the chief's RPCs, per-tensor
+  gRPC/rendezvous overheads and serialization copies; the optimizer's update ops on the PSes.
+- Head-of-line blocking: a gRPC channel interleaves tensors as HTTP/2 frames, but once bytes sit in
+  the kernel's socket buffer (megabytes with autotuning) and the switch queue, they leave in FIFO
+  order, so a small urgent tensor can wait behind bulk more than fair interleaving (what is simulated
+  for grpc) predicts; the truth lies between `interleave=True` and `interleave=False`.
+- TCP: slow start after idle gaps, loss and retransmits at the switch buffers (HTB drops are real
+  loss), ACK clocking, RTT; the simulator's flows get their fair share instantly and lose nothing.
+- HTB and FIFO queue behaviour: a FIFO switch port shares by arrival, not max-min; the end-host mode
+  here is Geryon's per-class flows with priority host queues and a FIFO switch, which the simulator's
+  end-host mode (one most-urgent-first connection per pair) approximates.
+- Asynchrony: TF2's ParameterServerStrategy runs workers asynchronously; the simulator runs identical
+  workers in lockstep (BSP), so it never sees workers drift apart and spread their traffic.
+- The threshold search: the measured geryon median covers the search's trial steps unless the runner
+  leaves them out; the prediction is at the final threshold only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from geryon.demo.report import summarize
+from geryon.progress import Progress
+from geryon.tagger.map_table import default_thresholds
+from geryon.threshold.profile import Profile
+from geryon.threshold.simulator import simulate
+
+CACHE_FORMAT = "geryon.demo.profiles"
+ITERATIONS = 4  # simulated iterations: the steady state is the mean of the last three
+PROFILE_ITERATIONS = 5
+PROFILE_WARMUP = 2
+
+# Mode name -> (protocol, switch, partitioned) when a run does not say.
+_MODE_DEFAULTS: dict[str, tuple[str, str, bool]] = {
+    "vanilla": ("grpc", "fifo", False),
+    "ps": ("grpc", "fifo", True),
+    "geryon": ("grpc+geryon", "priority", True),
+    "endhost": ("grpc+geryon", "fifo", True),
+    "single": ("grpc", "fifo", True),
+}
+
+
+class PredictError(ValueError):
+    """The result cannot be simulated (a config field missing or out of range); names the field."""
+
+
+def predict(
+    result: Mapping[str, Any], profile_path: Path | None = None, progress: Progress | None = None
+) -> dict:
+    """Predicted vs measured iteration time per mode of `result`; see the module docstring."""
+    progress = progress if progress is not None else Progress("geryon predict")
+    config = _config(result)
+    profile, cached = load_or_measure_profile(config, profile_path, progress)
+    summary = summarize(result)
+    runs = [r for r in result.get("runs") or [] if isinstance(r, Mapping)]
+    modes: dict[str, Any] = {}
+    for mode, m in summary["modes"].items():
+        setting = sim_setting(mode, [r for r in runs if r.get("mode") == mode], m["thresholds"], config)
+        sim = simulate(profile, iterations=ITERATIONS, **setting)
+        measured = m["median_step_s"]
+        modes[mode] = {
+            "predicted_s": sim.iteration_s,
+            "measured_s": measured,
+            "error": relative_error(measured, sim.iteration_s),
+            "compute_s": sim.compute_s,
+            "comm_s": sim.comm_s,
+            "simulated": {
+                k: (list(v) if isinstance(v, tuple) else v)
+                for k, v in setting.items()
+                if k != "bandwidth_bps"
+            },
+        }
+        progress.say(
+            f"{mode}: predicted {sim.iteration_s:.3f} s/step"
+            + (f", measured {measured:.3f} s ({modes[mode]['error']:+.1%})" if measured else ", not measured")
+        )
+    return {
+        "modes": modes,
+        "profile": {
+            "model": config["model"],
+            "input_shape": list(config["input_shape"]),
+            "batch_size": config["batch_size"],
+            "threads": config["threads"],
+            "source": profile.source,
+            "compute_s": profile.compute_s,
+            "forward_s": sum(la.forward_s for la in profile.layers),
+            "layers": profile.num_layers,
+            "params": len(profile.params),
+            "bytes": profile.total_bytes,
+            "cache": str(profile_path) if profile_path is not None else None,
+            "cached": cached,
+        },
+        "bandwidth_bps": config["rate_bits"],
+    }
+
+
+def relative_error(measured: float | None, predicted: float) -> float | None:
+    """(measured - predicted) / measured: positive when the run was slower than predicted."""
+    if measured is None or measured <= 0:
+        return None
+    return (measured - predicted) / measured
+
+
+def sim_setting(
+    mode: str, runs: list[Mapping[str, Any]], thresholds: list[float] | None, config: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The simulate() keyword arguments for one mode, from what its runs recorded."""
+    protocol, switch, partitioned = _MODE_DEFAULTS.get(mode, ("grpc", "fifo", True))
+    first = runs[0] if runs else {}
+    if isinstance(first.get("protocol"), str):
+        protocol = first["protocol"]
+    if isinstance(first.get("switch"), str):
+        switch = first["switch"]
+    if isinstance(first.get("partitioned"), bool):
+        partitioned = first["partitioned"]
+    workers = first.get("workers")
+    if not (isinstance(workers, int) and not isinstance(workers, bool) and workers >= 1):
+        workers = 1 if mode == "single" else config["workers"]
+    geryon = protocol.startswith("grpc+geryon")
+    sim_mode = ("network" if switch == "priority" else "end-host") if geryon else "fifo"
+    classes = config["classes"]
+    return {
+        "workers": workers,
+        "num_ps": config["ps"],
+        "bandwidth_bps": float(config["rate_bits"]),
+        "mode": sim_mode,
+        "thresholds": tuple(thresholds) if thresholds else default_thresholds(classes),
+        "slice_bytes": config["slice_bytes"] if partitioned else None,
+        "partition": partitioned,
+        "interleave": not geryon,
+        "barrier": True,
+        "colocate": False,
+    }
+
+
+# --- the profile -----------------------------------------------------------------------------------
+def profile_key(config: Mapping[str, Any]) -> str:
+    shape = "x".join(str(d) for d in config["input_shape"])
+    threads = config["threads"] if config["threads"] is not None else "default"
+    return f"{config['model']}|{shape}|batch{config['batch_size']}|threads{threads}|{socket.gethostname()}"
+
+
+def load_or_measure_profile(
+    config: Mapping[str, Any], profile_path: Path | None, progress: Progress
+) -> tuple[Profile, bool]:
+    """The cached profile for this setting, or a fresh measurement (then cached); and whether cached."""
+    key = profile_key(config)
+    cache = _read_cache(profile_path) if profile_path is not None else {}
+    if key in cache:
+        return Profile.from_dict(cache[key], where=f"{profile_path}: {key}"), True
+    with progress.step(
+        f"measuring the {config['model']} profile on this machine (batch {config['batch_size']})"
+    ):
+        profile = _measure_in_child(config, progress)
+    if profile_path is not None:
+        cache[key] = profile.to_dict()
+        _write_cache(profile_path, cache)
+    return profile, False
+
+
+def _measure_in_child(config: Mapping[str, Any], progress: Progress) -> Profile:
+    with tempfile.TemporaryDirectory(prefix="geryon-predict-") as tmp:
+        out = Path(tmp) / "profile.json"
+        argv = [
+            sys.executable,
+            "-m",
+            "geryon.demo.predict",
+            "--model",
+            config["model"],
+            "--input-shape",
+            ",".join(str(d) for d in config["input_shape"]),
+            "--batch-size",
+            str(config["batch_size"]),
+            "--out",
+            str(out),
+        ]
+        if config["threads"] is not None:
+            argv += ["--threads", str(config["threads"])]
+        # The child's progress lines go on to ours as they come; the last ones explain a failure.
+        tail: list[str] = []
+        with subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) as proc:
+            assert proc.stderr is not None
+            for line in proc.stderr:
+                tail = [*tail[-2:], line.strip()]
+                if progress.enabled:
+                    progress.stream.write(line)
+                    progress.stream.flush()
+        if proc.returncode != 0:
+            raise RuntimeError(
+                f"measuring the {config['model']} profile failed (exit {proc.returncode}): {' | '.join(tail)}"
+            )
+        return Profile.load(out)
+
+
+def _read_cache(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as e:
+        raise PredictError(
+            f"profile cache {path}: cannot read it ({e}); delete it to measure again"
+        ) from None
+    if (
+        not isinstance(data, dict)
+        or data.get("format") != CACHE_FORMAT
+        or not isinstance(data.get("profiles"), dict)
+    ):
+        raise PredictError(f"profile cache {path}: not a {CACHE_FORMAT} file; delete it to measure again")
+    return dict(data["profiles"])
+
+
+def _write_cache(path: Path, profiles: Mapping[str, Any]) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # Atomic: a concurrent reader (or a kill) never sees half a file.
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "w") as f:
+        json.dump({"format": CACHE_FORMAT, "version": 1, "profiles": dict(profiles)}, f)
+    os.replace(tmp, path)
+
+
+def _config(result: Mapping[str, Any]) -> dict[str, Any]:
+    config = result.get("config")
+    if not isinstance(config, Mapping):
+        raise PredictError("config: the result has no config object")
+
+    def count(name: str) -> int:
+        value = config.get(name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise PredictError(f"config.{name}: expected an integer >= 1, got {value!r}")
+        return value
+
+    shape = config.get("input_shape")
+    if not (
+        isinstance(shape, list | tuple)
+        and len(shape) == 3
+        and all(isinstance(d, int) and d >= 1 for d in shape)
+    ):
+        raise PredictError(f"config.input_shape: expected [H, W, C] positive integers, got {shape!r}")
+    from geryon.demo.models import MODELS
+
+    if config.get("model") not in MODELS:
+        raise PredictError(f"config.model: expected one of {', '.join(MODELS)}, got {config.get('model')!r}")
+    rate = config.get("rate_bits")
+    if isinstance(rate, bool) or not isinstance(rate, int | float) or not rate > 0:
+        raise PredictError(f"config.rate_bits: expected bits/s above 0, got {rate!r}")
+    slice_bytes = config.get("slice_bytes")
+    if slice_bytes is not None:
+        slice_bytes = count("slice_bytes")
+    threads = config.get("threads")
+    return {
+        "model": config["model"],
+        "input_shape": tuple(shape),
+        "batch_size": count("batch_size"),
+        "workers": count("workers"),
+        "ps": count("ps"),
+        "rate_bits": float(rate),
+        "slice_bytes": slice_bytes,
+        "classes": count("classes") if config.get("classes") is not None else 2,
+        "threads": count("threads") if threads is not None else None,
+    }
+
+
+# --- the child process -------------------------------------------------------------------------------
+def main(argv: list[str] | None = None) -> int:
+    """Measures one profile (run by load_or_measure_profile in a child process) and saves it as JSON."""
+    ap = argparse.ArgumentParser(prog="python -m geryon.demo.predict")
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--input-shape", required=True)
+    ap.add_argument("--batch-size", type=int, required=True)
+    ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--iterations", type=int, default=PROFILE_ITERATIONS)
+    ap.add_argument("--warmup", type=int, default=PROFILE_WARMUP)
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args(argv)
+    from geryon.demo.models import build_model
+    from geryon.tfenv import import_tensorflow
+
+    tf = import_tensorflow()
+    if args.threads is not None:
+        # As the worker tasks run: their compute gets this many threads.
+        tf.config.threading.set_intra_op_parallelism_threads(args.threads)
+        tf.config.threading.set_inter_op_parallelism_threads(args.threads)
+    shape = tuple(int(d) for d in args.input_shape.split(","))
+    model = build_model(args.model, shape)  # type: ignore[arg-type]
+    from geryon.threshold.profiler import measure_profile
+
+    profile = measure_profile(
+        model,
+        batch_size=args.batch_size,
+        iterations=args.iterations,
+        warmup=args.warmup,
+        progress=Progress("geryon predict"),
+    )
+    meta = {**profile.meta, "threads": args.threads, "demo_model": args.model}
+    Profile(
+        profile.model,
+        profile.batch_size,
+        profile.layers,
+        profile.params,
+        profile.urgency_function,
+        profile.source,
+        meta,
+    ).save(args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
