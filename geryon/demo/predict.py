@@ -321,9 +321,8 @@ def main(argv: list[str] | None = None) -> int:
 
     tf = import_tensorflow()
     if args.threads is not None:
-        # As the worker tasks run: their compute gets this many threads.
+        # As the worker tasks run (geryon.demo.task): this many threads inside each op.
         tf.config.threading.set_intra_op_parallelism_threads(args.threads)
-        tf.config.threading.set_inter_op_parallelism_threads(args.threads)
     shape = tuple(int(d) for d in args.input_shape.split(","))
     model = build_model(args.model, shape)  # type: ignore[arg-type]
     from geryon.threshold.profiler import measure_profile

@@ -1,0 +1,326 @@
+"""The issue's targets, measured end to end on the emulated cluster: real TF training per mode.
+
+    .venv/bin/python bench/bench_e2e.py [--repeats 3] [--rate 100mbit] [--quick] [--fig8-9] [--table-iv]
+                                        [--model M] [--batch-size B] [--steps N] [--workers W] [--ps P]
+                                        [--slice-size 1MiB] [--buffer 256KiB] [--out FILE]
+
+Needs root (network namespaces), like `geryon demo`. Every run goes through
+`geryon.demo.runner.run_demo`: one testbed, the modes run in turn inside every repeat (vanilla, ps,
+geryon, endhost, single, then again), so the repeats of the modes are taken side by side.
+
+- targets (the default): vanilla, ps, geryon, endhost and single with --repeats (default 3); prints the
+  demo's table, then the targets with medians over the repeats: geryon/ps >= 1.15, geryon/vanilla >=
+  1.5, geryon/endhost > 1 (2+ PSes), and the simulator's prediction error per mode (goal: within 10%).
+  --rate picks the bottleneck link rate (lower: more communication-bound).
+- --fig8-9: the paper's Fig. 8/9 in miniature: throughput of vanilla, P+S and P+S+Geryon with
+  --sweep-workers (default 1,2,4) workers at each of --rates (default: --rate); 1 worker is the
+  single-worker run (the paper's "single-GPU training"), whose throughput gives scaling efficiency.
+- --table-iv: the paper's Table IV in miniature: Geryon (network priority) vs end-host priority
+  (TicTac-like) throughput for each of --sweep-slices (default 1MiB,512KiB,256KiB).
+
+Writes the demo results under <out without .json>/ and the tables' rows as JSON to --out
+(default out/bench/e2e.json). --quick starts from `geryon demo --quick`'s settings (tiny model,
+few steps) for a smoke run. Bad flags exit 2 naming the flag.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from benchlib import print_table, write_json
+
+from geryon.demo.report import format_table, summarize
+from geryon.progress import Progress
+from geryon.tagger.partition import parse_size
+from geryon.units import format_rate, parse_rate
+
+TARGET_MODES = ["vanilla", "ps", "geryon", "endhost", "single"]
+FIG8_MODES = ["vanilla", "ps", "geryon"]
+TABLE4_MODES = ["geryon", "endhost"]  # endhost reuses the threshold the geryon run chose
+
+
+# --- arguments --------------------------------------------------------------------------------------
+def _positive_int(flag: str) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r}: expected an integer") from None
+        if value < 1:
+            raise argparse.ArgumentTypeError(f"{text!r}: expected an integer >= 1")
+        return value
+
+    return parse
+
+
+def _rate(flag: str) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            return int(parse_rate(text, flag))
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e).removeprefix(f"{flag}: ")) from None
+
+    return parse
+
+
+def _size(flag: str) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            return parse_size(text)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+
+    return parse
+
+
+def _list(item: Callable[[str], int], flag: str) -> Callable[[str], list[int]]:
+    def parse(text: str) -> list[int]:
+        parts = text.split(",")
+        if any(not p.strip() for p in parts):
+            raise argparse.ArgumentTypeError(f"{text!r}: expected a comma-separated list")
+        return [item(p.strip()) for p in parts]
+
+    return parse
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(
+        prog="bench_e2e.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--repeats", type=_positive_int("--repeats"), default=3, help="repeats per mode (default 3)"
+    )
+    ap.add_argument(
+        "--rate", type=_rate("--rate"), default=None, help="link rate, e.g. 100mbit (runner's default)"
+    )
+    ap.add_argument("--quick", action="store_true", help="start from geryon demo --quick's settings")
+    ap.add_argument("--model", default=None)
+    ap.add_argument("--batch-size", type=_positive_int("--batch-size"), default=None)
+    ap.add_argument("--steps", type=_positive_int("--steps"), default=None)
+    ap.add_argument("--warmup", type=_positive_int("--warmup"), default=None)
+    ap.add_argument("--workers", type=_positive_int("--workers"), default=None)
+    ap.add_argument("--ps", type=_positive_int("--ps"), default=None)
+    ap.add_argument("--slice-size", type=_size("--slice-size"), default=None)
+    ap.add_argument("--buffer", type=_size("--buffer"), default=None)
+    ap.add_argument("--search", default=None, help="sweep|guided|bayes|fixed:T (runner's default: sweep)")
+    ap.add_argument("--fig8-9", dest="fig8_9", action="store_true", help="sweep workers (Fig. 8/9)")
+    ap.add_argument(
+        "--sweep-workers", type=_list(_positive_int("--sweep-workers"), "--sweep-workers"), default=[1, 2, 4]
+    )
+    ap.add_argument(
+        "--rates", type=_list(_rate("--rates"), "--rates"), default=None, help="rates for --fig8-9"
+    )
+    ap.add_argument("--table-iv", dest="table_iv", action="store_true", help="sweep slice sizes (Table IV)")
+    ap.add_argument(
+        "--sweep-slices",
+        type=_list(_size("--sweep-slices"), "--sweep-slices"),
+        default=[1 << 20, 512 << 10, 256 << 10],
+    )
+    ap.add_argument("--no-targets", action="store_true", help="only the sweeps asked for")
+    ap.add_argument("--out", default="out/bench/e2e.json")
+    args = ap.parse_args(argv)
+    if args.no_targets and not (args.fig8_9 or args.table_iv):
+        ap.error("--no-targets: nothing left to run; add --fig8-9 and/or --table-iv")
+    return args
+
+
+def base_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The runner config keys the flags set (None: the runner's default)."""
+    return {
+        "model": args.model,
+        "batch_size": args.batch_size,
+        "steps": args.steps,
+        "warmup": args.warmup,
+        "workers": args.workers,
+        "ps": args.ps,
+        "rate_bits": args.rate,
+        "slice_bytes": args.slice_size,
+        "buffer_bytes": args.buffer,
+        "search": args.search,
+        "repeats": args.repeats,
+    }
+
+
+def plan(args: argparse.Namespace) -> list[tuple[str, str, dict[str, Any]]]:
+    """(section, run name, config overrides) for every run_demo call, in order."""
+    base = base_overrides(args)
+    runs: list[tuple[str, str, dict[str, Any]]] = []
+    if not args.no_targets:
+        runs.append(("targets", "targets", {**base, "modes": TARGET_MODES}))
+    if args.fig8_9:
+        for rate in args.rates or [args.rate]:
+            for w in args.sweep_workers:
+                modes = ["single"] if w == 1 else FIG8_MODES
+                tag = f"fig8-9-{_rate_tag(rate)}-w{w}"
+                runs.append(("fig8-9", tag, {**base, "rate_bits": rate, "workers": w, "modes": modes}))
+    if args.table_iv:
+        for s in args.sweep_slices:
+            runs.append(("table-iv", f"table-iv-{s}", {**base, "slice_bytes": s, "modes": TABLE4_MODES}))
+    return runs
+
+
+def _rate_tag(rate: int | None) -> str:
+    return format_rate(rate).replace(" ", "").replace("/", "p") if rate else "default"
+
+
+# --- tables -----------------------------------------------------------------------------------------
+def target_rows(result: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The targets of one result: goal, measured (medians over repeats), met."""
+    rows = []
+    for t in summarize(result)["targets"]:
+        rows.append(
+            {
+                "target": t["target"],
+                "measured": t["measured_text"],
+                "met": "met" if t["met"] else ("NOT met" if t["met"] is False else "n/a"),
+                "note": t["note"],
+            }
+        )
+    return rows
+
+
+def fig8_rows(results: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Per rate and worker count: throughput of each mode, speedups, scaling efficiency vs 1 worker."""
+    single: dict[Any, float | None] = {}
+    for r in results:
+        if r["config"]["workers"] == 1:
+            single[r["config"]["rate_bits"]] = summarize(r)["modes"].get("single", {}).get("images_per_s")
+    rows = []
+    for r in results:
+        cfg, modes = r["config"], summarize(r)["modes"]
+
+        def ips(mode: str, modes: Mapping[str, Any] = modes) -> float | None:
+            return modes[mode]["images_per_s"] if mode in modes else None
+
+        one = single.get(cfg["rate_bits"])
+        w = cfg["workers"]
+        row: dict[str, Any] = {"rate": format_rate(cfg["rate_bits"]), "workers": w}
+        if w == 1:
+            row.update(vanilla=one, ps=one, geryon=one)
+        else:
+            row.update(vanilla=ips("vanilla"), ps=ips("ps"), geryon=ips("geryon"))
+        row["x_vanilla"] = _ratio(row["geryon"], row["vanilla"])
+        row["x_ps"] = _ratio(row["geryon"], row["ps"])
+        for mode in ("vanilla", "ps", "geryon"):
+            row[f"eff_{mode}"] = _ratio(row[mode], w * one) if one and row[mode] is not None else None
+        rows.append(row)
+    return rows
+
+
+def table4_rows(results: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    rows = []
+    for r in results:
+        modes = summarize(r)["modes"]
+        g = modes.get("geryon", {}).get("images_per_s")
+        e = modes.get("endhost", {}).get("images_per_s")
+        rows.append(
+            {
+                "slice_kib": r["config"]["slice_bytes"] / 1024,
+                "geryon": g,
+                "endhost": e,
+                "ratio": _ratio(g, e),
+                "threshold": ",".join(f"{t:g}" for t in modes.get("geryon", {}).get("thresholds") or [])
+                or None,
+            }
+        )
+    return rows
+
+
+TARGET_COLUMNS = [
+    ("target", "target", "s"),
+    ("measured", "measured", "s"),
+    ("met", "", "s"),
+    ("note", "", "s"),
+]
+FIG8_COLUMNS = [
+    ("rate", "rate", "s"),
+    ("workers", "workers", "d"),
+    ("vanilla", "vanilla img/s", ".1f"),
+    ("ps", "P+S img/s", ".1f"),
+    ("geryon", "Geryon img/s", ".1f"),
+    ("x_vanilla", "x vanilla", ".2f"),
+    ("x_ps", "x P+S", ".2f"),
+    ("eff_vanilla", "eff vanilla", ".1%"),
+    ("eff_ps", "eff P+S", ".1%"),
+    ("eff_geryon", "eff Geryon", ".1%"),
+]
+TABLE4_COLUMNS = [
+    ("slice_kib", "slice KiB", ".0f"),
+    ("geryon", "Geryon img/s", ".1f"),
+    ("endhost", "end-host img/s", ".1f"),
+    ("ratio", "Geryon/end-host", ".3f"),
+    ("threshold", "threshold", "s"),
+]
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b else None
+
+
+# --- main -------------------------------------------------------------------------------------------
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    from geryon.demo import runner
+    from geryon.errors import UsageError
+
+    runs = plan(args)
+    configs = []
+    try:
+        for section, name, overrides in runs:
+            configs.append((section, name, runner.make_config(overrides, quick=args.quick)))
+    except UsageError as e:
+        print(f"bench_e2e.py: error: {e}", file=sys.stderr)
+        return 2
+    progress = Progress("bench e2e")
+    out = Path(args.out)
+    run_dir = out.with_suffix("")
+    results: dict[str, list[dict[str, Any]]] = {"targets": [], "fig8-9": [], "table-iv": []}
+    for i, (section, name, cfg) in enumerate(configs, start=1):
+        progress.say(
+            f"run {i}/{len(configs)}: {name}: modes {', '.join(cfg['modes'])}, {cfg['repeats']} repeats"
+        )
+        results[section].append(runner.run_demo(cfg, run_dir / name, progress))
+
+    payload: dict[str, Any] = {"args": vars(args), "runs": {}}
+    for result in results["targets"]:
+        print(format_table(result))
+        rows = target_rows(result)
+        print_table(rows, TARGET_COLUMNS)
+        payload["targets"] = rows
+    if results["fig8-9"]:
+        print(
+            "\nFig. 8/9 in miniature: throughput (images/s) by workers; eff = scaling efficiency vs 1 worker"
+        )
+        payload["fig8_9"] = fig8_rows(results["fig8-9"])
+        print_table(payload["fig8_9"], FIG8_COLUMNS)
+    if results["table-iv"]:
+        print("\nTable IV in miniature: network (Geryon) vs end-host priority by slice size")
+        payload["table_iv"] = table4_rows(results["table-iv"])
+        print_table(payload["table_iv"], TABLE4_COLUMNS)
+    for section, rs in results.items():
+        payload["runs"][section] = [
+            {
+                "config": r["config"],
+                "summary": r.get("summary"),
+                "prediction": r.get("prediction"),
+                "wall_s": r.get("wall_s"),
+                "path": r.get("path"),
+            }
+            for r in rs
+        ]
+    write_json(out, payload)
+    failed = sorted(
+        {run["mode"] for rs in results.values() for r in rs for run in r["runs"] if run.get("error")}
+    )
+    if failed:
+        print(f"failed modes: {', '.join(failed)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
