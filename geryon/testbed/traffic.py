@@ -1,0 +1,124 @@
+"""Measured TCP transfers between testbed hosts: `sink` receives, `send` sends a known number of
+bytes with a DSCP and reports when the sink has all of them (the flow completion time).
+
+    python -m geryon.testbed.traffic sink --port 5001 [--timeout 60]
+    python -m geryon.testbed.traffic send --to 10.77.0.1:5001 --bytes 2000000 --dscp 46 [--cc cubic]
+        -> {"bytes": ..., "seconds": ..., "mbit_s": ..., "dscp": ...}   (one JSON line on stdout)
+
+Run each inside a host with Testbed.popen. The sender marks its socket (IP_TOS) before connect(), so
+with net.ipv4.tcp_reflect_tos the sink's replies carry the same DSCP. Each transfer is an 8-byte
+length, the payload, then a 1-byte acknowledgment from the sink once it has every byte. Every loop is
+bounded by --timeout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import struct
+import sys
+import threading
+import time
+
+CHUNK = 64 * 1024
+
+
+def _recv_exact(conn: socket.socket, n: int) -> bytes:
+    buf = b""
+    while len(buf) < n:
+        part = conn.recv(n - len(buf))
+        if not part:
+            raise ConnectionError("peer closed early")
+        buf += part
+    return buf
+
+
+def _serve(conn: socket.socket, deadline: float) -> None:
+    with conn:
+        conn.settimeout(max(0.1, deadline - time.monotonic()))
+        try:
+            (total,) = struct.unpack("!Q", _recv_exact(conn, 8))
+            got = 0
+            while got < total and time.monotonic() < deadline:
+                part = conn.recv(min(CHUNK, total - got))
+                if not part:
+                    return
+                got += len(part)
+            if got == total:
+                conn.sendall(b"k")
+        except OSError:
+            return
+
+
+def sink(host: str, port: int, timeout: float) -> int:
+    deadline = time.monotonic() + timeout
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as srv:
+        srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        srv.bind((host, port))
+        srv.listen(64)
+        print(json.dumps({"listening": f"{host}:{port}"}), flush=True)
+        while time.monotonic() < deadline:
+            srv.settimeout(max(0.05, min(0.5, deadline - time.monotonic())))
+            try:
+                conn, _ = srv.accept()
+            except TimeoutError:
+                continue
+            threading.Thread(target=_serve, args=(conn, deadline), daemon=True).start()
+    return 0
+
+
+def send(to: str, nbytes: int, dscp: int, cc: str | None, timeout: float) -> dict[str, float | int]:
+    host, port = to.rsplit(":", 1)
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    with s:
+        s.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, dscp << 2)
+        if cc:
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, cc.encode())
+        s.settimeout(timeout)
+        deadline = time.monotonic() + timeout
+        for _ in range(100):  # the sink may still be starting: retry refused connects for a while
+            try:
+                s.connect((host, int(port)))
+                break
+            except ConnectionRefusedError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+        start = time.monotonic()
+        s.sendall(struct.pack("!Q", nbytes))
+        chunk = b"\0" * CHUNK
+        left = nbytes
+        while left > 0:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"sent {nbytes - left} of {nbytes} bytes in {timeout} s")
+            n = s.send(chunk[: min(CHUNK, left)])
+            left -= n
+        if s.recv(1) != b"k":
+            raise ConnectionError("the sink did not acknowledge the transfer")
+        seconds = time.monotonic() - start
+    return {"bytes": nbytes, "seconds": seconds, "mbit_s": nbytes * 8 / seconds / 1e6, "dscp": dscp}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m geryon.testbed.traffic", description=__doc__.split("\n")[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("sink")
+    s.add_argument("--host", default="0.0.0.0")
+    s.add_argument("--port", type=int, default=5001)
+    s.add_argument("--timeout", type=float, default=60)
+    t = sub.add_parser("send")
+    t.add_argument("--to", required=True, metavar="ADDR:PORT")
+    t.add_argument("--bytes", type=int, required=True)
+    t.add_argument("--dscp", type=int, default=0, choices=range(64), metavar="0-63")
+    t.add_argument("--cc", default=None, help="TCP congestion control for this socket (e.g. cubic)")
+    t.add_argument("--timeout", type=float, default=60)
+    args = p.parse_args(argv)
+    if args.cmd == "sink":
+        return sink(args.host, args.port, args.timeout)
+    print(json.dumps(send(args.to, args.bytes, args.dscp, args.cc, args.timeout)), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
