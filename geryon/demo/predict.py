@@ -2,9 +2,9 @@
 
 For the setting of `result["config"]` (the same model, input shape and batch), the layer profile is
 measured on this machine with `geryon.threshold.profiler.measure_profile`, in a child process whose
-TensorFlow uses the worker tasks' thread count (`config["threads"]` when the runner records one), so
-the caller's TensorFlow (if any) is untouched. Profiles are cached in one JSON file (`profile_path`),
-keyed by model, input shape, batch, threads and host. Each mode then runs through
+TensorFlow uses the worker tasks' intra-op thread count (`config["threads"]`, else the runner's
+default), so the caller's TensorFlow (if any) is untouched. Profiles are cached in one JSON file
+(`profile_path`), keyed by model, input shape, batch, threads and host. Each mode then runs through
 `geryon.threshold.simulator.simulate` with the testbed's shape: every task on its own host behind one
 switch (`colocate=False`), host NICs and switch ports at `rate_bits`, `slice_bytes` from the config.
 How a run maps onto the simulator comes from what the run records (protocol, switch, partitioned,
@@ -42,8 +42,9 @@ What it does not model, so where to look when the error is large:
 - HTB and FIFO queue behaviour: a FIFO switch port shares by arrival, not max-min; the end-host mode
   here is Geryon's per-class flows with priority host queues and a FIFO switch, which the simulator's
   end-host mode (one most-urgent-first connection per pair) approximates.
-- Asynchrony: TF2's ParameterServerStrategy runs workers asynchronously; the simulator runs identical
-  workers in lockstep (BSP), so it never sees workers drift apart and spread their traffic.
+- Rounds: the chief times a round (one step scheduled per worker, then join), which is BSP as
+  simulated, but ClusterCoordinator may hand two steps of a round to one worker, and the round's time
+  includes scheduling and join latency on top of the slowest worker.
 - The threshold search: the measured geryon median covers the search's trial steps unless the runner
   leaves them out; the prediction is at the final threshold only.
 """
@@ -290,7 +291,13 @@ def _config(result: Mapping[str, Any]) -> dict[str, Any]:
     slice_bytes = config.get("slice_bytes")
     if slice_bytes is not None:
         slice_bytes = count("slice_bytes")
-    threads = config.get("threads")
+    if config.get("threads") is not None:
+        threads: int | None = count("threads")
+    else:
+        # Not in the result: the runner's default, which is what its tasks ran with.
+        from geryon.demo import runner
+
+        threads = getattr(runner, "DEFAULTS", {}).get("threads")
     return {
         "model": config["model"],
         "input_shape": tuple(shape),
@@ -300,7 +307,9 @@ def _config(result: Mapping[str, Any]) -> dict[str, Any]:
         "rate_bits": float(rate),
         "slice_bytes": slice_bytes,
         "classes": count("classes") if config.get("classes") is not None else 2,
-        "threads": count("threads") if threads is not None else None,
+        "threads": threads
+        if isinstance(threads, int) and not isinstance(threads, bool) and threads >= 1
+        else None,
     }
 
 

@@ -87,7 +87,8 @@ def test_predicts_every_mode_from_a_profile_measured_here_then_cached(tmp_path: 
     assert prof["bytes"] > 100_000 and prof["params"] > 0 and prof["compute_s"] > 0
     data = json.loads(cache.read_text())
     assert data["format"] == "geryon.demo.profiles"
-    config = {**res["config"], "input_shape": (16, 16, 3), "threads": None}
+    # The profile was measured with the worker tasks' threads (the runner's default here).
+    config = {**res["config"], "input_shape": (16, 16, 3), "threads": prof["threads"]}
     assert list(data["profiles"]) == [profile_key(config)]
 
     # Second time: the cached profile, the same predictions (the simulator is deterministic).
@@ -98,7 +99,13 @@ def test_predicts_every_mode_from_a_profile_measured_here_then_cached(tmp_path: 
 
 
 def test_bad_config_and_bad_cache_are_named(tmp_path: Path) -> None:
-    for field, value in (("rate_bits", 0), ("batch_size", 0), ("input_shape", [16, 16]), ("model", "nope")):
+    for field, value in (
+        ("rate_bits", 0),
+        ("batch_size", 0),
+        ("input_shape", [16, 16]),
+        ("model", "nope"),
+        ("threads", 0),
+    ):
         res = tiny()
         res["config"][field] = value
         with pytest.raises(PredictError, match=f"config.{field}"):
