@@ -13,6 +13,7 @@ on the testbed's Linux switch.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -31,15 +32,16 @@ OSES = ("sonic", "cumulus", "eos", "linux")
 VERSION = 1
 MAX_CLASSES = 8  # 8 switch priorities / queues
 # SONiC YANG (sonic-pfcwd): detection_time 100-5000 ms, restoration_time 100-60000 ms, POLL_INTERVAL
-# 100-3000 ms. The other OSes accept at least these ranges (in seconds on EOS).
+# 100-1000 ms, both times >= the poll interval. Cumulus (100-5000 ms) and EOS (seconds) take these too.
 DETECTION_MS = (100, 5000)
 RESTORATION_MS = (100, 60000)
-POLL_MS = (100, 3000)
+POLL_MS = (100, 1000)
 CABLE_M = (1, 40000)  # SONiC CABLE_LENGTH values are "<n>m"
 
-_CLASS_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
+# Short enough that "<MAP>_<class>" fits SONiC's 32-character profile names.
+_CLASS_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,15}$")
 _INTENT_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
-_MAP_NAME = re.compile(r"^[A-Z][A-Z0-9_]{0,31}$")
+_MAP_NAME = re.compile(r"^[A-Z][A-Z0-9_]{0,11}$")
 _IFNAME = re.compile(r"^[A-Za-z0-9_.:@+-]{1,15}$")
 _CABLE = re.compile(r"^([0-9]+)m$")
 
@@ -72,7 +74,7 @@ class EcnSpec:
     mode: EcnMode
     min_bytes: int
     max_bytes: int
-    probability: int  # percent, the marking/drop probability at max_bytes
+    probability: int  # percent (1-100), the marking/drop probability at max_bytes
 
 
 @dataclass(frozen=True)
@@ -112,8 +114,7 @@ class BufferHints:
     """Hints, not buffer carving: each OS sizes its own pools and headroom from these where it can
     (see schema.md for which OS uses which)."""
 
-    cable_length_m: int | None = None  # SONiC computes PG headroom from cable length and speed
-    lossless_headroom_bytes: int | None = None  # per lossless PG (xoff), where the OS takes a number
+    cable_length_m: int | None = None  # lossless headroom grows with the cable (SONiC, Cumulus)
 
 
 DEFAULT_WATCHDOG = PfcWatchdog(enabled=True, action="drop", detection_ms=200, restoration_ms=200, poll_ms=200)
@@ -202,6 +203,14 @@ def default_intent() -> QosIntent:
         classes=classes,
         unmatched=classes[-1].name,
         cnp=CnpSpec(dscp=48, priority=6, queue=6),
+        # A 32-port switch of each kind; the Linux switch's ports depend on the testbed, so none.
+        ports=MappingProxyType(
+            {
+                "sonic": parse_ports("sonic", "Ethernet0-124:4"),
+                "cumulus": parse_ports("cumulus", "swp1-32"),
+                "eos": parse_ports("eos", "Ethernet1-32"),
+            }
+        ),
     )
 
 
@@ -249,6 +258,7 @@ _TOP_KEYS = (
     "unmatched",
     "cnp",
     "max_lossless",
+    "strict_queues",
     "pfc_watchdog",
     "buffer",
     "ports",
@@ -282,8 +292,9 @@ def _parse(data: Any) -> QosIntent:
             "not AZURE (SONiC's own default maps)"
         )
     max_lossless = _int(m.get("max_lossless", 2), "max_lossless", 0, 8)
-    classes = _classes(m["classes"])
     cnp = _cnp(m["cnp"]) if "cnp" in m else CnpSpec(dscp=48, priority=6, queue=6)
+    strict = _strict_queues(m["strict_queues"], m["classes"], cnp) if "strict_queues" in m else None
+    classes = _classes(m["classes"], strict)
     _check_classes(classes, cnp, max_lossless)
     unmatched = m.get("unmatched", classes[-1].name)
     names = [c.name for c in classes]
@@ -398,10 +409,38 @@ def _dscps(value: Any, name: str) -> tuple[int, ...]:
     return tuple(out)
 
 
-def _classes(value: Any) -> tuple[IntentClass, ...]:
+def _class_items(value: Any) -> list[Any]:
     items = _list(value, "classes")
     if not 1 <= len(items) <= MAX_CLASSES:
         raise IntentError(f"classes: {len(items)} classes; allowed 1-{MAX_CLASSES} (index 0 = most urgent)")
+    return items
+
+
+def _strict_queues(value: Any, classes_value: Any, cnp: CnpSpec | None) -> frozenset[int]:
+    """The top-level `strict_queues` list: each entry must be the queue of a class (or of CNP)."""
+    items = _list(value, "strict_queues")
+    defined: dict[int, str] = {}
+    for i, item in enumerate(_class_items(classes_value)):
+        if isinstance(item, Mapping):
+            q = item.get("queue", item.get("priority"))
+            if isinstance(q, int) and not isinstance(q, bool):
+                defined.setdefault(q, f"classes[{i}]")
+    if cnp is not None:
+        defined.setdefault(cnp.queue, "cnp")
+    out: set[int] = set()
+    for j, q in enumerate(items):
+        q = _int(q, f"strict_queues[{j}]", 0, 7)
+        if q not in defined:
+            have = ", ".join(f"{k} ({v})" for k, v in sorted(defined.items()))
+            raise IntentError(f"strict_queues[{j}]: queue {q} is no defined class; defined queues: {have}")
+        if q in out:
+            raise IntentError(f"strict_queues[{j}]: queue {q} is listed twice")
+        out.add(q)
+    return frozenset(out)
+
+
+def _classes(value: Any, strict: frozenset[int] | None = None) -> tuple[IntentClass, ...]:
+    items = _class_items(value)
     out = []
     for i, item in enumerate(items):
         n = f"classes[{i}]"
@@ -416,9 +455,17 @@ def _classes(value: Any) -> tuple[IntentClass, ...]:
                 "digits, _ or -; <= 32)"
             )
         priority = _int(m["priority"], f"{n}.priority", 0, 7)
-        scheduler = _choice(
-            m.get("scheduler", "strict" if i == 0 else "dwrr"), f"{n}.scheduler", ("strict", "dwrr")
-        )
+        queue = _int(m.get("queue", priority), f"{n}.queue", 0, 7)
+        if strict is not None:
+            derived = "strict" if queue in strict else "dwrr"
+            if "scheduler" in m and m["scheduler"] != derived:
+                raise IntentError(
+                    f"{n}.scheduler: {_kind(m['scheduler'])} contradicts strict_queues, which "
+                    f"{'lists' if derived == 'strict' else 'does not list'} queue {queue}"
+                )
+        else:
+            derived = "strict" if i == 0 else "dwrr"
+        scheduler = _choice(m.get("scheduler", derived), f"{n}.scheduler", ("strict", "dwrr"))
         weight: int | None
         if scheduler == "dwrr":
             if "weight" not in m:
@@ -440,7 +487,7 @@ def _classes(value: Any) -> tuple[IntentClass, ...]:
                 name=name,
                 dscp=_dscps(m["dscp"], f"{n}.dscp"),
                 priority=priority,
-                queue=_int(m.get("queue", priority), f"{n}.queue", 0, 7),
+                queue=queue,
                 lossless=lossless,
                 scheduler=scheduler,  # type: ignore[arg-type]
                 weight=weight,
@@ -462,7 +509,7 @@ def _ecn(value: Any, n: str) -> EcnSpec:
         mode=_choice(m.get("mode", "mark"), f"{n}.mode", ("mark", "drop")),  # type: ignore[arg-type]
         min_bytes=lo,
         max_bytes=hi,
-        probability=_int(m.get("probability", 5), f"{n}.probability", 0, 100),
+        probability=_int(m.get("probability", 5), f"{n}.probability", 1, 100),
     )
 
 
@@ -540,6 +587,25 @@ def _check_classes(classes: tuple[IntentClass, ...], cnp: CnpSpec | None, max_lo
             f"classes: {len(lossless)} lossless classes ({', '.join(lossless)}) but max_lossless is "
             f"{max_lossless} (lossless priorities the switches have headroom for); make some lossless: false"
         )
+    # Switches serve strict queues highest queue number first, and EOS/Broadcom-style schedulers
+    # keep every round-robin queue below the strict ones: the numbers must follow the urgency.
+    order = ([("cnp", cnp.queue)] if cnp is not None else []) + [
+        (f"classes[{i}]", c.queue) for i, c in enumerate(classes) if c.scheduler == "strict"
+    ]
+    for (hi_name, hi_q), (lo_name, lo_q) in itertools.pairwise(order):
+        if lo_q > hi_q:
+            raise IntentError(
+                f"{lo_name}.queue: strict queue {lo_q} is above queue {hi_q} of the more urgent {hi_name}; "
+                "switches serve strict queues highest number first (CNP, then the classes in order)"
+            )
+    if order:
+        lowest_strict = min(q for _, q in order)
+        for i, c in enumerate(classes):
+            if c.scheduler == "dwrr" and c.queue > lowest_strict:
+                raise IntentError(
+                    f"classes[{i}].queue: dwrr queue {c.queue} is above strict queue {lowest_strict}; "
+                    "switches keep round-robin queues below every strict queue"
+                )
 
 
 def _watchdog(value: Any, lossless: bool) -> PfcWatchdog:
@@ -550,7 +616,7 @@ def _watchdog(value: Any, lossless: bool) -> PfcWatchdog:
     enabled = _bool(m.get("enabled", lossless), "pfc_watchdog.enabled")
     if enabled and not lossless:
         raise IntentError("pfc_watchdog.enabled: true, but no class is lossless (nothing for it to watch)")
-    return PfcWatchdog(
+    wd = PfcWatchdog(
         enabled=enabled,
         action=_choice(m.get("action", d.action), "pfc_watchdog.action", ("drop", "forward", "alert")),  # type: ignore[arg-type]
         detection_ms=_ms(
@@ -561,12 +627,19 @@ def _watchdog(value: Any, lossless: bool) -> PfcWatchdog:
         ),
         poll_ms=_ms(m.get("poll_interval", d.poll_ms), "pfc_watchdog.poll_interval", POLL_MS),
     )
+    for key, value_ms in (("detection_time", wd.detection_ms), ("restoration_time", wd.restoration_ms)):
+        if value_ms < wd.poll_ms:
+            raise IntentError(
+                f"pfc_watchdog.{key}: {value_ms} ms is below poll_interval ({wd.poll_ms} ms); "
+                "the watchdog cannot act faster than it polls"
+            )
+    return wd
 
 
 def _buffer(value: Any) -> BufferHints:
     if value is None:
         return BufferHints()
-    m = _mapping(value, "buffer", ("cable_length", "lossless_headroom"))
+    m = _mapping(value, "buffer", ("cable_length",))
     cable = None
     if "cable_length" in m:
         raw = m["cable_length"]
@@ -577,8 +650,7 @@ def _buffer(value: Any) -> BufferHints:
                 f"({CABLE_M[0]}-{CABLE_M[1]}m)"
             )
         cable = int(mt.group(1))
-    headroom = _size(m["lossless_headroom"], "buffer.lossless_headroom") if "lossless_headroom" in m else None
-    return BufferHints(cable_length_m=cable, lossless_headroom_bytes=headroom)
+    return BufferHints(cable_length_m=cable)
 
 
 def _ports(value: Any) -> Mapping[str, tuple[str, ...]]:
@@ -614,7 +686,9 @@ def parse_ports(os_name: str, value: Any, name: str = "ports") -> tuple[str, ...
 
 
 def _expand(os_name: str, item: str, where: str) -> list[str]:
-    bad = IntentError(f"{where}: {item!r} is not a {os_name} port selection; write {_PORT_SYNTAX[os_name]}")
+    bad = IntentError(
+        f"{where}: {item!r} is not a port selection for {os_name}; write {_PORT_SYNTAX[os_name]}"
+    )
 
     def span(a: str, b: str | None, step: int = 1) -> range:
         lo, hi = int(a), int(b) if b is not None else int(a)

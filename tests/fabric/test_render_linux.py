@@ -78,7 +78,7 @@ def test_three_classes_strict_first_dwrr_share_one_prio() -> None:
 def test_bad_port_and_sizes_are_intent_errors() -> None:
     with pytest.raises(IntentError, match="ports: no linux ports"):
         port_trees(default_intent())
-    with pytest.raises(IntentError, match="ports: 'a b' is not a linux port selection"):
+    with pytest.raises(IntentError, match="ports: 'a b' is not a port selection for linux"):
         port_trees(default_intent(), "a b")
     with pytest.raises(IntentError, match="buffer: 100 bytes is out of range"):
         port_trees(default_intent(), ["p0"], buffer_bytes=100)

@@ -1,0 +1,37 @@
+#!/bin/sh
+# Geryon QoS intent 'geryon-2class' for Cumulus Linux (NVUE); geryon render-switch --os cumulus
+set -e
+
+# DSCP -> switch priority (trust DSCP)
+nv set qos mapping geryon trust l3
+nv set qos mapping geryon dscp 0-45,47,49-63 switch-priority 3
+nv set qos mapping geryon dscp 46 switch-priority 5
+nv set qos mapping geryon dscp 48 switch-priority 6
+
+# switch priority -> egress queue (NVUE supports only the default-global profile here)
+nv set qos egress-queue-mapping default-global switch-priority 3 traffic-class 3
+nv set qos egress-queue-mapping default-global switch-priority 5 traffic-class 5
+nv set qos egress-queue-mapping default-global switch-priority 6 traffic-class 6
+
+# egress scheduling: strict queues first, DWRR shares of what they leave
+nv set qos egress-scheduler geryon traffic-class 6 mode strict
+nv set qos egress-scheduler geryon traffic-class 5 mode strict
+nv set qos egress-scheduler geryon traffic-class 3 mode dwrr
+nv set qos egress-scheduler geryon traffic-class 3 bw-percent 100
+
+# PFC on the lossless switch priorities
+nv set qos pfc geryon switch-priority 3,5
+nv set qos pfc geryon tx enable
+nv set qos pfc geryon rx enable
+
+# PFC watchdog: acts after 1 x 200 ms (detection_time 200 ms); NVUE restores after a quiet poll interval (restoration_time 200 ms not settable)
+nv set qos pfc-watchdog polling-interval 200
+nv set qos pfc-watchdog robustness 1
+
+# the selected ports (32)
+nv set interface swp1-swp32 qos mapping profile geryon
+nv set interface swp1-swp32 qos egress-scheduler profile geryon
+nv set interface swp1-swp32 qos pfc profile geryon
+nv set interface swp1-swp32 qos pfc-watchdog state enable
+
+# review with `nv config diff`, then `nv config apply`

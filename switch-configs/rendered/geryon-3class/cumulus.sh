@@ -1,0 +1,49 @@
+#!/bin/sh
+# Geryon QoS intent 'geryon-3class' for Cumulus Linux (NVUE); geryon render-switch --os cumulus
+set -e
+
+# DSCP -> switch priority (trust DSCP)
+nv set qos mapping geryon trust l3
+nv set qos mapping geryon dscp 0-25,27-45,47,49-63 switch-priority 1
+nv set qos mapping geryon dscp 26 switch-priority 3
+nv set qos mapping geryon dscp 46 switch-priority 5
+nv set qos mapping geryon dscp 48 switch-priority 6
+
+# switch priority -> egress queue (NVUE supports only the default-global profile here)
+nv set qos egress-queue-mapping default-global switch-priority 1 traffic-class 1
+nv set qos egress-queue-mapping default-global switch-priority 3 traffic-class 3
+nv set qos egress-queue-mapping default-global switch-priority 5 traffic-class 5
+nv set qos egress-queue-mapping default-global switch-priority 6 traffic-class 6
+
+# egress scheduling: strict queues first, DWRR shares of what they leave
+nv set qos egress-scheduler geryon traffic-class 6 mode strict
+nv set qos egress-scheduler geryon traffic-class 5 mode strict
+nv set qos egress-scheduler geryon traffic-class 3 mode dwrr
+nv set qos egress-scheduler geryon traffic-class 3 bw-percent 70
+nv set qos egress-scheduler geryon traffic-class 1 mode dwrr
+nv set qos egress-scheduler geryon traffic-class 1 bw-percent 30
+
+# PFC on the lossless switch priorities
+nv set qos pfc geryon switch-priority 3,5
+nv set qos pfc geryon tx enable
+nv set qos pfc geryon rx enable
+
+# ECN marking (mark) or random early drop (drop) per queue
+nv set qos congestion-control geryon traffic-class 1 ecn disable
+nv set qos congestion-control geryon traffic-class 1 red enable
+nv set qos congestion-control geryon traffic-class 1 min-threshold 100000
+nv set qos congestion-control geryon traffic-class 1 max-threshold 1000000
+nv set qos congestion-control geryon traffic-class 1 probability 10
+
+# PFC watchdog: acts after 2 x 100 ms (detection_time 200 ms); NVUE restores after a quiet poll interval (restoration_time 400 ms not settable)
+nv set qos pfc-watchdog polling-interval 100
+nv set qos pfc-watchdog robustness 2
+
+# the selected ports (32)
+nv set interface swp1-swp32 qos mapping profile geryon
+nv set interface swp1-swp32 qos egress-scheduler profile geryon
+nv set interface swp1-swp32 qos pfc profile geryon
+nv set interface swp1-swp32 qos congestion-control profile geryon
+nv set interface swp1-swp32 qos pfc-watchdog state enable
+
+# review with `nv config diff`, then `nv config apply`
