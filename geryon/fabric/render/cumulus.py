@@ -107,7 +107,7 @@ def render(intent: QosIntent, ports: Sequence[str] | str | None = None) -> str:
         robustness = max(1, math.ceil(wd.detection_ms / wd.poll_ms))
         lines += [
             "",
-            f"# PFC watchdog: acts after {robustness} polls of {wd.poll_ms} ms (detection {wd.detection_ms} ms);",
+            f"# PFC watchdog: acts after {robustness} polls of {wd.poll_ms} ms ({wd.detection_ms} ms);",
             f"# NVUE restores after a quiet poll (restoration_time {wd.restoration_ms} ms is not settable)",
             f"nv set qos pfc-watchdog polling-interval {wd.poll_ms}",
             f"nv set qos pfc-watchdog robustness {robustness}",

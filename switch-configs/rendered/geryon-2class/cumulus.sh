@@ -24,7 +24,8 @@ nv set qos pfc geryon switch-priority 3,5
 nv set qos pfc geryon tx enable
 nv set qos pfc geryon rx enable
 
-# PFC watchdog: acts after 1 x 200 ms (detection_time 200 ms); NVUE restores after a quiet poll interval (restoration_time 200 ms not settable)
+# PFC watchdog: acts after 1 polls of 200 ms (200 ms);
+# NVUE restores after a quiet poll (restoration_time 200 ms is not settable)
 nv set qos pfc-watchdog polling-interval 200
 nv set qos pfc-watchdog robustness 1
 

@@ -35,7 +35,8 @@ nv set qos congestion-control geryon traffic-class 1 min-threshold 100000
 nv set qos congestion-control geryon traffic-class 1 max-threshold 1000000
 nv set qos congestion-control geryon traffic-class 1 probability 10
 
-# PFC watchdog: acts after 2 x 100 ms (detection_time 200 ms); NVUE restores after a quiet poll interval (restoration_time 400 ms not settable)
+# PFC watchdog: acts after 2 polls of 100 ms (200 ms);
+# NVUE restores after a quiet poll (restoration_time 400 ms is not settable)
 nv set qos pfc-watchdog polling-interval 100
 nv set qos pfc-watchdog robustness 2
 

@@ -46,7 +46,8 @@ nv set qos congestion-control geryon traffic-class 0 min-threshold 200000
 nv set qos congestion-control geryon traffic-class 0 max-threshold 2000000
 nv set qos congestion-control geryon traffic-class 0 probability 20
 
-# PFC watchdog: acts after 4 x 100 ms (detection_time 400 ms); NVUE restores after a quiet poll interval (restoration_time 2000 ms not settable)
+# PFC watchdog: acts after 4 polls of 100 ms (400 ms);
+# NVUE restores after a quiet poll (restoration_time 2000 ms is not settable)
 nv set qos pfc-watchdog polling-interval 100
 nv set qos pfc-watchdog robustness 4
 
