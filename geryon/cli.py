@@ -14,6 +14,7 @@ from geryon.errors import UsageError
 def build_parser() -> argparse.ArgumentParser:
     from geryon import demo
     from geryon.agent import cli as agent_cli
+    from geryon.fabric import cli as fabric_cli
     from geryon.fabric import cli_check as fabric_check_cli
     from geryon.tagger import cli as tagger_cli
     from geryon.testbed import cli as testbed_cli
@@ -32,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     agent_cli.register(sub)
     tf_cli.register(sub)
     fabric_check_cli.register(sub)
+    fabric_cli.register(sub)
     testbed_cli.register(sub)
     return parser
 
