@@ -3,7 +3,8 @@
 Reads the tables that decide where a packet goes and whether it may be dropped: DSCP_TO_TC_MAP,
 TC_TO_QUEUE_MAP, PORT_QOS_MAP (which maps a port uses, pfc_enable), QUEUE (the scheduler of each
 port queue) and SCHEDULER (type and weight). Everything else (buffers, WRED, PFC watchdog) is ignored.
-Both reference styles are accepted: a plain name ("AZURE") and the older "[DSCP_TO_TC_MAP|AZURE]".
+Both reference styles are accepted: a plain name ("AZURE") and the older "[DSCP_TO_TC_MAP|AZURE]";
+so is the document `geryon render-switch --os sonic` prints (its "config_db" member).
 
 SAI defaults where the config says nothing: an unmapped DSCP goes to TC 0, TC n goes to queue n, a
 port without pfc_enable has no lossless priority. PORT_QOS_MAP "global" supplies the DSCP map of
@@ -45,6 +46,10 @@ def load_sonic_config(path: str | Path) -> SwitchQos:
 def parse_sonic_config(data: Any, source: str = "sonic config_db") -> SwitchQos:
     if not isinstance(data, Mapping):
         raise SonicConfigError(f"config_db: expected a JSON object of tables, got {type(data).__name__}")
+    if isinstance(
+        data.get("config_db"), Mapping
+    ):  # `geryon render-switch --os sonic` output: the tables inside
+        data = data["config_db"]
     dscp_maps = {
         name: _int_map(m, f"DSCP_TO_TC_MAP|{name}", 63, MAX_TC)
         for name, m in _table(data, "DSCP_TO_TC_MAP").items()
