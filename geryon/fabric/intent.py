@@ -47,15 +47,15 @@ _CABLE = re.compile(r"^([0-9]+)m$")
 
 # Port selection, per OS: a comma-separated list (or a YAML list) of items.
 #   sonic:   Ethernet<n> | Ethernet<a>-<b>[:<step>]       (Ethernet0-124:4 = Ethernet0, 4, ..., 124)
-#   cumulus: swp<n>[s<m>] | swp<a>-<b>                     (swp1-32; swp1s0 is a breakout port)
+#   cumulus: swp<n>[s<m>] | swp<a>-<b> | swp<n>s<a>-<b>     (swp1-32; swp1s0-3 are breakout ports)
 #   eos:     Ethernet<n>[/<m>] | Ethernet<a>-<b> | Ethernet<n>/<a>-<b>   (Ethernet1/1-32)
 #   linux:   interface names (1-15 characters), no ranges
 _SONIC_PORT = re.compile(r"^Ethernet([0-9]{1,4})(?:-([0-9]{1,4})(?::([0-9]{1,3}))?)?$")
-_CUMULUS_PORT = re.compile(r"^swp([0-9]{1,3})(?:s([0-9])|-([0-9]{1,3}))?$")
+_CUMULUS_PORT = re.compile(r"^swp([0-9]{1,3})(?:s([0-9])(?:-([0-9]))?|-([0-9]{1,3}))?$")
 _EOS_PORT = re.compile(r"^Ethernet(?:([0-9]{1,2})/)?([0-9]{1,3})(?:-([0-9]{1,3}))?$")
 _PORT_SYNTAX = {
     "sonic": "Ethernet<n> or Ethernet<a>-<b>[:<step>], e.g. Ethernet0-124:4",
-    "cumulus": "swp<n>, swp<n>s<m> or swp<a>-<b>, e.g. swp1-32",
+    "cumulus": "swp<n>, swp<a>-<b>, swp<n>s<m> or swp<n>s<a>-<b>, e.g. swp1-32",
     "eos": "Ethernet<n>, Ethernet<n>/<m>, Ethernet<a>-<b> or Ethernet<n>/<a>-<b>, e.g. Ethernet1/1-32",
     "linux": "interface names (1-15 characters, no '/' or spaces), e.g. s-ps0,s-wk0",
 }
@@ -714,8 +714,8 @@ def _expand(os_name: str, item: str, where: str) -> list[str]:
         if not mt:
             raise bad
         if mt.group(2) is not None:
-            return [item]
-        return [f"swp{n}" for n in span(mt.group(1), mt.group(3))]
+            return [f"swp{mt.group(1)}s{n}" for n in span(mt.group(2), mt.group(3))]
+        return [f"swp{n}" for n in span(mt.group(1), mt.group(4))]
     mt = _EOS_PORT.match(item)  # eos
     if not mt:
         raise bad

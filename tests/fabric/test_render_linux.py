@@ -182,3 +182,9 @@ def test_marked_traffic_lands_in_its_class() -> None:
         assert 600_000 <= grew["1:11"] < 600_000 * 1.2 + 5_000, grew
         assert 150_000 <= grew["1:12"] < 150_000 * 1.2 + 5_000, grew
         ns_exec(a, "tc", "qdisc", "del", "dev", ifname, "root")
+
+
+def test_golden() -> None:
+    from fabric.golden_files import check_golden
+
+    assert len(check_golden("linux")) >= 3

@@ -86,7 +86,7 @@ def render(intent: QosIntent, ports: Sequence[str] | str | None = None) -> str:
     lossless = intent.lossless_priorities
     if lossless:
         lines += ["", "# PFC on the lossless switch priorities"]
-        lines.append(f"nv set qos pfc {profile} switch-priority {_ids(lossless)}")
+        lines.append(f"nv set qos pfc {profile} switch-priority {','.join(str(p) for p in lossless)}")
         lines.append(f"nv set qos pfc {profile} tx enable")
         lines.append(f"nv set qos pfc {profile} rx enable")
         if intent.buffer.cable_length_m is not None:

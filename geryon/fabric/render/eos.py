@@ -95,6 +95,11 @@ def _check(intent: QosIntent) -> None:
     if intent.cnp is not None and 7 in (intent.cnp.priority, intent.cnp.queue):
         raise IntentError("cnp: priority/queue 7 is reserved for control traffic on EOS; use 0-6")
     wd = intent.pfc_watchdog
+    for field, ms in (("detection_time", wd.detection_ms), ("restoration_time", wd.restoration_ms)):
+        if wd.enabled and ms % 10:
+            raise IntentError(
+                f"pfc_watchdog.{field}: {ms} ms; EOS takes seconds with 2 decimals, use a multiple of 10 ms"
+            )
     if wd.enabled and wd.action != "drop":
         raise IntentError(
             f"pfc_watchdog.action: {wd.action!r} is not rendered for EOS (its watchdog errdisables, drops "

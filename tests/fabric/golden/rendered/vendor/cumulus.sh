@@ -1,0 +1,61 @@
+#!/bin/sh
+# Geryon QoS intent 'vendor' for Cumulus Linux (NVUE); geryon render-switch --os cumulus
+set -e
+
+# DSCP -> switch priority (trust DSCP)
+nv set qos mapping lab trust l3
+nv set qos mapping lab dscp 0-25,27,29-33,35-45,47,49-63 switch-priority 1
+nv set qos mapping lab dscp 26,28 switch-priority 3
+nv set qos mapping lab dscp 34,46 switch-priority 4
+nv set qos mapping lab dscp 48 switch-priority 6
+
+# switch priority -> egress queue (NVUE supports only the default-global profile here)
+nv set qos egress-queue-mapping default-global switch-priority 1 traffic-class 1
+nv set qos egress-queue-mapping default-global switch-priority 3 traffic-class 3
+nv set qos egress-queue-mapping default-global switch-priority 4 traffic-class 5
+nv set qos egress-queue-mapping default-global switch-priority 6 traffic-class 6
+
+# egress scheduling: strict queues first, DWRR shares of what they leave
+nv set qos egress-scheduler lab traffic-class 6 mode strict
+nv set qos egress-scheduler lab traffic-class 5 mode strict
+nv set qos egress-scheduler lab traffic-class 3 mode dwrr
+nv set qos egress-scheduler lab traffic-class 3 bw-percent 80
+nv set qos egress-scheduler lab traffic-class 1 mode dwrr
+nv set qos egress-scheduler lab traffic-class 1 bw-percent 20
+
+# PFC on the lossless switch priorities
+nv set qos pfc lab switch-priority 3,4
+nv set qos pfc lab tx enable
+nv set qos pfc lab rx enable
+nv set qos pfc lab cable-length 100
+
+# ECN marking (mark) or random early drop (drop) per queue
+nv set qos congestion-control lab traffic-class 5 ecn enable
+nv set qos congestion-control lab traffic-class 5 red disable
+nv set qos congestion-control lab traffic-class 5 min-threshold 64000
+nv set qos congestion-control lab traffic-class 5 max-threshold 640000
+nv set qos congestion-control lab traffic-class 5 probability 25
+nv set qos congestion-control lab traffic-class 3 ecn enable
+nv set qos congestion-control lab traffic-class 3 red disable
+nv set qos congestion-control lab traffic-class 3 min-threshold 150000
+nv set qos congestion-control lab traffic-class 3 max-threshold 1500000
+nv set qos congestion-control lab traffic-class 3 probability 100
+nv set qos congestion-control lab traffic-class 1 ecn disable
+nv set qos congestion-control lab traffic-class 1 red enable
+nv set qos congestion-control lab traffic-class 1 min-threshold 20000
+nv set qos congestion-control lab traffic-class 1 max-threshold 200000
+nv set qos congestion-control lab traffic-class 1 probability 30
+
+# PFC watchdog: acts after 6 polls of 250 ms (1500 ms);
+# NVUE restores after a quiet poll (restoration_time 10000 ms is not settable)
+nv set qos pfc-watchdog polling-interval 250
+nv set qos pfc-watchdog robustness 6
+
+# the selected ports (8)
+nv set interface swp1s0-swp1s3,swp10-swp12,swp20 qos mapping profile lab
+nv set interface swp1s0-swp1s3,swp10-swp12,swp20 qos egress-scheduler profile lab
+nv set interface swp1s0-swp1s3,swp10-swp12,swp20 qos pfc profile lab
+nv set interface swp1s0-swp1s3,swp10-swp12,swp20 qos congestion-control profile lab
+nv set interface swp1s0-swp1s3,swp10-swp12,swp20 qos pfc-watchdog state enable
+
+# review with `nv config diff`, then `nv config apply`
