@@ -8,6 +8,6 @@ queue), host queues set by the host agent. See geryon/testbed/README.md.
 """
 
 from geryon.testbed.spec import SpecError, TestbedError, TestbedSpec
-from geryon.testbed.testbed import Host, Testbed, down, status, up
+from geryon.testbed.testbed import Host, Testbed, attach, down, status, up
 
-__all__ = ["Host", "SpecError", "Testbed", "TestbedError", "TestbedSpec", "down", "status", "up"]
+__all__ = ["Host", "SpecError", "Testbed", "TestbedError", "TestbedSpec", "attach", "down", "status", "up"]

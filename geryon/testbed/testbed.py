@@ -224,6 +224,33 @@ def up(spec: TestbedSpec, progress: Progress | Callable[[str], None] | None = No
     return Testbed(spec, run_id, spec.switch)
 
 
+def attach(run_id: str | None = None) -> Testbed:
+    """The Testbed of a run that is up, from its state file (default: $GERYON_TESTBED_RUN, which
+    `geryon testbed up --exec` sets for its command). A custom intent is not in the state file:
+    set_switch("priority") on an attached testbed renders the default intent."""
+    rid = run_id or os.environ.get("GERYON_TESTBED_RUN")
+    if not rid:
+        raise TestbedError("no run id given and GERYON_TESTBED_RUN is not set")
+    try:
+        data = state.load(rid)
+    except state.StateError as e:
+        raise TestbedError(str(e)) from None
+    if data is None or not data.get("ready"):
+        raise TestbedError(f"no testbed {rid} is up (state dir {state.state_dir()})")
+    s = data["spec"]
+    spec = TestbedSpec(
+        hosts=tuple(s["hosts"]),
+        rate_bits=s["rate_bits"],
+        buffer_bytes=s["buffer_bytes"],
+        burst_bytes=s["burst_bytes"],
+        switch=s["switch"],
+        host_queues=s["host_queues"],
+        offloads=s["offloads"],
+        run_id=rid,
+    )
+    return Testbed(spec, rid, data.get("switch", spec.switch))
+
+
 def _orphan_runs() -> list[str]:
     """Runs with namespaces but no state file; only under the default state dir, where every run on
     this host is recorded (a private state dir, as tests use, must not touch others' runs)."""

@@ -17,9 +17,11 @@ import argparse
 import json
 import socket
 import struct
+import subprocess
 import sys
 import threading
 import time
+from typing import Any
 
 CHUNK = 64 * 1024
 
@@ -98,6 +100,46 @@ def send(to: str, nbytes: int, dscp: int, cc: str | None, timeout: float) -> dic
             raise ConnectionError("the sink did not acknowledge the transfer")
         seconds = time.monotonic() - start
     return {"bytes": nbytes, "seconds": seconds, "mbit_s": nbytes * 8 / seconds / 1e6, "dscp": dscp}
+
+
+# -- driving it from a Testbed -----------------------------------------------------------------
+
+PORT = 5001
+
+
+def start_sink(tb: Any, host: str, port: int = PORT, timeout: float = 60) -> subprocess.Popen[str]:
+    """A sink in `host` (a Testbed process, killed by its down()); returns once it listens."""
+    argv = [sys.executable, "-m", "geryon.testbed.traffic", "sink", "--port", str(port)]
+    p: subprocess.Popen[str] = tb.popen(
+        host, [*argv, "--timeout", str(timeout)], stdout=subprocess.PIPE, text=True
+    )
+    assert p.stdout is not None
+    line = p.stdout.readline()
+    if "listening" not in line:
+        p.kill()
+        raise RuntimeError(f"the sink in {host} did not start (exit {p.wait()})")
+    return p
+
+
+def start_send(
+    tb: Any, src: str, dst: str, nbytes: int, dscp: int, cc: str | None = None, timeout: float = 60
+) -> subprocess.Popen[str]:
+    """A transfer of `nbytes` from `src` to the sink in `dst`; read its result with result()."""
+    argv = [sys.executable, "-m", "geryon.testbed.traffic", "send", "--to", f"{tb.address(dst)}:{PORT}"]
+    argv += ["--bytes", str(nbytes), "--dscp", str(dscp), "--timeout", str(timeout)]
+    if cc:
+        argv += ["--cc", cc]
+    p: subprocess.Popen[str] = tb.popen(src, argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return p
+
+
+def result(p: subprocess.Popen[str], timeout: float = 90) -> dict[str, Any]:
+    """The JSON line a `send` printed: bytes, seconds (completion time), mbit_s, dscp."""
+    out, err = p.communicate(timeout=timeout)
+    if p.returncode != 0:
+        raise RuntimeError(f"transfer failed (exit {p.returncode}): {err.strip()[-500:]}")
+    data: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+    return data
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,50 @@
+"""Real traffic through the switch: with strict priority a DSCP-46 transfer keeps the link rate while
+a DSCP-26 bulk flow from another host saturates the same egress port; with one FIFO it does not."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from testbed.conftest import needs_root
+
+from geryon.testbed import TestbedSpec, up
+from geryon.testbed.traffic import main, result, start_send, start_sink
+
+pytestmark = needs_root
+RATE = 40_000_000
+URGENT = RATE // 8 // 5  # 0.2 s at the link rate
+BULK = RATE // 8 * 2  # 2 s at the link rate
+
+
+def test_urgent_flow_keeps_its_rate_only_with_priority_queues(run_id: str) -> None:
+    with up(TestbedSpec(hosts=("recv", "bulk", "urgent"), rate_bits=RATE, run_id=run_id)) as tb:
+        start_sink(tb, "recv")
+        alone = result(start_send(tb, "urgent", "recv", URGENT, 46, cc="cubic"))
+        seconds = {}
+        for mode in ("priority", "fifo"):
+            tb.set_switch(mode)
+            before = tb.class_counters()["recv"]
+            bulk = start_send(tb, "bulk", "recv", BULK, 26, cc="cubic")
+            time.sleep(0.6)  # the bulk flow fills the port (and, in fifo, its queue)
+            urgent = result(start_send(tb, "urgent", "recv", URGENT, 46, cc="cubic"))
+            b = result(bulk)
+            after = tb.class_counters()["recv"]
+            assert b["seconds"] > 0.6 + urgent["seconds"], "the bulk flow ended before the urgent one"
+            seconds[mode] = urgent["seconds"]
+            if mode == "priority":
+                assert after[0]["bytes"] - before[0]["bytes"] >= URGENT
+                assert after[1]["bytes"] - before[1]["bytes"] >= BULK
+            else:
+                assert after[0]["bytes"] - before[0]["bytes"] >= URGENT + BULK
+        ideal = URGENT * 8 / RATE
+        # Alone and under strict priority: near the link rate. In one FIFO it waits behind the bulk queue.
+        assert alone["seconds"] < 1.6 * ideal, alone
+        assert seconds["priority"] < 1.6 * ideal, seconds
+        assert seconds["fifo"] > 1.8 * seconds["priority"], seconds
+
+
+def test_traffic_cli_refuses_bad_arguments(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as e:
+        main(["send", "--to", "10.77.0.1:5001", "--bytes", "10", "--dscp", "64"])
+    assert e.value.code == 2 and "--dscp" in capsys.readouterr().err
