@@ -136,6 +136,18 @@ def test_apply_ports_checks_every_port_before_writing(switch: Any) -> None:
     assert observe_ports(["ga0"], switch.name) == {"ga0": None}  # nothing half-applied
 
 
+def test_a_failed_write_puts_the_written_ports_back(switch: Any) -> None:
+    ns_exec(switch.name, "tc", "qdisc", "add", "dev", "ga1", "root", "handle", "1:", "pfifo", "limit", "77")
+    good = port_trees(default_intent(), ["ga0"])["ga0"]
+    bad = {"kind": "tbf", "handle": "1:"}  # a root the driver cannot create
+    with pytest.raises(DriverError, match="cannot re-create a root qdisc of kind 'tbf'"):
+        apply_ports({"ga0": good, "ga1": bad}, netns=switch.name)
+    assert observe_ports(["ga0", "ga1"], switch.name) == {
+        "ga0": None,  # written, then put back
+        "ga1": {"kind": "pfifo", "handle": "1:", "limit": 77},  # its root was removed, then re-created
+    }
+
+
 def test_apply_ports_raises_when_the_kernel_disagrees(switch: Any) -> None:
     tree = copy.deepcopy(port_trees(default_intent(), ["ga0"])["ga0"])
     tree["classes"][0]["rate_bits"] += 3  # the kernel keeps bytes/s: it cannot hold this
@@ -157,13 +169,13 @@ def test_tc_commands_build_the_same_queues(switch: Any) -> None:
 
 
 def test_marked_traffic_lands_in_its_class() -> None:
-    """Three real TCP flows (DSCP 46, 26 and 8, which no class names) across a veth whose egress carries the
-    switch-port queues: each class's counters grow by what its DSCP sent, the others do not."""
+    """Four real TCP flows (DSCP 46, 26, the CNP DSCP 48 and 8, which no class names) across a veth whose
+    egress carries the switch-port queues: each class's counters grow by what its DSCPs sent."""
     intent = parse_intent(THREE)
     with veth_pair("gft") as (a, b, ifname):
         apply_ports(port_trees(intent, [ifname], rate_bits=100_000_000), netns=a)
         before = htb_classes(a, ifname)
-        sizes = {46: 300_000, 26: 600_000, 8: 150_000}  # 8: no class names it
+        sizes = {46: 300_000, 26: 600_000, 8: 150_000, 48: 100_000}  # 8: no class names it; 48: CNP
         flows = []
         try:
             for dscp, n in sizes.items():
@@ -178,7 +190,7 @@ def test_marked_traffic_lands_in_its_class() -> None:
         after = htb_classes(a, ifname)
         grew = {h: after[h]["bytes"] - before[h]["bytes"] for h in after}
         # payload + headers; the other classes see at most a few control packets (SYN/FIN, ~1 KB)
-        assert 300_000 <= grew["1:10"] < 300_000 * 1.2 + 5_000, grew
+        assert 400_000 <= grew["1:10"] < 400_000 * 1.2 + 5_000, grew  # urgent + CNP (never starved)
         assert 600_000 <= grew["1:11"] < 600_000 * 1.2 + 5_000, grew
         assert 150_000 <= grew["1:12"] < 150_000 * 1.2 + 5_000, grew
         ns_exec(a, "tc", "qdisc", "del", "dev", ifname, "root")

@@ -19,6 +19,7 @@ Mapping of the intent onto one egress port (see geryon/fabric/schema.md, "linux"
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -149,21 +150,32 @@ def apply_ports(
 ) -> None:
     """Writes each port's tree with the agent's LinuxDriver (target "<port>/qdisc") in `netns`, then
     reads every port back and raises ApplyError on a mismatch. Every port must exist before anything
-    is written (DriverError names the first that does not)."""
+    is written (DriverError names the first that does not); if a write fails, the ports already
+    written get their previous queues back before the error propagates (nothing half-applied)."""
     from geryon.agent.driver import DriverError
     from geryon.agent.linux_driver import LinuxDriver
 
     burst = burst_bytes if burst_bytes is not None else getattr(trees, "burst_bytes", DEFAULT_BURST)
+    targets = [f"{p}/qdisc" for p in trees]
     with LinuxDriver(netns) as drv:
         have = drv.interfaces()
         for port in trees:
             if port not in have:
                 where = f" in network namespace {netns}" if netns else ""
                 raise DriverError(f"{port}/qdisc", f"no interface {port!r}{where}")
+        before = drv.observe(targets)
         drv.burst_bytes = burst
-        for port, tree in trees.items():
-            drv.write(f"{port}/qdisc", tree)
-        observed = drv.observe([f"{p}/qdisc" for p in trees])
+        touched: list[str] = []
+        try:
+            for target, tree in zip(targets, trees.values(), strict=True):
+                touched.append(target)  # before the write: a failed write may have removed the root
+                drv.write(target, tree)
+        except Exception:
+            for target in reversed(touched):
+                with contextlib.suppress(DriverError):  # the original error is the one to report
+                    drv.write(target, before[target])
+            raise
+        observed = drv.observe(targets)
     wrong = [p for p, tree in trees.items() if observed[f"{p}/qdisc"] != tree]
     if wrong:
         raise ApplyError(
