@@ -139,3 +139,43 @@ def failures(doc: dict[str, Any]) -> list[str]:
                 if res.get("failed") or res.get("unreachable"):
                     bad.append(f"{host}: {t['task']['name']}: {res.get('msg') or res.get('stderr')}")
     return bad
+
+
+def write_switch_inventory(tmp: Path, agent_config: Path) -> Path:
+    """A SONiC and a Cumulus switch, both the local machine (check mode only: nothing runs on them)."""
+    intent = tmp / "intent.yaml"
+    intent.write_text(yaml.safe_dump(INTENT))
+    for d in ("sonic", "cumulus"):
+        (tmp / d).mkdir(exist_ok=True)
+    inv = {
+        "all": {
+            "vars": {
+                "ansible_connection": "local",
+                "ansible_python_interpreter": sys.executable,
+                "ansible_become": False,
+                "switch_qos_intent": str(intent),
+                "switch_qos_controller_geryon": GERYON,
+            },
+            "children": {
+                "switches": {
+                    "hosts": {
+                        "leaf-sonic": {
+                            "switch_os": "sonic",
+                            "switch_qos_ports": "Ethernet0-12:4",
+                            "switch_qos_agent_config": str(agent_config),
+                            "switch_qos_sonic_file": str(tmp / "sonic" / "geryon-qos.json"),
+                        },
+                        "leaf-cumulus": {
+                            "switch_os": "cumulus",
+                            "switch_qos_ports": "swp1-4",
+                            "switch_qos_cumulus_file": str(tmp / "cumulus" / "nvue-qos.sh"),
+                        },
+                    }
+                },
+                "gpu_hosts": {"hosts": {}},
+            },
+        }
+    }
+    path = tmp / "switches.yml"
+    path.write_text(yaml.safe_dump(inv, sort_keys=False))
+    return path

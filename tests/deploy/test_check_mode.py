@@ -7,7 +7,16 @@ import subprocess
 from pathlib import Path
 
 import yaml
-from deploy.rollout import INTENT, failures, playbook, results, switch_ports, write_inventory
+from deploy.rollout import (
+    GERYON,
+    INTENT,
+    failures,
+    playbook,
+    results,
+    switch_ports,
+    write_inventory,
+    write_switch_inventory,
+)
 
 from geryon.fabric.intent import parse_intent
 from geryon.fabric.render.linux import observe_ports, port_trees
@@ -74,3 +83,39 @@ def test_check_mode_shows_the_plan_and_changes_nothing(bare_testbed, tmp_path: P
     assert kernel_state(tb) == before
     assert (tmp_path / "ps0" / "agent.yaml").read_text() == old
     assert not (tmp_path / "worker0" / "agent.yaml").exists()
+
+
+def test_check_mode_sonic_and_cumulus_render_and_gate_on_check_fabric(tmp_path: Path):
+    agent = tmp_path / "agent.yaml"
+    agent.write_text("interfaces: [eth0]\n")
+    inv = write_switch_inventory(tmp_path, agent)
+    doc = playbook(tmp_path, inv, "--check", "--diff")
+    assert doc["rc"] == 0, failures(doc) or doc["stderr"]
+
+    gate = results(doc, "switch_qos : Check host and switch consistency (geryon check-fabric)")["leaf-sonic"]
+    assert gate["rc"] == 0 and gate["stdout"].startswith("consistent: ")
+    sonic = results(doc, "switch_qos : Copy the config_db tables to the switch")["leaf-sonic"]
+    rendered = subprocess.run(
+        [GERYON, "render-switch", "--os", "sonic", "--intent", str(tmp_path / "intent.yaml"),
+         "--ports", "Ethernet0-12:4"], capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    assert sonic["changed"] and json.loads(sonic["diff"][0]["after"]) == json.loads(rendered)["config_db"]
+    assert results(doc, "switch_qos : Load the QoS tables into config_db (config load)")["leaf-sonic"][
+        "skipped"
+    ]
+    cumulus = results(doc, "switch_qos : Keep the rendered NVUE commands on the switch")["leaf-cumulus"]
+    assert (
+        cumulus["changed"]
+        and "nv set qos mapping geryon dscp 46 switch-priority 5" in cumulus["diff"][0]["after"]
+    )
+    assert not (tmp_path / "sonic" / "geryon-qos.json").exists()
+    assert not (tmp_path / "cumulus" / "nvue-qos.sh").exists()
+
+    # A host whose CNP differs from the intent: check-fabric stops the SONiC push and names it.
+    agent.write_text("interfaces: [eth0]\ncnp: {dscp: 56, priority: 7}\n")
+    doc = playbook(tmp_path, inv, "--check", "--diff")
+    assert doc["rc"] != 0
+    gate = results(doc, "switch_qos : Check host and switch consistency (geryon check-fabric)")["leaf-sonic"]
+    assert gate["rc"] == 1 and gate["failed"]
+    assert "cnp: host cnp: expected DSCP 48 priority 6 (intent), found DSCP 56 priority 7" in gate["stdout"]
+    assert "leaf-sonic" not in results(doc, "switch_qos : Copy the config_db tables to the switch")

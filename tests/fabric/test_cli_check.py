@@ -105,3 +105,27 @@ def test_bad_files_exit_2(files, tmp_path):
     assert r.returncode == 2 and "classes[0].dscp: 99 is out of range" in r.stderr
     r = geryon("check-fabric", "--agent-config", files["agent"])
     assert r.returncode == 2 and "--intent" in r.stderr  # argparse: required
+
+
+def test_rendered_sonic_config_is_consistent_and_a_wrong_host_is_named(files, tmp_path):
+    out = tmp_path / "sonic.json"
+    r = geryon("render-switch", "--os", "sonic", "--intent", files["intent"], "--ports", "Ethernet0-28:4",
+               "--out", str(out))  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    args = ["--intent", files["intent"], "--switch-config", str(out), "--os", "sonic"]
+    r = geryon("check-fabric", "--agent-config", files["agent"], *args)
+    assert r.returncode == 0, r.stdout
+    assert "(8 ports)" in r.stdout
+    # The host puts bulk on priority 4: the rendered switch config (TC 3) disagrees, and PFC with it.
+    agent = tmp_path / "prio4.yaml"
+    agent.write_text(
+        "interfaces: [eth0]\nclasses:\n"
+        "  - {name: urgent, dscp: 46, priority: 5, lossless: true, tsa: strict}\n"
+        "  - {name: bulk, dscp: 26, priority: 4, lossless: true, tsa: ets, bandwidth: 50}\n"
+    )
+    r = geryon("check-fabric", "--agent-config", str(agent), *args)
+    assert r.returncode == 1
+    assert (
+        "priority: switch Ethernet0,Ethernet4,Ethernet8 and 5 more ports DSCP 26 (host class 'bulk'): "
+        "expected TC 4, found TC 3 -> queue 3 (DSCP_TO_TC_MAP|GERYON)"
+    ) in r.stdout.splitlines()
