@@ -82,7 +82,7 @@ def _natural(name: str) -> tuple[Any, ...]:
 
 @dataclass(frozen=True)
 class Mismatch:
-    kind: str  # priority | queue | lossless | scheduler | unmapped | cnp
+    kind: str  # priority | queue | lossless | scheduler | unmapped | unmatched | cnp
     where: str
     expected: str
     found: str

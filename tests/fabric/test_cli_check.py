@@ -129,3 +129,17 @@ def test_rendered_sonic_config_is_consistent_and_a_wrong_host_is_named(files, tm
         "priority: switch Ethernet0,Ethernet4,Ethernet8 and 5 more ports DSCP 26 (host class 'bulk'): "
         "expected TC 4, found TC 3 -> queue 3 (DSCP_TO_TC_MAP|GERYON)"
     ) in r.stdout.splitlines()
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("name", ["geryon-2class", "geryon-3class", "roce-ecn"])
+def test_committed_sonic_configs_agree_with_their_intent_and_the_example_agent(name):
+    r = geryon(
+        "check-fabric", "--intent", str(REPO / "switch-configs" / "intents" / f"{name}.yaml"),
+        "--agent-config", str(REPO / "examples" / "agent.yaml"),
+        "--switch-config", str(REPO / "switch-configs" / "rendered" / name / "sonic.json"), "--os", "sonic",
+    )  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.startswith("consistent: ")
