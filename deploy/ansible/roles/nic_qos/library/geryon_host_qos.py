@@ -1,6 +1,7 @@
 #!/usr/bin/python
 """Ansible module: make a host's QoS match a Geryon agent config through `geryon agent plan|apply`."""
 
+# ruff: noqa: E402  (Ansible modules keep DOCUMENTATION above the imports)
 from __future__ import annotations
 
 DOCUMENTATION = r"""
@@ -54,7 +55,17 @@ from ansible.module_utils.basic import AnsibleModule
 
 
 def _argv(p, action):
-    argv = [p["geryon"], "agent", action, "--config", p["config"], "--journal", p["journal"], "--root", p["root"]]
+    argv = [
+        p["geryon"],
+        "agent",
+        action,
+        "--config",
+        p["config"],
+        "--journal",
+        p["journal"],
+        "--root",
+        p["root"],
+    ]
     if p["netns"]:
         argv += ["--netns", p["netns"]]
     return argv
@@ -70,7 +81,9 @@ def _plan_text(plan):
         lines.append(f"~ {c['target']} ({c['driver']})")
     for s in plan["skipped"]:
         lines.append(f"! skipped {s['target']} ({s['driver']}): {s['reason']}")
-    lines.append(f"{len(plan['changes'])} change(s), {len(plan['in_sync'])} in sync, {len(plan['skipped'])} skipped")
+    lines.append(
+        f"{len(plan['changes'])} change(s), {len(plan['in_sync'])} in sync, {len(plan['skipped'])} skipped"
+    )
     return "\n".join(lines)
 
 
@@ -89,8 +102,11 @@ def main():
     if module.check_mode and not os.path.exists(p["config"]):
         # Check mode on a fresh host: geryon_agent has not written the config (it only showed its diff).
         module.exit_json(
-            changed=False, skipped=True, changes=[], plan="",
-            msg=f"{p['config']} is not on the host yet (geryon_agent writes it on a real run): nothing to plan",
+            changed=False,
+            skipped=True,
+            changes=[],
+            plan="",
+            msg=f"{p['config']} is not on the host yet (geryon_agent writes it on a real run): no plan",
         )
     rc, out, err = module.run_command([*_argv(p, "plan"), "--json"])
     if rc != 0:
@@ -114,7 +130,9 @@ def main():
     if changes and not module.check_mode:
         rc, out, err = module.run_command([*_argv(p, "apply"), "--quiet"])
         if rc != 0:
-            module.fail_json(msg=f"geryon agent apply failed (exit {rc}), rolled back: {err.strip()}", rc=rc, **result)
+            module.fail_json(
+                msg=f"geryon agent apply failed (exit {rc}), rolled back: {err.strip()}", rc=rc, **result
+            )
         result["plan"] = out.strip()
     module.exit_json(**result)
 

@@ -1,6 +1,7 @@
 #!/usr/bin/python
 """Ansible module: the Linux software switch's port queues from a Geryon intent, idempotently."""
 
+# ruff: noqa: E402  (Ansible modules keep DOCUMENTATION above the imports)
 from __future__ import annotations
 
 DOCUMENTATION = r"""
@@ -114,16 +115,33 @@ def main():
             for port, d in sorted(diff.items())
         ]
     if diff and not module.check_mode:
-        argv = [p["geryon"], "render-switch", "--os", "linux", "--intent", p["intent"], "--apply",
-                "--ports", ",".join(p["ports"]), "--rate", p["rate"], "--buffer", p["buffer"]]
+        argv = [
+            p["geryon"],
+            "render-switch",
+            "--os",
+            "linux",
+            "--intent",
+            p["intent"],
+            "--apply",
+            "--ports",
+            ",".join(p["ports"]),
+            "--rate",
+            p["rate"],
+            "--buffer",
+            p["buffer"],
+        ]
         if p["netns"]:
             argv += ["--netns", p["netns"]]
-        rc, out, err = module.run_command(argv)
+        rc, _out, err = module.run_command(argv)
         if rc != 0:
-            module.fail_json(msg=f"geryon render-switch --apply failed (exit {rc}): {err.strip()}", rc=rc, **result)
+            module.fail_json(
+                msg=f"geryon render-switch --apply failed (exit {rc}): {err.strip()}", rc=rc, **result
+            )
         left = _differing(module, p)
         if left:
-            module.fail_json(msg=f"ports still differ from the intent after apply: {', '.join(sorted(left))}", **result)
+            module.fail_json(
+                msg=f"ports still differ from the intent after apply: {', '.join(sorted(left))}", **result
+            )
     module.exit_json(**result)
 
 
