@@ -200,3 +200,34 @@ def test_golden() -> None:
     from fabric.golden_files import check_golden
 
     assert len(check_golden("linux")) >= 3
+
+
+def test_strict_class_goes_first_and_dwrr_classes_share() -> None:
+    """The 3-class intent on a real 20 Mbit/s port: while two DWRR classes (bulk, background) keep the
+    port busy, an urgent (strict) transfer gets nearly the whole link, and neither DWRR class starves
+    the other (same HTB prio)."""
+    intent = parse_intent(THREE)
+    rate = 20_000_000
+    with veth_pair("gfs") as (a, b, ifname):
+        apply_ports(port_trees(intent, [ifname], rate_bits=rate, buffer_bytes=256 * 1024), netns=a)
+        flows = []
+        try:
+            bulk = Flow(nbytes=50 << 20, timeout=3).start(a, "10.77.0.1", b, "10.77.0.2", 26)
+            background = Flow(nbytes=50 << 20, timeout=3).start(a, "10.77.0.1", b, "10.77.0.2", 10)
+            flows += [bulk, background]
+            time.sleep(0.5)  # both DWRR queues busy
+            urgent_bytes = 1_000_000  # 0.4 s at line rate; 1.2 s if the link were shared three ways
+            urgent = Flow(nbytes=urgent_bytes, timeout=3).start(a, "10.77.0.1", b, "10.77.0.2", 46)
+            flows.append(urgent)
+            urgent.wait()
+            mid = (bulk.received, background.received)
+            time.sleep(0.5)
+            after = (bulk.received, background.received)
+        finally:
+            for f in flows:
+                f.stop()
+        assert urgent.seconds is not None, "the urgent transfer did not finish"
+        assert urgent.seconds < 0.8, f"urgent took {urgent.seconds:.2f} s for 1 MB at 20 Mbit/s"
+        # after urgent finished, both DWRR classes moved (each at least a fifth of the link for 0.5 s)
+        for name, before, now in zip(("bulk", "background"), mid, after, strict=True):
+            assert now - before > rate / 8 * 0.5 / 5, (name, before, now)
