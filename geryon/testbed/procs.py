@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -38,6 +39,15 @@ def alive(pid: int, start: int) -> bool:
     return start_time(pid) == start
 
 
+def ip_binary() -> str:
+    """iproute2's `ip`, found on this process's PATH (or sbin), so a child env without sbin on its PATH
+    (or without PATH at all) still starts."""
+    found = shutil.which("ip") or shutil.which("ip", path="/usr/sbin:/sbin:/usr/bin:/bin")
+    if found is None:
+        raise FileNotFoundError("iproute2's `ip` is not installed (needed to run processes in a namespace)")
+    return found
+
+
 def spawn(
     netns: str,
     argv: Sequence[str],
@@ -51,7 +61,7 @@ def spawn(
     if isinstance(argv, str) or not argv:
         raise ValueError("argv: expected a non-empty list of strings (the program and its arguments)")
     return subprocess.Popen(
-        ["ip", "netns", "exec", netns, *argv],
+        [ip_binary(), "netns", "exec", netns, *argv],
         env=dict(env) if env is not None else None,
         cwd=cwd,
         start_new_session=True,

@@ -299,3 +299,27 @@ def test_without_root_up_says_how(monkeypatch) -> None:
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     with pytest.raises(TestbedError, match="--exec"):
         up(TestbedSpec(hosts=("a",)))
+
+
+def test_popen_passes_env_cwd_and_output(run_id: str, tmp_path: Path) -> None:
+    with up(TestbedSpec(hosts=("a",), run_id=run_id)) as tb:
+        # An env without PATH still starts (the namespace is entered by ip's absolute path).
+        p = tb.popen(
+            "a", ["/bin/sh", "-c", "echo $X; pwd"], env={"X": "42"}, cwd=str(tmp_path), stdout=subprocess.PIPE
+        )
+        out, _ = p.communicate(timeout=10)
+        assert out.decode().split() == ["42", str(tmp_path)]
+
+
+def test_offloads_on_keeps_tso_and_leaves_rps_alone(run_id: str) -> None:
+    from pyroute2.ethtool.ioctl import IoctlEthtool
+
+    with up(TestbedSpec(hosts=("a", "b"), rate_bits=500_000_000, offloads=True, run_id=run_id)) as tb:
+        with namespaces.inside(tb.netns("a")):
+            eth = IoctlEthtool("eth0")
+        try:
+            assert eth.get_features().is_active("tx-tcp-segmentation")
+        finally:
+            eth.close()
+        assert _exchange(tb, "a", "b") == b"a"
+        assert tb.spec.burst == 64 * 1024
