@@ -27,17 +27,3 @@ def run_id() -> Iterator[str]:
     yield rid
     if os.geteuid() == 0:
         down(rid)
-
-
-def leftovers(rid: str) -> list[str]:
-    """What of run `rid` is still there: namespaces, state and lock files."""
-    ns = (
-        sorted(n for n in os.listdir("/run/netns") if n.startswith(f"gtb-{rid}-"))
-        if os.path.isdir("/run/netns")
-        else []
-    )
-    files = [p.name for p in state.state_dir().glob(f"{rid}.*")] if state.state_dir().is_dir() else []
-    return ns + files
-
-
-needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces and qdiscs need root")

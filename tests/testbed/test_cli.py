@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from geryon_cli import geryon
-from testbed.conftest import leftovers, needs_root
+from testbed.tbutil import leftovers, needs_root
 
 from geryon.cli import main
 from geryon.testbed import namespaces, status

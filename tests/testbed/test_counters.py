@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from testbed.conftest import needs_root
+from testbed.tbutil import needs_root
 
 from geryon.testbed import TestbedSpec, up
 from geryon.testbed.traffic import result, start_send, start_sink

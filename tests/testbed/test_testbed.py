@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from testbed.conftest import leftovers, needs_root
+from testbed.tbutil import leftovers, needs_root
 
 from geryon.fabric.render.linux import observe_ports
 from geryon.testbed import TestbedError, TestbedSpec, down, namespaces, procs, state, status, up

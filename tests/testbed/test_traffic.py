@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from testbed.conftest import needs_root
+from testbed.tbutil import needs_root
 
 from geryon.testbed import TestbedSpec, up
 from geryon.testbed.traffic import main, result, start_send, start_sink

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from testbed.conftest import leftovers
+from testbed.tbutil import leftovers
 
 from geryon.testbed import userns
 
