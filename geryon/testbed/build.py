@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 from pyroute2 import IPRoute
 
-from geryon.testbed import namespaces, userns
+from geryon.testbed import namespaces, state, userns
 from geryon.testbed.queues import (
     HOST_IFNAME,
     SYSCTLS,
@@ -69,6 +69,9 @@ def build(spec: TestbedSpec, run_id: str, say: Say) -> None:
         if not ipr.link_lookup(ifname=BRIDGE):
             ipr.link("add", ifname=BRIDGE, kind="bridge")
         br = _up(ipr, BRIDGE)
+        # The bridge's alias names the state dir that records this run: a `down` elsewhere can tell a
+        # run recorded in another dir (a test's private one) from an orphan (see testbed._orphan_runs).
+        ipr.link("set", index=br, ifalias=str(state.state_dir())[:255])
         for host in spec.hosts:
             port = switch_port(host)
             if not ipr.link_lookup(ifname=port):
@@ -93,6 +96,19 @@ def build(spec: TestbedSpec, run_id: str, say: Say) -> None:
     if not spec.host_queues:
         for host in spec.hosts:
             _sysctls(ns_name(run_id, host), SYSCTLS)
+
+
+def recorded_in(run_id: str) -> str | None:
+    """The state dir the run's switch says records it (its bridge's alias); None if unreadable."""
+    try:
+        with namespaces.iproute(switch_ns(run_id)) as ipr:
+            found = ipr.link_lookup(ifname=BRIDGE)
+            if not found:
+                return None
+            alias = ipr.get_links(found[0])[0].get("IFLA_IFALIAS")
+    except (OSError, IndexError):
+        return None
+    return str(alias) if alias else None
 
 
 def _up(ipr: IPRoute, ifname: str) -> int:

@@ -161,9 +161,7 @@ def run_up(args: argparse.Namespace) -> int:
             return 1
     progress = Progress("geryon testbed")
     try:
-        if userns.inside():
-            userns.private_run()
-        tb = up(spec, progress)
+        tb = up(spec, progress)  # inside a user namespace it makes /run private first
     except TestbedError as e:
         print(f"geryon testbed: error: {e}", file=sys.stderr)
         return 1

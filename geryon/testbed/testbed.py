@@ -174,6 +174,8 @@ def up(spec: TestbedSpec, progress: Progress | Callable[[str], None] | None = No
     if not isinstance(spec, TestbedSpec):
         raise SpecError(f"spec: expected a TestbedSpec, got {type(spec).__name__}")
     _check_privileges()
+    if userns.inside():
+        userns.private_run()  # just re-executed by userns.reexec(): /run must be private first
     say = _sayer(progress)
     run_id = spec.run_id
     while run_id is None:
@@ -252,16 +254,24 @@ def attach(run_id: str | None = None) -> Testbed:
 
 
 def _orphan_runs() -> list[str]:
-    """Runs with namespaces but no state file; only under the default state dir, where every run on
-    this host is recorded (a private state dir, as tests use, must not touch others' runs)."""
+    """Runs with gtb-<run>-* namespaces but no state file. Only under the default state dir, where
+    every run on this host is recorded; and never a run whose switch names another state dir that
+    still has its file (a test's private one): `geryon testbed down` must not break running tests."""
     if not state.is_default_dir():
         return []
+    recorded = set(state.runs())
     found = set()
     for name in namespaces.listed(PREFIX):
         parts = name.split("-")
-        if len(parts) == 3 and RUN_ID.match(parts[1]):
+        if len(parts) == 3 and RUN_ID.match(parts[1]) and parts[1] not in recorded:
             found.add(parts[1])
-    return sorted(found)
+    out = []
+    for rid in sorted(found):
+        elsewhere = build.recorded_in(rid)
+        if elsewhere and os.path.exists(os.path.join(elsewhere, f"{rid}.json")):
+            continue
+        out.append(rid)
+    return out
 
 
 def down(run_id: str | None = None) -> list[str]:

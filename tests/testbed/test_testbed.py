@@ -323,3 +323,30 @@ def test_offloads_on_keeps_tso_and_leaves_rps_alone(run_id: str) -> None:
             eth.close()
         assert _exchange(tb, "a", "b") == b"a"
         assert tb.spec.burst == 64 * 1024
+
+
+def test_orphans_under_the_default_dir_spare_runs_recorded_elsewhere(
+    run_id: str, tmp_path: Path, monkeypatch
+) -> None:
+    from geryon.testbed import testbed as tb_mod
+
+    kept = run_id[:-1] + ("0" if run_id[-1] != "0" else "1")
+    try:
+        monkeypatch.setenv(state.ENV, str(tmp_path / "elsewhere"))
+        up(TestbedSpec(hosts=("a",), run_id=kept))
+        assert tb_build.recorded_in(kept) == str(tmp_path / "elsewhere")
+        monkeypatch.setenv(state.ENV, str(tmp_path / "main"))
+        up(TestbedSpec(hosts=("a",), run_id=run_id))
+        state.path(run_id).unlink()  # its record is lost: an orphan
+        # Pretend this private dir is the default one; only inspect (a real down() there could reach
+        # runs of others on this machine).
+        monkeypatch.setattr(state, "is_default_dir", lambda: True)
+        orphans = tb_mod._orphan_runs()
+        assert run_id in orphans and kept not in orphans
+        assert [r["id"] for r in status() if r["id"] in (run_id, kept)] == [run_id]
+    finally:
+        monkeypatch.setenv(state.ENV, str(tmp_path / "elsewhere"))
+        down(kept)
+        monkeypatch.setenv(state.ENV, str(tmp_path / "main"))
+        down(run_id)
+    assert leftovers(kept) == [] and leftovers(run_id) == []
