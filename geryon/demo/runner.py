@@ -1,0 +1,724 @@
+"""Runs the demo: a testbed, then per mode the TF tasks in their hosts and the chief's training loop.
+
+    result = run_demo(config, out_dir, progress)       # one testbed, every mode; the result JSON
+    results = run_bench(config, out_dir, progress)     # list-valued knobs: one result per combination
+
+Per mode (see geryon.demo.modes): set the switch (priority or fifo), read the switch's class
+counters, start one `python -m geryon.demo.task` per PS and worker in its host (tb.popen), wait for
+READY, run `python -m geryon.demo.chief` in the chief host and follow its JSON lines (progress on
+stderr), read the counters again (the run's share is the difference), stop the tasks by PID. A mode
+that fails records its error and the others still run; the testbed always comes down (the `with`,
+plus SIGTERM turned into an exception so the `with` unwinds; `geryon testbed down` cleans up after
+a kill -9). The result JSON follows demo_common's schema ("format": "geryon.demo", version 1).
+
+## Defaults and why (measured on this 2-core machine, 1 TF thread per process)
+
+- vggmini at batch 64 computes a step (forward + backward + SGD) in 180 ms standalone (forward 51 ms);
+  with two workers, two PSes, the chief and the emulated links sharing the 2 cores it takes about
+  twice that. Its 6.4 MB of parameters cross each worker's link twice per step (pull and push).
+- At 100 Mbit/s a pull takes 6.4 MB / 12.5 MB/s = 0.51 s, the push as long: communication and
+  computation are the same order (0.5 s vs 0.2-0.4 s), communication-bound as in the paper's
+  setting, where overlap decides the iteration time. 100 Mbit keeps the emulation faithful (MTU
+  packets, no offloads; the testbed notes: faithful to about 200 Mbit on 2 cores) and leaves CPU to TF.
+- 256 KiB per class queue: about 20 ms of the link, several TCP windows; larger only adds delay.
+- 1 MiB slices: fc1's 4 MiB kernel becomes 4 shards, every other variable one shard per PS.
+- 40 measured steps after 5 warm-up rounds (tracing, connections); the sweep search uses 10 of the
+  measured steps (5 candidates, each 1 warm-up + 1 measured iteration), leaving 30 on its choice.
+  At about 1 s a step, 5 modes plus 15-20 s of start-up each fit in about 10 minutes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import os
+import queue
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import geryon
+from geryon.demo import modes as modes_mod
+from geryon.demo.chief import MARKER
+from geryon.demo.models import ModelError, check_model
+from geryon.demo.task import READY
+from geryon.errors import UsageError
+from geryon.progress import Progress
+from geryon.units import format_rate
+
+FORMAT = "geryon.demo"
+VERSION = 1
+GRPC_PORT = 2222  # every task on its own host (namespace): one port for all
+DATA_PORT_OFFSET = 1000  # Geryon's data plane: gRPC port + this
+TASK_START_S = 120.0  # TF import + server start, 4 processes on 2 cores
+CHIEF_STALL_S = 240.0  # no line from the chief for this long: the mode failed
+REPO_ROOT = Path(geryon.__file__).resolve().parents[1]
+
+DEFAULTS: dict[str, Any] = {
+    "model": "vggmini",
+    "input_shape": None,  # the model's default
+    "batch_size": 64,
+    "workers": 2,
+    "ps": 2,
+    "rate_bits": 100_000_000,
+    "buffer_bytes": 256 * 1024,
+    "slice_bytes": 1024 * 1024,
+    "classes": 2,
+    "steps": 40,
+    "warmup": 5,
+    "repeats": 1,
+    "search": "sweep",
+    "search_budget": 10,
+    "search_points": 5,
+    "modes": list(modes_mod.MODES),
+    "threads": 1,
+}
+# --quick (CI): the tiny model, few steps, a 3-point sweep; every mode still runs.
+QUICK: dict[str, Any] = {
+    "model": "tiny",
+    "batch_size": 32,
+    "steps": 10,
+    "warmup": 2,
+    "search_budget": 6,
+    "search_points": 3,
+}
+
+Progressish = Progress | None
+
+
+def make_config(overrides: dict[str, Any] | None = None, quick: bool = False) -> dict[str, Any]:
+    """DEFAULTS (+ QUICK) + overrides (None values ignored), validated; UsageError names the knob."""
+    cfg = dict(DEFAULTS)
+    if quick:
+        cfg.update(QUICK)
+    for key, value in (overrides or {}).items():
+        if key not in DEFAULTS:
+            raise UsageError(f"config: unknown key {key!r}; allowed: {', '.join(sorted(DEFAULTS))}")
+        if value is not None:
+            cfg[key] = value
+    return validate(cfg)
+
+
+def _int(cfg: dict[str, Any], key: str, flag: str, low: int, high: int) -> int:
+    value = cfg[key]
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise UsageError(f"{flag} {value!r}: expected an integer in {low}..{high}")
+    return value
+
+
+def validate(cfg: dict[str, Any]) -> dict[str, Any]:
+    """Checks every knob (UsageError naming its flag); returns the config with derived fields."""
+    cfg = dict(cfg)
+    try:
+        shape = check_model(cfg["model"], tuple(cfg["input_shape"]) if cfg["input_shape"] else None)
+    except ModelError as e:
+        raise UsageError(str(e)) from None
+    cfg["input_shape"] = list(shape)
+    _int(cfg, "batch_size", "--batch-size", 1, 4096)
+    _int(cfg, "workers", "--workers", 1, 16)
+    _int(cfg, "ps", "--ps", 1, 16)
+    _int(cfg, "rate_bits", "--rate", 1_000_000, 10_000_000_000)
+    _int(cfg, "buffer_bytes", "--buffer", 4096, 256 * 1024 * 1024)
+    _int(cfg, "slice_bytes", "--slice-size", 1024, 1 << 34)
+    _int(cfg, "classes", "--classes", 2, len(CLASS_DSCP))
+    _int(cfg, "steps", "--steps", 1, 100_000)
+    _int(cfg, "warmup", "--warmup", 1, 1000)
+    _int(cfg, "repeats", "--repeats", 1, 100)
+    _int(cfg, "search_budget", "--search-budget", 2, 1000)
+    _int(cfg, "search_points", "--search-points", 3, 100)
+    _int(cfg, "threads", "--threads", 1, 64)
+    cfg["modes"] = list(modes_mod.parse_modes(cfg["modes"]))
+    search = modes_mod.parse_search(str(cfg["search"]), cfg["classes"])
+    cfg["search"] = search.label()
+    return cfg
+
+
+# DSCP of class i when --classes > 2 (class 0 most urgent); the default 2 classes use the fabric's
+# default intent (46 urgent, 26 bulk), as geryon.tf marks by default.
+CLASS_DSCP = (46, 34, 26, 18, 10, 12)
+
+
+def class_dscp(classes: int) -> list[int]:
+    return [46, 26] if classes == 2 else list(CLASS_DSCP[:classes])
+
+
+def intent_for(classes: int) -> Any:
+    """The switch's QoS intent: the default for 2 classes, else one strict queue per class but the
+    last (DWRR), DSCPs from CLASS_DSCP."""
+    from geryon.fabric.intent import default_intent, parse_intent
+
+    if classes == 2:
+        return default_intent()
+    dscps = class_dscp(classes)
+    data = {
+        "version": 1,
+        "name": f"demo-{classes}class",
+        "description": f"geryon demo: {classes} classes, strict priority but the last",
+        "classes": [
+            {
+                "name": f"c{i}",
+                "dscp": [d],
+                "priority": 5 - i if 5 - i >= 0 else 7,
+                "queue": 5 - i if 5 - i >= 0 else 7,
+                "lossless": False,
+                "scheduler": "strict" if i < classes - 1 else "dwrr",
+                **({"weight": 100} if i == classes - 1 else {}),
+            }
+            for i, d in enumerate(dscps)
+        ],
+        "unmatched": f"c{classes - 1}",
+    }
+    return parse_intent(data)
+
+
+def host_names(workers: int, ps: int) -> tuple[str, ...]:
+    return (*(f"ps{i}" for i in range(ps)), *(f"worker{i}" for i in range(workers)), "chief")
+
+
+# ---------------------------------------------------------------------------------------------
+# Processes
+
+
+class LineReader:
+    """A thread that reads a process's stdout lines into a queue (reads with a timeout)."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        self._thread = threading.Thread(target=self._run, args=(proc,), daemon=True)
+        self._thread.start()
+
+    def _run(self, proc: subprocess.Popen[str]) -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            self.lines.put(line.rstrip("\n"))
+        self.lines.put(None)  # end of output
+
+    def get(self, timeout: float) -> str | None:
+        """The next line; None at the end of the output; queue.Empty after `timeout` seconds."""
+        return self.lines.get(timeout=max(timeout, 0.01))
+
+
+def stop(proc: subprocess.Popen[Any]) -> None:
+    """Kills one process we started, by its PID."""
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=10)
+
+
+def base_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        TF_CPP_MIN_LOG_LEVEL="2",
+        KERAS_BACKEND="tensorflow",
+        GERYON_DATA_PORT_OFFSET=str(DATA_PORT_OFFSET),
+        # A failed task fails the step at once instead of TF re-running it (see the README).
+        TF_COORDINATOR_IGNORE_TRANSIENT_PS_FAILURES="0",
+        PYTHONPATH=os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p),
+        PYTHONUNBUFFERED="1",
+    )
+    return env
+
+
+def cluster_for(tb: Any, cfg: dict[str, Any], workers: int) -> dict[str, list[str]]:
+    def at(host: str) -> str:
+        return f"{tb.address(host)}:{GRPC_PORT}"
+
+    return {
+        "chief": [at("chief")],
+        "worker": [at(f"worker{i}") for i in range(workers)],
+        "ps": [at(f"ps{i}") for i in range(cfg["ps"])],
+    }
+
+
+def chief_spec(
+    cfg: dict[str, Any],
+    mode: modes_mod.Mode,
+    cluster: dict[str, list[str]],
+    thresholds: list[float] | None,
+    want_params: bool,
+) -> dict[str, Any]:
+    search = None
+    if mode.search and not cfg["search"].startswith("fixed"):
+        search = {
+            "strategy": cfg["search"],
+            "budget": cfg["search_budget"],
+            "points": cfg["search_points"],
+            "search_warmup": 1,
+        }
+    return {
+        "cluster": cluster,
+        "protocol": mode.protocol,
+        "model": cfg["model"],
+        "input_shape": cfg["input_shape"],
+        "batch_size": cfg["batch_size"],
+        "partitioned": mode.partitioned,
+        "slice_bytes": cfg["slice_bytes"],
+        "classes_on": mode.classes,
+        "classes": cfg["classes"],
+        "class_dscp": class_dscp(cfg["classes"]),
+        "thresholds": thresholds,
+        "search": search,
+        "warmup": cfg["warmup"],
+        "steps": cfg["steps"],
+        "rate_bits": cfg["rate_bits"],
+        "want_params": want_params,
+        "intra_threads": cfg["threads"],
+        "inter_threads": 2,
+    }
+
+
+def counter_delta(before: dict[str, Any], after: dict[str, Any]) -> dict[str, dict[str, dict[str, int]]]:
+    """after - before per host and class (JSON keys: class index as a string)."""
+    out: dict[str, dict[str, dict[str, int]]] = {}
+    for host, classes in after.items():
+        out[host] = {}
+        for cls, values in classes.items():
+            base = before.get(host, {}).get(cls, {})
+            out[host][str(cls)] = {k: int(v) - int(base.get(k, 0)) for k, v in values.items()}
+    return out
+
+
+def _median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+class ModeRun:
+    """One mode of one repeat: tasks up, chief to the end, counters, tasks down."""
+
+    def __init__(
+        self,
+        tb: Any,
+        cfg: dict[str, Any],
+        mode: modes_mod.Mode,
+        repeat: int,
+        thresholds: list[float] | None,
+        want_params: bool,
+        log_dir: Path,
+        progress: Progress,
+    ) -> None:
+        self.tb, self.cfg, self.mode, self.repeat = tb, cfg, mode, repeat
+        self.thresholds = thresholds
+        self.want_params = want_params
+        self.log_dir = log_dir
+        self.progress = progress
+        self.workers = 1 if mode.single_worker else cfg["workers"]
+        self.procs: dict[str, subprocess.Popen[str]] = {}
+        self.params: list[dict[str, Any]] | None = None
+
+    def say(self, message: str) -> None:
+        self.progress.say(f"mode {self.mode.name}: {message}")
+
+    def run(self) -> dict[str, Any]:
+        started = time.monotonic()
+        record: dict[str, Any] = {
+            "mode": self.mode.name,
+            "repeat": self.repeat,
+            "workers": self.workers,
+            "ps": self.cfg["ps"],
+            "slice_bytes": self.cfg["slice_bytes"] if self.mode.partitioned else None,
+            "protocol": self.mode.protocol,
+            "switch": self.mode.switch,
+            "partitioned": self.mode.partitioned,
+            "step_times": [],
+            "median_step_s": None,
+            "images_per_s": None,
+            "thresholds": None,
+            "search": None,
+            "switch_counters": None,
+            "wall_s": None,
+            "error": None,
+        }
+        try:
+            self._run(record)
+        except Exception as e:
+            record["error"] = str(e) or type(e).__name__
+        finally:
+            for proc in self.procs.values():
+                stop(proc)
+            record["wall_s"] = round(time.monotonic() - started, 3)
+        return record
+
+    def _run(self, record: dict[str, Any]) -> None:
+        tb, cfg = self.tb, self.cfg
+        tb.set_switch(self.mode.switch)
+        before = tb.class_counters()
+        cluster = cluster_for(tb, cfg, self.workers)
+        self.self_check_hosts(cluster)
+        env = base_env()
+        self.say(f"starting {len(cluster['ps'])} PS and {self.workers} worker task(s) ({self.mode.protocol})")
+        readers: dict[str, LineReader] = {}
+        for job in ("ps", "worker"):
+            for index in range(len(cluster[job])):
+                host = f"{job}{index}"
+                spec = {
+                    "cluster": cluster,
+                    "job": job,
+                    "index": index,
+                    "protocol": self.mode.protocol,
+                    "intra_threads": cfg["threads"],
+                    "inter_threads": 2,
+                    "class_dscp": class_dscp(cfg["classes"]) if self.mode.classes else None,
+                }
+                self.procs[host] = self._popen(
+                    host, [sys.executable, "-m", "geryon.demo.task", json.dumps(spec)], env
+                )
+                readers[host] = LineReader(self.procs[host])
+        record["pids"] = {h: p.pid for h, p in self.procs.items()}
+        deadline = time.monotonic() + TASK_START_S
+        for host, reader in readers.items():
+            while True:
+                try:
+                    line = reader.get(deadline - time.monotonic())
+                except queue.Empty:
+                    raise RuntimeError(f"{host} did not start within {TASK_START_S:.0f} s") from None
+                if line is None:
+                    raise RuntimeError(
+                        f"{host} exited {self.procs[host].wait()} at start: {self._tail(host)}"
+                    )
+                if line.startswith(READY):
+                    break
+        spec = chief_spec(cfg, self.mode, cluster, self.thresholds, self.want_params)
+        spec_path = self.log_dir / f"{self._label()}-chief.json"
+        spec_path.write_text(json.dumps(spec, indent=1))
+        self.say("tasks ready; training")
+        chief = self._popen("chief", [sys.executable, "-m", "geryon.demo.chief", str(spec_path)], env)
+        self.procs["chief"] = chief
+        record["pids"]["chief"] = chief.pid
+        done = self._follow(LineReader(chief))
+        after = tb.class_counters()
+        record["switch_counters"] = counter_delta(before, after)
+        self._fill(record, done)
+
+    def self_check_hosts(self, cluster: dict[str, list[str]]) -> None:
+        hosts = set(self.tb.hosts)
+        for job, names in (("ps", range(len(cluster["ps"]))), ("worker", range(self.workers))):
+            for i in names:
+                if f"{job}{i}" not in hosts:
+                    raise RuntimeError(f"the testbed has no host {job}{i}")
+
+    def _label(self) -> str:
+        return f"r{self.repeat}-{self.mode.name}"
+
+    def _popen(self, host: str, argv: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
+        log = (self.log_dir / f"{self._label()}-{host}.log").open("w")
+        try:
+            proc: subprocess.Popen[str] = self.tb.popen(
+                host, argv, env=env, stdout=subprocess.PIPE, stderr=log, cwd=str(REPO_ROOT), text=True
+            )
+        finally:
+            log.close()  # the child holds its own copy
+        return proc
+
+    def _tail(self, host: str, chars: int = 1500) -> str:
+        path = self.log_dir / f"{self._label()}-{host}.log"
+        text = path.read_text(errors="replace") if path.exists() else ""
+        lines = [
+            ln
+            for ln in text.splitlines()
+            if ln.strip() and "oneDNN" not in ln and "WARNING: All log" not in ln
+        ]
+        return " | ".join(lines)[-chars:]
+
+    def _follow(self, reader: LineReader) -> dict[str, Any]:
+        """Reads the chief's events until "done" (returned) or "error" / exit / stall (raised)."""
+        last_said = 0.0
+        while True:
+            try:
+                line = reader.get(CHIEF_STALL_S)
+            except queue.Empty:
+                raise RuntimeError(f"the chief printed nothing for {CHIEF_STALL_S:.0f} s") from None
+            if line is None:
+                code = self.procs["chief"].wait()
+                raise RuntimeError(f"the chief exited {code} without a result: {self._tail('chief')}")
+            if not line.startswith(MARKER):
+                continue
+            event = json.loads(line[len(MARKER) :])
+            kind = event.get("event")
+            if kind == "error":
+                raise RuntimeError(f"chief: {event['error']}")
+            if kind == "done":
+                return event
+            if kind == "ready":
+                self.say(f"cluster connected, model built in {event['seconds']:.1f} s")
+            if kind == "step":
+                now = time.monotonic()
+                if now - last_said >= 2.0 or event["step"] == event["of"]:
+                    last_said = now
+                    self.say(step_line(event))
+
+    def _fill(self, record: dict[str, Any], done: dict[str, Any]) -> None:
+        times = [float(t) for t in done["step_times"]]
+        record["step_times"] = times
+        record["warmup_times"] = done.get("warmup_times", [])
+        record["round_thresholds"] = done.get("round_thresholds")
+        record["losses"] = done.get("losses")
+        record["thresholds"] = done.get("thresholds")
+        search = done.get("search")
+        median_all = _median(times)
+        median = median_all
+        if search is not None:
+            record["search"] = search
+            if search.get("median_converged_s") is not None:
+                median = search["median_converged_s"]  # the paper's "when the training is stable"
+        record["median_all_s"] = median_all
+        record["median_step_s"] = median
+        batch = self.cfg["batch_size"] * self.workers
+        record["images_per_s"] = batch / median if median else None
+        if done.get("params"):
+            self.params = done["params"]
+
+
+def step_line(event: dict[str, Any]) -> str:
+    text = f"step {event['step']}/{event['of']}, {event['seconds']:.2f} s/step"
+    if event.get("warmup"):
+        text += " (warm-up)"
+    if event.get("thresholds") is not None:
+        text += ", threshold " + ",".join(f"{t:.3g}" for t in event["thresholds"])
+        if event.get("trial"):
+            text += f" (search trial {event['trial']})"
+    return text
+
+
+def result_line(run: dict[str, Any]) -> str:
+    if run["error"]:
+        return f"FAILED after {run['wall_s']:.0f} s: {run['error']}"
+    text = f"{run['median_step_s']:.3f} s/step median"
+    if run.get("search") and run.get("median_all_s") is not None:
+        text += f" after the search (whole run {run['median_all_s']:.3f})"
+    text += f", {run['images_per_s']:.1f} images/s"
+    if run.get("thresholds") is not None:
+        text += ", threshold " + ",".join(f"{t:.3g}" for t in run["thresholds"])
+        if run.get("search"):
+            text += f" after {run['search']['live_iterations']} search iterations"
+    return text + f", {run['wall_s']:.0f} s"
+
+
+# ---------------------------------------------------------------------------------------------
+# Signals: SIGTERM (and SIGHUP) unwind like Ctrl-C, so every `with` and `finally` runs.
+
+
+class Terminated(KeyboardInterrupt):
+    pass
+
+
+@contextlib.contextmanager
+def unwinding_signals() -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    owner = os.getpid()
+
+    def handler(signum: int, frame: Any) -> None:
+        if os.getpid() != owner:
+            # A forked child (pyroute2 forks to open sockets in a namespace, then stops the child
+            # with SIGTERM): die as the default action would, or its parent waits forever.
+            os._exit(128 + signum)
+        raise Terminated(f"signal {signum}")
+
+    old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+# ---------------------------------------------------------------------------------------------
+# The demo and the bench
+
+
+def testbed_spec(cfg: dict[str, Any]) -> Any:
+    from geryon.testbed import TestbedSpec
+
+    return TestbedSpec(
+        hosts=host_names(cfg["workers"], cfg["ps"]),
+        rate_bits=cfg["rate_bits"],
+        buffer_bytes=cfg["buffer_bytes"],
+        switch="priority",
+        host_queues=True,
+        intent=intent_for(cfg["classes"]),
+    )
+
+
+def check_privileges() -> None:
+    if os.geteuid() != 0:
+        raise UsageError(
+            "the testbed needs root (network namespaces and queues): run as root, or through the "
+            "`geryon demo` / `geryon bench` commands, which re-run themselves in a user namespace"
+        )
+
+
+@contextlib.contextmanager
+def testbed(cfg: dict[str, Any], progress: Progress) -> Iterator[Any]:
+    from geryon import testbed as tbmod
+
+    spec = testbed_spec(cfg)
+    with unwinding_signals():
+        started = time.monotonic()
+        with tbmod.up(spec, progress=progress) as tb:
+            progress.say(
+                f"testbed {tb.run_id} up in {time.monotonic() - started:.1f} s: {', '.join(spec.hosts)}; "
+                f"links {format_rate(cfg['rate_bits'])}, {cfg['buffer_bytes'] // 1024} KiB per queue"
+            )
+            yield tb
+        progress.say(f"testbed {tb.run_id} down")
+
+
+def new_result(cfg: dict[str, Any]) -> dict[str, Any]:
+    public = {k: cfg[k] for k in DEFAULTS if k != "threads"}
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "config": public,
+        "params": [],
+        "runs": [],
+        "summary": None,
+        "prediction": None,
+    }
+
+
+def run_modes(tb: Any, cfg: dict[str, Any], log_dir: Path, progress: Progress) -> dict[str, Any]:
+    """Every mode (and repeat) of `cfg` on the testbed `tb`; the result without summary/prediction."""
+    result = new_result(cfg)
+    log_dir.mkdir(parents=True, exist_ok=True)
+    search = modes_mod.parse_search(cfg["search"], cfg["classes"])
+    for repeat in range(cfg["repeats"]):
+        chosen: list[float] | None = None
+        for name in cfg["modes"]:
+            mode = modes_mod.mode(name)
+            thresholds: list[float] | None = None
+            if mode.classes:
+                if search.strategy == "fixed":
+                    thresholds = list(search.thresholds or ())
+                elif mode.search or chosen is None:
+                    thresholds = list(modes_mod.initial_thresholds(cfg["classes"]))
+                else:
+                    thresholds = chosen
+            runner = ModeRun(tb, cfg, mode, repeat, thresholds, not result["params"], log_dir, progress)
+            run = runner.run()
+            if mode.name == "endhost":
+                run["thresholds_from"] = "geryon" if chosen is not None else "initial"
+            if mode.search and not run["error"] and run["thresholds"]:
+                chosen = list(run["thresholds"])
+            if runner.params:
+                result["params"] = runner.params
+            result["runs"].append(run)
+            progress.say(f"mode {mode.name}: {result_line(run)}")
+    return result
+
+
+def finish(result: dict[str, Any], out_dir: Path, name: str, progress: Progress) -> dict[str, Any]:
+    """Summary, prediction and charts (the REPORT engineer's functions), then the JSON file."""
+    try:
+        from geryon.demo import report
+
+        result["summary"] = report.summarize(result)
+    except Exception as e:
+        result["summary"] = {"error": f"{type(e).__name__}: {e}"}
+    try:
+        from geryon.demo import predict
+
+        profile = out_dir / f"profile-{result['config']['model']}-b{result['config']['batch_size']}.json"
+        result["prediction"] = predict.predict(result, profile_path=profile, progress=progress)
+    except Exception as e:
+        result["prediction"] = {"error": f"{type(e).__name__}: {e}"}
+    charts: list[str] = []
+    try:
+        from geryon.demo import chart
+
+        charts = [str(p) for p in chart.write_charts(result, out_dir)]
+    except Exception as e:
+        progress.say(f"charts failed: {type(e).__name__}: {e}")
+    result["charts"] = charts
+    path = out_dir / f"{name}.json"
+    path.write_text(json.dumps(result, indent=1) + "\n")
+    result["path"] = str(path)
+    return result
+
+
+def failed_modes(result: dict[str, Any]) -> list[str]:
+    return sorted({r["mode"] for r in result["runs"] if r["error"]})
+
+
+def run_demo(config: dict[str, Any], out_dir: Path, progress: Progress | None = None) -> dict[str, Any]:
+    """The demo: one testbed, every mode of `config` (make_config's keys); writes out_dir/demo.json."""
+    cfg = validate({**DEFAULTS, **config})
+    progress = progress or Progress("geryon demo")
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    check_privileges()
+    started = time.monotonic()
+    with testbed(cfg, progress) as tb:
+        result = run_modes(tb, cfg, Path(tempfile.mkdtemp(prefix="logs-", dir=out_dir)), progress)
+        result["testbed"] = {"run_id": tb.run_id, "hosts": list(tb.hosts)}
+    result["wall_s"] = round(time.monotonic() - started, 1)
+    return finish(result, out_dir, "demo", progress)
+
+
+BENCH_LISTS = ("workers", "ps", "rate_bits", "buffer_bytes", "slice_bytes", "classes")
+
+
+def bench_configs(config: dict[str, Any]) -> list[dict[str, Any]]:
+    """The product of the list-valued knobs (BENCH_LISTS), each validated."""
+    lists = {
+        k: (config[k] if isinstance(config.get(k), list | tuple) else [config.get(k, DEFAULTS[k])])
+        for k in BENCH_LISTS
+    }
+    out = []
+    for combo in itertools.product(*(lists[k] for k in BENCH_LISTS)):
+        cfg = {**DEFAULTS, **config, **dict(zip(BENCH_LISTS, combo, strict=True))}
+        out.append(validate(cfg))
+    return out
+
+
+def run_bench(
+    config: dict[str, Any],
+    out_dir: Path,
+    progress: Progress | None = None,
+    on_result: Callable[[dict[str, Any]], None] | None = None,
+) -> list[dict[str, Any]]:
+    """Sweeps: one testbed per (workers, ps, rate, buffer, classes), inside it every slice size;
+    writes out_dir/bench.json (a list of demo results); returns it."""
+    progress = progress or Progress("geryon bench")
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    configs = bench_configs(config)
+    check_privileges()
+    results: list[dict[str, Any]] = []
+    shape_keys = ("workers", "ps", "rate_bits", "buffer_bytes", "classes")
+
+    def shape(c: dict[str, Any]) -> tuple[Any, ...]:
+        return tuple(c[k] for k in shape_keys)
+
+    for _, group in itertools.groupby(configs, key=shape):
+        group_cfgs = list(group)
+        with testbed(group_cfgs[0], progress) as tb:
+            for cfg in group_cfgs:
+                progress.say(
+                    f"setting: {cfg['workers']} workers, {cfg['ps']} PS, {format_rate(cfg['rate_bits'])}, "
+                    f"{cfg['buffer_bytes'] // 1024} KiB, {cfg['classes']} classes, "
+                    f"slices {cfg['slice_bytes']} B"
+                )
+                started = time.monotonic()
+                result = run_modes(tb, cfg, Path(tempfile.mkdtemp(prefix="logs-", dir=out_dir)), progress)
+                result["testbed"] = {"run_id": tb.run_id, "hosts": list(tb.hosts)}
+                result["wall_s"] = round(time.monotonic() - started, 1)
+                name = f"bench-{len(results)}"
+                finish(result, out_dir, name, progress)
+                results.append(result)
+                if on_result:
+                    on_result(result)
+    path = out_dir / "bench.json"
+    path.write_text(json.dumps(results, indent=1) + "\n")
+    return results
