@@ -223,7 +223,7 @@ def table4_rows(results: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
                 "geryon": g,
                 "endhost": e,
                 "ratio": _ratio(g, e),
-                "threshold": ",".join(f"{t:g}" for t in modes.get("geryon", {}).get("thresholds") or [])
+                "threshold": ",".join(f"{t:.3g}" for t in modes.get("geryon", {}).get("thresholds") or [])
                 or None,
             }
         )

@@ -101,7 +101,7 @@ def format_table(result: Mapping[str, Any]) -> str:
             f"{min(spread):.1f}-{max(spread):.1f}" if len(spread) > 1 else "-",
             _times(m["speedup_vs_vanilla"]),
             _percent(m["scaling_efficiency"]),
-            ",".join(f"{t:g}" for t in m["thresholds"]) if m["thresholds"] else "-",
+            ",".join(f"{t:.3g}" for t in m["thresholds"]) if m["thresholds"] else "-",
             f"{m['search_iterations']:g}" if m["search_iterations"] is not None else "-",
         ]
         if predicted:
