@@ -46,10 +46,10 @@ def add_bench(sub: Any) -> None:
     )
     p.add_argument("--model", help=f"model: {', '.join(MODELS)} (default vggmini)")
     p.add_argument("--input-shape", metavar="H,W,C", help="input shape (default: the model's)")
-    p.add_argument("--batch-size", metavar="N", help="per-worker batch (default 64)")
+    p.add_argument("--batch-size", metavar="N", help="per-worker batch (default 256)")
     p.add_argument("--workers", metavar="N[,N]", help="workers, e.g. 1,2,4 (default 2)")
     p.add_argument("--ps", metavar="N[,N]", help="parameter servers (default 2)")
-    p.add_argument("--rate", metavar="R[,R]", help="link rate, e.g. 100mbit (default 100mbit)")
+    p.add_argument("--rate", metavar="R[,R]", help="link rate, e.g. 100mbit (default 200mbit)")
     p.add_argument("--buffer", metavar="B[,B]", help="queue buffer per class, e.g. 256KiB (default 256KiB)")
     p.add_argument("--classes", metavar="K[,K]", help="priority classes (default 2)")
     p.add_argument(

@@ -13,18 +13,21 @@ a kill -9). The result JSON follows demo_common's schema ("format": "geryon.demo
 
 ## Defaults and why (measured on this 2-core machine, 1 TF thread per process)
 
-- vggmini at batch 64 computes a step (forward + backward + SGD) in 180 ms standalone (forward 51 ms);
-  with two workers, two PSes, the chief and the emulated links sharing the 2 cores it takes about
-  twice that. Its 6.4 MB of parameters cross each worker's link twice per step (pull and push).
-- At 100 Mbit/s a pull takes 6.4 MB / 12.5 MB/s = 0.51 s, the push as long: communication and
-  computation are the same order (0.5 s vs 0.2-0.4 s), communication-bound as in the paper's
-  setting, where overlap decides the iteration time. 100 Mbit keeps the emulation faithful (MTU
-  packets, no offloads; the testbed notes: faithful to about 200 Mbit on 2 cores) and leaves CPU to TF.
-- 256 KiB per class queue: about 20 ms of the link, several TCP windows; larger only adds delay.
+- vggmini computes a step (forward + backward + SGD) in 180 ms at batch 64 and about 0.7 s at
+  batch 256 standalone (forward about a quarter of it, almost all in the conv layers). Its 6.4 MB
+  of parameters cross each worker's link twice per step (pull, then push).
+- At 200 Mbit/s a pull takes 6.4 MB / 25 MB/s = 0.26 s and the push as long, so at batch 256
+  communication (0.51 s) and computation (0.7 s) are commensurate: the setting where overlapping
+  the FC pull with the conv forward pass pays. Measured (15 steps, 1 run): ps 1.17 s/step, geryon
+  1.01 s (1.16x), endhost 1.10 s. The first choice, batch 64 at 100 Mbit (1.0 s of communication
+  against 0.18 s of compute), was communication-bound far beyond that: ps 1.21, geryon 1.18,
+  endhost 1.19 s/step, vanilla 2.12 s (one PS holds fc1's 4 MiB kernel). 200 Mbit is the most
+  the testbed emulates faithfully on 2 cores with MTU packets (geryon/testbed/README.md).
+- 256 KiB per class queue: about 10 ms of the link, several TCP windows; larger only adds delay.
 - 1 MiB slices: fc1's 4 MiB kernel becomes 4 shards, every other variable one shard per PS.
 - 40 measured steps after 5 warm-up rounds (tracing, connections); the sweep search uses 10 of the
   measured steps (5 candidates, each 1 warm-up + 1 measured iteration), leaving 30 on its choice.
-  At about 1 s a step, 5 modes plus 15-20 s of start-up each fit in about 10 minutes.
+  At about 1.1 s a step, 5 modes plus 15-20 s of start-up each take about 6-7 minutes.
 """
 
 from __future__ import annotations
@@ -65,10 +68,10 @@ REPO_ROOT = Path(geryon.__file__).resolve().parents[1]
 DEFAULTS: dict[str, Any] = {
     "model": "vggmini",
     "input_shape": None,  # the model's default
-    "batch_size": 64,
+    "batch_size": 256,
     "workers": 2,
     "ps": 2,
-    "rate_bits": 100_000_000,
+    "rate_bits": 200_000_000,
     "buffer_bytes": 256 * 1024,
     "slice_bytes": 1024 * 1024,
     "classes": 2,
@@ -432,6 +435,7 @@ class ModeRun:
     def _follow(self, reader: LineReader) -> dict[str, Any]:
         """Reads the chief's events until "done" (returned) or "error" / exit / stall (raised)."""
         last_said = 0.0
+        last_trial = None
         while True:
             try:
                 line = reader.get(CHIEF_STALL_S)
@@ -451,10 +455,13 @@ class ModeRun:
             if kind == "ready":
                 self.say(f"cluster connected, model built in {event['seconds']:.1f} s")
             if kind == "step":
+                # Every 2 s, and at every new search trial (a quick run would skip them all).
                 now = time.monotonic()
-                if now - last_said >= 2.0 or event["step"] == event["of"]:
+                trial = event.get("trial")
+                if now - last_said >= 2.0 or event["step"] in (1, event["of"]) or trial != last_trial:
                     last_said = now
                     self.say(step_line(event))
+                last_trial = trial
 
     def _fill(self, record: dict[str, Any], done: dict[str, Any]) -> None:
         times = [float(t) for t in done["step_times"]]
@@ -518,12 +525,16 @@ def unwinding_signals() -> Iterator[None]:
         return
 
     owner = os.getpid()
+    fired: list[int] = []
 
     def handler(signum: int, frame: Any) -> None:
         if os.getpid() != owner:
             # A forked child (pyroute2 forks to open sockets in a namespace, then stops the child
             # with SIGTERM): die as the default action would, or its parent waits forever.
             os._exit(128 + signum)
+        if fired:
+            return  # once is enough: a second signal must not cut the teardown short
+        fired.append(signum)
         raise Terminated(f"signal {signum}")
 
     old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGHUP)}
@@ -566,13 +577,16 @@ def testbed(cfg: dict[str, Any], progress: Progress) -> Iterator[Any]:
     spec = testbed_spec(cfg)
     with unwinding_signals():
         started = time.monotonic()
-        with tbmod.up(spec, progress=progress) as tb:
+        tb = tbmod.up(spec, progress=progress)
+        try:
             progress.say(
                 f"testbed {tb.run_id} up in {time.monotonic() - started:.1f} s: {', '.join(spec.hosts)}; "
                 f"links {format_rate(cfg['rate_bits'])}, {cfg['buffer_bytes'] // 1024} KiB per queue"
             )
             yield tb
-        progress.say(f"testbed {tb.run_id} down")
+        finally:
+            tb.down()
+            progress.say(f"testbed {tb.run_id} down")
 
 
 def new_result(cfg: dict[str, Any]) -> dict[str, Any]:

@@ -45,7 +45,7 @@ def serve(spec: dict[str, Any]) -> Any:
             geryon.tf.set_class_marks(list(spec["class_dscp"]))
         return geryon.tf.server(cluster, spec["job"], int(spec["index"]), config=config)
     return tf.distribute.Server(
-        cluster, job_name=spec["job"], task_index=int(spec["index"]), protocol="grpc", config=config
+        cluster, job_name=spec["job"], task_index=int(spec["index"]), protocol=spec["protocol"], config=config
     )
 
 

@@ -1,0 +1,73 @@
+"""`geryon demo` / `geryon bench` arguments: bad knobs exit 2 naming the flag, before any testbed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from geryon.cli import main
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["demo", "--steps", "0"], "--steps 0: expected an integer in 1..100000"),
+        (["demo", "--steps", "many"], "--steps 'many': expected an integer"),
+        (["demo", "--model", "lenet"], "--model 'lenet': expected one of vggmini, tiny"),
+        (["demo", "--modes", "vanilla,turbo"], "--modes: unknown mode 'turbo'"),
+        (["demo", "--modes", "ps,ps"], "a mode is named twice"),
+        (["bench", "--workers", "1,x"], "--workers 'x': expected an integer"),
+        (["bench", "--workers", "1,,2"], "--workers '1,,2': expected a comma-separated list"),
+        (["bench", "--workers", "0"], "--workers 0: expected an integer in 1..16"),
+        (["bench", "--ps", "2,99"], "--ps 99: expected an integer in 1..16"),
+        (["bench", "--rate", "10MBps"], "--rate: '10MBps' looks like bytes per second"),
+        (["bench", "--rate", "100kbit"], "--rate 100000: expected an integer in 1000000.."),
+        (["bench", "--buffer", "lots"], "--buffer: invalid size 'lots'"),
+        (["bench", "--slice-size", "1MiB,0"], "--slice-size: invalid size '0'"),
+        (["bench", "--classes", "9"], "--classes 9: expected an integer in 2..6"),
+        (["bench", "--search", "random"], "--search 'random': expected one of sweep, guided, bayes"),
+        (["bench", "--search", "fixed:0.7,0.2", "--classes", "3"], "strictly increasing"),
+        (["bench", "--search", "fixed:0.5", "--classes", "3"], "3 classes need 2 threshold(s)"),
+        (["bench", "--input-shape", "32,32"], "--input-shape '32,32': expected H,W,C"),
+        (["bench", "--model", "resnet50", "--input-shape", "16,16,3"], "resnet50 needs at least 32x32"),
+        (["bench", "--repeats", "0"], "--repeats 0: expected an integer in 1..100"),
+    ],
+)
+def test_bad_knobs_exit_2_naming_the_flag(
+    argv: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Checked before anything is built: the bad value is reported in well under a second.
+    assert main([*argv, "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert message in err, err
+    assert err.count("\n") == 1  # one line, no traceback
+
+
+def test_an_out_dir_that_cannot_be_made_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    assert main(["demo", "--quick", "--out", str(blocker / "sub")]) == 2
+    assert "--out" in capsys.readouterr().err
+
+
+def test_bench_lists_expand_to_their_product_and_keep_scalars() -> None:
+    import argparse
+
+    from geryon.demo.cli import add_bench, bench_config
+    from geryon.demo.runner import bench_configs
+
+    parser = argparse.ArgumentParser()
+    add_bench(parser.add_subparsers())
+    args = parser.parse_args(
+        ["bench", "--workers", "1,2,4", "--slice-size", "1MiB,256KiB", "--rate", "50mbit", "--steps", "7"]
+    )
+    configs = bench_configs(bench_config(args))
+    assert [(c["workers"], c["slice_bytes"]) for c in configs] == [
+        (w, s) for w in (1, 2, 4) for s in (1 << 20, 256 << 10)
+    ]
+    assert {c["rate_bits"] for c in configs} == {50_000_000}
+    assert {c["steps"] for c in configs} == {7}
+    assert all(c["model"] == "vggmini" and c["input_shape"] == [32, 32, 3] for c in configs)

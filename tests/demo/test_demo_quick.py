@@ -1,0 +1,194 @@
+"""The CI end-to-end: `geryon demo --quick` as a real subprocess on a real testbed, and a crashed demo
+cleaned up by `geryon testbed down`.
+
+Each test has its own testbed state dir (GERYON_TESTBED_STATE), so `down` never touches anyone
+else's runs, and every check of "nothing left" is about this run's id only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(os.geteuid() != 0, reason="the testbed needs root"),
+]
+REPO = Path(__file__).resolve().parents[2]
+
+
+def geryon(*argv: str, env: dict[str, str], timeout: float) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "geryon", *argv],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def alive(pid: int) -> bool:
+    """The process runs and is one of ours (a PID reused by something else does not count)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    return stat[stat.rfind(")") + 2] != "Z" and b"geryon" in cmdline
+
+
+def leftovers(run_id: str, state_dir: Path) -> list[str]:
+    from geryon.testbed import namespaces
+
+    files = sorted(p.name for p in state_dir.glob(f"{run_id}.*")) if state_dir.is_dir() else []
+    return namespaces.listed(f"gtb-{run_id}-") + files
+
+
+@pytest.fixture(scope="module")
+def quick(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    tmp = tmp_path_factory.mktemp("demo-quick")
+    env = dict(os.environ, GERYON_TESTBED_STATE=str(tmp / "state"))
+    started = time.monotonic()
+    r = geryon("demo", "--quick", "--json", "--out", str(tmp / "out"), env=env, timeout=300)
+    result = json.loads(r.stdout) if r.stdout.strip().startswith("{") else {}
+    return {"rc": r.returncode, "stderr": r.stderr, "result": result, "state": tmp / "state",
+            "seconds": time.monotonic() - started, "out": tmp / "out"}  # fmt: skip
+
+
+def test_every_mode_completes_with_consistent_numbers(quick: dict[str, Any]) -> None:
+    assert quick["rc"] == 0, quick["stderr"][-3000:]
+    result = quick["result"]
+    assert result["format"] == "geryon.demo" and result["version"] == 1
+    cfg = result["config"]
+    runs = {r["mode"]: r for r in result["runs"]}
+    assert sorted(runs) == sorted(["vanilla", "ps", "geryon", "endhost", "single"])
+    for mode, run in runs.items():
+        assert run["error"] is None, (mode, run["error"])
+        times = run["step_times"]
+        assert len(times) == cfg["steps"] and all(t > 0 for t in times), mode
+        assert len(run["round_thresholds"]) == cfg["warmup"] + cfg["steps"]
+        start = run["search"]["converged_step"] if mode == "geryon" else 0
+        assert run["median_step_s"] == pytest.approx(statistics.median(times[start:]))
+        workers = 1 if mode == "single" else cfg["workers"]
+        assert run["workers"] == workers
+        assert run["images_per_s"] == pytest.approx(cfg["batch_size"] * workers / run["median_step_s"])
+        assert run["losses"] and all(loss > 0 for loss in run["losses"])
+    assert runs["vanilla"]["protocol"] == "grpc" and not runs["vanilla"]["partitioned"]
+    assert runs["geryon"]["protocol"] == "grpc+geryon" and runs["geryon"]["partitioned"]
+    # The search ran live and endhost used what it chose.
+    search = runs["geryon"]["search"]
+    assert search["converged"] and search["live_iterations"] >= 2 and len(search["trials"]) >= 2
+    assert len({tuple(t["thresholds"]) for t in search["trials"]}) >= 2
+    assert runs["endhost"]["thresholds"] == runs["geryon"]["thresholds"] == search["best"]
+    assert runs["endhost"]["thresholds_from"] == "geryon"
+    # Progress said what it did, and the table and files came out.
+    assert "mode geryon: step" in quick["stderr"] and "search trial" in quick["stderr"]
+    assert Path(result["path"]).is_file() and result["summary"] and "modes" in result["summary"]
+    assert result["charts"] and all(Path(p).is_file() for p in result["charts"])
+
+
+def class_of(urgency: float, thresholds: list[float]) -> int:
+    return sum(1 for t in thresholds if t >= urgency)  # the tagger's rule: class 0 most urgent
+
+
+def test_the_geryon_run_sent_the_conv_parameters_on_the_high_class(quick: dict[str, Any]) -> None:
+    result = quick["result"]
+    runs = {r["mode"]: r for r in result["runs"]}
+    params = result["params"]
+    conv = [p for p in params if p["kind"] == "conv"]
+    dense = [p for p in params if p["kind"] == "dense"]
+    assert conv and dense and sum(p["bytes"] for p in dense) > sum(p["bytes"] for p in conv)
+    geryon_run = runs["geryon"]
+    assert geryon_run["switch"] == "priority"
+    counters = geryon_run["switch_counters"]
+    to_workers = {c: sum(counters[w][c]["bytes"] for w in ("worker0", "worker1")) for c in ("0", "1")}
+    # Every round each worker pulls every parameter once, on the class its thresholds gave it then:
+    # the switch's class 0 queue toward the workers carried at least those bytes (plus headers).
+    expected = {0: 0, 1: 0}
+    conv_pulls = 0
+    for thresholds in geryon_run["round_thresholds"]:
+        for p in params:
+            expected[class_of(p["urgency"], thresholds)] += p["bytes"] * geryon_run["workers"]
+        if all(class_of(p["urgency"], thresholds) == 0 for p in conv):
+            conv_pulls += geryon_run["workers"]
+    assert conv_pulls > 0, "the search never kept the conv layers urgent"
+    assert to_workers["0"] >= expected[0] >= sum(p["bytes"] for p in conv) * conv_pulls
+    assert to_workers["1"] >= expected[1]
+    # The dense layers are the bulk: class 1 carried more than class 0.
+    final = geryon_run["thresholds"]
+    low = [p for p in params if class_of(p["urgency"], final) == 1]
+    assert sum(p["bytes"] for p in low if p["kind"] == "dense") > 0.5 * sum(p["bytes"] for p in low)
+    assert to_workers["1"] > to_workers["0"]
+
+
+def test_endhost_ran_on_the_fifo_switch_and_the_baselines_unmarked(quick: dict[str, Any]) -> None:
+    runs = {r["mode"]: r for r in quick["result"]["runs"]}
+    for mode in ("endhost", "vanilla", "ps", "single"):
+        assert runs[mode]["switch"] == "fifo"
+        for host, classes in runs[mode]["switch_counters"].items():
+            assert list(classes) == ["0"], (mode, host)  # one FIFO queue per port
+    model_bytes = sum(p["bytes"] for p in quick["result"]["params"])
+    rounds = len(runs["endhost"]["round_thresholds"])
+    for worker in ("worker0", "worker1"):  # both workers took part in every round
+        assert runs["endhost"]["switch_counters"][worker]["0"]["bytes"] >= 0.5 * rounds * model_bytes
+
+
+def test_nothing_is_left_behind(quick: dict[str, Any]) -> None:
+    result = quick["result"]
+    run_id = result["testbed"]["run_id"]
+    assert leftovers(run_id, quick["state"]) == []
+    pids = [pid for run in result["runs"] for pid in run["pids"].values()]
+    assert len(pids) == 5 * 5 - 1  # 2 PS + 2 workers + chief per mode; single has one worker
+    assert [pid for pid in pids if alive(pid)] == []
+    assert quick["seconds"] < 180
+
+
+def test_a_crashed_demo_is_cleaned_by_the_next_down(tmp_path: Path) -> None:
+    env = dict(os.environ, GERYON_TESTBED_STATE=str(tmp_path / "state"))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "geryon", "demo", "--quick", "--modes", "geryon", "--out", str(tmp_path)],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    run_id, seen = None, []
+    try:
+        assert proc.stderr is not None
+        deadline = time.monotonic() + 120
+        for line in proc.stderr:
+            seen.append(line)
+            if "testbed " in line and " up in " in line:
+                run_id = line.split("testbed ")[1].split()[0]
+            if "mode geryon: step" in line:
+                break  # training runs: tasks and chief are up in their hosts
+            assert time.monotonic() < deadline, "training did not start within 120 s"
+        assert run_id, "".join(seen)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+    record = json.loads((tmp_path / "state" / f"{run_id}.json").read_text())
+    pids = [int(p["pid"]) for p in record["procs"]]
+    assert len(pids) == 5 and any(alive(pid) for pid in pids)  # the crash left them running
+    assert leftovers(run_id, tmp_path / "state")
+    r = geryon("testbed", "down", "--run-id", run_id, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert leftovers(run_id, tmp_path / "state") == []
+    deadline = time.monotonic() + 10
+    while any(alive(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert [pid for pid in pids if alive(pid)] == []

@@ -1,0 +1,159 @@
+"""geryon.demo.runner: configs, counters, modes and intents (pure), and on a real testbed: a failing
+mode is recorded while the others run, and SIGTERM brings the testbed down."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from geryon.demo import modes, runner
+from geryon.errors import UsageError
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the testbed needs root")
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_defaults_and_quick_configs_are_valid_and_complete() -> None:
+    cfg = runner.make_config()
+    assert cfg["model"] == "vggmini" and cfg["input_shape"] == [32, 32, 3]
+    assert cfg["modes"] == ["vanilla", "ps", "geryon", "endhost", "single"]
+    quick = runner.make_config(quick=True)
+    assert quick["model"] == "tiny" and quick["steps"] < cfg["steps"] and quick["modes"] == cfg["modes"]
+    # The result's config carries every knob of the schema.
+    public = runner.new_result(cfg)["config"]
+    for key in ("model", "input_shape", "batch_size", "workers", "ps", "rate_bits", "buffer_bytes"):
+        assert key in public
+    for key in ("slice_bytes", "classes", "steps", "warmup", "repeats", "search", "modes"):
+        assert key in public
+
+
+def test_overrides_are_validated_and_unknown_keys_refused() -> None:
+    assert runner.make_config({"steps": 3, "model": None})["steps"] == 3
+    with pytest.raises(UsageError, match="unknown key 'stepz'"):
+        runner.make_config({"stepz": 3})
+    with pytest.raises(UsageError, match="--batch-size 0"):
+        runner.make_config({"batch_size": 0})
+    with pytest.raises(UsageError, match=r"--search 'fixed:1\.5'"):
+        runner.make_config({"search": "fixed:1.5"})
+
+
+def test_endhost_runs_after_geryon_whatever_the_order_given() -> None:
+    assert modes.parse_modes("endhost,geryon,vanilla") == ("vanilla", "geryon", "endhost")
+    assert modes.parse_search("fixed:0.25,0.5", 3).thresholds == (0.25, 0.5)
+    assert modes.parse_search("fixed:0.25,0.5", 3).label() == "fixed:0.25,0.5"
+    assert modes.initial_thresholds(4) == (0.25, 0.5, 0.75)
+    table = {m: modes.mode(m) for m in modes.MODES}
+    assert table["geryon"].switch == "priority" and table["geryon"].search
+    assert table["endhost"].classes and table["endhost"].switch == "fifo" and not table["endhost"].search
+    assert not table["vanilla"].partitioned and table["ps"].partitioned
+    assert table["single"].single_worker
+
+
+def test_counter_delta_is_per_host_and_class_with_string_keys() -> None:
+    before = {"worker0": {0: {"bytes": 10, "packets": 1, "drops": 0}}}
+    after = {
+        "worker0": {0: {"bytes": 110, "packets": 3, "drops": 1}, 1: {"bytes": 5, "packets": 1, "drops": 0}}
+    }
+    delta = runner.counter_delta(before, after)
+    assert delta == {"worker0": {"0": {"bytes": 100, "packets": 2, "drops": 1}, "1": after["worker0"][1]}}
+
+
+def test_more_classes_get_an_intent_whose_dscps_match_the_flows_marks() -> None:
+    default = runner.intent_for(2)
+    assert [c.dscp for c in default.classes] == [(46,), (26,)] == [(d,) for d in runner.class_dscp(2)]
+    three = runner.intent_for(3)
+    assert [c.dscp[0] for c in three.classes] == runner.class_dscp(3)
+    assert [c.scheduler for c in three.classes] == ["strict", "strict", "dwrr"]
+    assert three.unmatched == three.classes[-1].name  # unmarked traffic: the least urgent queue
+
+
+def test_progress_lines_say_step_time_threshold_and_trial() -> None:
+    line = runner.step_line(
+        {"step": 12, "of": 40, "seconds": 0.523, "warmup": False, "thresholds": [0.3], "trial": 4}
+    )
+    assert line == "step 12/40, 0.52 s/step, threshold 0.3 (search trial 4)"
+    failed = {"error": "chief: boom", "wall_s": 3.0}
+    assert runner.result_line(failed) == "FAILED after 3 s: chief: boom"
+
+
+def quick_cfg(**overrides: Any) -> dict[str, Any]:
+    return runner.make_config({"steps": 3, "warmup": 1, **overrides}, quick=True)
+
+
+@needs_root
+@pytest.mark.slow
+def test_a_failing_mode_is_recorded_and_the_next_one_still_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from geryon.testbed import namespaces
+
+    monkeypatch.setenv("GERYON_TESTBED_STATE", str(tmp_path / "state"))
+    # A protocol no TF server knows: every task of that mode fails at start, for real.
+    broken = modes.Mode("vanilla", "grpc+nosuch", False, "fifo", False, False, False)
+    monkeypatch.setitem(modes._TABLE, "vanilla", broken)
+    result = runner.run_demo(quick_cfg(modes=["vanilla", "ps"]), tmp_path / "out")
+    vanilla, ps = result["runs"]
+    assert vanilla["mode"] == "vanilla" and "exited" in vanilla["error"]
+    assert "nosuch" in vanilla["error"] or "server" in vanilla["error"].lower()
+    assert ps["error"] is None and len(ps["step_times"]) == 3 and ps["images_per_s"] > 0
+    assert runner.failed_modes(result) == ["vanilla"]
+    assert result["params"], "the parameters come from the first mode that ran"
+    on_disk = json.loads(Path(result["path"]).read_text())
+    assert on_disk["runs"][0]["error"] == vanilla["error"]
+    assert namespaces.listed(f"gtb-{result['testbed']['run_id']}-") == []
+    for pid in (*vanilla.get("pids", {}).values(), *ps["pids"].values()):
+        assert not Path(f"/proc/{pid}").exists() or _zombie_or_other(pid)
+
+
+def _zombie_or_other(pid: int) -> bool:
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return True
+    return b"geryon.demo" not in cmdline  # the PID was reused by something else
+
+
+@needs_root
+@pytest.mark.slow
+def test_sigterm_during_training_brings_the_testbed_down(tmp_path: Path) -> None:
+    env = dict(os.environ, GERYON_TESTBED_STATE=str(tmp_path / "state"))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "geryon", "demo", "--quick", "--modes", "ps", "--out", str(tmp_path)],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    run_id, lines = None, []
+    try:
+        assert proc.stderr is not None
+        deadline = time.monotonic() + 120
+        for line in proc.stderr:
+            lines.append(line)
+            if " up in " in line and "testbed " in line:
+                run_id = line.split("testbed ")[1].split()[0]
+            if "step " in line and "s/step" in line:
+                break
+            assert time.monotonic() < deadline, "training did not start in 120 s"
+        assert run_id, "".join(lines)
+        os.kill(proc.pid, signal.SIGTERM)
+        rest = proc.stderr.read()
+        assert proc.wait(timeout=60) == 130, rest
+    finally:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+    from geryon.testbed import namespaces
+
+    assert f"testbed {run_id} down" in rest
+    assert namespaces.listed(f"gtb-{run_id}-") == []
+    assert not (tmp_path / "state" / f"{run_id}.json").exists()
