@@ -18,16 +18,17 @@ a kill -9). The result JSON follows demo_common's schema ("format": "geryon.demo
   of parameters cross each worker's link twice per step (pull, then push).
 - At 200 Mbit/s a pull takes 6.4 MB / 25 MB/s = 0.26 s and the push as long, so at batch 256
   communication (0.51 s) and computation (0.7 s) are commensurate: the setting where overlapping
-  the FC pull with the conv forward pass pays. Measured (15 steps, 1 run): ps 1.17 s/step, geryon
-  1.01 s (1.16x), endhost 1.10 s. The first choice, batch 64 at 100 Mbit (1.0 s of communication
-  against 0.18 s of compute), was communication-bound far beyond that: ps 1.21, geryon 1.18,
-  endhost 1.19 s/step, vanilla 2.12 s (one PS holds fc1's 4 MiB kernel). 200 Mbit is the most
-  the testbed emulates faithfully on 2 cores with MTU packets (geryon/testbed/README.md).
+  the FC pull with the conv forward pass pays. Measured (this default, 40 steps, 1 run, machine
+  shared): vanilla 1.39 s/step, ps 1.135, geryon 1.008 (1.13x ps), endhost 0.991, single 0.767;
+  a 15-step run gave ps 1.17, geryon 1.01, endhost 1.10. The first choice, batch 64 at 100 Mbit
+  (1.0 s of communication against 0.18 s of compute), was communication-bound far beyond that:
+  ps 1.21, geryon 1.18, endhost 1.19 s/step, vanilla 2.12 s (one PS holds fc1's 4 MiB kernel).
+  200 Mbit is the most the testbed emulates faithfully on 2 cores with MTU packets.
 - 256 KiB per class queue: about 10 ms of the link, several TCP windows; larger only adds delay.
 - 1 MiB slices: fc1's 4 MiB kernel becomes 4 shards, every other variable one shard per PS.
 - 40 measured steps after 5 warm-up rounds (tracing, connections); the sweep search uses 10 of the
   measured steps (5 candidates, each 1 warm-up + 1 measured iteration), leaving 30 on its choice.
-  At about 1.1 s a step, 5 modes plus 15-20 s of start-up each take about 6-7 minutes.
+  At about 1 s a step, 5 modes plus 15-20 s of start-up each: 5 min 17 s measured.
 """
 
 from __future__ import annotations
