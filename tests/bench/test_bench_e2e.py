@@ -111,6 +111,7 @@ def test_target_rows_say_met_and_not_met(e2e: ModuleType) -> None:
         "NOT met",
     )
     assert by["geryon > endhost"]["met"] == "met"
+    assert by["geryon > endhost"]["value"] == pytest.approx((64 / 0.65 + 64 / 0.7) / 2 / (64 / 0.7))
     assert (
         by["prediction error geryon <= 10%"]["measured"],
         by["prediction error geryon <= 10%"]["met"],
