@@ -591,7 +591,7 @@ def testbed(cfg: dict[str, Any], progress: Progress) -> Iterator[Any]:
 
 
 def new_result(cfg: dict[str, Any]) -> dict[str, Any]:
-    public = {k: cfg[k] for k in DEFAULTS if k != "threads"}
+    public = {k: cfg[k] for k in DEFAULTS}
     return {
         "format": FORMAT,
         "version": VERSION,
