@@ -9,13 +9,14 @@ geryon/agent/schema.md; examples/agent.yaml is the commented default.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal
 
 from geryon import units
+from geryon.fields import Fields, kind
 
 Trust = Literal["dscp", "pcp"]
 Policy = Literal["auto", "required", "off"]
@@ -263,51 +264,13 @@ def _parse(data: Any) -> AgentConfig:
     return cfg
 
 
-def _mapping(value: Any, name: str, allowed: Sequence[str]) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise ConfigError(f"{name}: expected a mapping, got {_kind(value)}")
-    for key in value:
-        if not isinstance(key, str) or key not in allowed:
-            prefix = "" if name == "(top level)" else f"{name}."
-            raise ConfigError(f"{prefix}{key!r}: unknown key; allowed: {', '.join(allowed)}")
-    return value
-
-
-def _kind(value: Any) -> str:
-    if value is None:
-        return "nothing (null)"
-    if isinstance(value, bool):
-        return f"a boolean ({value})"
-    if isinstance(value, str):
-        return f"a string ({value[:40]!r})"
-    if isinstance(value, int | float):
-        return f"a number ({value})"
-    if isinstance(value, Mapping):
-        return "a mapping"
-    if isinstance(value, list | tuple):
-        return "a list"
-    return type(value).__name__
-
-
-def _int(value: Any, name: str, lo: int, hi: int) -> int:
-    # bool is an int subclass; `dscp: true` is a mistake, not 1.
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(f"{name}: expected an integer {lo}-{hi}, got {_kind(value)}")
-    if not lo <= value <= hi:
-        raise ConfigError(f"{name}: {value} is out of range; allowed {lo}-{hi}")
-    return value
-
-
-def _bool(value: Any, name: str) -> bool:
-    if not isinstance(value, bool):
-        raise ConfigError(f"{name}: expected true or false, got {_kind(value)}")
-    return value
-
-
-def _choice(value: Any, name: str, allowed: Sequence[str]) -> str:
-    if not isinstance(value, str) or value not in allowed:
-        raise ConfigError(f"{name}: expected one of {', '.join(allowed)}, got {_kind(value)}")
-    return value
+_fields = Fields(ConfigError)
+_kind = kind
+_mapping = _fields.mapping
+_int = _fields.integer
+_bool = _fields.boolean
+_choice = _fields.choice
+_list = _fields.items
 
 
 def _policy(value: Any, name: str) -> str:
@@ -321,12 +284,6 @@ def _policy(value: Any, name: str) -> str:
             "write auto (skip where the NIC cannot) or required (fail where it cannot)"
         )
     return _choice(value, name, ("auto", "required", "off"))
-
-
-def _list(value: Any, name: str) -> list[Any]:
-    if not isinstance(value, list | tuple):
-        raise ConfigError(f"{name}: expected a list, got {_kind(value)}")
-    return list(value)
 
 
 def _interfaces(value: Any) -> tuple[str, ...]:

@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 from geryon.agent.config import ConfigError, default_classes
 from geryon.agent.config import parse_size as _agent_size
+from geryon.fields import Fields, kind
 
 Scheduler = Literal["strict", "dwrr"]
 EcnMode = Literal["mark", "drop"]
@@ -316,57 +317,13 @@ def _parse(data: Any) -> QosIntent:
     )
 
 
-def _mapping(value: Any, name: str, allowed: Sequence[str]) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise IntentError(f"{name}: expected a mapping, got {_kind(value)}")
-    for key in value:
-        if not isinstance(key, str) or key not in allowed:
-            prefix = "" if name == "(top level)" else f"{name}."
-            raise IntentError(f"{prefix}{key!r}: unknown key; allowed: {', '.join(allowed)}")
-    return value
-
-
-def _kind(value: Any) -> str:
-    if value is None:
-        return "nothing (null)"
-    if isinstance(value, bool):
-        return f"a boolean ({value})"
-    if isinstance(value, str):
-        return f"a string ({value[:40]!r})"
-    if isinstance(value, int | float):
-        return f"a number ({value})"
-    if isinstance(value, Mapping):
-        return "a mapping"
-    if isinstance(value, list | tuple):
-        return "a list"
-    return type(value).__name__
-
-
-def _int(value: Any, name: str, lo: int, hi: int) -> int:
-    # bool is an int subclass; `dscp: true` is a mistake, not 1.
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise IntentError(f"{name}: expected an integer {lo}-{hi}, got {_kind(value)}")
-    if not lo <= value <= hi:
-        raise IntentError(f"{name}: {value} is out of range; allowed {lo}-{hi}")
-    return value
-
-
-def _bool(value: Any, name: str) -> bool:
-    if not isinstance(value, bool):
-        raise IntentError(f"{name}: expected true or false, got {_kind(value)}")
-    return value
-
-
-def _choice(value: Any, name: str, allowed: Sequence[str]) -> str:
-    if not isinstance(value, str) or value not in allowed:
-        raise IntentError(f"{name}: expected one of {', '.join(allowed)}, got {_kind(value)}")
-    return value
-
-
-def _list(value: Any, name: str) -> list[Any]:
-    if not isinstance(value, list | tuple):
-        raise IntentError(f"{name}: expected a list, got {_kind(value)}")
-    return list(value)
+_fields = Fields(IntentError)
+_kind = kind
+_mapping = _fields.mapping
+_int = _fields.integer
+_bool = _fields.boolean
+_choice = _fields.choice
+_list = _fields.items
 
 
 def _size(value: Any, name: str) -> int:
