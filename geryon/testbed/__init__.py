@@ -7,7 +7,20 @@ queue), host queues set by the host agent. See geryon/testbed/README.md.
         p = tb.popen("ps0", ["python", "server.py"])
 """
 
+from typing import Any
+
 from geryon.testbed.spec import SpecError, TestbedError, TestbedSpec
-from geryon.testbed.testbed import Host, Testbed, attach, down, status, up
 
 __all__ = ["Host", "SpecError", "Testbed", "TestbedError", "TestbedSpec", "attach", "down", "status", "up"]
+
+_KERNEL_SIDE = ("Host", "Testbed", "attach", "down", "status", "up")
+
+
+def __getattr__(name: str) -> Any:
+    # The kernel side needs pyroute2 (the `agent` extra); importing it lazily keeps `geryon` (whose
+    # parser registers `geryon testbed`) usable without that extra.
+    if name in _KERNEL_SIDE:
+        from geryon.testbed import testbed
+
+        return getattr(testbed, name)
+    raise AttributeError(f"module 'geryon.testbed' has no attribute {name!r}")
