@@ -4,7 +4,31 @@ is allowed, and raises the caller's error class, so every loader reports bad inp
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
+
+
+def load_yaml(path: str | Path, error: type[ValueError], what: str) -> Any:
+    """A YAML file's data; every failure (missing, unreadable, malformed) raises `error` naming the
+    file and, for bad YAML, the line and column. `what` names the file's role ("config", "intent")."""
+    import yaml  # PyYAML comes with the agent extra; only loaders need it
+
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise error(f"{p}: no such {what} file") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise error(f"{p}: cannot read the {what} file: {e}") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise error(f"{p}: malformed YAML{where}: {problem}") from None
+    except RecursionError:
+        raise error(f"{p}: malformed YAML: nested too deeply") from None
 
 
 def kind(value: Any) -> str:

@@ -16,7 +16,7 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from geryon import units
-from geryon.fields import Fields, kind
+from geryon.fields import Fields, kind, load_yaml
 
 Trust = Literal["dscp", "pcp"]
 Policy = Literal["auto", "required", "off"]
@@ -180,25 +180,8 @@ def default_classes() -> tuple[ClassSpec, ...]:
 
 def load_config(path: str | Path) -> AgentConfig:
     """Reads and validates a YAML config file. Raises ConfigError (never anything else) on bad input."""
-    import yaml
-
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"{p}: no such config file") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError(f"{p}: cannot read the config file: {e}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
-        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise ConfigError(f"{p}: malformed YAML{where}: {problem}") from None
-    except RecursionError:
-        raise ConfigError(f"{p}: malformed YAML: nested too deeply") from None
-    return parse_config(data, where=str(p))
+    data = load_yaml(path, ConfigError, "config")
+    return parse_config(data, where=str(Path(path)))
 
 
 def parse_config(data: Any, where: str = "config") -> AgentConfig:

@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 from geryon.agent.config import ConfigError, default_classes
 from geryon.agent.config import parse_size as _agent_size
-from geryon.fields import Fields, kind
+from geryon.fields import Fields, kind, load_yaml
 
 Scheduler = Literal["strict", "dwrr"]
 EcnMode = Literal["mark", "drop"]
@@ -221,25 +221,8 @@ def default_intent() -> QosIntent:
 
 def load_intent(path: str | Path) -> QosIntent:
     """Reads and validates an intent YAML file. Raises IntentError (never anything else) on bad input."""
-    import yaml
-
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise IntentError(f"{p}: no such intent file") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise IntentError(f"{p}: cannot read the intent file: {e}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
-        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise IntentError(f"{p}: malformed YAML{where}: {problem}") from None
-    except RecursionError:
-        raise IntentError(f"{p}: malformed YAML: nested too deeply") from None
-    return parse_intent(data, where=str(p))
+    data = load_yaml(path, IntentError, "intent")
+    return parse_intent(data, where=str(Path(path)))
 
 
 def parse_intent(data: Any, where: str = "intent") -> QosIntent:
