@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from demo_proc import demo_in_training
 
 pytestmark = [
     pytest.mark.slow,
@@ -155,32 +156,9 @@ def test_nothing_is_left_behind(quick: dict[str, Any]) -> None:
 
 def test_a_crashed_demo_is_cleaned_by_the_next_down(tmp_path: Path) -> None:
     env = dict(os.environ, GERYON_TESTBED_STATE=str(tmp_path / "state"))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "geryon", "demo", "--quick", "--modes", "geryon", "--out", str(tmp_path)],
-        cwd=REPO,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    run_id, seen = None, []
-    try:
-        assert proc.stderr is not None
-        deadline = time.monotonic() + 120
-        for line in proc.stderr:
-            seen.append(line)
-            if "testbed " in line and " up in " in line:
-                run_id = line.split("testbed ")[1].split()[0]
-            if "mode geryon: step" in line:
-                break  # training runs: tasks and chief are up in their hosts
-            assert time.monotonic() < deadline, "training did not start within 120 s"
-        assert run_id, "".join(seen)
+    with demo_in_training("geryon", tmp_path, env) as (proc, run_id):
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
-    finally:
-        if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.wait()
     record = json.loads((tmp_path / "state" / f"{run_id}.json").read_text())
     pids = [int(p["pid"]) for p in record["procs"]]
     assert len(pids) == 5 and any(alive(pid) for pid in pids)  # the crash left them running

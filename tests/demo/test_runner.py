@@ -6,13 +6,11 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from demo_proc import demo_in_training
 
 from geryon.demo import modes, runner
 from geryon.errors import UsageError
@@ -125,33 +123,11 @@ def _zombie_or_other(pid: int) -> bool:
 @pytest.mark.slow
 def test_sigterm_during_training_brings_the_testbed_down(tmp_path: Path) -> None:
     env = dict(os.environ, GERYON_TESTBED_STATE=str(tmp_path / "state"))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "geryon", "demo", "--quick", "--modes", "ps", "--out", str(tmp_path)],
-        cwd=REPO,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    run_id, lines = None, []
-    try:
+    with demo_in_training("ps", tmp_path, env) as (proc, run_id):
         assert proc.stderr is not None
-        deadline = time.monotonic() + 120
-        for line in proc.stderr:
-            lines.append(line)
-            if " up in " in line and "testbed " in line:
-                run_id = line.split("testbed ")[1].split()[0]
-            if "step " in line and "s/step" in line:
-                break
-            assert time.monotonic() < deadline, "training did not start in 120 s"
-        assert run_id, "".join(lines)
         os.kill(proc.pid, signal.SIGTERM)
         rest = proc.stderr.read()
         assert proc.wait(timeout=60) == 130, rest
-    finally:
-        if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.wait()
     from geryon.testbed import namespaces
 
     assert f"testbed {run_id} down" in rest
