@@ -20,10 +20,13 @@ if ! "$PYTHON" -m venv --help >/dev/null 2>&1; then
 fi
 
 # Debian packages: g++ builds the native rendezvous against TF; Prometheus (server and promtool)
-# scrapes the agent in the tests.
+# scrapes the agent and checks the alert rules in the tests; headless Chromium and its driver load the
+# agent's status page in the tests.
 missing=()
 command -v "${CXX:-g++}" >/dev/null 2>&1 || missing+=(g++)
 command -v prometheus >/dev/null 2>&1 || missing+=(prometheus)
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "bootstrap: installing ${missing[*]} (apt)" >&2

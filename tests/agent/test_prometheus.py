@@ -4,29 +4,20 @@ over its HTTP API returns the per-class and per-flow series."""
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
-import shutil
-import signal
 import socket
-import subprocess
 import time
-import urllib.parse
-import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from obs_netns import Transfer, build_htb, connect, listen, veth_pair
+from prom_server import PROMETHEUS, prometheus, query, wait_for
 
 from geryon.agent.config import AgentConfig, parse_config
 from geryon.agent.jobs import make_job
 from geryon.agent.service import start_services
 from geryon.errors import UsageError
 
-PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
 pytestmark = [
     pytest.mark.skipif(not os.path.exists(PROMETHEUS), reason="the prometheus server is not installed"),
     pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces"),
@@ -45,67 +36,6 @@ class View:
 
     def last_apply(self) -> float | None:
         return time.time()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@contextlib.contextmanager
-def prometheus(tmp: Path, target: str) -> Iterator[str]:
-    """Starts Prometheus scraping `target` every second; yields its base URL; stops it by PID."""
-    port = free_port()
-    config = tmp / "prometheus.yml"
-    config.write_text(
-        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
-        f"scrape_configs:\n  - job_name: geryon-agent\n    static_configs:\n      - targets: ['{target}']\n"
-    )
-    log = (tmp / "prometheus.log").open("wb")
-    proc = subprocess.Popen(
-        [
-            PROMETHEUS,
-            f"--config.file={config}",
-            f"--storage.tsdb.path={tmp / 'data'}",
-            f"--web.listen-address=127.0.0.1:{port}",
-            "--log.level=warn",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
-        log.close()
-
-
-def query(base: str, promql: str) -> list[dict[str, Any]]:
-    url = f"{base}/api/v1/query?{urllib.parse.urlencode({'query': promql})}"
-    with urllib.request.urlopen(url, timeout=5) as r:
-        body = json.load(r)
-    assert body["status"] == "success", body
-    result: list[dict[str, Any]] = body["data"]["result"]
-    return result
-
-
-def wait_for(base: str, promql: str, want: int, timeout: float = 40) -> list[dict[str, Any]]:
-    """Polls until the query returns `want` series (Prometheus needs a few scrapes), bounded in time."""
-    deadline = time.monotonic() + timeout
-    result: list[dict[str, Any]] = []
-    while time.monotonic() < deadline:
-        with contextlib.suppress(OSError):
-            result = query(base, promql)
-            if len(result) >= want:
-                return result
-        time.sleep(0.5)
-    return result
 
 
 def test_prometheus_scrapes_class_and_flow_series(tmp_path: Path) -> None:
