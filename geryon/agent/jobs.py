@@ -98,6 +98,10 @@ class JobState:
     iteration_time_s: float | None = None
     thresholds: tuple[float, ...] | None = None
     reported_at: float | None = None
+    reports: int = 0  # accepted reports that carried an iteration time (one per reported iteration)
+    # Each change is one threshold-search trial; the first thresholds reported count as a change.
+    threshold_changes: int = 0
+    threshold_changed_at: float | None = None  # unix time of the last change; None until thresholds come
 
 
 def _resolve(host: str, where: str) -> str:
@@ -237,7 +241,8 @@ class JobRegistry:
     def report(
         self, job_id: str, iteration_time_s: float | None, thresholds: Sequence[float] | None
     ) -> JobState:
-        """Records the job's latest iteration time and/or thresholds (k-1 for its k classes)."""
+        """Records the job's latest iteration time and/or thresholds (k-1 for its k classes), counting
+        iteration reports and threshold changes (thresholds equal to the current ones are no change)."""
         if iteration_time_s is not None and (
             not isinstance(iteration_time_s, int | float)
             or not math.isfinite(iteration_time_s)
@@ -260,11 +265,16 @@ class JobRegistry:
                         f"thresholds: the job has {k} classes, so give {k - 1} thresholds, "
                         f"got {len(new_thresholds)}"
                     )
+            now = self._clock()
+            changed = new_thresholds != state.thresholds
             new = replace(
                 state,
                 iteration_time_s=iteration_time_s if iteration_time_s is not None else state.iteration_time_s,
                 thresholds=new_thresholds,
-                reported_at=self._clock(),
+                reported_at=now,
+                reports=state.reports + int(iteration_time_s is not None),
+                threshold_changes=state.threshold_changes + int(changed),
+                threshold_changed_at=now if changed else state.threshold_changed_at,
             )
             self._jobs[job_id] = new
             return new

@@ -114,6 +114,30 @@ def test_registry_register_report_unregister() -> None:
         reg.unregister("j1")
 
 
+def test_registry_counts_reports_and_threshold_changes() -> None:
+    now = [100.0]
+    reg = JobRegistry(clock=lambda: now[0])
+    reg.register(make_job("j1", SPEC, default_classes()))
+    state = reg.get("j1")
+    assert (state.reports, state.threshold_changes, state.threshold_changed_at) == (0, 0, None)
+    state = reg.report("j1", 0.5, None)  # an iteration without thresholds: no change yet
+    assert (state.reports, state.threshold_changes, state.threshold_changed_at) == (1, 0, None)
+    now[0] = 110.0
+    state = reg.report("j1", 0.4, [0.3])  # the first thresholds count as a change (a search trial)
+    assert (state.reports, state.threshold_changes, state.threshold_changed_at) == (2, 1, 110.0)
+    now[0] = 120.0
+    state = reg.report("j1", 0.4, [0.3])  # the same thresholds again: not a change
+    assert (state.reports, state.threshold_changes, state.threshold_changed_at) == (3, 1, 110.0)
+    now[0] = 130.0
+    state = reg.report("j1", None, [0.7])  # thresholds alone: a change, but no iteration
+    assert (state.reports, state.threshold_changes, state.threshold_changed_at) == (3, 2, 130.0)
+    with pytest.raises(JobError):
+        reg.report("j1", 0.4, [0.2, 0.1])
+    assert (reg.get("j1").reports, reg.get("j1").threshold_changes) == (3, 2)  # a rejected report counts not
+    reg.register(make_job("j1", SPEC, default_classes()))  # a re-registered job starts over
+    assert (reg.get("j1").reports, reg.get("j1").threshold_changes) == (0, 0)
+
+
 def test_mapping_on_the_ps_host() -> None:
     # This host is the PS (10.0.0.1); workers connect from ephemeral ports on their own hosts.
     job = make_job("j1", SPEC, default_classes(), ignore_dscp=[0])
