@@ -22,6 +22,14 @@ iteration's pulls wait for the whole iteration (`barrier=True`).
 
 The error is (measured - predicted) / measured of the median step time (medians over repeats).
 
+The prediction also carries `timeline`: the per-parameter arrival rows (`geryon.demo.timeline`) at
+worker 0 in the last simulated iteration for P+S (the `ps` setting: one class, fair sharing) and
+Geryon (the `geryon` setting at the run's chosen thresholds), whatever modes the result ran, so the
+timeline chart can be drawn (and redrawn from the JSON) without simulating again. With `trace_path`,
+the Geryon setting's whole simulated run is written there as Chrome trace JSON (chrome://tracing,
+https://ui.perfetto.dev). A timeline that cannot be made leaves `timeline: {"error": ...}` and the
+per-mode prediction stands.
+
 What the simulator models: link serialization at the configured rate on every NIC and switch port,
 max-min sharing among connections, strict priority classes, partitioning/slicing, overlap of
 communication with per-layer compute, and BSP dependencies (a layer waits for its parameters).
@@ -63,10 +71,12 @@ from pathlib import Path
 from typing import Any
 
 from geryon.demo.report import summarize
+from geryon.demo.timeline import arrivals
 from geryon.progress import Progress
 from geryon.tagger.map_table import default_thresholds
 from geryon.threshold.profile import Profile
 from geryon.threshold.simulator import simulate
+from geryon.threshold.trace import write_chrome_trace
 
 CACHE_FORMAT = "geryon.demo.profiles"
 ITERATIONS = 4  # simulated iterations: the steady state is the mean of the last three
@@ -88,9 +98,13 @@ class PredictError(ValueError):
 
 
 def predict(
-    result: Mapping[str, Any], profile_path: Path | None = None, progress: Progress | None = None
+    result: Mapping[str, Any],
+    profile_path: Path | None = None,
+    progress: Progress | None = None,
+    trace_path: Path | None = None,
 ) -> dict:
-    """Predicted vs measured iteration time per mode of `result`; see the module docstring."""
+    """Predicted vs measured iteration time per mode of `result`, and the arrival timeline of P+S and
+    Geryon (Geryon's Chrome trace to `trace_path` when given); see the module docstring."""
     progress = progress if progress is not None else Progress("geryon predict")
     config = _config(result)
     profile, cached = load_or_measure_profile(config, profile_path, progress)
@@ -117,8 +131,13 @@ def predict(
             f"{mode}: predicted {sim.iteration_s:.3f} s/step"
             + (f", measured {measured:.3f} s ({modes[mode]['error']:+.1%})" if measured else ", not measured")
         )
+    try:
+        timeline = arrival_timeline(profile, config, runs, summary["modes"], trace_path)
+    except Exception as e:  # the per-mode prediction stands; the chart says why there is no timeline
+        timeline = {"error": f"{type(e).__name__}: {e}"}
     return {
         "modes": modes,
+        "timeline": timeline,
         "profile": {
             "model": config["model"],
             "input_shape": list(config["input_shape"]),
@@ -174,6 +193,47 @@ def sim_setting(
         "barrier": True,
         "colocate": False,
     }
+
+
+TIMELINE_MODES = {"ps": "P+S (fair sharing)", "geryon": "Geryon (priority classes)"}
+
+
+def arrival_timeline(
+    profile: Profile,
+    config: Mapping[str, Any],
+    runs: list[Mapping[str, Any]],
+    summary_modes: Mapping[str, Any],
+    trace_path: Path | None = None,
+) -> dict[str, Any]:
+    """Arrival rows at worker 0 in the last simulated iteration for the ps and geryon settings.
+
+    Geryon runs at the thresholds its runs settled on (else those endhost reused, else the defaults);
+    each setting comes from its runs when the result has them, else from the mode's defaults."""
+    thresholds = next(
+        (
+            summary_modes[m]["thresholds"]
+            for m in ("geryon", "endhost")
+            if (summary_modes.get(m) or {}).get("thresholds")
+        ),
+        None,
+    )
+    out: dict[str, Any] = {"iteration": ITERATIONS - 1, "worker": 0, "modes": {}}
+    for mode, label in TIMELINE_MODES.items():
+        mode_runs = [r for r in runs if r.get("mode") == mode]
+        setting = sim_setting(mode, mode_runs, thresholds if mode == "geryon" else None, config)
+        sim = simulate(profile, iterations=ITERATIONS, trace=True, **setting)
+        assert sim.spans is not None
+        out["modes"][mode] = {
+            "label": label,
+            "iteration_s": sim.iteration_s,
+            "thresholds": list(setting["thresholds"]) if setting["mode"] == "network" else None,
+            "simulated": {k: (list(v) if isinstance(v, tuple) else v) for k, v in setting.items()},
+            "rows": arrivals(sim.spans, profile, iteration=ITERATIONS - 1, worker=0),
+        }
+        if mode == "geryon" and trace_path is not None:
+            write_chrome_trace(trace_path, sim.chrome_trace())
+            out["trace"] = str(trace_path)
+    return out
 
 
 # --- the profile -----------------------------------------------------------------------------------

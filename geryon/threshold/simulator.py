@@ -102,6 +102,8 @@ class SimResult:
     interleave: bool
     barrier: bool
     colocate: bool = False
+    # trace=True: compute spans (args: iteration, layer, worker) and transfer spans (args: iteration,
+    # bytes, class, layer, param, worker: the worker end of the pull or push, an index).
     spans: tuple[Span, ...] | None = field(default=None, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -337,6 +339,7 @@ class _Replay:
         s_layer: list[int] = []
         s_cls: list[int] = []
         s_name: list[str] = []
+        s_param: list[str] = []  # the parameter each shard is a piece of (trace args)
         urg: list[float] = []
         for param, shards in zip(profile.params, plan.params, strict=True):
             cls = class_of(param.urgency, thresholds)
@@ -347,9 +350,11 @@ class _Replay:
                 s_layer.append(param.layer)
                 s_cls.append(cls)
                 s_name.append(shard.name)
+                s_param.append(param.name)
                 urg.append(param.urgency)
         n = len(s_bytes)
         self.s_bytes, self.s_ps, self.s_layer, self.s_cls, self.s_name = s_bytes, s_ps, s_layer, s_cls, s_name
+        self.s_param = s_param
         # Urgency order: most urgent first, then earlier layer; equal keys share a rank (and a level).
         keys = sorted({(-urg[j], s_layer[j]) for j in range(n)})
         rank_of = {k: r for r, k in enumerate(keys)}
@@ -482,7 +487,7 @@ class _Replay:
                     kind,
                     self.op_start[wk],
                     t,
-                    {"iteration": it, "layer": layer},
+                    {"iteration": it, "layer": layer, "worker": wk},
                 )
             )
         self.busy[wk] = False
@@ -539,6 +544,8 @@ class _Replay:
                         "bytes": self.s_bytes[j],
                         "class": self.s_cls[j],
                         "layer": self.s_layer[j],
+                        "param": self.s_param[j],
+                        "worker": flow.dst if flow.side == PULL else flow.src,
                     },
                 )
             )
