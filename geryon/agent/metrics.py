@@ -8,8 +8,12 @@ Sections, each timed and with its own error counter so one failing source never 
   pairs    per job: PS-worker pairs that are ok, miss a class's flow or carry a wrong DSCP;
   nic      per-priority bytes/packets and PFC pause counters from ethtool statistics (mlx5 names), where
            the NIC has them (veth has none: no series, no error);
-  jobs     iteration time and thresholds reported over the API;
-  config   drift and the last successful apply (from the daemon).
+  jobs     iteration time and thresholds reported over the API, how many iterations were reported and
+           how often (and when last) the thresholds changed, i.e. the threshold search's trials;
+  config   drift and the last successful apply (from the daemon); the configured classes as
+           geryon_class_info{class,dscp,priority,lossless} = 1 (for joins in rules) and geryon_agent_info.
+
+The HTTP endpoint (/metrics, and the status page beside it) is geryon/agent/http_server.py.
 """
 
 from __future__ import annotations
@@ -24,10 +28,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from geryon import __version__
 from geryon.agent.flows import FlowDiscovery, netns_socket
 from geryon.agent.jobs import JobFlow, JobRegistry, PairReport, map_all_jobs
 
@@ -165,6 +169,14 @@ def pair_counts(pairs: Iterable[PairReport]) -> dict[tuple[str, str], int]:
         for s in states:
             out[(p.job_id, s)] = out.get((p.job_id, s), 0) + 1
     return out
+
+
+def observe_jobs(jobs: JobRegistry, discovery: FlowDiscovery) -> tuple[list[JobFlow], list[PairReport]]:
+    """Every registered job's flows and PS-worker pairs, from one socket dump (none without jobs)."""
+    states = jobs.states()
+    if not states:
+        return [], []
+    return map_all_jobs(states, discovery.flows(), discovery.listeners())
 
 
 # --- the collector ---
@@ -353,6 +365,15 @@ class AgentCollector(Collector):
     def _class_names(self) -> list[str]:
         return [c.name for c in self.agent.config().classes]
 
+    def class_samples_by_interface(self) -> dict[str, list[ClassSample]]:
+        """Each configured interface's Geryon class queues, read now ([] where the interface or its HTB
+        classes are missing). Shared with the status page."""
+        names = self._class_names()
+        out = {}
+        for ifname in self.agent.config().interfaces:
+            out[ifname] = class_samples(ifname, names, self.kernel.tc_classes(ifname) or [])
+        return out
+
     def _classes(self) -> list[Metric]:
         labels = ["interface", "class"]
         fams: dict[str, CounterMetricFamily | GaugeMetricFamily] = {
@@ -380,11 +401,7 @@ class AgentCollector(Collector):
             "1 when the interface exists and has Geryon's HTB classes",
             labels=["interface"],
         )
-        names = self._class_names()
-        config = self.agent.config()
-        for ifname in config.interfaces:
-            tc = self.kernel.tc_classes(ifname)
-            samples = class_samples(ifname, names, tc or [])
+        for ifname, samples in self.class_samples_by_interface().items():
             present.add_metric([ifname], 1 if samples else 0)
             for s in samples:
                 key = [s.interface, s.class_name]
@@ -398,11 +415,7 @@ class AgentCollector(Collector):
 
     def _observe(self) -> tuple[list[JobFlow], list[PairReport]]:
         if self._flow_cache is None:
-            states = self.jobs.states()
-            if states:
-                self._flow_cache = map_all_jobs(states, self.discovery.flows(), self.discovery.listeners())
-            else:
-                self._flow_cache = ([], [])
+            self._flow_cache = observe_jobs(self.jobs, self.discovery)
         return self._flow_cache
 
     def _flows(self) -> list[Metric]:
@@ -497,18 +510,48 @@ class AgentCollector(Collector):
             labels=[JOB_LABEL, "boundary"],
         )
         classes = GaugeMetricFamily("geryon_job_classes", "Priority classes the job uses", labels=[JOB_LABEL])
+        reports = CounterMetricFamily(
+            "geryon_job_reports",
+            "Iteration reports received (one per reported iteration)",
+            labels=[JOB_LABEL],
+        )
+        changes = CounterMetricFamily(
+            "geryon_job_threshold_changes",
+            "Times the job's thresholds changed (each change is one threshold-search trial)",
+            labels=[JOB_LABEL],
+        )
+        changed_at = GaugeMetricFamily(
+            "geryon_job_threshold_changed_timestamp_seconds",
+            "Unix time of the job's last threshold change",
+            labels=[JOB_LABEL],
+        )
         for state in self.jobs.states():
             job = state.spec.job_id
             classes.add_metric([job], len(state.spec.classes))
+            reports.add_metric([job], state.reports)
+            changes.add_metric([job], state.threshold_changes)
+            if state.threshold_changed_at is not None:
+                changed_at.add_metric([job], state.threshold_changed_at)
             if state.iteration_time_s is not None:
                 iteration.add_metric([job], state.iteration_time_s)
             for i, t in enumerate(state.thresholds or ()):
                 threshold.add_metric([job, str(i)], t)
-        return [iteration, threshold, classes]
+        return [iteration, threshold, classes, reports, changes, changed_at]
 
     def _config(self) -> list[Metric]:
+        info = GaugeMetricFamily(
+            "geryon_class_info",
+            "1 per configured Geryon class (present even where no queue exists), for joins",
+            labels=["class", "dscp", "priority", "lossless"],
+        )
+        for c in self.agent.config().classes:
+            info.add_metric([c.name, str(c.dscp), str(c.priority), "true" if c.lossless else "false"], 1)
+        agent_info = GaugeMetricFamily("geryon_agent_info", "The agent's version", labels=["version"])
+        agent_info.add_metric([__version__], 1)
         drift = self.agent.drift()
         out: list[Metric] = [
+            info,
+            agent_info,
             GaugeMetricFamily(
                 "geryon_config_in_sync", "1 when the host matches the agent config", value=0 if drift else 1
             ),
@@ -529,19 +572,3 @@ class AgentCollector(Collector):
 
     def close(self) -> None:
         self.kernel.close()
-
-
-def serve(collector: AgentCollector, addr: tuple[str, int]) -> tuple[CollectorRegistry, Any, tuple[str, int]]:
-    """Serves /metrics over HTTP on addr (127.0.0.1 by default in the daemon); port 0 = a free port."""
-    from prometheus_client import start_http_server
-
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(collector)
-    host, port = addr
-    try:
-        server, _thread = start_http_server(port, addr=host, registry=registry)
-    except OSError as e:
-        from geryon.errors import UsageError
-
-        raise UsageError(f"--metrics {host}:{port}: cannot listen ({e.strerror or e})") from None
-    return registry, server, (host, int(server.server_port))

@@ -1,4 +1,5 @@
-"""The agent's observability services, started by the daemon: the gRPC API and the Prometheus endpoint.
+"""The agent's observability services, started by the daemon: the gRPC API and the HTTP endpoint (Prometheus
+metrics, the status page and its /status.json; geryon/agent/http_server.py).
 
 The daemon hands in an AgentView (its config, drift and last apply); the services add flow discovery and
 the job registry, which both the API and the metrics read.
@@ -98,7 +99,7 @@ def start_services(
 ) -> Services:
     """Starts the gRPC API (unix socket and/or TCP with TLS) and the metrics endpoint. Bad arguments raise
     UsageError before anything listens; a failure part-way stops what was started."""
-    from geryon.agent import api, metrics
+    from geryon.agent import api, http_server, metrics
 
     if api_tcp is not None and tls is None:
         raise UsageError(
@@ -126,7 +127,9 @@ def start_services(
                 agent, services.jobs, services.discovery, netns=netns, **kwargs
             )
             services._collector = collector
-            services.registry, services._http, services.metrics_addr = metrics.serve(collector, metrics_addr)
+            services.registry, services._http, services.metrics_addr = http_server.serve(
+                collector, metrics_addr
+            )
     except BaseException:
         services.stop(grace=0)
         raise

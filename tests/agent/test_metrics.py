@@ -13,6 +13,7 @@ import pytest
 from obs_netns import Transfer, build_htb, connect, listen, veth_pair
 from prometheus_client import CollectorRegistry
 
+from geryon import __version__
 from geryon.agent.config import AgentConfig, parse_config
 from geryon.agent.flows import Flow, FlowDiscovery
 from geryon.agent.jobs import JobFlow, JobRegistry, PairReport, Task, make_job
@@ -238,6 +239,8 @@ def test_jobs_config_and_a_failing_section(host: tuple[str, str, str]) -> None:
     jobs = JobRegistry()
     jobs.register(make_job("jx", {"ps": ["10.0.0.1:1"], "worker": ["10.0.0.2:1"]}, view.cfg.classes))
     jobs.report("jx", 0.125, [0.4])
+    changed_at = jobs.get("jx").threshold_changed_at
+    jobs.register(make_job("jy", {"ps": ["10.0.0.1:2"], "worker": ["10.0.0.2:2"]}, view.cfg.classes))
     discovery = FlowDiscovery(netns=a)
     collector = AgentCollector(view, jobs, discovery, netns=a)
     try:
@@ -245,8 +248,26 @@ def test_jobs_config_and_a_failing_section(host: tuple[str, str, str]) -> None:
         assert value(registry, "geryon_job_iteration_seconds", geryon_job="jx") == 0.125
         assert value(registry, "geryon_job_threshold", geryon_job="jx", boundary="0") == 0.4
         assert value(registry, "geryon_job_classes", geryon_job="jx") == 2
+        assert value(registry, "geryon_job_reports_total", geryon_job="jx") == 1
+        assert value(registry, "geryon_job_threshold_changes_total", geryon_job="jx") == 1
+        assert (
+            value(registry, "geryon_job_threshold_changed_timestamp_seconds", geryon_job="jx") == changed_at
+        )
         assert value(registry, "geryon_config_in_sync") == 1
         assert value(registry, "geryon_config_last_apply_timestamp_seconds") == 1_700_000_000.0
+
+        # A job that reported nothing yet: zero counters, and no change timestamp at all.
+        assert value(registry, "geryon_job_reports_total", geryon_job="jy") == 0
+        assert value(registry, "geryon_job_threshold_changes_total", geryon_job="jy") == 0
+        assert value(registry, "geryon_job_threshold_changed_timestamp_seconds", geryon_job="jy") is None
+        jobs.report("jx", 0.125, [0.4])  # the same thresholds again: an iteration, not a change
+        jobs.report("jx", 0.120, [0.5])
+        registry, _ = scrape(collector)
+        assert value(registry, "geryon_job_reports_total", geryon_job="jx") == 3
+        assert value(registry, "geryon_job_threshold_changes_total", geryon_job="jx") == 2
+        assert (
+            value(registry, "geryon_job_threshold_changed_timestamp_seconds", geryon_job="jx") >= changed_at
+        )
 
         view.drifted = ["geth0/qdisc"]
         registry, _ = scrape(collector)
@@ -311,6 +332,34 @@ def test_concurrent_scrapes_each_get_a_whole_snapshot(host: tuple[str, str, str]
         assert all(
             value(samples, "geryon_scrape_errors_total", section=s) == 0 for s in AgentCollector.SECTIONS
         )
+
+
+def test_class_info_and_agent_info_come_from_the_config_without_queues() -> None:
+    # No namespace, no HTB: the interface does not exist, yet every configured class has its info series.
+    view = View(["gnosuch0"])
+    view.cfg = parse_config(
+        {
+            "interfaces": ["gnosuch0"],
+            "classes": [
+                {"name": "urgent", "dscp": 46, "priority": 5, "lossless": True, "tsa": "strict"},
+                {"name": "bulk", "dscp": 26, "priority": 3, "lossless": False, "bandwidth": 50},
+            ],
+        }
+    )
+    with FlowDiscovery() as discovery:
+        collector = AgentCollector(view, JobRegistry(), discovery)
+        try:
+            samples, _ = scrape(collector)
+        finally:
+            collector.close()
+    info = {labels: v for (name, labels), v in samples.items() if name == "geryon_class_info"}
+    assert info == {
+        frozenset({"class": "urgent", "dscp": "46", "priority": "5", "lossless": "true"}.items()): 1,
+        frozenset({"class": "bulk", "dscp": "26", "priority": "3", "lossless": "false"}.items()): 1,
+    }
+    assert value(samples, "geryon_agent_info", version=__version__) == 1
+    assert value(samples, "geryon_egress_queues_present", interface="gnosuch0") == 0
+    assert not any(name == "geryon_class_sent_bytes_total" for name, _ in samples)
 
 
 def test_cap_must_be_positive() -> None:
