@@ -1,0 +1,221 @@
+"""The agent's status page in a real headless Chromium (Debian's chromium + chromium-driver, driven by
+Selenium, offline): it shows the flows of a running prioritized transfer (urgent DSCP 46 + bulk DSCP 26
+through the host HTB classes in namespaces the test creates) with live throughput, the classes and the
+reported threshold; a screenshot is saved as a test artifact; the error banner appears once the agent
+stops."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import struct
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from obs_netns import Transfer, build_htb, connect, listen, veth_pair
+
+from geryon import __version__
+from geryon.agent.config import AgentConfig, parse_config
+from geryon.agent.jobs import make_job
+from geryon.agent.service import start_services
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+REPO = Path(__file__).resolve().parents[2]
+SCREENSHOT = "agent-status-page.png"
+
+pytestmark = [
+    pytest.mark.skipif(
+        not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)),
+        reason=f"needs {CHROMIUM} and {CHROMEDRIVER} (Debian packages chromium, chromium-driver)",
+    ),
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces"),
+]
+
+
+def artifact_dir() -> Path:
+    d = Path(os.environ.get("GERYON_TEST_ARTIFACTS") or REPO / "out" / "test-artifacts")
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+class View:
+    def __init__(self, interfaces: list[str]) -> None:
+        self.cfg = parse_config({"interfaces": interfaces})
+
+    def config(self) -> AgentConfig:
+        return self.cfg
+
+    def drift(self) -> list[str]:
+        return []
+
+    def last_apply(self) -> float | None:
+        return time.time()
+
+
+@pytest.fixture
+def browser() -> Iterator[Any]:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,1000"):
+        options.add_argument(arg)
+    driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
+    driver.set_page_load_timeout(30)
+    try:
+        yield driver
+    finally:
+        driver.quit()  # ends chromedriver (by its PID) and the browser it started
+
+
+def wait_until(what: str, check: Callable[[], Any], timeout: float = 30) -> Any:
+    """Polls `check` until it returns something truthy, bounded in time; fails naming `what`."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(0.25)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}; last: {last!r}")
+
+
+# Reads what the page shows for one pair: each flow row's class, DSCP and live send rate (data-value).
+PAIR_FLOWS = """
+const pair = `[data-job="${arguments[0]}"] [data-pair="${arguments[1]}"]`;
+const rows = document.querySelectorAll(`${pair} tr[data-class]`);
+return Array.from(rows, (r) => ({
+  cls: r.dataset.class, dscp: r.dataset.dscp,
+  shownClass: r.querySelector('[data-field="class"]').textContent,
+  shownDscp: r.querySelector('[data-field="dscp"]').textContent,
+  bps: parseFloat(r.querySelector('[data-field="sent-bps"]').dataset.value || "0"),
+  rate: r.querySelector('[data-field="sent-bps"]').textContent,
+  local: r.querySelector('[data-field="local"]').textContent,
+  remote: r.querySelector('[data-field="remote"]').textContent,
+}));
+"""
+
+CLASS_ROWS = """
+return Array.from(document.querySelectorAll('#classes tbody tr'), (r) => ({
+  name: r.dataset.class,
+  dscp: r.querySelector('[data-field="dscp"]').textContent,
+  priority: r.querySelector('[data-field="priority"]').textContent,
+  lossless: r.querySelector('[data-field="lossless"]').textContent,
+  bps: parseFloat(r.querySelector('[data-field="bps"]').dataset.value || "0"),
+}));
+"""
+
+
+def png_size(data: bytes) -> tuple[int, int]:
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR", "not a PNG"
+    width, height = struct.unpack(">II", data[16:24])
+    return int(width), int(height)
+
+
+def test_page_shows_the_flows_of_a_prioritized_transfer(browser: Any) -> None:
+    from selenium.webdriver.common.by import By
+
+    with veth_pair("gfw") as (a, b, ifname):
+        build_htb(a, ifname, [46, 26])
+        ps = listen(b, "10.77.0.2")
+        worker = listen(a, "10.77.0.1")
+        transfer = Transfer(ps)
+        view = View([ifname])
+        svc = start_services(
+            view, api_socket=None, api_tcp=None, tls=None, metrics_addr=("127.0.0.1", 0), netns=a
+        )
+        try:
+            assert svc.metrics_addr is not None
+            url = f"http://127.0.0.1:{svc.metrics_addr[1]}/"
+            ps_addr = f"10.77.0.2:{ps.getsockname()[1]}"
+            cluster = {"ps": [ps_addr], "worker": [f"10.77.0.1:{worker.getsockname()[1]}"]}
+            svc.jobs.register(make_job("jb", cluster, view.cfg.classes))
+            transfer.add_clients(
+                [connect(a, "10.77.0.1", ps.getsockname(), 46), connect(a, "10.77.0.1", ps.getsockname(), 26)]
+            )
+            # Paced well below the 200 Mbit link, so strict priority leaves the bulk flow its share; the
+            # transfer stops with the test (and after 60 s at the latest).
+            transfer.send(total=256 << 20, chunk=32 << 10, pause=0.01)
+
+            browser.get(url)
+            assert browser.title == "Geryon agent"
+            wait_until("the header", lambda: browser.find_element(By.ID, "version").text == __version__)
+
+            def both_flows_live() -> list[dict[str, Any]] | None:
+                rows: list[dict[str, Any]] = browser.execute_script(PAIR_FLOWS, "jb", "ps:0|worker:0")
+                classes = sorted((r["cls"], r["dscp"]) for r in rows)
+                ok = classes == [("bulk", "26"), ("urgent", "46")] and all(r["bps"] > 0 for r in rows)
+                return rows if ok else None
+
+            flows = wait_until(
+                "pair ps:0 <-> worker:0 with an urgent and a bulk flow, each with live throughput",
+                both_flows_live,
+            )
+            for r in flows:
+                assert (r["shownClass"], r["shownDscp"]) == (r["cls"], r["dscp"])
+                assert r["local"].startswith("10.77.0.1:") and r["remote"] == ps_addr
+                assert r["rate"].endswith("bit/s"), r
+
+            def pair_state() -> Any:
+                return browser.find_element(
+                    By.CSS_SELECTOR, '[data-job="jb"] [data-pair="ps:0|worker:0"] [data-field="pair-state"]'
+                )
+
+            assert (pair_state().text, pair_state().get_attribute("data-ok")) == ("ok", "true")
+
+            def classes_live() -> list[dict[str, Any]] | None:
+                rows: list[dict[str, Any]] = browser.execute_script(CLASS_ROWS)
+                return rows if rows and all(r["bps"] > 0 for r in rows) else None
+
+            classes = wait_until("both classes with live throughput", classes_live)
+            assert [(r["name"], r["dscp"], r["priority"], r["lossless"]) for r in classes] == [
+                ("urgent", "46", "5", "yes (PFC)"),
+                ("bulk", "26", "3", "yes (PFC)"),
+            ]
+            badge = browser.find_element(By.ID, "sync-badge")
+            assert (badge.text, badge.get_attribute("data-in-sync")) == ("config: in sync", "true")
+
+            thresholds = '[data-job="jb"] [data-field="thresholds"]'
+            assert browser.find_element(By.CSS_SELECTOR, thresholds).text == "not reported"
+            svc.jobs.report("jb", 0.25, [0.35])
+            wait_until(
+                "the reported threshold",
+                lambda: browser.find_element(By.CSS_SELECTOR, thresholds).text == "0.35",
+            )
+            iteration = browser.find_element(By.CSS_SELECTOR, '[data-job="jb"] [data-field="iteration"]')
+            assert iteration.text == "250.0 ms"
+            assert not browser.find_element(By.ID, "error-banner").is_displayed()
+
+            path = artifact_dir() / SCREENSHOT
+            path.unlink(missing_ok=True)
+            assert browser.save_screenshot(str(path))
+            data = path.read_bytes()
+            width, height = png_size(data)
+            assert width >= 800 and height >= 600 and len(data) > 20_000, (width, height, len(data))
+
+            # A connection of the pair carrying a DSCP that no class of the job has: the pair's badge says so.
+            transfer.add_clients([connect(a, "10.77.0.1", ps.getsockname(), 10)])
+            wait_until(
+                "the wrong-DSCP badge",
+                lambda: (state := pair_state()).get_attribute("data-ok") == "false" and state.text,
+            )
+            assert pair_state().text == "wrong DSCP 10"
+
+            # The agent goes away: the page says so instead of showing stale numbers silently.
+            svc.stop()
+            banner = wait_until(
+                "the error banner",
+                lambda: (e := browser.find_element(By.ID, "error-banner")).is_displayed() and e.text,
+                timeout=15,
+            )
+            assert "Cannot reach the agent" in banner and "stale" in banner
+            assert browser.find_element(By.TAG_NAME, "body").get_attribute("data-state") == "error"
+        finally:
+            svc.stop()
+            transfer.stop()
+            worker.close()
