@@ -268,4 +268,6 @@ def run_bench_cmd(args: argparse.Namespace) -> int:
             print(table(result))
             print()
         print(f"results: {out / 'bench.json'}")
+        if (out / "bench.png").is_file():
+            print(f"chart: {out / 'bench.png'}")
     return report_failures(results, "bench")

@@ -634,7 +634,13 @@ def run_modes(tb: Any, cfg: dict[str, Any], log_dir: Path, progress: Progress) -
 
 
 def finish(result: dict[str, Any], out_dir: Path, name: str, progress: Progress) -> dict[str, Any]:
-    """Summary, prediction and charts (the REPORT engineer's functions), then the JSON file."""
+    """Summary, prediction (with Geryon's simulated Chrome trace) and charts, then out_dir/name.json.
+
+    The charts and trace of name.json are prefixed name- (so a bench's settings keep their own),
+    except demo.json's: throughput.png, scaling.png, search.png, timeline.png, trace-geryon.json."""
+    prefix = "" if name == "demo" else f"{name}-"
+    trace = out_dir / f"{prefix}trace-geryon.json"
+    trace.unlink(missing_ok=True)  # a prediction that fails leaves no older run's trace behind
     try:
         from geryon.demo import report
 
@@ -645,14 +651,16 @@ def finish(result: dict[str, Any], out_dir: Path, name: str, progress: Progress)
         from geryon.demo import predict
 
         profile = out_dir / f"profile-{result['config']['model']}-b{result['config']['batch_size']}.json"
-        result["prediction"] = predict.predict(result, profile_path=profile, progress=progress)
+        result["prediction"] = predict.predict(
+            result, profile_path=profile, progress=progress, trace_path=trace
+        )
     except Exception as e:
         result["prediction"] = {"error": f"{type(e).__name__}: {e}"}
     charts: list[str] = []
     try:
         from geryon.demo import chart
 
-        charts = [str(p) for p in chart.write_charts(result, out_dir)]
+        charts = [str(p) for p in chart.write_charts(result, out_dir, prefix=prefix)]
     except Exception as e:
         progress.say(f"charts failed: {type(e).__name__}: {e}")
     result["charts"] = charts
@@ -704,7 +712,8 @@ def run_bench(
     on_result: Callable[[dict[str, Any]], None] | None = None,
 ) -> list[dict[str, Any]]:
     """Sweeps: one testbed per (workers, ps, rate, buffer, classes), inside it every slice size;
-    writes out_dir/bench.json (a list of demo results); returns it."""
+    writes out_dir/bench-N.json with its charts (bench-N-*.png), out_dir/bench.json (the list of
+    results) and out_dir/bench.png (images/s per mode for every setting); returns the list."""
     progress = progress or Progress("geryon bench")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -736,4 +745,10 @@ def run_bench(
                     on_result(result)
     path = out_dir / "bench.json"
     path.write_text(json.dumps(results, indent=1) + "\n")
+    try:
+        from geryon.demo import chart
+
+        chart.write_sweep_chart(results, out_dir / "bench.png")
+    except Exception as e:
+        progress.say(f"sweep chart failed: {type(e).__name__}: {e}")
     return results

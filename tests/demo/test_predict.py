@@ -72,7 +72,8 @@ def test_each_mode_maps_onto_the_simulator() -> None:
 def test_predicts_every_mode_from_a_profile_measured_here_then_cached(tmp_path: Path) -> None:
     cache = tmp_path / "profiles.json"
     res = tiny()
-    p = predict(res, cache, quiet())
+    trace = tmp_path / "trace-geryon.json"
+    p = predict(res, cache, quiet(), trace_path=trace)
     assert list(p["modes"]) == list(STEPS)
     for mode, m in p["modes"].items():
         assert m["predicted_s"] > 0, mode
@@ -91,11 +92,30 @@ def test_predicts_every_mode_from_a_profile_measured_here_then_cached(tmp_path: 
     config = {**res["config"], "input_shape": (16, 16, 3), "threads": prof["threads"]}
     assert list(data["profiles"]) == [profile_key(config)]
 
+    # The arrival timeline: P+S and Geryon at the threshold the geryon runs chose, one row per parameter
+    # in consumption order, and Geryon's simulated run as a Chrome trace.
+    timeline = p["timeline"]
+    assert list(timeline["modes"]) == ["ps", "geryon"] and timeline["trace"] == str(trace)
+    geryon = timeline["modes"]["geryon"]
+    assert geryon["thresholds"] == [0.5] and geryon["simulated"]["mode"] == "network"
+    assert geryon["iteration_s"] == pytest.approx(p["modes"]["geryon"]["predicted_s"])
+    for panel in timeline["modes"].values():
+        rows = panel["rows"]
+        assert len(rows) == prof["params"] and sum(r["bytes"] for r in rows) == prof["bytes"]
+        assert [r["layer"] for r in rows] == sorted(r["layer"] for r in rows)
+        assert all(0 <= r["arrival_s"] <= r["forward_start_s"] + 1e-12 for r in rows)
+    urgent = [r for r in geryon["rows"] if r["class"] == 0]
+    fair = {r["param"]: r for r in timeline["modes"]["ps"]["rows"]}
+    assert urgent and max(r["arrival_s"] for r in urgent) < max(fair[r["param"]]["arrival_s"] for r in urgent)
+    events = json.loads(trace.read_text())["traceEvents"]
+    assert {e["cat"] for e in events if e["ph"] == "X"} == {"forward", "backward", "pull", "push"}
+
     # Second time: the cached profile, the same predictions (the simulator is deterministic).
     again = predict(res, cache, quiet())
     assert again["profile"]["cached"] is True
     for mode in STEPS:
         assert again["modes"][mode]["predicted_s"] == p["modes"][mode]["predicted_s"]
+    assert again["timeline"]["modes"] == timeline["modes"] and "trace" not in again["timeline"]
 
 
 def test_bad_config_and_bad_cache_are_named(tmp_path: Path) -> None:
