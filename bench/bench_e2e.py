@@ -18,8 +18,10 @@ geryon, endhost, single, then again), so the repeats of the modes are taken side
 - --table-iv: the paper's Table IV in miniature: Geryon (network priority) vs end-host priority
   (TicTac-like) throughput for each of --sweep-slices (default 1MiB,512KiB,256KiB).
 
-Writes the demo results under <out without .json>/ and the tables' rows as JSON to --out
-(default out/bench/e2e.json). --quick starts from `geryon demo --quick`'s settings (tiny model,
+Writes the demo results (each run's demo.json with its charts, timeline.png and trace-geryon.json)
+under <out without .json>/ and the tables' rows as JSON to --out (default out/bench/e2e.json); each
+sweep also gets a chart beside it, images/s per mode for every point: <out stem>-fig8-9.png and
+<out stem>-table-iv.png. --quick starts from `geryon demo --quick`'s settings (tiny model,
 few steps) for a smoke run. Bad flags exit 2 naming the flag.
 """
 
@@ -252,6 +254,23 @@ TABLE4_COLUMNS = [
 ]
 
 
+SWEEP_TITLES = {
+    "fig8-9": "Fig. 8/9 in miniature: throughput per mode by workers (1 worker: the single run)",
+    "table-iv": "Table IV in miniature: network (Geryon) vs end-host priority by slice size",
+}
+
+
+def write_sweep_charts(results: Mapping[str, Sequence[Mapping[str, Any]]], out: Path) -> list[Path]:
+    """A sweep chart per swept section that has results, beside the rows JSON `out`."""
+    from geryon.demo.chart import write_sweep_chart
+
+    return [
+        write_sweep_chart(results[section], out.with_name(f"{out.stem}-{section}.png"), title)
+        for section, title in SWEEP_TITLES.items()
+        if results.get(section)
+    ]
+
+
 def _ratio(a: float | None, b: float | None) -> float | None:
     return a / b if a is not None and b else None
 
@@ -305,6 +324,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             }
             for r in rs
         ]
+    payload["charts"] = [str(p) for p in write_sweep_charts(results, out)]
+    for chart in payload["charts"]:
+        print(f"chart: {chart}")
     write_json(out, payload)
     failed = sorted(
         {run["mode"] for rs in results.values() for r in rs for run in r["runs"] if run.get("error")}

@@ -165,3 +165,24 @@ def test_table4_rows(e2e: ModuleType, capsys: pytest.CaptureFixture[str]) -> Non
         "threshold",
     ]
     assert out[3].split()[:4] == ["256", "116.4", "91.4", "1.273"]
+
+
+def test_each_sweep_gets_a_chart_beside_the_rows_json(e2e: ModuleType, tmp_path: Path) -> None:
+    matplotlib_image = pytest.importorskip("matplotlib.image")
+    one = result({"single": [0.25]})
+    one["config"]["workers"] = 1
+    two = result({"vanilla": [1.0], "ps": [0.5], "geryon": [0.4]})
+    slices = []
+    for slice_bytes in (1 << 20, 256 << 10):
+        r = result({"geryon": [0.5], "endhost": [0.52]})
+        r["config"]["slice_bytes"] = slice_bytes
+        slices.append(r)
+    out = tmp_path / "e2e.json"
+    paths = e2e.write_sweep_charts({"targets": [two], "fig8-9": [one, two], "table-iv": slices}, out)
+    assert paths == [tmp_path / "e2e-fig8-9.png", tmp_path / "e2e-table-iv.png"]
+    images = [matplotlib_image.imread(p) for p in paths]
+    for image in images:
+        assert image.shape[:2] == (480, 900) and image[..., :3].std() > 0.05
+    assert (images[0] != images[1]).any()  # two sweeps, two pictures
+    # Only the sweeps that ran get one.
+    assert e2e.write_sweep_charts({"targets": [two], "fig8-9": [], "table-iv": []}, out) == []

@@ -263,3 +263,57 @@ def test_redraw_runs_as_a_module(tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert bad.returncode == 2 and "missing.json: no such file" in bad.stderr
+
+
+# --- the runner's report step -------------------------------------------------------------------------
+def cache_profile(out: Path, res: dict) -> None:
+    """The profile cache finish() reads, holding the three-layer profile for res's setting (no TF)."""
+    from geryon.demo.predict import CACHE_FORMAT, profile_key
+
+    config = {**res["config"], "input_shape": tuple(res["config"]["input_shape"]), "threads": 1}
+    cache = {
+        "format": CACHE_FORMAT,
+        "version": 1,
+        "profiles": {profile_key(config): three_layers().to_dict()},
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"profile-{res['config']['model']}-b{res['config']['batch_size']}.json").write_text(
+        json.dumps(cache)
+    )
+
+
+def test_the_report_step_writes_charts_timeline_and_trace_beside_the_json(tmp_path: Path) -> None:
+    from geryon.demo.runner import finish
+    from geryon.progress import Progress
+
+    quiet = Progress("test", enabled=False)
+    res = result(STEPS, model="tiny", input_shape=(16, 16, 3), batch=8, rate_bits=20e6)
+    res["config"]["threads"] = 1
+    cache_profile(tmp_path, res)
+    done = finish(json.loads(json.dumps(res)), tmp_path, "demo", quiet)
+    assert done["prediction"]["profile"]["cached"] is True
+    assert done["charts"] == [str(tmp_path / c) for c in CHARTS]
+    trace = tmp_path / "trace-geryon.json"
+    assert done["prediction"]["timeline"]["trace"] == str(trace)
+    assert {e["cat"] for e in json.loads(trace.read_text())["traceEvents"] if e["ph"] == "X"} >= {"pull"}
+    saved = json.loads((tmp_path / "demo.json").read_text())
+    assert (
+        timeline_panels(saved)[1]["geryon"]["rows"]
+        == done["prediction"]["timeline"]["modes"]["geryon"]["rows"]
+    )
+    read_png(tmp_path / "timeline.png")
+
+    # A bench setting: its own prefixed charts and trace; the demo's stay as they were.
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.suffix == ".png"}
+    bench = finish(json.loads(json.dumps(res)), tmp_path, "bench-0", quiet)
+    assert bench["charts"] == [str(tmp_path / f"bench-0-{c}") for c in CHARTS]
+    assert (tmp_path / "bench-0-trace-geryon.json").is_file() and (tmp_path / "bench-0.json").is_file()
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.name in before} == before
+
+    # A prediction that fails: no trace left from the run before, and timeline.png says why.
+    res["config"]["rate_bits"] = 0
+    failed = finish(json.loads(json.dumps(res)), tmp_path, "demo", quiet)
+    assert "config.rate_bits" in failed["prediction"]["error"]
+    assert not trace.exists()
+    assert "the prediction failed" in timeline_panels(failed)[0]
+    assert (tmp_path / "timeline.png").read_bytes() != before["timeline.png"]
