@@ -168,7 +168,8 @@ def stat(
     w: int = 4,
     h: int = 4,
 ) -> Panel:
-    """A stat panel showing each series' last value, its background coloured by `colors` (thresholds())."""
+    """A stat panel showing each series' value now, its background coloured by `colors` (thresholds()).
+    Its queries are instant: a stat shows one value, so a range query every refresh would be wasted."""
     defaults = {
         "unit": unit,
         "color": {"mode": "thresholds"},
@@ -184,7 +185,8 @@ def stat(
         "textMode": "value_and_name",
     }
     field_config = {"defaults": defaults, "overrides": list(overrides)}
-    return _panel("stat", title, description, targets, field_config, options, w, h)
+    instant = [{**t, "instant": True, "range": False} for t in targets]
+    return _panel("stat", title, description, instant, field_config, options, w, h)
 
 
 def table(

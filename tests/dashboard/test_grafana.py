@@ -257,6 +257,15 @@ def test_every_selector_filters_by_host_and_by_job_where_the_series_have_it() ->
             assert bare <= {"geryon_job"}, (p["title"], bare)
 
 
+def test_stats_ask_for_one_value_and_time_series_for_a_range() -> None:
+    for p in panels(flow_priorities()):
+        for t in p["targets"]:
+            if p["type"] in ("stat", "table"):
+                assert t["instant"] and not t["range"], (p["title"], t["refId"])
+            else:
+                assert t["range"] and not t["instant"], (p["title"], t["refId"])
+
+
 def test_units_are_set() -> None:
     for p in panels(flow_priorities()):
         if p["type"] in ("timeseries", "stat"):
