@@ -96,6 +96,15 @@ def test_every_mode_completes_with_consistent_numbers(quick: dict[str, Any]) -> 
     assert "mode geryon: step" in quick["stderr"] and "search trial" in quick["stderr"]
     assert Path(result["path"]).is_file() and result["summary"] and "modes" in result["summary"]
     assert result["charts"] and all(Path(p).is_file() for p in result["charts"])
+    # The arrival timeline (P+S beside Geryon at its chosen threshold) and Geryon's simulated trace.
+    assert str(quick["out"] / "timeline.png") in result["charts"]
+    timeline = result["prediction"]["timeline"]
+    assert list(timeline["modes"]) == ["ps", "geryon"]
+    assert timeline["modes"]["geryon"]["thresholds"] == runs["geryon"]["thresholds"]
+    assert len(timeline["modes"]["geryon"]["rows"]) == len(result["params"])
+    trace = json.loads((quick["out"] / "trace-geryon.json").read_text())
+    kinds = {e["cat"] for e in trace["traceEvents"] if e["ph"] == "X"}
+    assert kinds == {"forward", "backward", "pull", "push"}
 
 
 def class_of(urgency: float, thresholds: list[float]) -> int:
