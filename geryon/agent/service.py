@@ -97,8 +97,9 @@ def start_services(
     netns: str | None = None,
     max_flow_series: int | None = None,
 ) -> Services:
-    """Starts the gRPC API (unix socket and/or TCP with TLS) and the metrics endpoint. Bad arguments raise
-    UsageError before anything listens; a failure part-way stops what was started."""
+    """Starts the gRPC API (unix socket and/or TCP with TLS) and the HTTP endpoint (metrics, status page,
+    /status.json) on metrics_addr. Bad arguments raise UsageError before anything listens; a failure
+    part-way stops what was started."""
     from geryon.agent import api, http_server, metrics
 
     if api_tcp is not None and tls is None:

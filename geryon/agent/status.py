@@ -25,6 +25,7 @@ QueueId = tuple[str, str]  # interface, class
 # Rates span at least this long when the history allows (a 1 s poller and a second viewer share it).
 MIN_INTERVAL_S = 0.5
 MAX_HISTORY_S = 10.0
+MAX_READINGS = 64
 
 
 def rates(prev: Mapping[K, int], now: Mapping[K, int], dt: float) -> dict[K, float | None]:
@@ -60,7 +61,8 @@ class History:
             raise ValueError(f"history: need 0 < min_interval <= max_age, got {min_interval}, {max_age}")
         self.min_interval = min_interval
         self.max_age = max_age
-        self._readings: deque[Reading] = deque()
+        # Bounded even when many clients poll fast: a base then is merely closer than min_interval.
+        self._readings: deque[Reading] = deque(maxlen=MAX_READINGS)
 
     def base(self, at: float) -> Reading | None:
         older = [r for r in self._readings if r.at < at]

@@ -25,7 +25,7 @@ from geryon.agent.flows import Flow
 from geryon.agent.jobs import JobFlow, JobRegistry, PairReport, make_job
 from geryon.agent.metrics import ClassSample
 from geryon.agent.service import Services, start_services
-from geryon.agent.status import History, Observed, Reading, rates, reading, snapshot
+from geryon.agent.status import MAX_READINGS, History, Observed, Reading, rates, reading, snapshot
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces")
 WEB = Path(geryon.agent.__file__).parent / "web"
@@ -36,8 +36,11 @@ class View:
         self.cfg = parse_config({"interfaces": interfaces})
         self.drifted: list[str] = []
         self.fail = False
+        self.config_fail = False
 
     def config(self) -> AgentConfig:
+        if self.config_fail:
+            raise RuntimeError("no config")
         return self.cfg
 
     def drift(self) -> list[str]:
@@ -74,6 +77,9 @@ def test_history_picks_a_settled_base_and_forgets_old_readings() -> None:
         h.add(Reading(t))
     assert h._readings[0].at >= 10.9 and h.base(14.1).at == 13.0
     assert len(h) <= 5
+    for i in range(200):  # many fast pollers: the history stays bounded
+        h.add(Reading(15.0 + i / 1000))
+    assert len(h) == MAX_READINGS
     with pytest.raises(ValueError, match="history: need 0 < min_interval <= max_age"):
         History(min_interval=0, max_age=1)
 
@@ -254,6 +260,9 @@ def test_status_json_without_jobs_and_with_a_failing_section(served: tuple[Servi
     assert doc["config"]["in_sync"] is None
     assert doc["errors"] == {"config": "RuntimeError: the daemon's drift check broke"}
     assert doc["classes"][0]["name"] == "urgent"  # the other sections still answer
+    view.config_fail = True  # without a config there is no page to render: a clear 500
+    code, headers, body = get(base + "/status.json")
+    assert (code, json.loads(body)) == (500, {"error": "RuntimeError: no config"})
 
 
 _URL = re.compile(r"(?i)\b[a-z][a-z0-9+.-]*://|(?:src|href|action)\s*=\s*[\"']?//|url\(\s*[\"']?(?!/static/)")

@@ -111,6 +111,14 @@ return Array.from(document.querySelectorAll('#classes tbody tr'), (r) => ({
 """
 
 
+# The page re-renders its tables every second, so element handles go stale: read text and attributes in
+# one script call instead. Returns [textContent, data-ok] of the first match, or null.
+READ = """
+const e = document.querySelector(arguments[0]);
+return e === null ? null : [e.textContent, e.dataset.ok === undefined ? null : e.dataset.ok];
+"""
+
+
 def png_size(data: bytes) -> tuple[int, int]:
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR", "not a PNG"
     width, height = struct.unpack(">II", data[16:24])
@@ -161,12 +169,12 @@ def test_page_shows_the_flows_of_a_prioritized_transfer(browser: Any) -> None:
                 assert r["local"].startswith("10.77.0.1:") and r["remote"] == ps_addr
                 assert r["rate"].endswith("bit/s"), r
 
-            def pair_state() -> Any:
-                return browser.find_element(
-                    By.CSS_SELECTOR, '[data-job="jb"] [data-pair="ps:0|worker:0"] [data-field="pair-state"]'
-                )
+            def read(css: str) -> list[str | None] | None:
+                found: list[str | None] | None = browser.execute_script(READ, css)
+                return found
 
-            assert (pair_state().text, pair_state().get_attribute("data-ok")) == ("ok", "true")
+            pair_state = '[data-job="jb"] [data-pair="ps:0|worker:0"] [data-field="pair-state"]'
+            assert read(pair_state) == ["ok", "true"]
 
             def classes_live() -> list[dict[str, Any]] | None:
                 rows: list[dict[str, Any]] = browser.execute_script(CLASS_ROWS)
@@ -181,14 +189,13 @@ def test_page_shows_the_flows_of_a_prioritized_transfer(browser: Any) -> None:
             assert (badge.text, badge.get_attribute("data-in-sync")) == ("config: in sync", "true")
 
             thresholds = '[data-job="jb"] [data-field="thresholds"]'
-            assert browser.find_element(By.CSS_SELECTOR, thresholds).text == "not reported"
+            assert read(thresholds) == ["not reported", None]
             svc.jobs.report("jb", 0.25, [0.35])
             wait_until(
                 "the reported threshold",
-                lambda: browser.find_element(By.CSS_SELECTOR, thresholds).text == "0.35",
+                lambda: read(thresholds) == ["0.35", None],
             )
-            iteration = browser.find_element(By.CSS_SELECTOR, '[data-job="jb"] [data-field="iteration"]')
-            assert iteration.text == "250.0 ms"
+            assert read('[data-job="jb"] [data-field="iteration"]') == ["250.0 ms", None]
             assert not browser.find_element(By.ID, "error-banner").is_displayed()
 
             path = artifact_dir() / SCREENSHOT
@@ -202,9 +209,9 @@ def test_page_shows_the_flows_of_a_prioritized_transfer(browser: Any) -> None:
             transfer.add_clients([connect(a, "10.77.0.1", ps.getsockname(), 10)])
             wait_until(
                 "the wrong-DSCP badge",
-                lambda: (state := pair_state()).get_attribute("data-ok") == "false" and state.text,
+                lambda: (read(pair_state) or [None, None])[1] == "false",
             )
-            assert pair_state().text == "wrong DSCP 10"
+            assert read(pair_state) == ["wrong DSCP 10", "false"]
 
             # The agent goes away: the page says so instead of showing stale numbers silently.
             svc.stop()
