@@ -1,7 +1,7 @@
 """`geryon demo` and `geryon bench`: argument parsing and output; the work is in geryon.demo.runner.
 
 Progress goes to stderr; stdout gets the table (geryon.demo.report.format_table) and the paths of
-the JSON and charts, or with --json the result JSON alone. Exit codes: 0 every mode ran, 1 some
+the JSON, the charts and Geryon's simulated Chrome trace, or with --json the result JSON alone. Exit codes: 0 every mode ran, 1 some
 mode failed (named on stderr), 2 bad arguments, 130 interrupted (the testbed is down either way).
 """
 
@@ -245,6 +245,9 @@ def run_demo_cmd(args: argparse.Namespace) -> int:
         print(f"result: {result['path']}")
         for chart in result.get("charts", []):
             print(f"chart: {chart}")
+        timeline = (result.get("prediction") or {}).get("timeline") or {}
+        if timeline.get("trace"):
+            print(f"trace: {timeline['trace']} (Geryon's simulated run: chrome://tracing or ui.perfetto.dev)")
     return report_failures([result], "demo")
 
 
