@@ -106,8 +106,9 @@ class StatusSource:
         )
 
     def snapshot(self) -> dict[str, Any]:
-        obs = self.observe()
+        # One at a time (the kernel reads are serial anyway): readings enter the history in time order.
         with self._lock:
+            obs = self.observe()
             doc = snapshot(obs, self._history.base(obs.at))
             self._history.add(reading(obs))
         return doc

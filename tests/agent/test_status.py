@@ -12,6 +12,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -172,7 +173,7 @@ def test_snapshot_computes_live_rates_per_flow_and_class() -> None:
 
 def test_snapshot_marks_failed_sections_unknown() -> None:
     obs = _observed(1.0, 0, 0, queues=None)
-    obs = Observed(**{**obs.__dict__, "drift": None, "pairs": None, "errors": {"config": "RuntimeError: x"}})
+    obs = replace(obs, drift=None, pairs=None, errors={"config": "RuntimeError: x"})
     doc = snapshot(obs, None)
     assert doc["config"]["in_sync"] is None and doc["errors"] == {"config": "RuntimeError: x"}
     assert doc["interfaces"][0]["queues_present"] is None
