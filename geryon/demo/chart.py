@@ -242,14 +242,15 @@ def _timeline(fig: Any, summary: Mapping[str, Any], result: Mapping[str, Any]) -
 
     names = ["urgent", "bulk"] if k == 2 else ["most urgent"] + [""] * (k - 2) + ["least urgent"]
     handles = [
-        Line2D([], [], color=_class_color(c), marker="o", linewidth=3, alpha=0.8,
-               label=f"class {c}" + (f" ({names[c]})" if names[c] else ""))
+        Line2D([], [], color=_class_color(c), marker="o", linestyle="",
+               label=f"class {c}" + (f" ({names[c]})" if names[c] else "") + " arrived")
         for c in range(k)
     ]  # fmt: skip
     handles.append(Line2D([], [], color="black", marker="|", linestyle="", markersize=9,
                           label="forward start of the consuming layer"))  # fmt: skip
-    axes[-1].legend(handles=handles, fontsize=7, loc="lower left", title="dot: pull arrived; bar: in flight",
-                    title_fontsize=7)  # fmt: skip
+    handles.append(Line2D([], [], color="#888888", linewidth=3, alpha=0.35, label="pull in flight"))
+    # Below the panels: inside, it would cover the late (bulk) rows.
+    fig.legend(handles=handles, fontsize=7, loc="outside lower center", ncols=len(handles))
 
 
 def _class_color(cls: Any) -> str:
