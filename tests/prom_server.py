@@ -60,8 +60,10 @@ def prometheus(
         stdout=log,
         stderr=subprocess.STDOUT,
     )
+    base = f"http://127.0.0.1:{port}"
     try:
-        yield f"http://127.0.0.1:{port}"
+        _wait_ready(base, proc, tmp / "prometheus.log")
+        yield base
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -70,6 +72,20 @@ def prometheus(
             proc.kill()
             proc.wait(timeout=5)
         log.close()
+
+
+def _wait_ready(base: str, proc: subprocess.Popen[bytes], log: Path, timeout: float = 30) -> None:
+    """Returns once Prometheus answers /-/ready (so queries do not race its start); raises with its log
+    when it exits or is not ready in time."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"prometheus exited with {proc.returncode}: {log.read_text()[-2000:]}")
+        with contextlib.suppress(OSError), urllib.request.urlopen(f"{base}/-/ready", timeout=2) as r:
+            if r.status == 200:
+                return
+        time.sleep(0.2)
+    raise RuntimeError(f"prometheus not ready after {timeout:.0f} s: {log.read_text()[-2000:]}")
 
 
 def api(base: str, path: str, **params: str) -> Any:
