@@ -1,8 +1,9 @@
 """`geryon demo` and `geryon bench`: argument parsing and output; the work is in geryon.demo.runner.
 
 Progress goes to stderr; stdout gets the table (geryon.demo.report.format_table) and the paths of
-the JSON, the charts and Geryon's simulated Chrome trace, or with --json the result JSON alone. Exit codes: 0 every mode ran, 1 some
-mode failed (named on stderr), 2 bad arguments, 130 interrupted (the testbed is down either way).
+the JSON, the charts and Geryon's simulated Chrome trace, or with --json the result JSON alone.
+Exit codes: 0 every mode ran, 1 some mode failed (named on stderr), 2 bad arguments, 130 interrupted
+(the testbed is down either way).
 """
 
 from __future__ import annotations
