@@ -67,7 +67,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--metrics",
         default="127.0.0.1:9477",
         metavar="HOST:PORT",
-        help="Prometheus metrics endpoint (default 127.0.0.1:9477); '' to disable",
+        help="Prometheus metrics (/metrics) and the status page (/, /status.json); "
+        "default 127.0.0.1:9477, '' to disable",
     )
 
 
