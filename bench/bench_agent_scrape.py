@@ -7,9 +7,10 @@ Builds two network namespaces joined by a veth with the Geryon egress layout (HT
 1:10/1:11, bfifo leaves, u32 on DSCP) on the workers' side, where the agent's services run. Workers (one
 address each) open one urgent (DSCP 46) and one bulk (DSCP 26) connection to a PS in the other namespace and
 keep sending a little. Rows: no job registered, the job registered (every flow mapped to its pair), and the
-same with the flow-series cap below the number of label sets. Medians over repeats taken side by side in one
-run; the machine is shared, so compare ratios, not absolutes. Prints a table, writes JSON
-(default out/bench/agent_scrape.json).
+same with the flow-series cap below the number of label sets. A second table times the status page's
+/status.json (the page polls it every second) on the same endpoint, interleaved with /metrics scrapes.
+Medians over repeats taken side by side in one run; the machine is shared, so compare ratios, not
+absolutes. Prints the tables, writes JSON (default out/bench/agent_scrape.json).
 """
 
 from __future__ import annotations
@@ -151,6 +152,7 @@ def main() -> int:
                 return
 
     rows: list[dict[str, Any]] = []
+    status_rows: list[dict[str, Any]] = []
     with progress.step(f"namespaces, HTB layout and {args.flows} flows"), contextlib.ExitStack() as stack:
         a, b = stack.enter_context(testbed(workers))
         with inside(b):
@@ -200,9 +202,11 @@ def main() -> int:
                     if register:
                         svc.jobs.register(make_job("bench", cluster, view.cfg.classes))
                     assert svc.metrics_addr is not None
-                    url = f"http://127.0.0.1:{svc.metrics_addr[1]}/metrics"
+                    base = f"http://127.0.0.1:{svc.metrics_addr[1]}"
                     with progress.step(f"{name}: {args.repeats} scrapes"):
-                        rows.append(measure(name, url, args.repeats))
+                        rows.append(measure(name, f"{base}/metrics", args.repeats))
+                    with progress.step(f"{name}: {args.repeats} /status.json, interleaved with /metrics"):
+                        status_rows.append(measure_status(name, base, args.repeats))
                 finally:
                     svc.stop()
         finally:
@@ -216,12 +220,17 @@ def main() -> int:
                 s.close()
 
     print_table(rows)
+    print("(medians, milliseconds; target: one scrape under 50 ms)", file=sys.stderr)
+    print()
+    print_table(status_rows)
+    print("(medians, milliseconds; the status page polls /status.json once a second)", file=sys.stderr)
     payload = {
         "benchmark": "agent_scrape",
         "flows": args.flows,
         "repeats": args.repeats,
         "target_ms": 50,
         "rows": rows,
+        "status_rows": status_rows,
     }
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -255,6 +264,31 @@ def measure(name: str, url: str, repeats: int) -> dict[str, Any]:
     }
 
 
+def measure_status(name: str, base: str, repeats: int) -> dict[str, Any]:
+    """/status.json and /metrics alternately: the page's cost beside a scrape's, in the same conditions."""
+    urllib.request.urlopen(f"{base}/status.json", timeout=10).read()
+    status, metrics = [], []
+    doc: dict[str, Any] = {}
+    body = b""
+    for _ in range(repeats):
+        start = time.perf_counter()
+        body = urllib.request.urlopen(f"{base}/status.json", timeout=10).read()
+        status.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        urllib.request.urlopen(f"{base}/metrics", timeout=10).read()
+        metrics.append(time.perf_counter() - start)
+        doc = json.loads(body)
+    flows = sum(len(p.get("flows") or []) for j in doc.get("jobs") or [] for p in j.get("pairs") or [])
+    return {
+        "case": name,
+        "status_json_ms": statistics.median(status) * 1000,
+        "metrics_ms": statistics.median(metrics) * 1000,
+        "ratio": statistics.median(status) / statistics.median(metrics),
+        "flows_shown": flows,
+        "bytes": len(body),
+    }
+
+
 def print_table(rows: list[dict[str, Any]]) -> None:
     keys = [k for k in rows[0] if k != "case"]
     header = ["case", *keys]
@@ -266,7 +300,6 @@ def print_table(rows: list[dict[str, Any]]) -> None:
     print("  ".join("-" * w for w in widths))
     for c in cells:
         print("  ".join(v.rjust(w) for v, w in zip(c, widths, strict=True)))
-    print("(medians, milliseconds; target: one scrape under 50 ms)", file=sys.stderr)
 
 
 if __name__ == "__main__":
