@@ -16,34 +16,16 @@ from pathlib import Path
 
 import grpc
 import pytest
+from live_agent import View
 from obs_netns import Transfer, connect, listen, namespace
 
 from geryon.agent import cli_obs
-from geryon.agent.config import AgentConfig, parse_config
 from geryon.agent.proto import agent_pb2 as pb
 from geryon.agent.proto import agent_pb2_grpc as pb_grpc
 from geryon.agent.service import Services, TlsFiles, start_services
 from geryon.errors import UsageError
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces")
-
-
-class View:
-    """The daemon's side, for real: a parsed config, a drift list and the last apply time."""
-
-    def __init__(self) -> None:
-        self.cfg = parse_config({"interfaces": ["geth0"]})
-        self.drifted: list[str] = []
-        self.applied: float | None = 1_700_000_000.0
-
-    def config(self) -> AgentConfig:
-        return self.cfg
-
-    def drift(self) -> list[str]:
-        return list(self.drifted)
-
-    def last_apply(self) -> float | None:
-        return self.applied
 
 
 @pytest.fixture

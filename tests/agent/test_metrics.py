@@ -10,34 +10,17 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from live_agent import View
 from obs_netns import Transfer, build_htb, connect, listen, veth_pair
 from prometheus_client import CollectorRegistry
 
 from geryon import __version__
-from geryon.agent.config import AgentConfig, parse_config
+from geryon.agent.config import parse_config
 from geryon.agent.flows import Flow, FlowDiscovery
 from geryon.agent.jobs import JobFlow, JobRegistry, PairReport, Task, make_job
 from geryon.agent.metrics import AgentCollector, flow_series, nic_counters, pair_counts
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces")
-
-
-class View:
-    def __init__(self, interfaces: list[str]) -> None:
-        self.cfg = parse_config({"interfaces": interfaces})
-        self.drifted: list[str] = []
-        self.fail = False
-
-    def config(self) -> AgentConfig:
-        return self.cfg
-
-    def drift(self) -> list[str]:
-        if self.fail:
-            raise RuntimeError("the daemon's drift check broke")
-        return list(self.drifted)
-
-    def last_apply(self) -> float | None:
-        return 1_700_000_000.0
 
 
 # --- pure parts ---

@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from obs_netns import Transfer, build_htb, connect, listen, veth_pair
+from live_agent import View, live_agent
 
 import geryon.agent
 from geryon import __version__
-from geryon.agent.config import AgentConfig, parse_config
+from geryon.agent.config import parse_config
 from geryon.agent.flows import Flow
 from geryon.agent.jobs import JobFlow, JobRegistry, PairReport, make_job
 from geryon.agent.metrics import ClassSample
@@ -30,27 +30,6 @@ from geryon.agent.status import MAX_READINGS, History, Observed, Reading, rates,
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces")
 WEB = Path(geryon.agent.__file__).parent / "web"
-
-
-class View:
-    def __init__(self, interfaces: list[str]) -> None:
-        self.cfg = parse_config({"interfaces": interfaces})
-        self.drifted: list[str] = []
-        self.fail = False
-        self.config_fail = False
-
-    def config(self) -> AgentConfig:
-        if self.config_fail:
-            raise RuntimeError("no config")
-        return self.cfg
-
-    def drift(self) -> list[str]:
-        if self.fail:
-            raise RuntimeError("the daemon's drift check broke")
-        return list(self.drifted)
-
-    def last_apply(self) -> float | None:
-        return 1_700_000_000.0
 
 
 # --- pure parts ---
@@ -285,64 +264,41 @@ def test_the_page_references_nothing_outside_the_agent(served: tuple[Services, V
 
 @needs_root
 def test_status_json_shows_live_throughput_of_a_prioritized_transfer() -> None:
-    with veth_pair("gfs") as (a, b, ifname):
-        build_htb(a, ifname, [46, 26])
-        ps = listen(b, "10.77.0.2")
-        worker = listen(a, "10.77.0.1")
-        transfer = Transfer(ps)
-        view = View([ifname])
-        svc = start_services(
-            view, api_socket=None, api_tcp=None, tls=None, metrics_addr=("127.0.0.1", 0), netns=a
+    with live_agent("gfs") as agent:
+        base, ifname = agent.base, agent.ifname
+        agent.register("js")
+        agent.svc.jobs.report("js", 0.2, [0.25])
+        # Paced well below the 200 Mbit link, so strict priority leaves the bulk flow its share too.
+        agent.prioritized_transfer(total=256 << 20, chunk=32 << 10, pause=0.01)
+        doc: dict[str, Any] = {}
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            doc = json.loads(get(base + "/status.json")[2])
+            pairs = doc["jobs"][0]["pairs"]
+            flows = pairs[0]["flows"] if pairs else []
+            classes = {c["name"]: c["bits_per_second"] for c in doc["classes"]}
+            if len(flows) == 2 and all(f["sent_bps"] for f in flows) and all(classes.values()):
+                break
+            time.sleep(0.3)
+        job = doc["jobs"][0]
+        pair = job["pairs"][0]
+        assert (pair["ps"], pair["worker"], pair["ok"], pair["dscps"]) == (
+            "ps:0",
+            "worker:0",
+            True,
+            [26, 46],
         )
-        try:
-            assert svc.metrics_addr is not None
-            base = f"http://127.0.0.1:{svc.metrics_addr[1]}"
-            cluster = {
-                "ps": [f"10.77.0.2:{ps.getsockname()[1]}"],
-                "worker": [f"10.77.0.1:{worker.getsockname()[1]}"],
-            }
-            svc.jobs.register(make_job("js", cluster, view.cfg.classes))
-            svc.jobs.report("js", 0.2, [0.25])
-            transfer.add_clients(
-                [connect(a, "10.77.0.1", ps.getsockname(), 46), connect(a, "10.77.0.1", ps.getsockname(), 26)]
-            )
-            # Paced well below the 200 Mbit link, so strict priority leaves the bulk flow its share too.
-            transfer.send(total=256 << 20, chunk=32 << 10, pause=0.01)
-            doc: dict[str, Any] = {}
-            deadline = time.monotonic() + 20
-            while time.monotonic() < deadline:
-                doc = json.loads(get(base + "/status.json")[2])
-                pairs = doc["jobs"][0]["pairs"]
-                flows = pairs[0]["flows"] if pairs else []
-                classes = {c["name"]: c["bits_per_second"] for c in doc["classes"]}
-                if len(flows) == 2 and all(f["sent_bps"] for f in flows) and all(classes.values()):
-                    break
-                time.sleep(0.3)
-            job = doc["jobs"][0]
-            pair = job["pairs"][0]
-            assert (pair["ps"], pair["worker"], pair["ok"], pair["dscps"]) == (
-                "ps:0",
-                "worker:0",
-                True,
-                [26, 46],
-            )
-            assert [(f["class"], f["dscp"], f["role"]) for f in pair["flows"]] == [
-                ("urgent", 46, "worker"),
-                ("bulk", 26, "worker"),
-            ]
-            for f in pair["flows"]:
-                assert f["sent_bps"] > 0 and f["bytes_sent"] > 0, f
-                assert (
-                    f["local"].startswith("10.77.0.1:") and f["remote"] == f"10.77.0.2:{ps.getsockname()[1]}"
-                )
-                # Paced at most 32 KiB per 10 ms: the rate is bounded by that (plus slack for timing).
-                assert f["sent_bps"] < 2 * 8 * (32 << 10) / 0.01, f
-            for c in doc["classes"]:
-                assert c["bits_per_second"] > 0 and c["queues"][0]["interface"] == ifname, c
-            assert 0 < doc["interval_s"] < 5
-            assert (job["thresholds"], job["iteration_time_s"], job["threshold_changes"]) == ([0.25], 0.2, 1)
-            assert doc["interfaces"] == [{"name": ifname, "queues_present": True}] and doc["errors"] == {}
-        finally:
-            svc.stop()
-            transfer.stop()
-            worker.close()
+        assert [(f["class"], f["dscp"], f["role"]) for f in pair["flows"]] == [
+            ("urgent", 46, "worker"),
+            ("bulk", 26, "worker"),
+        ]
+        for f in pair["flows"]:
+            assert f["sent_bps"] > 0 and f["bytes_sent"] > 0, f
+            assert f["local"].startswith("10.77.0.1:") and f["remote"] == agent.ps_addr
+            # Paced at most 32 KiB per 10 ms: the rate is bounded by that (plus slack for timing).
+            assert f["sent_bps"] < 2 * 8 * (32 << 10) / 0.01, f
+        for c in doc["classes"]:
+            assert c["bits_per_second"] > 0 and c["queues"][0]["interface"] == ifname, c
+        assert 0 < doc["interval_s"] < 5
+        assert (job["thresholds"], job["iteration_time_s"], job["threshold_changes"]) == ([0.25], 0.2, 1)
+        assert doc["interfaces"] == [{"name": ifname, "queues_present": True}] and doc["errors"] == {}

@@ -15,12 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from obs_netns import Transfer, build_htb, connect, listen, veth_pair
+from live_agent import WORKER_IP, live_agent
+from obs_netns import connect
 
 from geryon import __version__
-from geryon.agent.config import AgentConfig, parse_config
-from geryon.agent.jobs import make_job
-from geryon.agent.service import start_services
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
@@ -40,20 +38,6 @@ def artifact_dir() -> Path:
     d = Path(os.environ.get("GERYON_TEST_ARTIFACTS") or REPO / "out" / "test-artifacts")
     d.mkdir(parents=True, exist_ok=True)
     return d
-
-
-class View:
-    def __init__(self, interfaces: list[str]) -> None:
-        self.cfg = parse_config({"interfaces": interfaces})
-
-    def config(self) -> AgentConfig:
-        return self.cfg
-
-    def drift(self) -> list[str]:
-        return []
-
-    def last_apply(self) -> float | None:
-        return time.time()
 
 
 @pytest.fixture
@@ -128,101 +112,84 @@ def png_size(data: bytes) -> tuple[int, int]:
 def test_page_shows_the_flows_of_a_prioritized_transfer(browser: Any) -> None:
     from selenium.webdriver.common.by import By
 
-    with veth_pair("gfw") as (a, b, ifname):
-        build_htb(a, ifname, [46, 26])
-        ps = listen(b, "10.77.0.2")
-        worker = listen(a, "10.77.0.1")
-        transfer = Transfer(ps)
-        view = View([ifname])
-        svc = start_services(
-            view, api_socket=None, api_tcp=None, tls=None, metrics_addr=("127.0.0.1", 0), netns=a
+    with live_agent("gfw") as agent:
+        svc = agent.svc
+        url = f"{agent.base}/"
+        ps_addr = agent.ps_addr
+        agent.register("jb")
+        # Paced well below the 200 Mbit link, so strict priority leaves the bulk flow its share; the
+        # transfer stops with the test (and after 60 s at the latest).
+        agent.prioritized_transfer(total=256 << 20, chunk=32 << 10, pause=0.01)
+
+        browser.get(url)
+        assert browser.title == "Geryon agent"
+        wait_until("the header", lambda: browser.find_element(By.ID, "version").text == __version__)
+
+        def both_flows_live() -> list[dict[str, Any]] | None:
+            rows: list[dict[str, Any]] = browser.execute_script(PAIR_FLOWS, "jb", "ps:0|worker:0")
+            classes = sorted((r["cls"], r["dscp"]) for r in rows)
+            ok = classes == [("bulk", "26"), ("urgent", "46")] and all(r["bps"] > 0 for r in rows)
+            return rows if ok else None
+
+        flows = wait_until(
+            "pair ps:0 <-> worker:0 with an urgent and a bulk flow, each with live throughput",
+            both_flows_live,
         )
-        try:
-            assert svc.metrics_addr is not None
-            url = f"http://127.0.0.1:{svc.metrics_addr[1]}/"
-            ps_addr = f"10.77.0.2:{ps.getsockname()[1]}"
-            cluster = {"ps": [ps_addr], "worker": [f"10.77.0.1:{worker.getsockname()[1]}"]}
-            svc.jobs.register(make_job("jb", cluster, view.cfg.classes))
-            transfer.add_clients(
-                [connect(a, "10.77.0.1", ps.getsockname(), 46), connect(a, "10.77.0.1", ps.getsockname(), 26)]
-            )
-            # Paced well below the 200 Mbit link, so strict priority leaves the bulk flow its share; the
-            # transfer stops with the test (and after 60 s at the latest).
-            transfer.send(total=256 << 20, chunk=32 << 10, pause=0.01)
+        for r in flows:
+            assert (r["shownClass"], r["shownDscp"]) == (r["cls"], r["dscp"])
+            assert r["local"].startswith("10.77.0.1:") and r["remote"] == ps_addr
+            assert r["rate"].endswith("bit/s"), r
 
-            browser.get(url)
-            assert browser.title == "Geryon agent"
-            wait_until("the header", lambda: browser.find_element(By.ID, "version").text == __version__)
+        def read(css: str) -> list[str | None] | None:
+            found: list[str | None] | None = browser.execute_script(READ, css)
+            return found
 
-            def both_flows_live() -> list[dict[str, Any]] | None:
-                rows: list[dict[str, Any]] = browser.execute_script(PAIR_FLOWS, "jb", "ps:0|worker:0")
-                classes = sorted((r["cls"], r["dscp"]) for r in rows)
-                ok = classes == [("bulk", "26"), ("urgent", "46")] and all(r["bps"] > 0 for r in rows)
-                return rows if ok else None
+        pair_state = '[data-job="jb"] [data-pair="ps:0|worker:0"] [data-field="pair-state"]'
+        assert read(pair_state) == ["ok", "true"]
 
-            flows = wait_until(
-                "pair ps:0 <-> worker:0 with an urgent and a bulk flow, each with live throughput",
-                both_flows_live,
-            )
-            for r in flows:
-                assert (r["shownClass"], r["shownDscp"]) == (r["cls"], r["dscp"])
-                assert r["local"].startswith("10.77.0.1:") and r["remote"] == ps_addr
-                assert r["rate"].endswith("bit/s"), r
+        def classes_live() -> list[dict[str, Any]] | None:
+            rows: list[dict[str, Any]] = browser.execute_script(CLASS_ROWS)
+            return rows if rows and all(r["bps"] > 0 for r in rows) else None
 
-            def read(css: str) -> list[str | None] | None:
-                found: list[str | None] | None = browser.execute_script(READ, css)
-                return found
+        classes = wait_until("both classes with live throughput", classes_live)
+        assert [(r["name"], r["dscp"], r["priority"], r["lossless"]) for r in classes] == [
+            ("urgent", "46", "5", "yes (PFC)"),
+            ("bulk", "26", "3", "yes (PFC)"),
+        ]
+        badge = browser.find_element(By.ID, "sync-badge")
+        assert (badge.text, badge.get_attribute("data-in-sync")) == ("config: in sync", "true")
 
-            pair_state = '[data-job="jb"] [data-pair="ps:0|worker:0"] [data-field="pair-state"]'
-            assert read(pair_state) == ["ok", "true"]
+        thresholds = '[data-job="jb"] [data-field="thresholds"]'
+        assert read(thresholds) == ["not reported", None]
+        svc.jobs.report("jb", 0.25, [0.35])
+        wait_until(
+            "the reported threshold",
+            lambda: read(thresholds) == ["0.35", None],
+        )
+        assert read('[data-job="jb"] [data-field="iteration"]') == ["250.0 ms", None]
+        assert not browser.find_element(By.ID, "error-banner").is_displayed()
 
-            def classes_live() -> list[dict[str, Any]] | None:
-                rows: list[dict[str, Any]] = browser.execute_script(CLASS_ROWS)
-                return rows if rows and all(r["bps"] > 0 for r in rows) else None
+        path = artifact_dir() / SCREENSHOT
+        path.unlink(missing_ok=True)
+        assert browser.save_screenshot(str(path))
+        data = path.read_bytes()
+        width, height = png_size(data)
+        assert width >= 800 and height >= 600 and len(data) > 20_000, (width, height, len(data))
 
-            classes = wait_until("both classes with live throughput", classes_live)
-            assert [(r["name"], r["dscp"], r["priority"], r["lossless"]) for r in classes] == [
-                ("urgent", "46", "5", "yes (PFC)"),
-                ("bulk", "26", "3", "yes (PFC)"),
-            ]
-            badge = browser.find_element(By.ID, "sync-badge")
-            assert (badge.text, badge.get_attribute("data-in-sync")) == ("config: in sync", "true")
+        # A connection of the pair carrying a DSCP that no class of the job has: the pair's badge says so.
+        agent.transfer.add_clients([connect(agent.netns, WORKER_IP, agent.ps.getsockname(), 10)])
+        wait_until(
+            "the wrong-DSCP badge",
+            lambda: (read(pair_state) or [None, None])[1] == "false",
+        )
+        assert read(pair_state) == ["wrong DSCP 10", "false"]
 
-            thresholds = '[data-job="jb"] [data-field="thresholds"]'
-            assert read(thresholds) == ["not reported", None]
-            svc.jobs.report("jb", 0.25, [0.35])
-            wait_until(
-                "the reported threshold",
-                lambda: read(thresholds) == ["0.35", None],
-            )
-            assert read('[data-job="jb"] [data-field="iteration"]') == ["250.0 ms", None]
-            assert not browser.find_element(By.ID, "error-banner").is_displayed()
-
-            path = artifact_dir() / SCREENSHOT
-            path.unlink(missing_ok=True)
-            assert browser.save_screenshot(str(path))
-            data = path.read_bytes()
-            width, height = png_size(data)
-            assert width >= 800 and height >= 600 and len(data) > 20_000, (width, height, len(data))
-
-            # A connection of the pair carrying a DSCP that no class of the job has: the pair's badge says so.
-            transfer.add_clients([connect(a, "10.77.0.1", ps.getsockname(), 10)])
-            wait_until(
-                "the wrong-DSCP badge",
-                lambda: (read(pair_state) or [None, None])[1] == "false",
-            )
-            assert read(pair_state) == ["wrong DSCP 10", "false"]
-
-            # The agent goes away: the page says so instead of showing stale numbers silently.
-            svc.stop()
-            banner = wait_until(
-                "the error banner",
-                lambda: (e := browser.find_element(By.ID, "error-banner")).is_displayed() and e.text,
-                timeout=15,
-            )
-            assert "Cannot reach the agent" in banner and "stale" in banner
-            assert browser.find_element(By.TAG_NAME, "body").get_attribute("data-state") == "error"
-        finally:
-            svc.stop()
-            transfer.stop()
-            worker.close()
+        # The agent goes away: the page says so instead of showing stale numbers silently.
+        svc.stop()
+        banner = wait_until(
+            "the error banner",
+            lambda: (e := browser.find_element(By.ID, "error-banner")).is_displayed() and e.text,
+            timeout=15,
+        )
+        assert "Cannot reach the agent" in banner and "stale" in banner
+        assert browser.find_element(By.TAG_NAME, "body").get_attribute("data-state") == "error"

@@ -9,7 +9,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -17,12 +16,9 @@ import pytest
 import yaml
 from hypothesis import given
 from hypothesis import strategies as st
-from obs_netns import Transfer, build_htb, connect, listen, veth_pair
+from live_agent import live_agent
 from prom_server import PROMETHEUS, SCRAPE_JOB, api, prometheus, query, wait_for
 
-from geryon.agent.config import AgentConfig, parse_config
-from geryon.agent.jobs import make_job
-from geryon.agent.service import start_services
 from geryon.dashboard import flow_priorities
 from geryon.dashboard.__main__ import DEFAULT_PATH
 from geryon.dashboard.grafana import GRID_COLUMNS, DashboardError, Panel, Row, layout, render, stat, target
@@ -322,20 +318,6 @@ def substitute(expr: str, host: str, job: str) -> str:
     return out
 
 
-class View:
-    def __init__(self, interfaces: list[str]) -> None:
-        self.cfg = parse_config({"interfaces": interfaces})
-
-    def config(self) -> AgentConfig:
-        return self.cfg
-
-    def drift(self) -> list[str]:
-        return []
-
-    def last_apply(self) -> float | None:
-        return time.time()
-
-
 def _labels(rows: list[dict[str, Any]], *names: str) -> list[tuple[str, ...]]:
     return sorted(tuple(r["metric"].get(n, "") for n in names) for r in rows)
 
@@ -349,36 +331,14 @@ def _values(rows: list[dict[str, Any]]) -> list[float]:
 def test_every_panel_query_runs_on_a_real_prometheus_and_shows_the_transfer(tmp_path: Path) -> None:
     board = flow_priorities()
     job = "jdash"
-    with veth_pair("gdb") as (a, b, ifname):
-        build_htb(a, ifname, [46, 26])  # the default config's classes: urgent (DSCP 46), bulk (26)
-        ps = listen(b, "10.77.0.2")
-        worker = listen(a, "10.77.0.1")
-        transfer = Transfer(ps)
-        view = View([ifname])
-        svc = start_services(
-            view, api_socket=None, api_tcp=None, tls=None, metrics_addr=("127.0.0.1", 0), netns=a
-        )
-        try:
-            assert svc.metrics_addr is not None
-            cluster = {
-                "ps": [f"10.77.0.2:{ps.getsockname()[1]}"],
-                "worker": [f"10.77.0.1:{worker.getsockname()[1]}"],
-            }
-            svc.jobs.register(make_job(job, cluster, view.cfg.classes))
-            svc.jobs.report(job, 0.25, [0.3])  # the search's first trial ...
-            svc.jobs.report(job, 0.2, [0.5])  # ... and its second
-            transfer.add_clients(
-                [connect(a, "10.77.0.1", ps.getsockname(), 46), connect(a, "10.77.0.1", ps.getsockname(), 26)]
-            )
-            # ~3 MB/s per flow for up to ~20 s (stopped below): still sending while Prometheus scrapes
-            transfer.send(total=64 << 20, pause=0.02)
-            host = "{}:{}".format(*svc.metrics_addr)
-            with prometheus(tmp_path, host) as base:
-                _check_panels(board, base, host, job)
-        finally:
-            svc.stop()
-            transfer.stop()
-            worker.close()
+    with live_agent("gdb") as agent:  # the default config's classes: urgent (DSCP 46), bulk (26)
+        agent.register(job)
+        agent.svc.jobs.report(job, 0.25, [0.3])  # the search's first trial ...
+        agent.svc.jobs.report(job, 0.2, [0.5])  # ... and its second
+        # ~3 MB/s per flow for up to ~20 s (stopped with the test): still sending while Prometheus scrapes
+        agent.prioritized_transfer(total=64 << 20, pause=0.02)
+        with prometheus(tmp_path, agent.target) as base:
+            _check_panels(board, base, agent.target, job)
 
 
 def _check_panels(board: dict[str, Any], base: str, host: str, job: str) -> None:

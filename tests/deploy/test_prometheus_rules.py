@@ -17,13 +17,9 @@ from typing import Any
 
 import pytest
 import yaml
-from obs_netns import build_htb, listen, veth_pair
+from live_agent import live_agent
 from prom_server import PROMETHEUS, PROMTOOL, SCRAPE_JOB, api, free_port, prometheus, wait_for
 from prometheus_client.parser import text_string_to_metric_families
-
-from geryon.agent.config import AgentConfig, parse_config
-from geryon.agent.jobs import make_job
-from geryon.agent.service import start_services
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy" / "prometheus"
@@ -231,48 +227,15 @@ def test_every_alert_is_documented_and_unit_tested_both_ways() -> None:
 # --- a real agent ---
 
 
-class View:
-    """The daemon's side of the agent: a config with the default classes (both lossless), in sync."""
-
-    def __init__(self, interfaces: list[str]) -> None:
-        self.cfg = parse_config({"interfaces": interfaces})
-
-    def config(self) -> AgentConfig:
-        return self.cfg
-
-    def drift(self) -> list[str]:
-        return []
-
-    def last_apply(self) -> float | None:
-        return time.time()
-
-
 @pytest.fixture(scope="module")
 def agent() -> Iterator[str]:
     """A real agent's metrics endpoint (host:port) in a namespace with Geryon's HTB classes, with job
     'jp' registered (one PS-worker pair, both tasks listening, no connection: the pair misses its flows)
     and one iteration report with thresholds."""
-    with veth_pair("gfr") as (a, b, ifname):
-        build_htb(a, ifname, [46, 26])
-        ps = listen(b, "10.77.0.2")
-        worker = listen(a, "10.77.0.1")
-        view = View([ifname])
-        svc = start_services(
-            view, api_socket=None, api_tcp=None, tls=None, metrics_addr=("127.0.0.1", 0), netns=a
-        )
-        try:
-            cluster = {
-                "ps": [f"10.77.0.2:{ps.getsockname()[1]}"],
-                "worker": [f"10.77.0.1:{worker.getsockname()[1]}"],
-            }
-            svc.jobs.register(make_job("jp", cluster, view.cfg.classes))
-            svc.jobs.report("jp", 0.5, [0.5])
-            assert svc.metrics_addr is not None
-            yield f"{svc.metrics_addr[0]}:{svc.metrics_addr[1]}"
-        finally:
-            svc.stop()
-            ps.close()
-            worker.close()
+    with live_agent("gfr") as live:
+        live.register("jp")
+        live.svc.jobs.report("jp", 0.5, [0.5])
+        yield live.target
 
 
 def scrape(target: str) -> str:
