@@ -22,7 +22,7 @@ import os
 import re
 import struct
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any
 
 from pyroute2 import IPRoute, netns
@@ -397,23 +397,45 @@ class LinuxDriver:
                 f"the root qdisc {current['kind']!r} (as it is now) was not set by Geryon and could not be "
                 f"restored later; remove it first (tc qdisc del dev {ifname} root)",
             )
+        if value is not None and value.get("kind") != "htb" and value.get("kind") not in _RESTORABLE_FOREIGN:
+            raise DriverError(target, f"cannot re-create a root qdisc of kind {value.get('kind')!r}")
         try:
             if current is not None:
                 # HTB has no "change" for the tree: replace the whole root.
                 self._ipr.tc("del", index=idx, handle=0, parent=0xFFFFFFFF)
-            if value is None:
-                return
-            kind = value.get("kind")
-            if kind == "htb":
-                self._add_htb(idx, value)
-            elif kind in _RESTORABLE_FOREIGN:
-                self._ipr.tc("add", kind, idx, handle=_parse_classid(value["handle"]), limit=value["limit"])
-            else:
-                raise DriverError(target, f"cannot re-create a root qdisc of kind {kind!r}")
-        except NetlinkError as e:
-            raise DriverError(target, f"netlink refused the change: {e}") from None
-        except (KeyError, TypeError, ValueError) as e:
-            raise DriverError(target, f"malformed queue description ({e!r})") from None
+            if value is not None:
+                self._create_root(idx, value)
+        except (NetlinkError, KeyError, TypeError, ValueError) as e:
+            # Never leave the interface half-built or bare: put back what was there before.
+            restored = self._put_back(idx, current)
+            if isinstance(e, NetlinkError):
+                raise DriverError(target, f"netlink refused the change: {e}; {restored}") from None
+            raise DriverError(target, f"malformed queue description ({e!r}); {restored}") from None
+
+    def _create_root(self, idx: int, value: dict[str, Any]) -> None:
+        if value["kind"] == "htb":
+            self._add_htb(idx, value)
+        else:
+            self._ipr.tc(
+                "add", value["kind"], idx, handle=_parse_classid(value["handle"]), limit=value["limit"]
+            )
+
+    def _put_back(self, idx: int, previous: dict[str, Any] | None) -> str:
+        """After a failed write: removes whatever part of the new root got built and re-creates the
+        previous root. Returns what it did, for the error message."""
+        with suppress(NetlinkError):
+            self._ipr.tc("del", index=idx, handle=0, parent=0xFFFFFFFF)
+        if previous is None:
+            return "the interface is back to the kernel's default root"
+        if not (recreatable(previous) or _geryon_shaped(previous)):
+            return f"the previous root qdisc {previous['kind']!r} could not be re-created"
+        try:
+            self._create_root(idx, previous)
+        except (NetlinkError, KeyError, TypeError, ValueError) as e:
+            with suppress(NetlinkError):
+                self._ipr.tc("del", index=idx, handle=0, parent=0xFFFFFFFF)
+            return f"re-creating the previous root failed too ({e}); the kernel's default root is in place"
+        return "the previous root is back"
 
     def _add_htb(self, idx: int, tree: dict[str, Any]) -> None:
         default = _parse_classid(tree["default"])

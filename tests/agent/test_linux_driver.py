@@ -322,3 +322,48 @@ def test_the_flat_tree_of_an_early_agent_is_repaired(ns: VethNs) -> None:
         d.write("ga0/qdisc", tree)
         assert d.observe(["ga0/qdisc"]) == {"ga0/qdisc": tree}
     assert htb_classes(ns.name, "ga0")["1:10"]["parent"] == "1:1"
+
+
+def _broken(tree: dict) -> dict:
+    """The tree with its last class hung under a class that is not in the tree: the driver finds out
+    only after the root and the classes before it exist in the kernel."""
+    classes = [dict(c) for c in tree["classes"]]
+    classes[-1]["parent"] = "1:99"
+    return {**tree, "classes": classes}
+
+
+def test_a_failed_write_puts_the_previous_geryon_tree_back(ns: VethNs) -> None:
+    first = desired_tree(parse_config(CFG))
+    with LinuxDriver(ns.name) as d:
+        d.write("ga0/qdisc", first)
+        with pytest.raises(DriverError, match=r"malformed queue description.*the previous root is back"):
+            d.write("ga0/qdisc", _broken(desired_tree(parse_config({**CFG, "egress": {"rate": "2gbit"}}))))
+        assert d.observe(["ga0/qdisc"]) == {"ga0/qdisc": first}
+    # iproute2's view agrees: the old tree, whole, with its rate.
+    assert htb_classes(ns.name, "ga0", inner=True)["1:1"]["ceil"] == 1e9
+
+
+def test_a_failed_write_puts_a_foreign_fifo_back(ns: VethNs) -> None:
+    ns_exec(ns.name, "tc", "qdisc", "add", "dev", "ga0", "root", "handle", "5:", "bfifo", "limit", "30000")
+    with LinuxDriver(ns.name) as d, pytest.raises(DriverError, match=r"the previous root is back"):
+        d.write("ga0/qdisc", _broken(desired_tree(parse_config(CFG))))
+    root = root_qdisc(ns.name, "ga0")
+    assert (root["kind"], root["handle"], root["options"]["limit"]) == ("bfifo", "5:", 30000)
+
+
+def test_a_failed_write_on_a_bare_interface_leaves_the_kernel_default(ns: VethNs) -> None:
+    with LinuxDriver(ns.name) as d:
+        with pytest.raises(DriverError, match=r"back to the kernel's default root"):
+            d.write("ga0/qdisc", _broken(desired_tree(parse_config(CFG))))
+        assert d.observe(["ga0/qdisc"]) == {"ga0/qdisc": None}
+    assert root_qdisc(ns.name, "ga0")["kind"] == "noqueue"
+    assert htb_classes(ns.name, "ga0", inner=True) == {}
+
+
+def test_an_unknown_root_kind_is_refused_before_anything_changes(ns: VethNs) -> None:
+    first = desired_tree(parse_config(CFG))
+    with LinuxDriver(ns.name) as d:
+        d.write("ga0/qdisc", first)
+        with pytest.raises(DriverError, match=r"cannot re-create a root qdisc of kind 'cake'"):
+            d.write("ga0/qdisc", {"kind": "cake", "handle": "1:"})
+        assert d.observe(["ga0/qdisc"]) == {"ga0/qdisc": first}
