@@ -48,6 +48,10 @@ FILTER_PREF = {"ip": 1, "ipv6": 2}
 _PROTO_NAME = {ETH_P_IP: "ip", ETH_P_IPV6: "ipv6"}
 # Root qdiscs (other than our HTB) that can be re-created exactly from what the kernel reports.
 _RESTORABLE_FOREIGN = ("pfifo", "bfifo")
+# HTB's round-robin quantum (bytes a class may send per turn among classes of one prio) where a tree
+# gives none: a few MTU frames. Trees carry "quantum" only for other values (the software switch's
+# DWRR classes, weighted by it), so observe() reports a class's quantum only when it differs.
+DEFAULT_QUANTUM = 1514 * 4
 
 
 def classid(minor: int) -> str:
@@ -331,6 +335,8 @@ class LinuxDriver:
                 "ceil_bits": ceil * 8,
                 "leaf": None,
             }
+            if int(parms["quantum"]) != DEFAULT_QUANTUM:
+                entry["quantum"] = int(parms["quantum"])
             if int(c["parent"]) not in (handle, 0xFFFFFFFF):
                 entry["parent"] = _fmt_handle(int(c["parent"]))  # absent: directly under the root
             leaf = leaves.get(int(c["handle"]))
@@ -459,7 +465,7 @@ class LinuxDriver:
                 burst=burst,
                 cburst=burst,
                 prio=c["prio"],
-                quantum=1514 * 4,
+                quantum=c.get("quantum", DEFAULT_QUANTUM),
             )
             leaf = c.get("leaf")
             if leaf is not None:

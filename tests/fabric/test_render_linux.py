@@ -43,6 +43,7 @@ def test_constants_mirror_the_driver() -> None:
     assert linux.FIRST_MINOR == linux_driver.FIRST_MINOR
     assert linux.GUARANTEED_BITS == linux_driver.GUARANTEED_BYTES_S * 8
     assert linux.FILTER_PREF == linux_driver.FILTER_PREF
+    assert linux.QUANTUM == linux_driver.DEFAULT_QUANTUM
 
 
 def test_default_tree_is_the_agents_host_tree_plus_cnp() -> None:
@@ -68,11 +69,27 @@ def test_three_classes_strict_first_dwrr_share_one_prio() -> None:
     tree = port_trees(intent, rate_bits=10**9)["sw0"]
     kids = {c["classid"]: c for c in tree["classes"] if "parent" in c}
     assert {k: c["prio"] for k, c in kids.items()} == {"1:10": 0, "1:11": 1, "1:12": 1}
+    # DWRR weights 70/30 as HTB quanta: the lighter class 64 KiB per turn (the largest GSO packet), the
+    # heavier 70/30 of that; the strict class keeps the driver's default (no key).
+    assert {k: c.get("quantum") for k, c in kids.items()} == {"1:10": None, "1:11": 152917, "1:12": 65536}
     assert all(c["ceil_bits"] == 10**9 and c["rate_bits"] == 8000 for c in kids.values())
     assert tree["default"] == "1:12"
     by_dscp = {(f["protocol"], f["dscp"]): f["classid"] for f in tree["filters"]}
     assert by_dscp[("ip", 40)] == by_dscp[("ipv6", 46)] == by_dscp[("ip", 48)] == "1:10"
     assert by_dscp[("ip", 10)] == "1:12" and len(by_dscp) == 2 * 6
+
+
+def test_dwrr_quanta_follow_the_weights() -> None:
+    def quanta(*weights: int) -> dict[str, int]:
+        classes = [{"name": "urgent", "dscp": 46, "priority": 5, "scheduler": "strict"}]
+        classes += [
+            {"name": f"c{i}", "dscp": 10 + i, "priority": i, "weight": w} for i, w in enumerate(weights)
+        ]
+        return linux.dwrr_quanta(parse_intent({"name": "q", "classes": classes}))
+
+    assert quanta(100) == {} and quanta(50, 50) == {}  # equal shares: HTB's default quantum
+    assert quanta(1, 99) == {"c0": 65536, "c1": 99 * 65536}
+    assert quanta(50, 25, 25) == {"c0": 131072, "c1": 65536, "c2": 65536}
 
 
 def test_bad_port_and_sizes_are_intent_errors() -> None:
@@ -202,10 +219,10 @@ def test_golden() -> None:
     assert len(check_golden("linux")) >= 3
 
 
-def test_strict_class_goes_first_and_dwrr_classes_share() -> None:
-    """The 3-class intent on a real 20 Mbit/s port: while two DWRR classes (bulk, background) keep the
-    port busy, an urgent (strict) transfer gets nearly the whole link, and neither DWRR class starves
-    the other (same HTB prio)."""
+def test_strict_class_goes_first_and_dwrr_classes_share_by_weight() -> None:
+    """The 3-class intent on a real 20 Mbit/s port: while two DWRR classes (bulk 70%, background 30%)
+    keep the port busy, an urgent (strict) transfer gets nearly the whole link; then the DWRR classes
+    share the link by their weights."""
     intent = parse_intent(THREE)
     rate = 20_000_000
     with veth_pair("gfs") as (a, b, ifname):
@@ -220,14 +237,16 @@ def test_strict_class_goes_first_and_dwrr_classes_share() -> None:
             urgent = Flow(nbytes=urgent_bytes, timeout=3).start(a, "10.77.0.1", b, "10.77.0.2", 46)
             flows.append(urgent)
             urgent.wait()
+            time.sleep(0.2)  # the queues settle back to two classes
             mid = (bulk.received, background.received)
-            time.sleep(0.5)
+            time.sleep(1.0)
             after = (bulk.received, background.received)
         finally:
             for f in flows:
                 f.stop()
         assert urgent.seconds is not None, "the urgent transfer did not finish"
         assert urgent.seconds < 0.8, f"urgent took {urgent.seconds:.2f} s for 1 MB at 20 Mbit/s"
-        # after urgent finished, both DWRR classes moved (each at least a fifth of the link for 0.5 s)
-        for name, before, now in zip(("bulk", "background"), mid, after, strict=True):
-            assert now - before > rate / 8 * 0.5 / 5, (name, before, now)
+        # after urgent finished, both DWRR classes moved, and by their weights (70:30 = 2.33)
+        moved = [now - before for before, now in zip(mid, after, strict=True)]
+        assert all(m > rate / 8 * 1.0 / 6 for m in moved), moved
+        assert 1.7 < moved[0] / moved[1] < 3.2, f"bulk:background {moved[0] / moved[1]:.2f}, weights 70:30"

@@ -6,10 +6,12 @@ Mapping of the intent onto one egress port (see geryon/fabric/schema.md, "linux"
   first, each guaranteed 8 kbit and borrowing up to the link (ceil) by HTB prio: work-conserving
   strict priority, exactly as the agent's host queues (geryon.agent.linux_driver.desired_tree).
 - strict class i -> HTB prio i (classes are validated strict-first); every DWRR class -> one prio below
-  all strict classes. HTB shares the excess among same-prio classes round robin by quantum, and the
-  driver's trees carry no quantum, so DWRR weights are NOT enforced on Linux (equal shares). A rate of
-  weight x link would enforce them, but guaranteed rate is served before any borrowing, so it would
-  let DWRR queues push strict ones below their priority: strict priority matters more here.
+  all strict classes. HTB shares what the strict classes leave among same-prio classes round robin,
+  each sending its `quantum` bytes per turn, so a DWRR class's quantum is proportional to its weight
+  (the lightest gets 64 KiB, the largest GSO packet: HTB sends a whole packet per turn even when it
+  exceeds the quantum): that is DWRR. (A guaranteed rate of weight x link
+  would also split the link, but HTB serves guaranteed rates before any borrowing, so DWRR queues could
+  then push strict ones below their priority.)
 - a bfifo leaf of `buffer_bytes` per class (byte limits: GSO super-packets make packet limits lie).
 - u32 DS-field filters (IPv4 and IPv6) for each class's DSCPs; the CNP DSCP joins class 0 (HTB prio 0
   is never starved); unmatched DSCPs go to the `unmatched` class (HTB default; the least urgent one
@@ -30,7 +32,11 @@ from geryon.fabric.intent import IntentError, QosIntent, parse_ports
 PARENT_MINOR = 0x1
 FIRST_MINOR = 0x10
 GUARANTEED_BITS = 8000
-QUANTUM = 1514 * 4
+QUANTUM = 1514 * 4  # the driver's DEFAULT_QUANTUM
+# HTB sends at least one packet per turn even when the packet exceeds the class's quantum, so a quantum
+# below the packet size makes every class equal. The lightest DWRR class gets the largest packet
+# segmentation offloads hand HTB (64 KiB), so the weights hold with GSO on too.
+LIGHTEST_QUANTUM = 64 * 1024
 FILTER_PREF = {"ip": 1, "ipv6": 2}
 DEFAULT_BURST = 64 * 1024
 
@@ -57,22 +63,24 @@ def class_tree(intent: QosIntent, rate_bits: int, buffer_bytes: int) -> dict[str
     link = (int(rate_bits) // 8) * 8  # the kernel keeps bytes/s
     parent = _classid(PARENT_MINOR)
     n_strict = sum(1 for c in intent.classes if c.scheduler == "strict")
+    quanta = dwrr_quanta(intent)
     classes: list[dict[str, Any]] = [
         {"classid": parent, "prio": 0, "rate_bits": link, "ceil_bits": link, "leaf": None}
     ]
     filters = []
     for i, c in enumerate(intent.classes):
         cid = _classid(FIRST_MINOR + i)
-        classes.append(
-            {
-                "classid": cid,
-                "parent": parent,
-                "prio": i if c.scheduler == "strict" else n_strict,
-                "rate_bits": GUARANTEED_BITS,
-                "ceil_bits": link,
-                "leaf": {"kind": "bfifo", "limit": int(buffer_bytes)},
-            }
-        )
+        entry: dict[str, Any] = {
+            "classid": cid,
+            "parent": parent,
+            "prio": i if c.scheduler == "strict" else n_strict,
+            "rate_bits": GUARANTEED_BITS,
+            "ceil_bits": link,
+            "leaf": {"kind": "bfifo", "limit": int(buffer_bytes)},
+        }
+        if c.name in quanta and quanta[c.name] != QUANTUM:  # the driver leaves the default out
+            entry["quantum"] = quanta[c.name]
+        classes.append(entry)
         dscps = list(c.dscp)
         if i == 0 and intent.cnp is not None:
             dscps.append(intent.cnp.dscp)
@@ -86,6 +94,17 @@ def class_tree(intent: QosIntent, rate_bits: int, buffer_bytes: int) -> dict[str
         "classes": classes,
         "filters": sorted(filters, key=lambda f: (f["protocol"], f["dscp"], f["classid"])),
     }
+
+
+def dwrr_quanta(intent: QosIntent) -> dict[str, int]:
+    """{DWRR class name: HTB quantum in bytes}, proportional to the weights, the lightest class
+    LIGHTEST_QUANTUM; {} when the weights are all equal (HTB's default quantum already shares equally,
+    and the tree stays the agent's host tree)."""
+    weights = {c.name: int(c.weight) for c in intent.classes if c.scheduler != "strict" and c.weight}
+    if len(set(weights.values())) <= 1:
+        return {}
+    lightest = min(weights.values())
+    return {name: round(LIGHTEST_QUANTUM * w / lightest) for name, w in weights.items()}
 
 
 def port_trees(
@@ -225,7 +244,7 @@ def tc_commands(trees: Mapping[str, dict[str, Any]], burst_bytes: int | None = N
             opts = f"rate {_rate(c['rate_bits'])} ceil {_rate(c['ceil_bits'])} burst {burst} cburst {burst}"
             lines.append(
                 f"tc class add {dev} parent {parent} classid {c['classid']} htb {opts} "
-                f"prio {c['prio']} quantum {QUANTUM}"
+                f"prio {c['prio']} quantum {c.get('quantum', QUANTUM)}"
             )
             leaf = c.get("leaf")
             if leaf is not None and c["classid"] not in inner:

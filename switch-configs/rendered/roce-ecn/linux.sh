@@ -8,9 +8,9 @@ tc qdisc add dev s-ps0 root handle 1: htb default 12
 tc class add dev s-ps0 parent 1: classid 1:1 htb rate 100000000bit ceil 100000000bit burst 65536 cburst 65536 prio 0 quantum 6056
 tc class add dev s-ps0 parent 1:1 classid 1:10 htb rate 8000bit ceil 100000000bit burst 65536 cburst 65536 prio 0 quantum 6056
 tc qdisc add dev s-ps0 parent 1:10 handle 10: bfifo limit 262144
-tc class add dev s-ps0 parent 1:1 classid 1:11 htb rate 8000bit ceil 100000000bit burst 65536 cburst 65536 prio 1 quantum 6056
+tc class add dev s-ps0 parent 1:1 classid 1:11 htb rate 8000bit ceil 100000000bit burst 65536 cburst 65536 prio 1 quantum 98304
 tc qdisc add dev s-ps0 parent 1:11 handle 11: bfifo limit 262144
-tc class add dev s-ps0 parent 1:1 classid 1:12 htb rate 8000bit ceil 100000000bit burst 65536 cburst 65536 prio 1 quantum 6056
+tc class add dev s-ps0 parent 1:1 classid 1:12 htb rate 8000bit ceil 100000000bit burst 65536 cburst 65536 prio 1 quantum 65536
 tc qdisc add dev s-ps0 parent 1:12 handle 12: bfifo limit 262144
 tc filter add dev s-ps0 parent 1: protocol ip prio 1 u32 match ip dsfield 0x00 0xfc flowid 1:12
 tc filter add dev s-ps0 parent 1: protocol ip prio 1 u32 match ip dsfield 0x60 0xfc flowid 1:11
@@ -29,9 +29,9 @@ tc qdisc add dev s-ps1 root handle 1: htb default 12
 tc class add dev s-ps1 parent 1: classid 1:1 htb rate 100000000bit ceil 100000000bit burst 65536 cburst 65536 prio 0 quantum 6056
 tc class add dev s-ps1 parent 1:1 classid 1:10 htb rate 8000bit ceil 100000000bit burst 65536 cburst 65536 prio 0 quantum 6056
 tc qdisc add dev s-ps1 parent 1:10 handle 10: bfifo limit 262144
-tc class add dev s-ps1 parent 1:1 classid 1:11 htb rate 8000bit ceil 100000000bit burst 65536 cburst 65536 prio 1 quantum 6056
+tc class add dev s-ps1 parent 1:1 classid 1:11 htb rate 8000bit ceil 100000000bit burst 65536 cburst 65536 prio 1 quantum 98304
 tc qdisc add dev s-ps1 parent 1:11 handle 11: bfifo limit 262144
-tc class add dev s-ps1 parent 1:1 classid 1:12 htb rate 8000bit ceil 100000000bit burst 65536 cburst 65536 prio 1 quantum 6056
+tc class add dev s-ps1 parent 1:1 classid 1:12 htb rate 8000bit ceil 100000000bit burst 65536 cburst 65536 prio 1 quantum 65536
 tc qdisc add dev s-ps1 parent 1:12 handle 12: bfifo limit 262144
 tc filter add dev s-ps1 parent 1: protocol ip prio 1 u32 match ip dsfield 0x00 0xfc flowid 1:12
 tc filter add dev s-ps1 parent 1: protocol ip prio 1 u32 match ip dsfield 0x60 0xfc flowid 1:11
@@ -50,9 +50,9 @@ tc qdisc add dev s-wk0 root handle 1: htb default 12
 tc class add dev s-wk0 parent 1: classid 1:1 htb rate 100000000bit ceil 100000000bit burst 65536 cburst 65536 prio 0 quantum 6056
 tc class add dev s-wk0 parent 1:1 classid 1:10 htb rate 8000bit ceil 100000000bit burst 65536 cburst 65536 prio 0 quantum 6056
 tc qdisc add dev s-wk0 parent 1:10 handle 10: bfifo limit 262144
-tc class add dev s-wk0 parent 1:1 classid 1:11 htb rate 8000bit ceil 100000000bit burst 65536 cburst 65536 prio 1 quantum 6056
+tc class add dev s-wk0 parent 1:1 classid 1:11 htb rate 8000bit ceil 100000000bit burst 65536 cburst 65536 prio 1 quantum 98304
 tc qdisc add dev s-wk0 parent 1:11 handle 11: bfifo limit 262144
-tc class add dev s-wk0 parent 1:1 classid 1:12 htb rate 8000bit ceil 100000000bit burst 65536 cburst 65536 prio 1 quantum 6056
+tc class add dev s-wk0 parent 1:1 classid 1:12 htb rate 8000bit ceil 100000000bit burst 65536 cburst 65536 prio 1 quantum 65536
 tc qdisc add dev s-wk0 parent 1:12 handle 12: bfifo limit 262144
 tc filter add dev s-wk0 parent 1: protocol ip prio 1 u32 match ip dsfield 0x00 0xfc flowid 1:12
 tc filter add dev s-wk0 parent 1: protocol ip prio 1 u32 match ip dsfield 0x60 0xfc flowid 1:11
@@ -71,9 +71,9 @@ tc qdisc add dev s-wk1 root handle 1: htb default 12
 tc class add dev s-wk1 parent 1: classid 1:1 htb rate 100000000bit ceil 100000000bit burst 65536 cburst 65536 prio 0 quantum 6056
 tc class add dev s-wk1 parent 1:1 classid 1:10 htb rate 8000bit ceil 100000000bit burst 65536 cburst 65536 prio 0 quantum 6056
 tc qdisc add dev s-wk1 parent 1:10 handle 10: bfifo limit 262144
-tc class add dev s-wk1 parent 1:1 classid 1:11 htb rate 8000bit ceil 100000000bit burst 65536 cburst 65536 prio 1 quantum 6056
+tc class add dev s-wk1 parent 1:1 classid 1:11 htb rate 8000bit ceil 100000000bit burst 65536 cburst 65536 prio 1 quantum 98304
 tc qdisc add dev s-wk1 parent 1:11 handle 11: bfifo limit 262144
-tc class add dev s-wk1 parent 1:1 classid 1:12 htb rate 8000bit ceil 100000000bit burst 65536 cburst 65536 prio 1 quantum 6056
+tc class add dev s-wk1 parent 1:1 classid 1:12 htb rate 8000bit ceil 100000000bit burst 65536 cburst 65536 prio 1 quantum 65536
 tc qdisc add dev s-wk1 parent 1:12 handle 12: bfifo limit 262144
 tc filter add dev s-wk1 parent 1: protocol ip prio 1 u32 match ip dsfield 0x00 0xfc flowid 1:12
 tc filter add dev s-wk1 parent 1: protocol ip prio 1 u32 match ip dsfield 0x60 0xfc flowid 1:11

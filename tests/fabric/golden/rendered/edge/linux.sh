@@ -10,9 +10,9 @@ tc class add dev sw-a parent 1:1 classid 1:10 htb rate 8000bit ceil 100000000bit
 tc qdisc add dev sw-a parent 1:10 handle 10: bfifo limit 262144
 tc class add dev sw-a parent 1:1 classid 1:11 htb rate 8000bit ceil 100000000bit burst 65536 cburst 65536 prio 1 quantum 6056
 tc qdisc add dev sw-a parent 1:11 handle 11: bfifo limit 262144
-tc class add dev sw-a parent 1:1 classid 1:12 htb rate 8000bit ceil 100000000bit burst 65536 cburst 65536 prio 2 quantum 6056
+tc class add dev sw-a parent 1:1 classid 1:12 htb rate 8000bit ceil 100000000bit burst 65536 cburst 65536 prio 2 quantum 196608
 tc qdisc add dev sw-a parent 1:12 handle 12: bfifo limit 262144
-tc class add dev sw-a parent 1:1 classid 1:13 htb rate 8000bit ceil 100000000bit burst 65536 cburst 65536 prio 2 quantum 6056
+tc class add dev sw-a parent 1:1 classid 1:13 htb rate 8000bit ceil 100000000bit burst 65536 cburst 65536 prio 2 quantum 65536
 tc qdisc add dev sw-a parent 1:13 handle 13: bfifo limit 262144
 tc filter add dev sw-a parent 1: protocol ip prio 1 u32 match ip dsfield 0x20 0xfc flowid 1:13
 tc filter add dev sw-a parent 1: protocol ip prio 1 u32 match ip dsfield 0x68 0xfc flowid 1:12
@@ -39,9 +39,9 @@ tc class add dev sw-b parent 1:1 classid 1:10 htb rate 8000bit ceil 100000000bit
 tc qdisc add dev sw-b parent 1:10 handle 10: bfifo limit 262144
 tc class add dev sw-b parent 1:1 classid 1:11 htb rate 8000bit ceil 100000000bit burst 65536 cburst 65536 prio 1 quantum 6056
 tc qdisc add dev sw-b parent 1:11 handle 11: bfifo limit 262144
-tc class add dev sw-b parent 1:1 classid 1:12 htb rate 8000bit ceil 100000000bit burst 65536 cburst 65536 prio 2 quantum 6056
+tc class add dev sw-b parent 1:1 classid 1:12 htb rate 8000bit ceil 100000000bit burst 65536 cburst 65536 prio 2 quantum 196608
 tc qdisc add dev sw-b parent 1:12 handle 12: bfifo limit 262144
-tc class add dev sw-b parent 1:1 classid 1:13 htb rate 8000bit ceil 100000000bit burst 65536 cburst 65536 prio 2 quantum 6056
+tc class add dev sw-b parent 1:1 classid 1:13 htb rate 8000bit ceil 100000000bit burst 65536 cburst 65536 prio 2 quantum 65536
 tc qdisc add dev sw-b parent 1:13 handle 13: bfifo limit 262144
 tc filter add dev sw-b parent 1: protocol ip prio 1 u32 match ip dsfield 0x20 0xfc flowid 1:13
 tc filter add dev sw-b parent 1: protocol ip prio 1 u32 match ip dsfield 0x68 0xfc flowid 1:12
