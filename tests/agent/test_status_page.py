@@ -9,14 +9,14 @@ from __future__ import annotations
 import os
 import shutil
 import struct
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from live_agent import WORKER_IP, live_agent
 from obs_netns import connect
+from waiting import wait_until
 
 from geryon import __version__
 
@@ -55,18 +55,6 @@ def browser() -> Iterator[Any]:
         yield driver
     finally:
         driver.quit()  # ends chromedriver (by its PID) and the browser it started
-
-
-def wait_until(what: str, check: Callable[[], Any], timeout: float = 30) -> Any:
-    """Polls `check` until it returns something truthy, bounded in time; fails naming `what`."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(0.25)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}; last: {last!r}")
 
 
 # Reads what the page shows for one pair: each flow row's class, DSCP and live send rate (data-value).

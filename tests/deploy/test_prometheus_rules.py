@@ -5,13 +5,11 @@ dead target, raising GeryonPairMissingFlow and GeryonAgentDown for the right ins
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import subprocess
-import time
 import urllib.request
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +18,7 @@ import yaml
 from live_agent import live_agent
 from prom_server import PROMETHEUS, PROMTOOL, SCRAPE_JOB, api, free_port, prometheus, wait_for
 from prometheus_client.parser import text_string_to_metric_families
+from waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy" / "prometheus"
@@ -268,20 +267,6 @@ def alerts_for(base: str) -> dict[tuple[str, str], str]:
     }
 
 
-def wait_until(check: Callable[[], tuple[bool, Any]], what: str, timeout: float) -> Any:
-    """Polls check() -> (done, answer) until done, bounded in time; returns the answer, or fails naming
-    `what` and the last answer. Connection errors count as not done (Prometheus is still starting)."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        with contextlib.suppress(OSError):
-            done, last = check()
-            if done:
-                return last
-        time.sleep(0.5)
-    raise AssertionError(f"{what} within {timeout:.0f} s; last answer: {last}")
-
-
 @needs_prometheus
 @needs_root
 def test_real_prometheus_evaluates_the_rules_and_alerts(agent: str, tmp_path: Path) -> None:
@@ -290,14 +275,14 @@ def test_real_prometheus_evaluates_the_rules_and_alerts(agent: str, tmp_path: Pa
     with prometheus(tmp_path, [agent, dead], rule_files=[RULES]) as base:
         want_groups = {g["name"] for g in rule_groups()}
 
-        def evaluated() -> tuple[bool, list[dict[str, Any]]]:
-            groups: list[dict[str, Any]] = api(base, "rules")["groups"]
+        def evaluated(groups: list[dict[str, Any]]) -> bool:
             rules = [r for g in groups for r in g["rules"]]
-            done = {g["name"] for g in groups} == want_groups and all(r["health"] != "unknown" for r in rules)
-            return done, groups
+            return {g["name"] for g in groups} == want_groups and all(r["health"] != "unknown" for r in rules)
 
         # geryon-jobs runs every 30 s: its first evaluation may take that long.
-        groups = wait_until(evaluated, "every rule group evaluated", 75)
+        groups = wait_until(
+            "every rule group evaluated", lambda: api(base, "rules")["groups"], evaluated, timeout=75
+        )
         broken = [
             (g["name"], r.get("name"), r.get("lastError"))
             for g in groups
@@ -306,13 +291,12 @@ def test_real_prometheus_evaluates_the_rules_and_alerts(agent: str, tmp_path: Pa
         ]
         assert not broken, f"rules with evaluation errors: {broken}"
 
-        def raised() -> tuple[bool, dict[tuple[str, str], str]]:
-            held = alerts_for(base)
-            want = {("GeryonPairMissingFlow", agent), ("GeryonAgentDown", dead)}
-            return want <= set(held), held
-
+        want = {("GeryonPairMissingFlow", agent), ("GeryonAgentDown", dead)}
         held = wait_until(
-            raised, "GeryonPairMissingFlow for the agent and GeryonAgentDown for the dead target", 60
+            "GeryonPairMissingFlow for the agent and GeryonAgentDown for the dead target",
+            lambda: alerts_for(base),
+            lambda held: want <= set(held),
+            timeout=60,
         )
         assert held[("GeryonPairMissingFlow", agent)] in ("pending", "firing")
         assert held[("GeryonAgentDown", dead)] in ("pending", "firing")
