@@ -51,6 +51,12 @@ _COLORS = {
 }
 
 
+def chart_prefix(name: str) -> str:
+    """The prefix of the charts (and trace) of result file NAME.json: none for demo.json, else NAME-, so
+    the settings of a bench keep their own."""
+    return "" if name == "demo" else f"{name}-"
+
+
 def write_charts(result: Mapping[str, Any], out_dir: Path, prefix: str = "") -> list[Path]:
     """Writes CHARTS (each named `prefix` + name) into `out_dir` (created); returns their paths."""
     out_dir = Path(out_dir)
@@ -416,7 +422,7 @@ def redraw(data: Any, out_dir: Path, stem: str) -> list[Path]:
         paths.append(write_sweep_chart(data, out_dir / f"{stem}.png"))
         return paths
     _check_result(data, "")
-    return write_charts(data, out_dir, prefix="" if stem == "demo" else f"{stem}-")
+    return write_charts(data, out_dir, prefix=chart_prefix(stem))
 
 
 def _check_result(data: Any, where: str) -> None:

@@ -638,7 +638,9 @@ def finish(result: dict[str, Any], out_dir: Path, name: str, progress: Progress)
 
     The charts and trace of name.json are prefixed name- (so a bench's settings keep their own),
     except demo.json's: throughput.png, scaling.png, search.png, timeline.png, trace-geryon.json."""
-    prefix = "" if name == "demo" else f"{name}-"
+    from geryon.demo.chart import chart_prefix
+
+    prefix = chart_prefix(name)
     trace = out_dir / f"{prefix}trace-geryon.json"
     trace.unlink(missing_ok=True)  # a prediction that fails leaves no older run's trace behind
     try:
