@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from fabric.golden_files import INTENTS
-from fabric.sonic_switch import PLATFORMS, PatchError, apply_patch, config_load, platform_default
+from fabric.sonic_switch import PLATFORMS, apply_patch, config_load, platform_default
 from fabric.sonic_yang import skip_reason, validate
 
 from geryon.fabric.intent import IntentError, QosIntent, default_intent, load_intent
