@@ -80,6 +80,10 @@ def _lossless_problems(intent: QosIntent, state: dict[str, Any], ports: list[str
 
 def _intent_for(path: Path, base: dict[str, Any]) -> QosIntent:
     intent = load_intent(path)
+    # the buffer model follows the switch (an intent saying the other one is refused, tested below)
+    intent = dataclasses.replace(
+        intent, platform=dataclasses.replace(intent.platform, sonic_buffer_model=None)
+    )
     try:
         sonic.document(intent, _ports(base), base)
     except IntentError as e:  # an intent SONiC refuses anyway (e.g. lossless priority 0)
