@@ -103,8 +103,10 @@ def test_load_and_patch_end_equal_valid_and_lossless(variant: str, intent_path: 
     assert loaded == patched, _diff(loaded, patched)
     assert validate(loaded) == ""
     assert _lossless_problems(intent, loaded, ports) == []
+    assert doc["pending"]  # SONiC's default never already is Geryon's config
     # Rendering against the new state changes nothing: a second run is a no-op.
     again = sonic.document(intent, ports, loaded)
+    assert again["pending"] == []
     assert config_load(loaded, again["config_db"]) == loaded == apply_patch(loaded, again["patch"])
 
 

@@ -9,6 +9,7 @@ The rendered document (JSON, sorted keys) has:
                  buffers before PFC is enabled on a priority (PORT_QOS_MAP), PFC_WD last (the watchdog
                  needs PFC on the port first);
   "base"         what the patch assumes the switch holds (see below);
+  "pending"      with a base only: the rows the switch does not hold yet (empty: nothing to apply);
   "intent"       the intent's name.
 
 Why load and patch can differ, and what the rendering does about it: `config load` merges fields into
@@ -356,7 +357,7 @@ def document(
     if base is not None:
         _check_base(intent, base, ports)
     tabs = tables(intent, ports, base)
-    doc = {
+    doc: dict[str, Any] = {
         "intent": intent.name,
         "base": "the switch's config_db (--base)"
         if base is not None
@@ -365,10 +366,28 @@ def document(
         "config_db": tabs,
         "patch": patch_ops(tabs, base),
     }
+    if base is not None:
+        doc["pending"] = pending(tabs, base)
     problems = check_document(doc)
     if problems:  # a renderer bug, not bad input: never print a config SONiC would refuse
         raise AssertionError("SONiC renderer produced an invalid config: " + "; ".join(problems))
     return doc
+
+
+def pending(tabs: Mapping[str, Mapping[str, Any]], base: Mapping[str, Any]) -> list[str]:
+    """The rows (`TABLE|KEY`, CABLE_LENGTH per port) whose rendered value the base does not hold yet:
+    empty when the switch already is as rendered. A rollout keys on this, not on a file it copied, so
+    a failed apply or drift on the switch is applied again on the next run."""
+    out = []
+    for name in APPLY_ORDER:
+        have = base.get(name, {})
+        for key, row in tabs.get(name, {}).items():
+            if name == "CABLE_LENGTH":
+                old = have.get(key, {})
+                out += [f"{name}|{key}|{p}" for p, v in row.items() if old.get(p) != v]
+            elif have.get(key) != row:
+                out.append(f"{name}|{key}")
+    return out
 
 
 def _check_base(intent: QosIntent, base: Mapping[str, Any], ports: Sequence[str]) -> None:
