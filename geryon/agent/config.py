@@ -162,6 +162,11 @@ class AgentConfig:
             tsa[self.cnp.priority] = "strict"
         if not any(c.priority == 0 for c in self.classes) and (self.cnp is None or self.cnp.priority != 0):
             bw[0] = self.best_effort_bandwidth
+        used = set(prio_tc)
+        if not any(tsa[tc] == "ets" for tc in used):
+            # Every TC in use is strict (e.g. one strict class on priority 0): no ETS share can sum to
+            # 100, so the TCs no priority maps to are strict too, or the request would be invalid.
+            tsa = ["strict" if tc not in used else t for tc, t in enumerate(tsa)]
         return Ets(prio_tc=tuple(prio_tc), tc_tsa=tuple(tsa), tc_bw=tuple(bw))
 
 
