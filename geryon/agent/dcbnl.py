@@ -467,6 +467,35 @@ def netlink_route_socket(netns: str | None = None) -> socket.socket:
     return sock
 
 
+def dcb_event_socket(netns: str | None = None) -> socket.socket:
+    """A NETLINK_ROUTE socket subscribed to RTNLGRP_DCB: the kernel's dcbnl_notify sends an RTM_SETDCB
+    message (the interface's full IEEE state) there after every IEEE set or delete by any tool, so a
+    daemon sees mlnx_qos/dcb changes at once instead of at its next periodic check."""
+    with _in_netns(netns):
+        sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_ROUTE)
+    try:
+        sock.bind((0, RTMGRP_DCB))
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def dcb_event_ifnames(data: bytes) -> list[str]:
+    """The interfaces named by the DCB notifications in one datagram (others are skipped)."""
+    out = []
+    for mtype, _seq, raw in iter_messages(data):
+        if mtype not in (RTM_SETDCB, RTM_GETDCB):
+            continue
+        try:
+            msg = dcbmsg(raw)
+            msg.decode()
+            out.append(msg.get_attr("DCB_ATTR_IFNAME") or "")
+        except Exception:
+            out.append("")  # a notification we cannot parse is still a change
+    return out
+
+
 class DcbnlClient:
     """Get and set IEEE DCB objects of one host's interfaces.
 

@@ -28,6 +28,7 @@ Real drivers report ETS/PFC in shapes a request may not have; FakeNic(driver=...
 from __future__ import annotations
 
 import errno
+import queue
 import struct
 from collections import deque
 from dataclasses import dataclass, field
@@ -169,9 +170,26 @@ class FakeDcbKernel:
         self.nics = nics
         self.requests: list[bytes] = []  # every message received, as bytes
         self._failures: dict[tuple[str, str], int] = {}
+        self._subscribers: list[FakeEventSocket] = []
 
     def socket(self) -> FakeNetlinkSocket:
         return FakeNetlinkSocket(self)
+
+    def event_socket(self) -> FakeEventSocket:
+        """A socket bound to RTNLGRP_DCB: it receives what dcbnl_ieee_notify sends after each set/del."""
+        sock = FakeEventSocket()
+        self._subscribers.append(sock)
+        return sock
+
+    def notify(self, ifname: str, cmd: int = DCB_CMD_IEEE_SET) -> None:
+        """dcbnl_notify(dev, RTM_SETDCB, cmd, seq 0, portid 0): the interface's whole IEEE state, to the
+        group. Called after every successful IEEE set/del, as dcbnl_ieee_set/del do; tests may call it
+        to model another tool (mlnx_qos, dcb) changing the NIC."""
+        nic = self.nics[ifname]
+        payload = struct.pack("=BBH", 0, cmd, 0) + self._fill(ifname, nic)
+        msg = HDR.pack(HDR.size + len(payload), RTM_SETDCB, 0, 0, 0) + payload
+        for sub in self._subscribers:
+            sub.deliver(msg)
 
     def fail_next(self, ifname: str, what: str, err: int) -> None:
         """Make the next write of `what` ("ets", "pfc", "app", "trust") on ifname fail with errno err."""
@@ -226,6 +244,8 @@ class FakeDcbKernel:
                     else self._ieee_del(nic, ieee)
                 )
                 body, rtype = nla(DCB_ATTR_IEEE, bytes([err & 0xFF])), RTM_SETDCB
+                if not err:
+                    self.notify(ifname, cmd)
             payload = struct.pack("=BBH", 0, cmd, 0) + body
             reply = HDR.pack(HDR.size + len(payload), rtype, flags, seq, 0) + payload
             code = 0
@@ -399,3 +419,22 @@ class FakeNetlinkSocket:
 
     def close(self) -> None:
         self.closed = True
+
+
+class FakeEventSocket:
+    """A group subscription: recv() blocks until a notification arrives; close() ends it (b"")."""
+
+    def __init__(self) -> None:
+        self._queue: queue.Queue[bytes] = queue.Queue()
+        self.closed = False
+
+    def deliver(self, msg: bytes) -> None:
+        if not self.closed:
+            self._queue.put(msg)
+
+    def recv(self, bufsize: int, /) -> bytes:
+        return self._queue.get()[:bufsize]
+
+    def close(self) -> None:
+        self.closed = True
+        self._queue.put(b"")
