@@ -7,8 +7,11 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from geryon.agent.journal import FORMAT, MAX_BYTES, Busy, Journal, JournalError, exclusive
+from geryon.agent.names import target_problem
 
 
 def test_keeps_only_the_first_before_and_survives_a_reload(tmp_path: Path) -> None:
@@ -136,3 +139,48 @@ def test_one_writer_at_a_time(tmp_path: Path) -> None:
         pass
     with exclusive(path, timeout=0.2):  # released on exit
         pass
+
+
+# -- fuzz: the reader answers a Journal whose every target is well-formed, or a JournalError ---------
+
+_targets = st.sampled_from(
+    [
+        "eth0/qdisc",
+        "sysctl/net.ipv4.tcp_reflect_tos",
+        "eth0/dcb/ets",
+        "rdma/mlx5_0/1/roce_tos",
+        "eth0/ecn/cnp_dscp",
+    ]
+) | st.text(st.sampled_from("abnet./_0:-sysctl"), max_size=30)
+_entries = st.lists(
+    st.fixed_dictionaries(
+        {"target": _targets | st.integers(), "driver": st.sampled_from(["linux", "dcb", "sysfs", "x"])},
+        optional={"before": st.none() | st.integers() | st.text(max_size=5), "recorded_at": st.floats()},
+    ),
+    max_size=5,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.binary(max_size=200).map(lambda b: b)
+    | st.fixed_dictionaries(
+        {
+            "format": st.sampled_from([FORMAT, "x"]),
+            "version": st.sampled_from([1, 2, "1"]),
+            "entries": _entries,
+        }
+    ).map(lambda d: json.dumps(d).encode())
+)
+def test_fuzz_journal_reader(raw: bytes) -> None:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "journal.json"
+        path.write_bytes(raw)
+        try:
+            j = Journal.load(path)
+        except JournalError:
+            return
+    for e in j.entries.values():
+        assert target_problem(e.driver, e.target) is None
