@@ -25,7 +25,7 @@ def add_demo(sub: Any) -> None:
     p = sub.add_parser(
         "demo",
         help="the main job: train a CNN on an emulated cluster under vanilla, partition+slicing, Geryon, "
-        "end-host priority and one worker; print a throughput table",
+        "the paper's Geryon, end-host scheduling and one worker; print a throughput table",
     )
     p.add_argument("--quick", action="store_true", help="the 1-2 minute version (tiny model, few steps)")
     p.add_argument("--model", help=f"model (default vggmini; tiny with --quick): {', '.join(MODELS)}")
