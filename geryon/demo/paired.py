@@ -118,10 +118,12 @@ def compare_result(
 def format_rows(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     """Text lines: pair, unit, pairs, median ratio, 95% interval, verdict."""
     out = []
+    width = max((len(f"{r['a']}/{r['b']}") for r in rows), default=0)
     for r in rows:
         ratio = f"{r['ratio']:.3f}x" if r["ratio"] is not None else "n/a"
         ci = f"[{r['ci'][0]:.3f}, {r['ci'][1]:.3f}]" if r["ci"] else "-"
-        out.append(f"  {r['a']}/{r['b']}  {ratio}  95% {ci}  {r['pairs']} {r['unit']} pairs  {r['verdict']}")
+        name = f"{r['a']}/{r['b']}".ljust(width)
+        out.append(f"  {name}  {ratio}  95% {ci}  {r['pairs']} {r['unit']} pairs  {r['verdict']}")
     return out
 
 

@@ -60,12 +60,13 @@ def summarize(result: Mapping[str, Any]) -> dict[str, Any]:
     }
     from geryon.demo.paired import compare_result
 
+    pairs = compare_result(result)
     return {
         "modes": modes,
         "ratios": ratios,
-        "paired": compare_result(result),
+        "paired": pairs,
         "ordering": _ordering_note(runs),
-        "targets": _targets(modes, ratios, config, result.get("prediction")),
+        "targets": _targets(modes, ratios, config, result.get("prediction"), pairs),
     }
 
 
@@ -253,8 +254,17 @@ def _targets(
     ratios: Mapping[str, float | None],
     config: Mapping[str, Any],
     prediction: Any,
+    pairs: Sequence[Mapping[str, Any]] = (),
 ) -> list[dict[str, Any]]:
     targets: list[dict[str, Any]] = []
+    by_pair = {(p["a"], p["b"]): p for p in pairs}
+
+    def paired_note(other: str) -> str:
+        p = by_pair.get(("geryon", other))
+        if not p or p["ratio"] is None:
+            return ""
+        ci = f" [{p['ci'][0]:.3f}, {p['ci'][1]:.3f}]" if p["ci"] else ""
+        return f"paired {p['ratio']:.3f}x{ci}: {p['verdict']}"
 
     def add(name: str, target: str, measured: float | None, met: bool | None, text: str, note: str) -> None:
         targets.append(
@@ -278,7 +288,8 @@ def _targets(
             add(f"geryon/{other}", target, None, None, "n/a", f"not measured: {', '.join(failed)} failed")
             return
         met = r > goal if strict else r >= goal
-        add(f"geryon/{other}", target, r, met, f"{r:.2f}x", extra_note)
+        note = "; ".join(n for n in (extra_note, paired_note(other)) if n)
+        add(f"geryon/{other}", target, r, met, f"{r:.2f}x", note)
 
     ratio_target("ps", GERYON_OVER_PS, False)
     ratio_target("vanilla", GERYON_OVER_VANILLA, False)
