@@ -26,7 +26,9 @@ Writes the demo results (each run's demo.json with its charts, timeline.png and 
 under <out without .json>/ and the tables' rows as JSON to --out (default out/bench/e2e.json); each
 sweep also gets a chart beside it, images/s per mode for every point: <out stem>-fig8-9.png and
 <out stem>-table-iv.png. --quick starts from `geryon demo --quick`'s settings (tiny model,
-few steps) for a smoke run. Bad flags exit 2 naming the flag.
+few steps) for a smoke run. --background RATE adds a paced bulk stream (DSCP 8, from a host of its
+own) toward every worker's switch port for the whole run (issue 14 item 5: traffic no end-host
+scheduler can order against). Bad flags exit 2 naming the flag.
 """
 
 from __future__ import annotations
@@ -117,6 +119,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--slice-size", type=_size("--slice-size"), default=None)
     ap.add_argument("--buffer", type=_size("--buffer"), default=None)
     ap.add_argument("--search", default=None, help="sweep|guided|bayes|fixed:T (runner's default: sweep)")
+    ap.add_argument(
+        "--background",
+        type=_rate("--background"),
+        default=None,
+        help="background traffic toward each worker's switch port, e.g. 50mbit (default none)",
+    )
     ap.add_argument("--fig8-9", dest="fig8_9", action="store_true", help="sweep workers (Fig. 8/9)")
     ap.add_argument(
         "--sweep-workers", type=_list(_positive_int("--sweep-workers"), "--sweep-workers"), default=[1, 2, 4]
@@ -152,6 +160,7 @@ def base_overrides(args: argparse.Namespace) -> dict[str, Any]:
         "buffer_bytes": args.buffer,
         "search": args.search,
         "repeats": args.repeats,
+        "background_bits": args.background,
     }
 
 

@@ -361,6 +361,8 @@ def _title(config: Mapping[str, Any]) -> str:
         parts.append(f"{config['steps']} steps ({config.get('warmup', '?')} warm-up)")
     if config.get("repeats") is not None:
         parts.append(f"{config['repeats']} repeat(s)")
+    if _is_number(config.get("background_bits")) and config["background_bits"] > 0:
+        parts.append(f"background {format_rate(config['background_bits'])} per worker port")
     return ", ".join(parts)
 
 

@@ -84,6 +84,7 @@ DEFAULTS: dict[str, Any] = {
     "search_points": 5,
     "modes": list(modes_mod.MODES),
     "threads": 1,
+    "background_bits": 0,  # background traffic toward every worker's switch port, bits/s (0: none)
 }
 # --quick (CI): the tiny model, few steps, a 3-point sweep; every mode still runs.
 QUICK: dict[str, Any] = {
@@ -139,6 +140,8 @@ def validate(cfg: dict[str, Any]) -> dict[str, Any]:
     _int(cfg, "search_budget", "--search-budget", 2, 1000)
     _int(cfg, "search_points", "--search-points", 3, 100)
     _int(cfg, "threads", "--threads", 1, 64)
+    if cfg["background_bits"] != 0:
+        _int(cfg, "background_bits", "--background", 1_000_000, cfg["rate_bits"])
     cfg["modes"] = list(modes_mod.parse_modes(cfg["modes"]))
     search = modes_mod.parse_search(str(cfg["search"]), cfg["classes"])
     cfg["search"] = search.label()
@@ -183,8 +186,19 @@ def intent_for(classes: int) -> Any:
     return parse_intent(data)
 
 
-def host_names(workers: int, ps: int) -> tuple[str, ...]:
-    return (*(f"ps{i}" for i in range(ps)), *(f"worker{i}" for i in range(workers)), "chief")
+# Background traffic (issue 14 item 5): a host of its own sends a paced bulk stream to every worker,
+# so it shares the switch ports toward the workers (where pulls arrive) with the training traffic.
+# Its DSCP, 8 (CS1, the low-priority data class of RFC 4594), is in no class of the demo's intents,
+# so the priority switch puts it in the unmatched (least urgent) queue; the FIFO switch mixes it in.
+BACKGROUND_HOST = "bg"
+BACKGROUND_DSCP = 8
+BACKGROUND_MAX_S = 6 * 3600  # the sender and sink stop by themselves after this; normally by PID
+BACKGROUND_PORT = 5001
+
+
+def host_names(workers: int, ps: int, background: bool = False) -> tuple[str, ...]:
+    hosts = (*(f"ps{i}" for i in range(ps)), *(f"worker{i}" for i in range(workers)), "chief")
+    return (*hosts, BACKGROUND_HOST) if background else hosts
 
 
 # ---------------------------------------------------------------------------------------------
@@ -705,7 +719,7 @@ def testbed_spec(cfg: dict[str, Any]) -> Any:
     from geryon.testbed import TestbedSpec
 
     return TestbedSpec(
-        hosts=host_names(cfg["workers"], cfg["ps"]),
+        hosts=host_names(cfg["workers"], cfg["ps"], cfg["background_bits"] > 0),
         rate_bits=cfg["rate_bits"],
         buffer_bytes=cfg["buffer_bytes"],
         switch="priority",
@@ -739,6 +753,53 @@ def testbed(cfg: dict[str, Any], progress: Progress) -> Iterator[Any]:
         finally:
             tb.down()
             progress.say(f"testbed {tb.run_id} down")
+
+
+@contextlib.contextmanager
+def background(tb: Any, cfg: dict[str, Any], progress: Progress) -> Iterator[dict[str, Any] | None]:
+    """With cfg["background_bits"]: a sink in every worker and a paced sender per worker in the bg
+    host, for as long as the `with` lasts; then stopped by PID (SIGTERM, each sender reports what it
+    sent). Yields the record the result keeps (filled with the senders' reports at the end)."""
+    rate = cfg["background_bits"]
+    if not rate:
+        yield None
+        return
+    from geryon.testbed import traffic
+
+    workers = [f"worker{i}" for i in range(cfg["workers"])]
+    record: dict[str, Any] = {
+        "rate_bits_per_worker": rate,
+        "dscp": BACKGROUND_DSCP,
+        "from": BACKGROUND_HOST,
+        "to": workers,
+        "senders": [],
+    }
+    procs: list[subprocess.Popen[str]] = []
+    senders: list[subprocess.Popen[str]] = []
+    try:
+        for w in workers:
+            procs.append(traffic.start_sink(tb, w, BACKGROUND_PORT, timeout=BACKGROUND_MAX_S))
+        for w in workers:
+            p = traffic.start_bulk(
+                tb, BACKGROUND_HOST, w, rate, BACKGROUND_DSCP, BACKGROUND_MAX_S, BACKGROUND_PORT
+            )
+            senders.append(p)
+            procs.append(p)
+        record["pids"] = [p.pid for p in procs]
+        progress.say(
+            f"background: {format_rate(rate)} to each of {', '.join(workers)} from {BACKGROUND_HOST} "
+            f"(DSCP {BACKGROUND_DSCP})"
+        )
+        yield record
+    finally:
+        for p in senders:
+            record["senders"].append(traffic.stop_bulk(p))
+        for p in procs:
+            stop(p)
+        sent = [s for s in record["senders"] if "mbit_s" in s]
+        if sent:
+            record["mbit_s_per_worker"] = statistics.median(s["mbit_s"] for s in sent)
+            progress.say(f"background: stopped; {record['mbit_s_per_worker']:.1f} Mbit/s per worker sent")
 
 
 def new_result(cfg: dict[str, Any]) -> dict[str, Any]:
@@ -839,9 +900,10 @@ def run_demo(config: dict[str, Any], out_dir: Path, progress: Progress | None = 
     out_dir.mkdir(parents=True, exist_ok=True)
     check_privileges()
     started = time.monotonic()
-    with testbed(cfg, progress) as tb:
+    with testbed(cfg, progress) as tb, background(tb, cfg, progress) as bg:
         result = run_modes(tb, cfg, Path(tempfile.mkdtemp(prefix="logs-", dir=out_dir)), progress)
         result["testbed"] = {"run_id": tb.run_id, "hosts": list(tb.hosts)}
+        result["background"] = bg  # filled with the senders' reports when the `with` ends
     result["wall_s"] = round(time.monotonic() - started, 1)
     return finish(result, out_dir, "demo", progress)
 
@@ -877,14 +939,14 @@ def run_bench(
     configs = bench_configs(config)
     check_privileges()
     results: list[dict[str, Any]] = []
-    shape_keys = ("workers", "ps", "rate_bits", "buffer_bytes", "classes")
+    shape_keys = ("workers", "ps", "rate_bits", "buffer_bytes", "classes", "background_bits")
 
     def shape(c: dict[str, Any]) -> tuple[Any, ...]:
         return tuple(c[k] for k in shape_keys)
 
     for _, group in itertools.groupby(configs, key=shape):
         group_cfgs = list(group)
-        with testbed(group_cfgs[0], progress) as tb:
+        with testbed(group_cfgs[0], progress) as tb, background(tb, group_cfgs[0], progress) as bg:
             for cfg in group_cfgs:
                 progress.say(
                     f"setting: {cfg['workers']} workers, {cfg['ps']} PS, {format_rate(cfg['rate_bits'])}, "
@@ -894,6 +956,7 @@ def run_bench(
                 started = time.monotonic()
                 result = run_modes(tb, cfg, Path(tempfile.mkdtemp(prefix="logs-", dir=out_dir)), progress)
                 result["testbed"] = {"run_id": tb.run_id, "hosts": list(tb.hosts)}
+                result["background"] = bg
                 result["wall_s"] = round(time.monotonic() - started, 1)
                 name = f"bench-{len(results)}"
                 finish(result, out_dir, name, progress)
