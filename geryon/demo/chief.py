@@ -383,7 +383,7 @@ def train_paired(session: Session, emit: Emit, wait_go: Callable[[], None]) -> N
                 "seconds": seconds,
                 "warmup": phase != "measure",
                 "thresholds": list(g.thresholds),
-                "trial": len(trials) if searching else None,
+                "trial": len(trials) + 1 if searching else None,
             }
         )
         if time.monotonic() > deadline:

@@ -245,12 +245,12 @@ def arrival_timeline(
 ) -> dict[str, Any]:
     """Arrival rows at worker 0 in the last simulated iteration for the ps and geryon settings.
 
-    Geryon runs at the thresholds its runs settled on (else those endhost reused, else the defaults);
+    Geryon runs at the thresholds its runs settled on (else those paper reused, else the defaults);
     each setting comes from its runs when the result has them, else from the mode's defaults."""
     thresholds = next(
         (
             summary_modes[m]["thresholds"]
-            for m in ("geryon", "endhost")
+            for m in ("geryon", "paper")
             if (summary_modes.get(m) or {}).get("thresholds")
         ),
         None,

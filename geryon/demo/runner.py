@@ -11,6 +11,12 @@ that fails records its error and the others still run; the testbed always comes 
 plus SIGTERM turned into an exception so the `with` unwinds; `geryon testbed down` cleans up after
 a kill -9). The result JSON follows demo_common's schema ("format": "geryon.demo", version 1).
 
+The paired modes (geryon, paper, endhost: modes.Mode.paired) share one cluster instead (PairedRun):
+the chief alternates them round by round and, before each round, asks the runner (a "round" line;
+the runner answers "go" on its stdin) to set the switch's queue mode and read the counters, so each
+mode keeps its own bytes. Each paired mode still gets its own run record, with `paired` naming the
+rotation. Within a repeat the grpc modes and the paired cluster run in MODES' order.
+
 ## Defaults and why (measured on this 2-core machine, 1 TF thread per process)
 
 - vggmini computes a step (forward + backward + SGD) in 180 ms at batch 64 and about 0.7 s at
