@@ -236,7 +236,10 @@ def _prepare_unix_path(path: str) -> None:
             raise UsageError(f"--api-socket {path}: another process is listening there (another agent?)")
         finally:
             probe.close()
-    p.parent.mkdir(parents=True, exist_ok=True)
+    if not p.parent.exists():
+        # A directory the agent makes for its socket is root's alone; an existing one (e.g. /run) is
+        # left as it is: the socket's own 0600 (see serve) is what keeps others out.
+        p.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
 
 
 def serve(
@@ -256,7 +259,6 @@ def serve(
     try:
         if unix_path is not None:
             _prepare_unix_path(unix_path)
-            server.add_insecure_port(f"unix:{unix_path}")
             addresses.append(f"unix:{unix_path}")
         if tcp is not None:
             host, port = tcp
@@ -266,10 +268,19 @@ def serve(
             except RuntimeError as e:
                 raise UsageError(f"--api-tcp {shown}:{port}: cannot listen ({e})") from None
             addresses.append(f"{shown}:{bound}")
-        server.start()
+        # The unix socket is created 0600 by bind itself (umask 077 around gRPC's bind and listen): a
+        # chmod after start left a window in which, under umask 000, another user connected and was
+        # answered. The umask is process-wide, so other threads' files are only made stricter meanwhile.
+        old_umask = os.umask(0o077) if unix_path is not None else None
+        try:
+            if unix_path is not None:
+                server.add_insecure_port(f"unix:{unix_path}")
+            server.start()
+        finally:
+            if old_umask is not None:
+                os.umask(old_umask)
         if unix_path is not None:
-            # The socket appears at start with the umask's mode; tighten it before anyone is told of it.
-            os.chmod(unix_path, 0o600)
+            os.chmod(unix_path, 0o600)  # belt and braces; already 0600
     except BaseException:
         server.stop(0)
         raise

@@ -16,6 +16,7 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from geryon import units
+from geryon.agent.names import is_ifname, is_net_sysctl, is_rdma_device
 from geryon.fields import Fields, kind, load_yaml
 
 Trust = Literal["dscp", "pcp"]
@@ -24,11 +25,7 @@ Tsa = Literal["strict", "ets"]
 
 MAX_CLASSES = 8  # 802.1p priorities and HTB prio levels both stop at 8
 DEFAULT_SYSCTLS: Mapping[str, str] = MappingProxyType({"net.ipv4.tcp_reflect_tos": "1"})
-# Linux interface names: at most 15 bytes, no '/', no whitespace, not "." or "..".
-_IFNAME = re.compile(r"^[A-Za-z0-9_.:@+-]{1,15}$")
 _CLASS_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,31}$")
-_SYSCTL = re.compile(r"^[a-z0-9_-]+(\.[A-Za-z0-9_:-]+)+$")
-_RDMA_DEV = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 _SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(b|k|kb|kib|m|mb|mib|g|gb|gib)?\s*$", re.I)
 _SIZE_UNITS = {
     "b": 1,
@@ -162,6 +159,11 @@ class AgentConfig:
             tsa[self.cnp.priority] = "strict"
         if not any(c.priority == 0 for c in self.classes) and (self.cnp is None or self.cnp.priority != 0):
             bw[0] = self.best_effort_bandwidth
+        used = set(prio_tc)
+        if not any(tsa[tc] == "ets" for tc in used):
+            # Every TC in use is strict (e.g. one strict class on priority 0): no ETS share can sum to
+            # 100, so the TCs no priority maps to are strict too, or the request would be invalid.
+            tsa = ["strict" if tc not in used else t for tc, t in enumerate(tsa)]
         return Ets(prio_tc=tuple(prio_tc), tc_tsa=tuple(tsa), tc_bw=tuple(bw))
 
 
@@ -277,7 +279,7 @@ def _interfaces(value: Any) -> tuple[str, ...]:
         raise ConfigError("interfaces: must list at least one interface")
     seen: set[str] = set()
     for i, name in enumerate(items):
-        if not isinstance(name, str) or not _IFNAME.match(name) or name in (".", ".."):
+        if not is_ifname(name):
             raise ConfigError(
                 f"interfaces[{i}]: {_kind(name)} is not an interface name (1-15 characters, no '/' or spaces)"
             )
@@ -445,8 +447,16 @@ def _sysctls(value: Any) -> Mapping[str, str]:
         raise ConfigError(f"sysctls: expected a mapping of sysctl name to value, got {_kind(value)}")
     out: dict[str, str] = {}
     for key, v in value.items():
-        if not isinstance(key, str) or not _SYSCTL.match(key) or ".." in key:
-            raise ConfigError(f"sysctls.{key}: not a sysctl name (dotted, like net.ipv4.tcp_reflect_tos)")
+        if not isinstance(key, str) or not key.startswith("net."):
+            # Only the network namespace's own sysctls: anything else (kernel.*, vm.*) is host-global,
+            # not per-NIC QoS, and not Geryon's to change.
+            raise ConfigError(
+                f"sysctls.{key}: only network sysctls (net.*) are allowed, like net.ipv4.tcp_reflect_tos"
+            )
+        if not is_net_sysctl(key):
+            raise ConfigError(
+                f"sysctls.{key}: not a sysctl name (dotted parts of letters, digits, _ : @ + -; no '/')"
+            )
         if isinstance(v, bool):
             v = int(v)
         if isinstance(v, int):
@@ -484,7 +494,7 @@ def _roce_tos(value: Any, classes: tuple[ClassSpec, ...]) -> tuple[RoceTosSpec, 
         n = f"roce_tos[{i}]"
         m = _mapping(item, n, ("device", "port", "tos", "class"))
         device = m.get("device", "*")
-        if not isinstance(device, str) or not (device == "*" or _RDMA_DEV.match(device)):
+        if not (device == "*" or is_rdma_device(device)):
             raise ConfigError(
                 f"{n}.device: expected an RDMA device name (e.g. mlx5_0) or '*', got {_kind(device)}"
             )

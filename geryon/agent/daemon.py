@@ -1,8 +1,9 @@
 """`geryon agent run`: apply on start, then keep the host in sync.
 
-Netlink link and qdisc events (someone deleted the qdisc, a link flapped or came back) wake the
-loop, which re-verifies and re-applies within a debounce interval; a periodic verify catches
-drift that sends no netlink event (sysctls, sysfs). SIGTERM/SIGINT: clean exit (the host keeps its
+Netlink link and qdisc events (someone deleted the qdisc, a link flapped or came back) and dcbnl
+notifications (RTNLGRP_DCB: another tool changed ETS/PFC/APP) wake the loop, which re-verifies and
+re-applies within a debounce interval; a periodic verify catches drift that sends no netlink event
+(sysctls, sysfs). SIGTERM/SIGINT: clean exit (the host keeps its
 QoS; `restore` undoes it). SIGHUP: reload the config; a bad new config is logged and the old one kept.
 Logs are one key=value line per event on stderr.
 """
@@ -239,6 +240,43 @@ def watch_netlink(netns: str | None, wake: threading.Event, log: Log, ready: thr
                 wake.set()
 
 
+def watch_dcb(
+    netns: str | None,
+    wake: threading.Event,
+    log: Log,
+    ready: threading.Event,
+    sock_factory: Callable[[], Any] | None = None,
+) -> None:
+    """Sets `wake` on every dcbnl notification (RTNLGRP_DCB): a DCB change by another tool is repaired
+    within the debounce, not at the next periodic verify. Hosts without DCB simply never send one."""
+    from geryon.agent.dcbnl import dcb_event_ifnames, dcb_event_socket
+
+    try:
+        sock = sock_factory() if sock_factory is not None else dcb_event_socket(netns)
+    except Exception as e:
+        log("watch_failed", "warning", what="dcb", error=e, fallback="periodic verify for DCB")
+        ready.set()
+        return
+    ready.set()
+    try:
+        while True:
+            try:
+                data = sock.recv(65536)
+            except OSError as e:
+                log("watch_failed", "warning", what="dcb", error=e, fallback="periodic verify for DCB")
+                return
+            if not data:
+                return
+            try:
+                names = dcb_event_ifnames(data)
+            except OSError:
+                names = [""]
+            if names:
+                wake.set()
+    finally:
+        sock.close()
+
+
 def run(args: argparse.Namespace) -> int:
     from geryon.agent.cli import AGENT_EXTRA, check_netns, read_config
     from geryon.agent.driver import DriverError, open_slots
@@ -288,6 +326,10 @@ def run(args: argparse.Namespace) -> int:
     ready = threading.Event()
     threading.Thread(target=watch_netlink, args=(args.netns, wake, log, ready), daemon=True).start()
     ready.wait(10)  # subscribe before the first apply, so no change slips between apply and watch
+    if config.dcb != "off":
+        dcb_ready = threading.Event()
+        threading.Thread(target=watch_dcb, args=(args.netns, wake, log, dcb_ready), daemon=True).start()
+        dcb_ready.wait(10)
     services = _start_services(agent, args, log)
     agent.reconcile("start")
     try:

@@ -37,6 +37,10 @@ TRUST_NAMES = {sel: name for name, sel in TRUST_SELECTORS.items()}
 KINDS = ("ets", "pfc", "app", "trust")
 
 
+def _canon(value: Any) -> str:
+    return json.dumps(value, sort_keys=True)  # journal values are JSON: tuples == lists
+
+
 def parse_target(target: str) -> tuple[str, str, int | None]:
     """'eth0/dcb/app/dscp/46' -> ('eth0', 'app', 46); 'eth0/dcb/pfc' -> ('eth0', 'pfc', None)."""
     parts = target.split("/")
@@ -48,24 +52,50 @@ def parse_target(target: str) -> tuple[str, str, int | None]:
 
 
 def ets_value(ets: Ets) -> dict[str, Any]:
+    """The ETS as the device reports it (a TSA this module has no name for shows as its number)."""
     return {
         "willing": ets.willing,
         "prio_tc": list(ets.prio_tc),
-        "tc_tsa": [TSA_NAMES[t] for t in ets.tc_tsa],
+        "tc_tsa": [TSA_NAMES.get(t, str(t)) for t in ets.tc_tsa],
         "tc_bw": list(ets.tc_tx_bw),
     }
 
 
-def ets_from_value(target: str, value: dict[str, Any]) -> Ets:
+def ets_from_value(target: str, value: dict[str, Any], ets_cap: int = 0) -> Ets:
+    """A value (desired, or a journaled "before" read from the device) as a request the device takes."""
     try:
-        return Ets(
+        tsa = tuple(TSA_BY_NAME[t] if t in TSA_BY_NAME else int(t) for t in value["tc_tsa"])
+        ets = Ets(
             willing=bool(value.get("willing", False)),
-            tc_tsa=tuple(TSA_BY_NAME[t] for t in value["tc_tsa"]),
+            tc_tsa=tsa,
             tc_tx_bw=tuple(value["tc_bw"]),
             prio_tc=tuple(value["prio_tc"]),
-        )
+            ets_cap=ets_cap,
+        ).as_request()
+        ets.check_request()
+        return ets
     except (KeyError, TypeError, ValueError) as e:
-        raise DriverError(target, f"not an ETS value ({e}): {value!r}") from None
+        raise DriverError(target, f"not an ETS value the device can take ({e}): {value!r}") from None
+
+
+def ets_meaning(value: Any) -> Any:
+    """What an ETS value means for traffic, so desired and observed compare by meaning, not encoding:
+    the prio->TC map, willing, and for each TC a priority uses its TSA and, for ets TCs only, its share.
+    A strict or vendor TC's bandwidth is ignored (mlx5 reports 100%, ice may report 100% on a strict
+    TC 0), and so is a TC no priority maps to (it carries no traffic)."""
+    if not isinstance(value, dict):
+        return value
+    try:
+        prio_tc = [int(tc) for tc in value["prio_tc"]]
+        tsa, bw = list(value["tc_tsa"]), list(value["tc_bw"])
+        tcs = {
+            tc: (tsa[tc], bw[tc] if tsa[tc] == "ets" else None)
+            for tc in sorted(set(prio_tc))
+            if tc < len(tsa)
+        }
+    except (KeyError, TypeError, ValueError, IndexError):
+        return value
+    return {"willing": bool(value.get("willing")), "prio_tc": prio_tc, "tcs": tcs}
 
 
 class DcbDriver:
@@ -93,24 +123,43 @@ class DcbDriver:
         for ifname in config.interfaces:
             out[f"{ifname}/dcb/ets"] = ets_val
             out[f"{ifname}/dcb/pfc"] = {"pfc_en": list(config.lossless_priorities)}
-            for dscp, prio in config.app_entries():
-                out[f"{ifname}/dcb/app/dscp/{dscp}"] = prio
+            # With PCP trust the DSCP APP table is not used, and mlx5 switches to DSCP trust on the first
+            # DSCP entry (mlx5e_dcbnl_ieee_setapp): write none, release any Geryon wrote earlier.
+            if config.trust == "dscp":
+                for dscp, prio in config.app_entries():
+                    out[f"{ifname}/dcb/app/dscp/{dscp}"] = prio
             out[f"{ifname}/dcb/trust"] = [config.trust]
         return out
 
     def check(self, config: AgentConfig) -> None:
-        """Host-specific config errors: more lossless priorities than a NIC's PFC supports."""
+        """Host-specific config errors: more lossless priorities than a NIC's PFC supports, or a TC
+        the NIC does not have (ets_cap; bnxt has as many TCs as CoS queues, often fewer than 8)."""
         want = len(config.lossless_priorities)
+        top_tc = max(config.ets().prio_tc)
         for ifname in config.interfaces:
             try:
-                pfc = self._client.get_ieee(ifname).pfc
+                state = self._client.get_ieee(ifname)
             except OSError:
                 continue  # no DCB here (veth) or no such interface: observe reports it
+            pfc = state.pfc
+            if state.ets is not None and state.ets.ets_cap and top_tc >= state.ets.ets_cap:
+                raise ConfigError(
+                    f"classes: the classes and CNP need traffic class {top_tc} (TC = priority), but "
+                    f"{ifname} has {state.ets.ets_cap} TCs (ets_cap); use priorities below "
+                    f"{state.ets.ets_cap}"
+                )
             if pfc is not None and pfc.pfc_cap and want > pfc.pfc_cap:
                 raise ConfigError(
                     f"classes: {want} lossless priorities {list(config.lossless_priorities)}, but "
                     f"{ifname} supports {pfc.pfc_cap} (pfc_cap); make fewer classes lossless"
                 )
+
+    @staticmethod
+    def same(target: str, have: Any, want: Any) -> bool:
+        """Equal in meaning (the engine asks this instead of comparing JSON)."""
+        if target.endswith("/dcb/ets"):
+            return _canon(ets_meaning(have)) == _canon(ets_meaning(want))
+        return _canon(have) == _canon(want)
 
     # -- observe --
 
@@ -177,13 +226,15 @@ class DcbDriver:
             raise DriverError(target, str(e)) from None
         # Some drivers accept a set they do not implement (dcbnl skips an op the driver lacks): read back.
         got = self.observe([target])[target]
-        if json.dumps(got, sort_keys=True) != json.dumps(value, sort_keys=True):  # journal values are JSON
+        if not self.same(target, got, value):
             raise DriverError(target, f"the device accepted {value!r} but reports {got!r}")
 
     def _write_ets(self, target: str, ifname: str, value: Any) -> None:
         if value is None:
             return  # ETS cannot be removed; the journal's "before" is a full value
-        self._client.set_ets(ifname, ets_from_value(target, value))
+        current = self._client.get_ets(ifname)
+        # Echo ets_cap as the NIC reported it, as iproute2's dcb does (it writes back what it read).
+        self._client.set_ets(ifname, ets_from_value(target, value, current.ets_cap))
 
     def _write_pfc(self, target: str, ifname: str, value: Any) -> None:
         if value is None:

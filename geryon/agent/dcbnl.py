@@ -116,7 +116,11 @@ _ZEROS = (0,) * IEEE_8021QAZ_MAX_TCS
 class Ets:
     """IEEE 802.1Qaz ETS: per traffic class the selection algorithm and bandwidth; priority -> TC map.
 
-    ets_cap (how many TCs the device has) is reported by the device and ignored when setting.
+    Built from a reply it holds whatever the driver reported: real drivers report shapes a request may not
+    have (mlx5e_dcbnl_ieee_getets: strict and vendor TCs at 100%, a fresh NIC all vendor; ice_dcbnl_getets
+    after ice_dcb_bwchk: a strict TC 0 at 100%; bnxt_dcbnl_ieee_getets in host mode before any set: all
+    zero). So construction checks only the shape (8 bytes per table); `check_request` holds the rules for
+    what Geryon sends. ets_cap (how many TCs the device has) is echoed back in a set, as iproute2's dcb does.
     """
 
     willing: bool = False
@@ -126,25 +130,41 @@ class Ets:
     ets_cap: int = field(default=0, compare=False)
 
     def __post_init__(self) -> None:
-        tsa = _u8s(self.tc_tsa, "tc_tsa", 0, 255)
-        for i, v in enumerate(tsa):
+        object.__setattr__(self, "tc_tsa", _u8s(self.tc_tsa, "tc_tsa", 0, 255))
+        object.__setattr__(self, "tc_tx_bw", _u8s(self.tc_tx_bw, "tc_tx_bw", 0, 255))
+        object.__setattr__(self, "prio_tc", _u8s(self.prio_tc, "prio_tc", 0, 255))
+        object.__setattr__(self, "willing", bool(self.willing))
+        if not 0 <= int(self.ets_cap) <= 255:
+            raise ValueError(f"ets_cap: {self.ets_cap} is outside 0..255")
+
+    def check_request(self) -> None:
+        """The rules for an ETS Geryon sends (ValueError naming the field): known TSAs, bandwidth only on
+        ETS TCs (what iproute2's dcb enforces), ETS shares summing to 100 (mlx5e_dbcnl_validate_ets,
+        ice_dcb_bwchk), every priority on a TC the device has (ets_cap, when it reported one)."""
+        for i, v in enumerate(self.tc_tsa):
             if v not in TSA_NAMES:
                 raise ValueError(
                     f"tc_tsa[{i}]: {v} is not one of {sorted(TSA_NAMES)} (strict, cbs, ets, vendor)"
                 )
-        bw = _u8s(self.tc_tx_bw, "tc_tx_bw", 0, 100)
-        # The kernel refuses bandwidth on non-ETS TCs (dcbnl_ieee_set); drivers want ETS shares to sum to 100.
-        for i, (t, b) in enumerate(zip(tsa, bw, strict=True)):
+        for i, (t, b) in enumerate(zip(self.tc_tsa, self.tc_tx_bw, strict=True)):
+            if b > 100:
+                raise ValueError(f"tc_tx_bw[{i}]: {b} is outside 0..100")
             if t != ETS and b:
                 raise ValueError(
                     f"tc_tx_bw[{i}]: {b}% on a TC whose tc_tsa is {TSA_NAMES[t]}; only ets TCs take a share"
                 )
-        if ETS in tsa and sum(bw) != 100:
-            raise ValueError(f"tc_tx_bw: the ets TCs' shares sum to {sum(bw)}, must be 100")
-        object.__setattr__(self, "tc_tsa", tsa)
-        object.__setattr__(self, "tc_tx_bw", bw)
-        object.__setattr__(self, "prio_tc", _u8s(self.prio_tc, "prio_tc", 0, IEEE_8021QAZ_MAX_TCS - 1))
-        object.__setattr__(self, "willing", bool(self.willing))
+        if ETS in self.tc_tsa and sum(self.tc_tx_bw) != 100:
+            raise ValueError(f"tc_tx_bw: the ets TCs' shares sum to {sum(self.tc_tx_bw)}, must be 100")
+        tcs = self.ets_cap or IEEE_8021QAZ_MAX_TCS
+        for p, tc in enumerate(self.prio_tc):
+            if tc >= tcs:
+                raise ValueError(f"prio_tc[{p}]: {tc} is outside 0..{tcs - 1} (the device has {tcs} TCs)")
+
+    def as_request(self) -> Ets:
+        """The same meaning in a form a set accepts: non-ETS TCs carry no bandwidth. Restoring a value read
+        from mlx5 (strict/vendor TCs at 100%) needs this."""
+        bw = tuple(b if t == ETS else 0 for t, b in zip(self.tc_tsa, self.tc_tx_bw, strict=True))
+        return Ets(self.willing, self.tc_tsa, bw, self.prio_tc, ets_cap=self.ets_cap)
 
     def pack(self) -> bytes:
         """struct ieee_ets as the kernel reads it; rx and recommendation tables are left zero, as dcb does."""
@@ -332,6 +352,7 @@ def encode_request(
 
 
 def ets_attr(ets: Ets) -> list[Any]:
+    ets.check_request()
     return ["DCB_ATTR_IEEE_ETS", ets.pack()]
 
 
@@ -444,6 +465,35 @@ def netlink_route_socket(netns: str | None = None) -> socket.socket:
         sock.close()
         raise
     return sock
+
+
+def dcb_event_socket(netns: str | None = None) -> socket.socket:
+    """A NETLINK_ROUTE socket subscribed to RTNLGRP_DCB: the kernel's dcbnl_notify sends an RTM_SETDCB
+    message (the interface's full IEEE state) there after every IEEE set or delete by any tool, so a
+    daemon sees mlnx_qos/dcb changes at once instead of at its next periodic check."""
+    with _in_netns(netns):
+        sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_ROUTE)
+    try:
+        sock.bind((0, RTMGRP_DCB))
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def dcb_event_ifnames(data: bytes) -> list[str]:
+    """The interfaces named by the DCB notifications in one datagram (others are skipped)."""
+    out = []
+    for mtype, _seq, raw in iter_messages(data):
+        if mtype not in (RTM_SETDCB, RTM_GETDCB):
+            continue
+        try:
+            msg = dcbmsg(raw)
+            msg.decode()
+            out.append(msg.get_attr("DCB_ATTR_IFNAME") or "")
+        except Exception:
+            out.append("")  # a notification we cannot parse is still a change
+    return out
 
 
 class DcbnlClient:

@@ -2,7 +2,9 @@
 
 A driver manages named targets ("eth0/qdisc", "sysctl/net.ipv4.tcp_reflect_tos", "eth0/dcb/pfc",
 "rdma/mlx5_0/1/roce_tos"). Values are JSON-able (the journal stores them) and compared with `==`,
-so a driver must observe a target in exactly the shape `desired` produces. None means "absent /
+so a driver must observe a target in exactly the shape `desired` produces, unless it has a
+`same(target, have, want) -> bool` method that compares by meaning (the DCB driver: NICs report ETS in
+shapes a request cannot have). None means "absent /
 the kernel's default": writing None removes what Geryon put there.
 """
 

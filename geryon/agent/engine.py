@@ -136,7 +136,7 @@ def make_plan(slots: Sequence[Slot], config: AgentConfig, journal: Journal | Non
             if target not in observed:
                 continue  # skipped
             have = observed[target]
-            if _canon(have) == _canon(want):
+            if _same(drv, target, have, want):
                 in_sync.append(target)
             else:
                 changes.append(Change(drv.name, target, have, want))
@@ -154,7 +154,7 @@ def _releases(slot: Slot, desired: set[str], journal: Journal, skipped: list[Ski
             current = _observe(slot, [e.target], skipped)
         except DriverError:
             continue  # e.g. the interface is gone, and with it what Geryon put there
-        if e.target in current and _canon(current[e.target]) != _canon(e.before):
+        if e.target in current and not _same(slot.driver, e.target, current[e.target], e.before):
             out.append(Change(name, e.target, current[e.target], e.before, release=True))
     return out
 
@@ -162,6 +162,15 @@ def _releases(slot: Slot, desired: set[str], journal: Journal, skipped: list[Ski
 def _canon(value: Any) -> str:
     # Values round-trip through the JSON journal: compare them as JSON (tuples == lists).
     return json.dumps(value, sort_keys=True)
+
+
+def _same(driver: Driver, target: str, have: Any, want: Any) -> bool:
+    """Whether a target is as wanted. A driver whose values can be encoded several ways for one meaning
+    (DCB ETS: mlx5 reports strict TCs at 100%) says so with a `same` method; otherwise JSON equality."""
+    same = getattr(driver, "same", None)
+    if same is not None:
+        return bool(same(target, have, want))
+    return _canon(have) == _canon(want)
 
 
 def apply_plan(
@@ -238,7 +247,7 @@ def restore_plan(slots: Sequence[Slot], journal: Journal) -> Plan:
             continue
         if e.target not in current:
             continue
-        if _canon(current[e.target]) == _canon(e.before):
+        if _same(slot.driver, e.target, current[e.target], e.before):
             in_sync.append(e.target)
         else:
             changes.append(Change(e.driver, e.target, current[e.target], e.before))

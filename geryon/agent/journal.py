@@ -19,9 +19,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from geryon.agent.names import target_problem
+
 FORMAT = "geryon.agent.journal"
 VERSION = 1
 DEFAULT_PATH = "/var/lib/geryon/journal.json"
+# A real journal holds a few hundred small entries (a few KiB); anything this large is not one, and
+# reading it whole would cost the agent its memory.
+MAX_BYTES = 4 * 1024 * 1024
 
 
 class JournalError(ValueError):
@@ -52,9 +57,36 @@ def exclusive(journal_path: str | Path, timeout: float = 10.0) -> Iterator[None]
                         f"waited {timeout:g} s"
                     ) from None
                 time.sleep(0.05)
+        # Every journal write happens under this lock, so a temp file seen now is a crashed save's.
+        sweep_temp_files(journal_path)
         yield
     finally:
         os.close(fd)  # closing drops the lock
+
+
+def _temp_prefix(path: Path) -> str:
+    return f".{path.name}."
+
+
+def sweep_temp_files(journal_path: str | Path) -> list[Path]:
+    """Removes temp files a save left when the process died between mkstemp and rename. Call it only
+    holding `exclusive`: a live save's temp file looks the same."""
+    p = Path(journal_path)
+    removed: list[Path] = []
+    try:
+        names = os.listdir(p.parent)
+    except OSError:
+        return removed
+    for name in names:
+        if name.startswith(_temp_prefix(p)) and name != p.name:
+            tmp = p.parent / name
+            try:
+                if tmp.is_file() and not tmp.is_symlink():
+                    tmp.unlink()
+                    removed.append(tmp)
+            except OSError:
+                pass  # not ours to remove (permissions): leave it
+    return removed
 
 
 @dataclass
@@ -76,14 +108,21 @@ class Journal:
         """The journal at `path`; an empty one when the file does not exist yet."""
         p = Path(path)
         try:
-            text = p.read_text(encoding="utf-8")
+            with open(p, "rb") as fh:
+                raw = fh.read(MAX_BYTES + 1)
         except FileNotFoundError:
             return cls(path=p)
         except OSError as e:
             raise JournalError(f"{p}: cannot read the journal: {e.strerror}") from None
+        if len(raw) > MAX_BYTES:
+            raise JournalError(f"{p}: over {MAX_BYTES // 2**20} MiB; not a Geryon agent journal")
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise JournalError(f"{p}: the journal is not UTF-8 text ({e.reason} at byte {e.start})") from None
         try:
             data = json.loads(text)
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        except (json.JSONDecodeError, RecursionError) as e:
             raise JournalError(f"{p}: the journal is not valid JSON ({e})") from None
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             raise JournalError(f"{p}: not a Geryon agent journal (format must be {FORMAT!r})")
@@ -100,6 +139,10 @@ class Journal:
                 or not isinstance(item.get("driver"), str)
             ):
                 raise JournalError(f"{p}: entries[{i}]: expected target, driver and before")
+            # Targets become paths written as root on restore: only the shapes the drivers make.
+            problem = target_problem(item["driver"], item["target"])
+            if problem is not None:
+                raise JournalError(f"{p}: entries[{i}]: {problem}; refusing the journal")
             at = item.get("recorded_at")
             entries[item["target"]] = Entry(
                 target=item["target"],
@@ -112,6 +155,9 @@ class Journal:
 
     def record(self, driver: str, target: str, before: Any) -> bool:
         """Remembers `before` for `target` unless it already has one, and saves. True when recorded."""
+        problem = target_problem(driver, target)
+        if problem is not None:
+            raise JournalError(f"{self.path}: not journaling {problem}")
         if target in self.entries:
             return False
         self.entries[target] = Entry(target=target, driver=driver, before=before, recorded_at=time.time())
@@ -137,7 +183,7 @@ class Journal:
             ],
         }
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", dir=self.path.parent)
+        fd, tmp = tempfile.mkstemp(prefix=_temp_prefix(self.path), dir=self.path.parent)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
                 json.dump(data, fh, indent=1, sort_keys=True)

@@ -32,6 +32,7 @@ from pyroute2.netlink.rtnl.tcmsg import sched_pfifo
 
 from geryon.agent.config import AgentConfig, ConfigError
 from geryon.agent.driver import DriverError
+from geryon.agent.names import is_net_sysctl
 
 # pyroute2 0.9.7 has no bfifo plugin: without one it ignores `parent` (the bfifo replaces the root
 # qdisc) and cannot encode or decode the limit. bfifo's options are pfifo's (struct tc_fifo_qopt).
@@ -240,6 +241,12 @@ class LinuxDriver:
                 where = f" in network namespace {self.netns}" if self.netns else ""
                 listing = ", ".join(sorted(have)) or "none"
                 raise ConfigError(f"interfaces[{i}]: no interface {name!r}{where}; have: {listing}")
+        # A misspelled sysctl is bad input (exit 2), not a failure to read the host (exit 1).
+        if config.sysctls:
+            with self._in_netns():
+                for key in config.sysctls:
+                    if not os.path.isfile(self._sysctl_path(f"sysctl/{key}")):
+                        raise ConfigError(f"sysctls.{key}: no such sysctl on this kernel")
 
     def desired(self, config: AgentConfig) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -501,8 +508,16 @@ class LinuxDriver:
             netns.popns()
 
     def _sysctl_path(self, target: str) -> str:
+        # Only network sysctls, and only as a path that stays under <proc_sys>/net: the name comes from
+        # the config or the journal, and this path is written as root.
         key = target[len("sysctl/") :]
-        return os.path.join(self.proc_sys, *key.split("."))
+        if not is_net_sysctl(key):
+            raise DriverError(target, "not a network sysctl name (net.<a>.<b>..., no '/' or empty parts)")
+        base = os.path.join(self.proc_sys, "net")
+        path = os.path.normpath(os.path.join(self.proc_sys, *key.split(".")))
+        if os.path.commonpath([base, path]) != os.path.normpath(base):
+            raise DriverError(target, f"{path} is outside {base}")
+        return path
 
     def _read_sysctl(self, target: str) -> str:
         path = self._sysctl_path(target)

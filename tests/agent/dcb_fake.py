@@ -9,11 +9,26 @@ the client cannot hide behind the same mistake here.
 
 Use: kernel = FakeDcbKernel({"eth0": FakeNic()}); DcbnlClient(sock_factory=kernel.socket).
 Reusable by the engine tests: kernel.fail_next("eth0", "ets", errno.EIO) makes the next ETS write fail.
+
+Real drivers report ETS/PFC in shapes a request may not have; FakeNic(driver=...) answers as they do
+(the kernel functions each shape is taken from are named where it is built):
+- "mlx5": mlx5e_dcbnl_ieee_getets reads the firmware's TC groups and bandwidth: a fresh port is all
+  vendor TCs (group 7) at 100%; a strict TC reads 100% (mlx5e_build_tc_tx_bw gives strict and vendor
+  TCs MLX5E_MAX_BW_ALLOC); willing is never set (0). mlx5e_dcbnl_ieee_getpfc: pfc_cap = max_tc + 1,
+  delay = the cable length (MLX5E_DEFAULT_CABLE_LEN, 7 m).
+- "ice": ice_dcb_sw_dflt_cfg (a fresh port in software DCBX mode): willing 1, TC 0 ets 100%, the rest
+  strict 0%, one APP entry (ethertype FCoE 0x8906 -> priority 3); ice_dcbnl_getets copies tc_tx_bw
+  into tc_rx_bw and fills the recommendation tables. ice_dcb_bwchk on a set: bandwidth summed over
+  all TCs; a sum of 0 puts 100% on TC 0 (even a strict one), another sum than 100 is -EINVAL.
+- "bnxt": bnxt_dcbnl_ieee_getets in host DCBX mode before any set reports all zeros (every TC strict,
+  every priority on TC 0) with ets_cap = max_tc; after a set it reports the request as cached.
+  bnxt_dcbnl_ieee_getpfc: pfc_cap = max_lltc (2 on most boards).
 """
 
 from __future__ import annotations
 
 import errno
+import queue
 import struct
 from collections import deque
 from dataclasses import dataclass, field
@@ -90,12 +105,40 @@ class FakeNic:
         default_factory=list
     )  # (selector, priority, protocol), list order
     dcbx: int | None = 0x08 | 0x01  # DCB_CAP_DCBX_VER_IEEE | DCB_CAP_DCBX_HOST
+    driver: str = "generic"  # "mlx5", "ice", "bnxt": answer in that driver's shapes (module docstring)
 
     def __post_init__(self) -> None:
+        if self.driver not in ("generic", "mlx5", "ice", "bnxt"):
+            raise ValueError(f"driver {self.driver!r}")
         if not self.ets:
-            self.ets = ets_bytes(ets_cap=self.ets_cap)
+            if self.driver == "mlx5":
+                self.ets = ets_bytes(ets_cap=self.ets_cap, tc_tsa=(TSA_VENDOR,) * 8, prio_tc=tuple(range(8)))
+            elif self.driver == "ice":
+                self.ets = ets_bytes(
+                    willing=1,
+                    ets_cap=self.ets_cap,
+                    tc_tsa=(TSA_ETS,) + (TSA_STRICT,) * 7,
+                    tc_tx_bw=(100,) + (0,) * 7,
+                )
+            else:
+                self.ets = ets_bytes(ets_cap=self.ets_cap)
         if not self.pfc:
-            self.pfc = pfc_bytes(pfc_cap=self.pfc_cap)
+            self.pfc = pfc_bytes(pfc_cap=self.pfc_cap, delay=7 if self.driver == "mlx5" else 0)
+        if self.driver == "ice" and not self.apps:
+            self.apps = [(1, 3, 0x8906)]  # ice_dcb_sw_dflt_cfg: ICE_APP_SEL_ETHTYPE, FCoE, priority 3
+
+    def reported_ets(self) -> bytes:
+        """struct ieee_ets as this driver's getets fills it from what it stores."""
+        if self.driver == "mlx5":
+            tsa = self.ets[19:27]
+            bw = bytes(
+                100 if t in (TSA_STRICT, TSA_VENDOR) else b for t, b in zip(tsa, self.ets[3:11], strict=True)
+            )
+            return bytes([0, self.ets_cap, 0]) + bw + self.ets[11:]
+        if self.driver == "ice":
+            tx_bw, tsa, prio_tc = self.ets[3:11], self.ets[19:27], self.ets[27:35]
+            return self.ets[:3] + tx_bw + tx_bw + tsa + prio_tc + tx_bw + tsa + prio_tc
+        return self.ets
 
     # decoded views, for assertions in tests
     @property
@@ -127,9 +170,26 @@ class FakeDcbKernel:
         self.nics = nics
         self.requests: list[bytes] = []  # every message received, as bytes
         self._failures: dict[tuple[str, str], int] = {}
+        self._subscribers: list[FakeEventSocket] = []
 
     def socket(self) -> FakeNetlinkSocket:
         return FakeNetlinkSocket(self)
+
+    def event_socket(self) -> FakeEventSocket:
+        """A socket bound to RTNLGRP_DCB: it receives what dcbnl_ieee_notify sends after each set/del."""
+        sock = FakeEventSocket()
+        self._subscribers.append(sock)
+        return sock
+
+    def notify(self, ifname: str, cmd: int = DCB_CMD_IEEE_SET) -> None:
+        """dcbnl_notify(dev, RTM_SETDCB, cmd, seq 0, portid 0): the interface's whole IEEE state, to the
+        group. Called after every successful IEEE set/del, as dcbnl_ieee_set/del do; tests may call it
+        to model another tool (mlnx_qos, dcb) changing the NIC."""
+        nic = self.nics[ifname]
+        payload = struct.pack("=BBH", 0, cmd, 0) + self._fill(ifname, nic)
+        msg = HDR.pack(HDR.size + len(payload), RTM_SETDCB, 0, 0, 0) + payload
+        for sub in self._subscribers:
+            sub.deliver(msg)
 
     def fail_next(self, ifname: str, what: str, err: int) -> None:
         """Make the next write of `what` ("ets", "pfc", "app", "trust") on ifname fail with errno err."""
@@ -184,6 +244,8 @@ class FakeDcbKernel:
                     else self._ieee_del(nic, ieee)
                 )
                 body, rtype = nla(DCB_ATTR_IEEE, bytes([err & 0xFF])), RTM_SETDCB
+                if not err:
+                    self.notify(ifname, cmd)
             payload = struct.pack("=BBH", 0, cmd, 0) + body
             reply = HDR.pack(HDR.size + len(payload), rtype, flags, seq, 0) + payload
             code = 0
@@ -204,7 +266,7 @@ class FakeDcbKernel:
     # -- dcbnl_ieee_fill --
 
     def _fill(self, ifname: str, nic: FakeNic) -> bytes:
-        ieee = nla(IEEE_ETS, nic.ets) + nla(IEEE_PFC, nic.pfc)
+        ieee = nla(IEEE_ETS, nic.reported_ets()) + nla(IEEE_PFC, nic.pfc)
         apps = b"".join(
             nla(ATTR_DCB_APP if sel == SEL_PCP else ATTR_IEEE_APP, struct.pack("=BBH", sel, prio, proto))
             for sel, prio, proto in nic.apps
@@ -284,6 +346,13 @@ class FakeDcbKernel:
         if len(payload) < ETS_SIZE:
             return errno.ERANGE  # the nla policy's minimum length
         tx_bw, tsa, prio_tc = payload[3:11], payload[19:27], payload[27:35]
+        if nic.driver == "ice":  # ice_dcbnl_setets -> ice_dcb_bwchk: the sum over all TCs, whatever their TSA
+            if any(tc >= nic.ets_cap for tc in prio_tc) or sum(tx_bw) not in (0, 100):
+                return errno.EINVAL
+            if not sum(tx_bw):
+                tx_bw = bytes([100]) + tx_bw[1:]
+            nic.ets = payload[:3] + tx_bw + payload[11:35] + bytes(24)
+            return 0
         for t, b in zip(tsa, tx_bw, strict=True):
             if t != TSA_ETS and b:
                 return errno.EINVAL  # dcbnl_ieee_set: BW only on ETS TCs
@@ -350,3 +419,22 @@ class FakeNetlinkSocket:
 
     def close(self) -> None:
         self.closed = True
+
+
+class FakeEventSocket:
+    """A group subscription: recv() blocks until a notification arrives; close() ends it (b"")."""
+
+    def __init__(self) -> None:
+        self._queue: queue.Queue[bytes] = queue.Queue()
+        self.closed = False
+
+    def deliver(self, msg: bytes) -> None:
+        if not self.closed:
+            self._queue.put(msg)
+
+    def recv(self, bufsize: int, /) -> bytes:
+        return self._queue.get()[:bufsize]
+
+    def close(self) -> None:
+        self.closed = True
+        self._queue.put(b"")

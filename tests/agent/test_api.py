@@ -19,7 +19,7 @@ import pytest
 from live_agent import View
 from obs_netns import Transfer, connect, listen, namespace
 
-from geryon.agent import cli_obs
+from geryon.agent import api, cli_obs
 from geryon.agent.proto import agent_pb2 as pb
 from geryon.agent.proto import agent_pb2_grpc as pb_grpc
 from geryon.agent.service import Services, TlsFiles, start_services
@@ -229,6 +229,54 @@ def test_socket_path_safety(sock_path: str) -> None:
     try:
         with pytest.raises(UsageError, match="another process is listening there"):
             start_services(View(), api_socket=sock_path, api_tcp=None, tls=None, metrics_addr=None)
+    finally:
+        svc.stop()
+
+
+NOBODY = 65534
+
+
+def _connect_as(uid: int, path: str) -> str:
+    """Connects to `path` as another user, from a separate process; returns how it went."""
+    code = (
+        "import socket,sys\n"
+        "s=socket.socket(socket.AF_UNIX)\n"
+        "try:\n s.connect(sys.argv[1]); print('connected')\n"
+        "except PermissionError: print('refused')\n"
+    )
+    r = subprocess.run(
+        ["/usr/bin/python3", "-c", code, path], user=uid, capture_output=True, text=True, timeout=30
+    )
+    return r.stdout.strip() or r.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to act as another uid")
+def test_another_user_is_refused_even_with_umask_000(sock_path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Without the chmod after start only the mode from bind protects the socket: it must be 0600 already.
+    monkeypatch.setattr(api.os, "chmod", lambda *a, **k: None)
+    old = os.umask(0)
+    try:
+        os.chmod(Path(sock_path).parent, 0o755)  # others may reach the directory: the socket decides
+        svc = start_services(View(), api_socket=sock_path, api_tcp=None, tls=None, metrics_addr=None)
+    finally:
+        os.umask(old)
+    try:
+        assert stat.S_IMODE(os.stat(sock_path).st_mode) & 0o077 == 0  # no access for group or others
+        assert _connect_as(NOBODY, sock_path) == "refused"
+        assert _connect_as(0, sock_path) == "connected"
+    finally:
+        svc.stop()
+
+
+def test_the_socket_directory_the_agent_makes_is_0700(sock_path: str) -> None:
+    path = str(Path(sock_path).parent / "run" / "agent.sock")
+    old = os.umask(0)
+    try:
+        svc = start_services(View(), api_socket=path, api_tcp=None, tls=None, metrics_addr=None)
+    finally:
+        os.umask(old)
+    try:
+        assert stat.S_IMODE(os.stat(Path(path).parent).st_mode) == 0o700
     finally:
         svc.stop()
 

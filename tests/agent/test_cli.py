@@ -79,6 +79,19 @@ def test_plan_apply_verify_drift_restore(ns: VethNs, tmp_path: Path) -> None:
         ("interfaces: [ga0\n", "malformed YAML"),
         ("interfaces: [ga0]\ncnp: {dscp: 48, priority: 5}\n", "cnp.priority: 5 is the data priority"),
         ("interfaces: [ga0]\nfoo: 1\n", "'foo': unknown key"),
+        (
+            "interfaces: [ga0]\nsysctls: {net.ipv4.tcp_reflect_toss: 1}\n",
+            "sysctls.net.ipv4.tcp_reflect_toss: no such",
+        ),
+        ("interfaces: [ga0]\nsysctls: {kernel.core_pattern: x}\n", "only network sysctls"),
+        ("interfaces: [ga0]\ntrust: pcp\ntrust: dscp\n", "line 3, column 1: duplicate key 'trust'"),
+        ("interfaces: [ga0]\ncnp: {dscp: 046, priority: 6}\n", "'046' is read by YAML 1.1"),
+        ("interfaces: [ga0]\nroce_tos: [{device: '..', tos: 8}]\n", "roce_tos[0].device"),
+        (
+            "interfaces: [ga0]\n"
+            "classes: [{name: u, dscp: 46, priority: 5}, {name: b, dscp: 46, priority: 3}]\n",
+            "DSCP 46 is already used",
+        ),
     ],
 )
 def test_bad_config_exits_2_and_applies_nothing(ns: VethNs, tmp_path: Path, text: str, message: str) -> None:

@@ -157,7 +157,20 @@ def test_a_class_rate_up_to_the_egress_rate() -> None:
         ({"classes": [{"name": "u", "priority": 5}]}, r"classes\[0\]\.dscp: required"),
         ({"classes": [{**U, "bandwidth": 10}]}, r"classes\[0\]\.bandwidth: only for tsa: ets"),
         ({"best_effort_bandwidth": 10}, r"bandwidth: the ETS shares must sum to 100 percent, got 60"),
-        ({"sysctls": {"../etc/passwd": 1}}, r"sysctls\.\.\./etc/passwd: not a sysctl name"),
+        ({"sysctls": {"../etc/passwd": 1}}, r"sysctls\.\.\./etc/passwd: only network sysctls"),
+        (
+            {"sysctls": {"kernel.core_pattern": "|/tmp/x"}},
+            r"sysctls\.kernel\.core_pattern: only network sysctls",
+        ),
+        (
+            {"sysctls": {"net.ipv4/../../kernel.x": 1}},
+            r"sysctls\.net\.ipv4/\.\./\.\./kernel\.x: not a sysctl name",
+        ),
+        ({"sysctls": {"net..ipv4": 1}}, r"sysctls\.net\.\.ipv4: not a sysctl name"),
+        ({"roce_tos": [{"device": "..", "tos": 1}]}, RX + r"\.device: expected an RDMA device name"),
+        ({"roce_tos": [{"device": ".", "tos": 1}]}, RX + r"\.device: expected an RDMA device name"),
+        ({"roce_tos": [{"device": "a/b", "tos": 1}]}, RX + r"\.device: expected an RDMA device name"),
+        ({"interfaces": [".."]}, r"interfaces\[0\]: .* is not an interface name"),
         ({"sysctls": {"net.core.somaxconn": "1\n2"}}, r"sysctls\.net\.core\.somaxconn: expected a number"),
         ({"roce_tos": [{"device": "mlx5_0", "tos": 300}]}, RX + r"\.tos: 300 is out of range; allowed 0-255"),
         (

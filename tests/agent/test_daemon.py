@@ -204,3 +204,44 @@ def test_api_and_metrics_report_the_daemons_sync_state(ns: VethNs, tmp_path: Pat
         assert "geryon_config_in_sync 1.0" in scrape(port)
     finally:
         d.stop()
+
+
+# --- DCB changes by other tools wake the loop (dcbnl notifications, RTNLGRP_DCB) --------------------
+
+
+def test_a_dcb_change_by_another_tool_wakes_the_loop_at_once() -> None:
+    import io
+
+    from agent.dcb_fake import FakeDcbKernel, FakeNic
+
+    from geryon.agent.daemon import Log, watch_dcb
+    from geryon.agent.dcbnl import DcbnlClient, Pfc
+
+    kernel = FakeDcbKernel({"eth0": FakeNic(driver="mlx5")})
+    sock = kernel.event_socket()
+    wake, ready = threading.Event(), threading.Event()
+    t = threading.Thread(target=watch_dcb, args=(None, wake, Log(io.StringIO()), ready, lambda: sock))
+    t.start()
+    try:
+        assert ready.wait(5) and not wake.is_set()
+        start = time.monotonic()
+        with DcbnlClient(sock_factory=kernel.socket) as other_tool:  # e.g. mlnx_qos turning PFC on
+            other_tool.set_pfc("eth0", Pfc(pfc_en=0b1000))
+        assert wake.wait(5), "no wake-up for a DCB change"
+        assert time.monotonic() - start < 1.0  # not the 30 s periodic verify
+    finally:
+        sock.close()
+        t.join(5)
+    assert not t.is_alive()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces")
+def test_the_real_kernel_accepts_the_dcb_group_subscription(ns: VethNs) -> None:
+    from geryon.agent.dcbnl import RTMGRP_DCB, dcb_event_socket
+
+    sock = dcb_event_socket(ns.name)
+    try:
+        _pid, groups = sock.getsockname()
+        assert groups & RTMGRP_DCB
+    finally:
+        sock.close()

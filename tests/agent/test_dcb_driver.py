@@ -146,3 +146,74 @@ def test_unsupported_write_and_bad_targets() -> None:
     with pytest.raises(DriverError, match="not a DCB target"):
         drv.observe(["eth0/qdisc"])
     assert parse_target("eth0/dcb/app/dscp/7") == ("eth0", "app", 7)
+
+
+# --- real drivers' reply shapes (tests/agent/dcb_fake.py: mlx5, ice, bnxt) ------------------------
+
+
+@pytest.mark.parametrize("drv_name", ["mlx5", "ice", "bnxt"])
+def test_plan_apply_verify_restore_on_each_real_driver_shape(drv_name: str, tmp_path: Path) -> None:
+    kernel = FakeDcbKernel({"eth0": FakeNic(driver=drv_name)})
+    nic = kernel.nics["eth0"]
+    fresh = nic.reported_ets()
+    slots = [Slot(driver(kernel))]
+    journal = Journal.load(tmp_path / "journal.json")
+    apply_plan(make_plan(slots, config()), slots, journal)
+    assert nic.prio_tc == (0, 0, 0, 3, 0, 5, 6, 0) and nic.pfc_en == 0b0010_1000
+    plan = make_plan(slots, config())
+    assert plan.empty, plan.changes  # verify: in sync although mlx5 reports its strict TCs at 100%
+    restore([Slot(driver(kernel))], Journal.load(tmp_path / "journal.json"))
+    assert nic.reported_ets()[19:35] == fresh[19:35]  # TSAs and prio->TC back as the driver reported them
+
+
+def test_all_strict_config_applies_on_mlx5() -> None:
+    cfg = config(classes=[{"name": "only", "dscp": 26, "priority": 0, "tsa": "strict", "lossless": True}])
+    kernel = FakeDcbKernel({"eth0": FakeNic(driver="mlx5")})
+    slots = [Slot(driver(kernel))]
+    ets = slots[0].driver.desired(cfg)["eth0/dcb/ets"]
+    assert set(ets["tc_tsa"]) == {"strict"} and sum(ets["tc_bw"]) == 0  # unused TCs strict, not ets 0%
+    apply_plan(make_plan(slots, cfg), slots, None)
+    assert make_plan(slots, cfg).empty
+    assert kernel.nics["eth0"].tc_tsa == (0,) * 8
+
+
+def test_all_strict_config_applies_on_ice_which_reports_100_on_strict_tc0() -> None:
+    cfg = config(classes=[{"name": "only", "dscp": 26, "priority": 0, "tsa": "strict", "lossless": True}])
+    kernel = FakeDcbKernel({"eth0": FakeNic(driver="ice")})
+    slots = [Slot(driver(kernel))]
+    apply_plan(make_plan(slots, cfg), slots, None)
+    assert kernel.nics["eth0"].tc_tx_bw[0] == 100  # ice_dcb_bwchk
+    assert make_plan(slots, cfg).empty
+
+
+def test_a_tc_the_nic_lacks_is_a_config_error() -> None:
+    kernel = FakeDcbKernel({"eth0": FakeNic(driver="bnxt", ets_cap=4)})
+    with pytest.raises(ConfigError, match=r"traffic class 6 .*eth0 has 4 TCs \(ets_cap\)"):
+        make_plan([Slot(driver(kernel))], config())
+
+
+def test_ets_write_echoes_ets_cap_byte_for_byte_like_iproute2_dcb() -> None:
+    # The same ETS iproute2's dcb sent in tests/agent/fixtures (captured with ets_cap 8 read back).
+    from agent.test_dcbnl import captured, without_seq
+
+    kernel = FakeDcbKernel({"vE0": FakeNic(ets_cap=8)})
+    drv = driver(kernel)
+    value = {
+        "willing": False,
+        "prio_tc": [1, 1, 1, 1, 1, 0, 0, 1],
+        "tc_tsa": ["strict", "ets", "strict", "strict", "strict", "strict", "strict", "strict"],
+        "tc_bw": [0, 100, 0, 0, 0, 0, 0, 0],
+    }
+    drv.write("vE0/dcb/ets", value)
+    sets = [m for m in kernel.requests if m[4:6] == (79).to_bytes(2, "little")]
+    assert without_seq(sets[-1]) == without_seq(captured()["ets-set"])
+    drv.write("vE0/dcb/pfc", {"pfc_en": [3, 5]})
+    sets = [m for m in kernel.requests if m[4:6] == (79).to_bytes(2, "little")]
+    assert without_seq(sets[-1]) == without_seq(captured()["pfc-set"])
+
+
+def test_trust_pcp_writes_no_dscp_app_entries() -> None:
+    kernel = FakeDcbKernel({"eth0": FakeNic()})
+    drv = driver(kernel)
+    want = drv.desired(config(trust="pcp"))
+    assert not [t for t in want if "/app/" in t] and want["eth0/dcb/trust"] == ["pcp"]

@@ -253,13 +253,18 @@ def test_client_ignores_stale_replies(kernel: FakeDcbKernel) -> None:
     assert sock.closed
 
 
-def test_values_are_validated_naming_the_field() -> None:
+def test_requests_are_validated_naming_the_field() -> None:
+    # What Geryon sends is checked when the request is built; a decoded reply is not held to these rules.
     with pytest.raises(ValueError, match=r"tc_tx_bw\[0\].*strict"):
-        Ets(tc_tsa=(0,) * 8, tc_tx_bw=(10,) + (0,) * 7)
+        dcbnl.ets_attr(Ets(tc_tsa=(0,) * 8, tc_tx_bw=(10,) + (0,) * 7))
     with pytest.raises(ValueError, match="sum to 90"):
-        Ets(tc_tsa=(2,) * 8, tc_tx_bw=(90,) + (0,) * 7)
+        dcbnl.ets_attr(Ets(tc_tsa=(2,) * 8, tc_tx_bw=(90,) + (0,) * 7))
     with pytest.raises(ValueError, match=r"prio_tc\[7\]: 8"):
-        Ets(prio_tc=(0,) * 7 + (8,))
+        dcbnl.ets_attr(Ets(prio_tc=(0,) * 7 + (8,)))
+    with pytest.raises(ValueError, match=r"prio_tc\[7\]: 4 is outside 0..3 \(the device has 4 TCs\)"):
+        dcbnl.ets_attr(Ets(prio_tc=(0,) * 7 + (4,), ets_cap=4))
+    with pytest.raises(ValueError, match=r"tc_tsa\[1\]: 7"):
+        dcbnl.ets_attr(Ets(tc_tsa=(0, 7) + (0,) * 6))
     with pytest.raises(ValueError, match="tc_tsa: expected 8"):
         Ets(tc_tsa=(0,) * 7)
     with pytest.raises(ValueError, match="protocol: 64"):
@@ -446,3 +451,44 @@ def test_fake_replies_parse_the_same_in_iproute2_dcb(dcbshim: Path, tmp_path: Pa
             (48, 6),
         }
     )
+
+
+# --- 4. replies in the shapes real drivers send (tests/agent/dcb_fake.py names the kernel functions) --
+
+
+def test_mlx5_fresh_port_all_vendor_at_100_decodes() -> None:
+    kernel = FakeDcbKernel({"eth0": FakeNic(driver="mlx5")})
+    with DcbnlClient(sock_factory=kernel.socket) as c:
+        ets = c.get_ets("eth0")
+        assert ets.tc_tsa == (dcbnl.VENDOR,) * 8 and ets.tc_tx_bw == (100,) * 8 and ets.ets_cap == 8
+        assert c.get_pfc("eth0").delay == 7  # the cable length, mlx5e_dcbnl_ieee_getpfc
+        # a strict TC reads back at 100%, the ets TCs at their shares
+        c.set_ets(
+            "eth0", Ets(False, (2, 0, 0, 2, 0, 0, 0, 0), (50, 0, 0, 50, 0, 0, 0, 0), (0, 0, 0, 3, 0, 1, 1, 0))
+        )
+        ets = c.get_ets("eth0")
+        assert ets.tc_tx_bw == (50, 100, 100, 50, 100, 100, 100, 100)
+        with pytest.raises(ValueError, match="only ets TCs take a share"):
+            ets.check_request()  # as read, it is not a valid request ...
+        ets.as_request().check_request()  # ... but the same meaning is
+        c.set_ets("eth0", ets.as_request())
+
+
+def test_ice_fresh_port_and_its_bandwidth_check() -> None:
+    kernel = FakeDcbKernel({"eth0": FakeNic(driver="ice")})
+    with DcbnlClient(sock_factory=kernel.socket) as c:
+        state = c.get_ieee("eth0")
+        assert state.ets is not None and state.ets.willing and state.ets.tc_tx_bw[0] == 100
+        assert App(1, 0x8906, 3) in state.apps  # the FCoE entry ice_dcb_sw_dflt_cfg adds
+        # all strict, no bandwidth: ice_dcb_bwchk puts 100% on TC 0 although it is strict
+        c.set_ets("eth0", Ets(False, (0,) * 8, (0,) * 8, (0,) * 8))
+        ets = c.get_ets("eth0")
+        assert ets.tc_tsa == (0,) * 8 and ets.tc_tx_bw == (100,) + (0,) * 7
+
+
+def test_bnxt_host_mode_before_any_set_reports_zeros() -> None:
+    kernel = FakeDcbKernel({"eth0": FakeNic(driver="bnxt", ets_cap=4, pfc_cap=2)})
+    with DcbnlClient(sock_factory=kernel.socket) as c:
+        ets = c.get_ets("eth0")
+        assert ets == Ets() and ets.ets_cap == 4
+        assert c.get_pfc("eth0").pfc_cap == 2

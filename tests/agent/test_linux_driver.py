@@ -165,6 +165,10 @@ def test_sysctls_are_per_namespace(ns: VethNs) -> None:
         assert d.observe(["sysctl/net.ipv4.tcp_reflect_tos"]) != {"sysctl/net.ipv4.tcp_reflect_tos": host}
         with pytest.raises(DriverError, match="no such sysctl"):
             d.observe(["sysctl/net.ipv4.no_such_knob"])
+        # a name from a tampered journal never becomes a path outside /proc/sys/net
+        for bad in ("sysctl/x./../../etc/passwd", "sysctl/kernel.core_pattern", "sysctl/net..x"):
+            with pytest.raises(DriverError, match="not a network sysctl name"):
+                d.write(bad, "1")
     assert Path("/proc/sys/net/ipv4/tcp_reflect_tos").read_text().strip() == host
 
 
