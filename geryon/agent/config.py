@@ -60,6 +60,7 @@ class ClassSpec:
     tsa: Tsa = "ets"  # transmission selection of this class's traffic class (DCB ETS)
     bandwidth: int = 0  # ETS share in percent when tsa == "ets"
     rate_bits: int | None = None  # host egress ceil for this class; None = the egress rate
+    maxrate_bits: int | None = None  # NIC per-TC rate limit (dcb maxrate) for this class's TC; None = none
     buffer_bytes: int | None = None  # host egress queue limit; None = the egress buffer
 
     @property
@@ -208,7 +209,22 @@ _TOP_KEYS = (
     "dcb",
     "rdma",
 )
-_CLASS_KEYS = ("name", "dscp", "priority", "lossless", "extra_dscp", "tsa", "bandwidth", "rate", "buffer")
+_CLASS_KEYS = (
+    "name",
+    "dscp",
+    "priority",
+    "lossless",
+    "extra_dscp",
+    "tsa",
+    "bandwidth",
+    "rate",
+    "buffer",
+    "maxrate",
+)
+# NIC per-TC max rate: mlx5e_dcbnl_ieee_setmaxrate keeps it in 8-bit units of 100 Mbit/s up to 25.5 Gbit/s
+# and of 1 Gbit/s up to 255 Gbit/s, rounding down; a rate on that grid reads back exactly.
+_MAXRATE_FINE, _MAXRATE_COARSE = 100 * 10**6, 10**9
+_MAXRATE_FINE_MAX, _MAXRATE_MAX = 255 * _MAXRATE_FINE, 255 * _MAXRATE_COARSE
 
 
 def _parse(data: Any) -> AgentConfig:
@@ -363,9 +379,21 @@ def _classes(value: Any) -> tuple[ClassSpec, ...]:
                 bandwidth=bandwidth,
                 rate_bits=parse_rate(m["rate"], f"{n}.rate") if "rate" in m else None,
                 buffer_bytes=parse_size(m["buffer"], f"{n}.buffer") if "buffer" in m else None,
+                maxrate_bits=_maxrate(m["maxrate"], f"{n}.maxrate") if "maxrate" in m else None,
             )
         )
     return tuple(out)
+
+
+def _maxrate(value: Any, name: str) -> int:
+    bits = parse_rate(value, name)
+    step = _MAXRATE_FINE if bits <= _MAXRATE_FINE_MAX else _MAXRATE_COARSE
+    if bits > _MAXRATE_MAX or bits < _MAXRATE_FINE or bits % step:
+        raise ConfigError(
+            f"{name}: {units.format_rate(bits)} is not a NIC TC rate; allowed 100mbit to 25.5gbit in "
+            "steps of 100mbit, or up to 255gbit in steps of 1gbit (what mlx5 can hold)"
+        )
+    return bits
 
 
 def _cnp(value: Any) -> CnpSpec | None:

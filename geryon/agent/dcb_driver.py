@@ -5,6 +5,7 @@ Targets per interface, with the JSON value each holds:
     <if>/dcb/pfc              {"pfc_en": [lossless priorities]}
     <if>/dcb/app/dscp/<dscp>  the 802.1p priority the APP table maps this DSCP to; None = no entry
     <if>/dcb/trust            ["dscp"] or ["pcp"]: the APP trust order (kernel >= 6.2 and driver support)
+    <if>/dcb/maxrate          [8 x kbit/s]: per-TC transmit limit, 0 = none (only when a class sets maxrate)
 
 One target per DSCP (not one for the whole APP table) so Geryon owns only the DSCPs its config names
 and leaves an operator's other entries alone. A device without DCB ops (veth) raises Unsupported.
@@ -26,6 +27,7 @@ from geryon.agent.dcbnl import (
     DcbUnsupported,
     Ets,
     IeeeState,
+    Maxrate,
     Pfc,
     pfc_mask,
 )
@@ -44,11 +46,11 @@ def _canon(value: Any) -> str:
 def parse_target(target: str) -> tuple[str, str, int | None]:
     """'eth0/dcb/app/dscp/46' -> ('eth0', 'app', 46); 'eth0/dcb/pfc' -> ('eth0', 'pfc', None)."""
     parts = target.split("/")
-    if len(parts) == 3 and parts[1] == "dcb" and parts[2] in ("ets", "pfc", "trust"):
+    if len(parts) == 3 and parts[1] == "dcb" and parts[2] in ("ets", "pfc", "trust", "maxrate"):
         return parts[0], parts[2], None
     if len(parts) == 5 and parts[1:4] == ["dcb", "app", "dscp"] and parts[4].isdigit() and int(parts[4]) < 64:
         return parts[0], "app", int(parts[4])
-    raise DriverError(target, "not a DCB target (<if>/dcb/ets|pfc|trust or <if>/dcb/app/dscp/<0-63>)")
+    raise DriverError(target, "not a DCB target (<if>/dcb/ets|pfc|trust|maxrate or <if>/dcb/app/dscp/<0-63>)")
 
 
 def ets_value(ets: Ets) -> dict[str, Any]:
@@ -76,6 +78,18 @@ def ets_from_value(target: str, value: dict[str, Any], ets_cap: int = 0) -> Ets:
         return ets
     except (KeyError, TypeError, ValueError) as e:
         raise DriverError(target, f"not an ETS value the device can take ({e}): {value!r}") from None
+
+
+def maxrate_kbits(config: AgentConfig) -> list[int] | None:
+    """The per-TC max rates in kbit/s (struct ieee_maxrate's unit; TC = the class priority, 0 = no
+    limit), or None when no class sets `maxrate` (then Geryon leaves the NIC's limits alone)."""
+    if all(c.maxrate_bits is None for c in config.classes):
+        return None
+    out = [0] * 8
+    for c in config.classes:
+        if c.maxrate_bits is not None:
+            out[c.priority] = c.maxrate_bits // 1000
+    return out
 
 
 def ets_meaning(value: Any) -> Any:
@@ -129,6 +143,9 @@ class DcbDriver:
                 for dscp, prio in config.app_entries():
                     out[f"{ifname}/dcb/app/dscp/{dscp}"] = prio
             out[f"{ifname}/dcb/trust"] = [config.trust]
+            limits = maxrate_kbits(config)
+            if limits is not None:
+                out[f"{ifname}/dcb/maxrate"] = limits
         return out
 
     def check(self, config: AgentConfig) -> None:
@@ -191,6 +208,12 @@ class DcbDriver:
             if state.pfc is None:
                 raise Unsupported(target, f"{state.ifname} reports no IEEE PFC")
             return {"pfc_en": list(state.pfc.priorities)}
+        if kind == "maxrate":
+            if state.maxrate is None:
+                raise Unsupported(
+                    target, f"{state.ifname}: the driver has no per-TC max rate (ieee_getmaxrate)"
+                )
+            return list(state.maxrate.tc_maxrate)
         if kind == "trust":
             if state.trust is None:
                 raise Unsupported(
@@ -217,6 +240,9 @@ class DcbDriver:
                 self._write_pfc(target, ifname, value)
             elif kind == "trust":
                 self._write_trust(target, ifname, value)
+            elif kind == "maxrate":
+                if value is not None:
+                    self._client.set_maxrate(ifname, Maxrate(tuple(value)))
             else:
                 assert dscp is not None
                 self._write_app(ifname, dscp, value)

@@ -84,6 +84,9 @@ IEEE_ETS = struct.Struct("=BBB8s8s8s8s8s8s8s")
 # struct ieee_pfc: __u8 pfc_cap, pfc_en, mbc; (1 pad) __u16 delay; (2 pad) __u64 requests[8], indications[8].
 # sizeof = 136: delay at offset 4, requests at 8, indications at 72 (checked with gcc against the header).
 IEEE_PFC = struct.Struct("=BBBxHxx8Q8Q")
+# struct ieee_maxrate: __u64 tc_maxrate[8] in kbit/s (iproute2's dcb_maxrate.c divides bytes/s by 125);
+# 0 = no limit.
+IEEE_MAXRATE = struct.Struct("=8Q")
 # struct dcb_app: __u8 selector; __u8 priority; __u16 protocol.
 DCB_APP = struct.Struct("=BBH")
 # struct dcbmsg: __u8 dcb_family; __u8 cmd; __u16 dcb_pad.
@@ -224,6 +227,31 @@ class Pfc:
         return cls(cap, en, mbc, delay, tuple(counters[:8]), tuple(counters[8:]))
 
 
+@dataclass(frozen=True)
+class Maxrate:
+    """IEEE per-TC transmit rate limits (DCB_ATTR_IEEE_MAXRATE), kbit/s per TC; 0 = unlimited."""
+
+    tc_maxrate: tuple[int, ...] = _ZEROS
+
+    def __post_init__(self) -> None:
+        rates = tuple(int(v) for v in self.tc_maxrate)
+        if len(rates) != IEEE_8021QAZ_MAX_TCS:
+            raise ValueError(f"tc_maxrate: expected {IEEE_8021QAZ_MAX_TCS} values, got {len(rates)}")
+        for i, v in enumerate(rates):
+            if not 0 <= v < 2**64:
+                raise ValueError(f"tc_maxrate[{i}]: {v} is outside 0..2^64-1 kbit/s")
+        object.__setattr__(self, "tc_maxrate", rates)
+
+    def pack(self) -> bytes:
+        return IEEE_MAXRATE.pack(*self.tc_maxrate)
+
+    @classmethod
+    def unpack(cls, data: bytes) -> Maxrate:
+        if len(data) < IEEE_MAXRATE.size:
+            raise ValueError(f"DCB_ATTR_IEEE_MAXRATE: {len(data)} bytes, struct ieee_maxrate has 64")
+        return cls(tuple(IEEE_MAXRATE.unpack_from(data)))
+
+
 def pfc_mask(priorities: Iterable[int]) -> int:
     mask = 0
     for p in priorities:
@@ -360,6 +388,10 @@ def pfc_attr(pfc: Pfc) -> list[Any]:
     return ["DCB_ATTR_IEEE_PFC", pfc.pack()]
 
 
+def maxrate_attr(maxrate: Maxrate) -> list[Any]:
+    return ["DCB_ATTR_IEEE_MAXRATE", maxrate.pack()]
+
+
 def app_table_attr(apps: Iterable[App]) -> list[Any]:
     entries = []
     for app in apps:
@@ -386,6 +418,7 @@ class IeeeState:
     apps: frozenset[App]
     trust: tuple[int, ...] | None
     dcbx: int | None
+    maxrate: Maxrate | None = None
 
 
 def decode_ieee_get(data: bytes) -> IeeeState:
@@ -395,7 +428,10 @@ def decode_ieee_get(data: bytes) -> IeeeState:
     ets = pfc = None
     apps: set[App] = set()
     trust: tuple[int, ...] | None = None
+    maxrate = None
     if ieee is not None:
+        raw_maxrate = ieee.get_attr("DCB_ATTR_IEEE_MAXRATE")
+        maxrate = Maxrate.unpack(raw_maxrate) if raw_maxrate is not None else None
         raw_ets = ieee.get_attr("DCB_ATTR_IEEE_ETS")
         ets = Ets.unpack(raw_ets) if raw_ets is not None else None
         raw_pfc = ieee.get_attr("DCB_ATTR_IEEE_PFC")
@@ -414,6 +450,7 @@ def decode_ieee_get(data: bytes) -> IeeeState:
         apps=frozenset(apps),
         trust=trust,
         dcbx=msg.get_attr("DCB_ATTR_DCBX"),
+        maxrate=maxrate,
     )
 
 
@@ -583,6 +620,15 @@ class DcbnlClient:
 
     def set_pfc(self, ifname: str, pfc: Pfc) -> None:
         self._status(DCB_CMD_IEEE_SET, ifname, [pfc_attr(pfc)], "set pfc")
+
+    def get_maxrate(self, ifname: str) -> Maxrate:
+        maxrate = self.get_ieee(ifname).maxrate
+        if maxrate is None:
+            raise DcbUnsupported(errno.EOPNOTSUPP, f"{ifname}: the device reports no IEEE maxrate")
+        return maxrate
+
+    def set_maxrate(self, ifname: str, maxrate: Maxrate) -> None:
+        self._status(DCB_CMD_IEEE_SET, ifname, [maxrate_attr(maxrate)], "set maxrate")
 
     def get_apps(self, ifname: str) -> frozenset[App]:
         return self.get_ieee(ifname).apps

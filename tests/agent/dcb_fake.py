@@ -23,6 +23,8 @@ Real drivers report ETS/PFC in shapes a request may not have; FakeNic(driver=...
 - "bnxt": bnxt_dcbnl_ieee_getets in host DCBX mode before any set reports all zeros (every TC strict,
   every priority on TC 0) with ets_cap = max_tc; after a set it reports the request as cached.
   bnxt_dcbnl_ieee_getpfc: pfc_cap = max_lltc (2 on most boards).
+Per-TC max rate (DCB_ATTR_IEEE_MAXRATE) exists on mlx5 (and the generic fake) only: ice and bnxt have no
+ieee_getmaxrate, so dcbnl_ieee_fill leaves it out and dcbnl_ieee_set answers -EOPNOTSUPP.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ NLA_F_NESTED, NLA_TYPE_MASK = 0x8000, 0x3FFF
 DCB_CMD_IEEE_SET, DCB_CMD_IEEE_GET, DCB_CMD_IEEE_DEL = 20, 21, 27
 DCB_CMD_MAX = 27
 DCB_ATTR_IFNAME, DCB_ATTR_IEEE, DCB_ATTR_DCBX = 1, 13, 14
-IEEE_ETS, IEEE_PFC, IEEE_APP_TABLE, IEEE_TRUST_TABLE = 1, 2, 3, 11
+IEEE_ETS, IEEE_PFC, IEEE_APP_TABLE, IEEE_MAXRATE, IEEE_TRUST_TABLE = 1, 2, 3, 7, 11
 ATTR_IEEE_APP, ATTR_DCB_APP = 1, 2
 SEL_DSCP, SEL_PCP = 5, 255
 TSA_STRICT, TSA_CBS, TSA_ETS, TSA_VENDOR = 0, 1, 2, 255
@@ -106,6 +108,7 @@ class FakeNic:
     )  # (selector, priority, protocol), list order
     dcbx: int | None = 0x08 | 0x01  # DCB_CAP_DCBX_VER_IEEE | DCB_CAP_DCBX_HOST
     driver: str = "generic"  # "mlx5", "ice", "bnxt": answer in that driver's shapes (module docstring)
+    maxrate: list[int] | None = None  # kbit/s per TC as the driver reports it; None: no ieee_getmaxrate
 
     def __post_init__(self) -> None:
         if self.driver not in ("generic", "mlx5", "ice", "bnxt"):
@@ -124,6 +127,8 @@ class FakeNic:
                 self.ets = ets_bytes(ets_cap=self.ets_cap)
         if not self.pfc:
             self.pfc = pfc_bytes(pfc_cap=self.pfc_cap, delay=7 if self.driver == "mlx5" else 0)
+        if self.maxrate is None and self.driver in ("generic", "mlx5"):
+            self.maxrate = [0] * 8  # ice and bnxt have no ieee_{get,set}maxrate
         if self.driver == "ice" and not self.apps:
             self.apps = [(1, 3, 0x8906)]  # ice_dcb_sw_dflt_cfg: ICE_APP_SEL_ETHTYPE, FCoE, priority 3
 
@@ -272,6 +277,8 @@ class FakeDcbKernel:
             for sel, prio, proto in nic.apps
         )
         ieee += nla(IEEE_APP_TABLE | NLA_F_NESTED, apps)
+        if nic.maxrate is not None:  # dcbnl_ieee_fill: only when the driver has ieee_getmaxrate
+            ieee += nla(IEEE_MAXRATE, struct.pack("=8Q", *nic.maxrate))
         ieee += nla(12 | NLA_F_NESTED, b"")  # DCB_ATTR_DCB_REWR_TABLE, empty
         if nic.trust is not None:
             trust = b"".join(
@@ -293,6 +300,12 @@ class FakeDcbKernel:
                 return -err
         if IEEE_PFC in attrs:
             err = self._injected(ifname, "pfc") or self._set_pfc(nic, attrs[IEEE_PFC])
+            if err:
+                return -err
+        if IEEE_MAXRATE in attrs:
+            if nic.maxrate is None:
+                return -errno.EOPNOTSUPP  # dcbnl_ieee_set: no ieee_setmaxrate op
+            err = self._injected(ifname, "maxrate") or self._set_maxrate(nic, attrs[IEEE_MAXRATE])
             if err:
                 return -err
         if IEEE_APP_TABLE in attrs:
@@ -364,6 +377,28 @@ class FakeDcbKernel:
             return errno.EINVAL
         # the device keeps its own willing/ets_cap/cbs; it stores the tables it was given
         nic.ets = bytes([payload[0], nic.ets_cap, 0]) + payload[3:35] + bytes(24)
+        return 0
+
+    @staticmethod
+    def _set_maxrate(nic: FakeNic, payload: bytes) -> int:
+        if len(payload) < 64:
+            return errno.ERANGE
+        rates = list(struct.unpack_from("=8Q", payload))
+        if nic.driver == "mlx5":
+            # mlx5e_dcbnl_ieee_setmaxrate: 8-bit units of 100 Mbit/s up to 25.5 Gbit/s, then of 1 Gbit/s up
+            # to 255 Gbit/s (rounded down, at least 1 unit), -EINVAL beyond; getmaxrate reads unit * value.
+            out = []
+            for r in rates:
+                if not r:
+                    out.append(0)
+                elif r <= 255 * 100_000:
+                    out.append(max(r // 100_000, 1) * 100_000)
+                elif r <= 255 * 1_000_000:
+                    out.append(r // 1_000_000 * 1_000_000)
+                else:
+                    return errno.EINVAL
+            rates = out
+        nic.maxrate = rates
         return 0
 
     @staticmethod

@@ -217,3 +217,47 @@ def test_trust_pcp_writes_no_dscp_app_entries() -> None:
     drv = driver(kernel)
     want = drv.desired(config(trust="pcp"))
     assert not [t for t in want if "/app/" in t] and want["eth0/dcb/trust"] == ["pcp"]
+
+
+def test_per_tc_maxrate_plan_apply_verify_restore_on_mlx5(tmp_path: Path) -> None:
+    classes = [
+        {"name": "urgent", "dscp": 46, "priority": 5, "tsa": "strict", "lossless": True},
+        {"name": "bulk", "dscp": 26, "priority": 3, "bandwidth": 50, "lossless": True, "maxrate": "25gbit"},
+    ]
+    cfg = config(classes=classes)
+    kernel = FakeDcbKernel({"eth0": FakeNic(driver="mlx5")})
+    slots = [Slot(driver(kernel))]
+    assert slots[0].driver.desired(cfg)["eth0/dcb/maxrate"] == [0, 0, 0, 25_000_000, 0, 0, 0, 0]
+    journal = Journal.load(tmp_path / "j.json")
+    apply_plan(make_plan(slots, cfg, journal), slots, journal)
+    assert kernel.nics["eth0"].maxrate == [0, 0, 0, 25_000_000, 0, 0, 0, 0]
+    assert make_plan(slots, cfg, journal).empty
+    # dropping the knob gives the NIC its pre-Geryon limits back
+    plan = make_plan(slots, config(), journal)
+    assert [c.target for c in plan.changes if c.release] == ["eth0/dcb/maxrate"]
+    apply_plan(plan, slots, journal)
+    assert kernel.nics["eth0"].maxrate == [0] * 8
+
+
+def test_maxrate_is_skipped_where_the_driver_has_none() -> None:
+    u = {"name": "u", "dscp": 46, "priority": 5, "tsa": "strict", "maxrate": "1gbit"}
+    cfg = config(classes=[u], best_effort_bandwidth=100)
+    kernel = FakeDcbKernel({"eth0": FakeNic(driver="ice")})
+    plan = make_plan([Slot(driver(kernel), on_unsupported="auto")], cfg)
+    assert [s.target for s in plan.skipped] == ["eth0/dcb/maxrate"]
+    assert "ieee_getmaxrate" in plan.skipped[0].reason
+
+
+@pytest.mark.parametrize(
+    ("rate", "message"),
+    [
+        ("150mbit", r"classes\[0\]\.maxrate: 150 Mbit/s is not a NIC TC rate; allowed 100mbit"),
+        ("30500mbit", r"classes\[0\]\.maxrate: .* steps of 1gbit"),
+        ("300gbit", r"classes\[0\]\.maxrate: .* up to 255gbit"),
+        ("10mbit", r"classes\[0\]\.maxrate"),
+    ],
+)
+def test_maxrate_off_the_nic_grid_is_a_config_error(rate: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        u = {"name": "u", "dscp": 46, "priority": 5, "tsa": "strict", "maxrate": rate}
+        config(classes=[u], best_effort_bandwidth=100)

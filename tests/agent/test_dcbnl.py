@@ -492,3 +492,27 @@ def test_bnxt_host_mode_before_any_set_reports_zeros() -> None:
         ets = c.get_ets("eth0")
         assert ets == Ets() and ets.ets_cap == 4
         assert c.get_pfc("eth0").pfc_cap == 2
+
+
+def test_maxrate_set_bytes_as_iproute2_dcb_builds_them() -> None:
+    # dcb/dcb_maxrate.c: `dcb maxrate set dev eth0 tc-maxrate 3:1gbit` reads struct ieee_maxrate, sets
+    # tc_maxrate[3] = get_rate64("1gbit") / 125 = 1000000 kbit/s and sends it with dcb_set_attribute:
+    # DCB_CMD_IEEE_SET, DCB_ATTR_IEEE (NLA_F_NESTED) { DCB_ATTR_IEEE_MAXRATE: __u64[8] }.
+    rates = (0, 0, 0, 1_000_000, 0, 0, 0, 0)
+    body = IFNAME_ETH0 + attr(13 | NESTED, attr(7, struct.pack("=8Q", *rates)))
+    expected = request(79, 20, body, seq=5)
+    got = dcbnl.encode_request(
+        dcbnl.RTM_SETDCB, dcbnl.DCB_CMD_IEEE_SET, "eth0", [dcbnl.maxrate_attr(dcbnl.Maxrate(rates))], 5
+    )
+    assert got == expected and len(struct.pack("=8Q", *rates)) == dcbnl.IEEE_MAXRATE.size == 64
+
+
+def test_maxrate_through_mlx5_and_a_driver_without_it() -> None:
+    kernel = FakeDcbKernel({"m0": FakeNic(driver="mlx5"), "i0": FakeNic(driver="ice")})
+    with DcbnlClient(sock_factory=kernel.socket) as c:
+        c.set_maxrate("m0", dcbnl.Maxrate((150_000, 0, 0, 30_500_000, 0, 0, 0, 0)))
+        # mlx5e_dcbnl_ieee_setmaxrate rounds down to 100 Mbit/s units, 1 Gbit/s units above 25.5 Gbit/s
+        assert c.get_maxrate("m0").tc_maxrate == (100_000, 0, 0, 30_000_000, 0, 0, 0, 0)
+        assert c.get_ieee("i0").maxrate is None
+        with pytest.raises(DcbUnsupported):
+            c.set_maxrate("i0", dcbnl.Maxrate())
