@@ -123,6 +123,7 @@ class AgentConfig:
     egress: EgressSpec = field(default_factory=lambda: DEFAULT_EGRESS)
     dcb: Policy = "auto"  # auto: skip with a note where the NIC has no DCB ops; required: error
     rdma: Policy = "auto"  # same for RoCE ToS / ECN / CNP (configfs, sysfs)
+    dcbx: Literal["host"] | None = None  # DCBX mode the NIC must be in; None = leave it alone
 
     @property
     def lossless_priorities(self) -> tuple[int, ...]:
@@ -208,6 +209,7 @@ _TOP_KEYS = (
     "egress",
     "dcb",
     "rdma",
+    "dcbx",
 )
 _CLASS_KEYS = (
     "name",
@@ -241,6 +243,9 @@ def _parse(data: Any) -> AgentConfig:
     egress = _egress(m.get("egress"))
     dcb = _policy(m.get("dcb", "auto"), "dcb")
     rdma = _policy(m.get("rdma", "auto"), "rdma")
+    # Only host mode for now: with an LLDP agent in charge (lld_managed) the NIC refuses the host's DCB
+    # writes, and Geryon would have to stop managing ETS/PFC/APP (see geryon/agent/README.md).
+    dcbx = _choice(m["dcbx"], "dcbx", ("host",)) if m.get("dcbx") is not None else None
     _check_classes(classes, cnp, max_lossless)
     _check_rates(classes, egress)
     lossless = tuple(sorted(c.priority for c in classes if c.lossless))
@@ -260,6 +265,7 @@ def _parse(data: Any) -> AgentConfig:
         egress=egress,
         dcb=dcb,  # type: ignore[arg-type]
         rdma=rdma,  # type: ignore[arg-type]
+        dcbx=dcbx,  # type: ignore[arg-type]
     )
     _check_ets(cfg)
     return cfg

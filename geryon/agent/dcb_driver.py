@@ -5,6 +5,7 @@ Targets per interface, with the JSON value each holds:
     <if>/dcb/pfc              {"pfc_en": [lossless priorities]}
     <if>/dcb/app/dscp/<dscp>  the 802.1p priority the APP table maps this DSCP to; None = no entry
     <if>/dcb/trust            ["dscp"] or ["pcp"]: the APP trust order (kernel >= 6.2 and driver support)
+    <if>/dcb/dcbx             ["host", "ieee"]: the DCBX mode bits by name (only with `dcbx: host`)
     <if>/dcb/maxrate          [8 x kbit/s]: per-TC transmit limit, 0 = none (only when a class sets maxrate)
 
 One target per DSCP (not one for the whole APP table) so Geryon owns only the DSCPs its config names
@@ -20,6 +21,9 @@ from typing import Any
 from geryon.agent.config import AgentConfig, ConfigError
 from geryon.agent.dcbnl import (
     DCB_APP_SEL_PCP,
+    DCB_CAP_DCBX_HOST,
+    DCB_CAP_DCBX_LLD_MANAGED,
+    DCBX_FLAGS,
     IEEE_8021QAZ_APP_SEL_DSCP,
     TSA_NAMES,
     App,
@@ -29,6 +33,7 @@ from geryon.agent.dcbnl import (
     IeeeState,
     Maxrate,
     Pfc,
+    dcbx_names,
     pfc_mask,
 )
 from geryon.agent.driver import DriverError, Unsupported
@@ -46,11 +51,13 @@ def _canon(value: Any) -> str:
 def parse_target(target: str) -> tuple[str, str, int | None]:
     """'eth0/dcb/app/dscp/46' -> ('eth0', 'app', 46); 'eth0/dcb/pfc' -> ('eth0', 'pfc', None)."""
     parts = target.split("/")
-    if len(parts) == 3 and parts[1] == "dcb" and parts[2] in ("ets", "pfc", "trust", "maxrate"):
+    if len(parts) == 3 and parts[1] == "dcb" and parts[2] in ("ets", "pfc", "trust", "maxrate", "dcbx"):
         return parts[0], parts[2], None
     if len(parts) == 5 and parts[1:4] == ["dcb", "app", "dscp"] and parts[4].isdigit() and int(parts[4]) < 64:
         return parts[0], "app", int(parts[4])
-    raise DriverError(target, "not a DCB target (<if>/dcb/ets|pfc|trust|maxrate or <if>/dcb/app/dscp/<0-63>)")
+    raise DriverError(
+        target, "not a DCB target (<if>/dcb/ets|pfc|trust|maxrate|dcbx or <if>/dcb/app/dscp/<0-63>)"
+    )
 
 
 def ets_value(ets: Ets) -> dict[str, Any]:
@@ -78,6 +85,24 @@ def ets_from_value(target: str, value: dict[str, Any], ets_cap: int = 0) -> Ets:
         return ets
     except (KeyError, TypeError, ValueError) as e:
         raise DriverError(target, f"not an ETS value the device can take ({e}): {value!r}") from None
+
+
+DCBX_HOST_IEEE = ["host", "ieee"]  # what `dcb dcbx set dev X host ieee` asks for
+
+
+def dcbx_mode(target: str, value: Any) -> int:
+    """A DCBX value (names, as observed) as the mode to request. Neither host nor lld_managed is how
+    mlx5 reports its firmware agent; the request for that is mode 0 (mlx5e_dcbnl_setdcbx)."""
+    by_name = {name: bit for bit, name in DCBX_FLAGS.items()}
+    try:
+        mode = 0
+        for name in value:
+            mode |= by_name[name] if name in by_name else int(name, 16)
+    except (KeyError, TypeError, ValueError):
+        raise DriverError(target, f"not a DCBX value (names of {sorted(by_name)}): {value!r}") from None
+    if not mode & (DCB_CAP_DCBX_HOST | DCB_CAP_DCBX_LLD_MANAGED):
+        return 0
+    return mode
 
 
 def maxrate_kbits(config: AgentConfig) -> list[int] | None:
@@ -135,6 +160,10 @@ class DcbDriver:
         }
         out: dict[str, Any] = {}
         for ifname in config.interfaces:
+            if config.dcbx == "host":
+                # First, so the rest is written in host mode: a NIC whose firmware runs DCBX (mlx5's
+                # default) would otherwise let the switch's advertisements override it.
+                out[f"{ifname}/dcb/dcbx"] = DCBX_HOST_IEEE
             out[f"{ifname}/dcb/ets"] = ets_val
             out[f"{ifname}/dcb/pfc"] = {"pfc_en": list(config.lossless_priorities)}
             # With PCP trust the DSCP APP table is not used, and mlx5 switches to DSCP trust on the first
@@ -208,6 +237,10 @@ class DcbDriver:
             if state.pfc is None:
                 raise Unsupported(target, f"{state.ifname} reports no IEEE PFC")
             return {"pfc_en": list(state.pfc.priorities)}
+        if kind == "dcbx":
+            if state.dcbx is None:
+                raise Unsupported(target, f"{state.ifname}: the driver reports no DCBX mode (getdcbx)")
+            return dcbx_names(state.dcbx)
         if kind == "maxrate":
             if state.maxrate is None:
                 raise Unsupported(
@@ -240,6 +273,14 @@ class DcbDriver:
                 self._write_pfc(target, ifname, value)
             elif kind == "trust":
                 self._write_trust(target, ifname, value)
+            elif kind == "dcbx":
+                if value is not None:
+                    status = self._client.set_dcbx(ifname, dcbx_mode(target, value))
+                    got = self.observe([target])[target]
+                    if got != list(value):
+                        raise DriverError(
+                            target, f"the driver answered {status} to DCBX {value!r} and reports {got!r}"
+                        )
             elif kind == "maxrate":
                 if value is not None:
                     self._client.set_maxrate(ifname, Maxrate(tuple(value)))

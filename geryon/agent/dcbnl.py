@@ -50,10 +50,33 @@ DCB_APP_SEL_PCP = 255  # non-standard selector (kernel >= 6.2), carried in DCB_A
 RTNLGRP_DCB = 23
 RTMGRP_DCB = 1 << (RTNLGRP_DCB - 1)  # the legacy bind() group mask bit
 
-# enum dcbnl_commands (only the IEEE ones are used)
+# enum dcbnl_commands (the IEEE ones and the DCBX mode)
 DCB_CMD_IEEE_SET = 20
 DCB_CMD_IEEE_GET = 21
+DCB_CMD_GDCBX = 22
+DCB_CMD_SDCBX = 23
 DCB_CMD_IEEE_DEL = 27
+
+# DCB_ATTR_DCBX bits (DCB_CAP_DCBX_*): who runs DCBX, and which versions
+DCB_CAP_DCBX_HOST = 0x01
+DCB_CAP_DCBX_LLD_MANAGED = 0x02
+DCB_CAP_DCBX_VER_CEE = 0x04
+DCB_CAP_DCBX_VER_IEEE = 0x08
+DCB_CAP_DCBX_STATIC = 0x10
+# the names iproute2's dcb_dcbx.c prints (lld-managed as lld_managed, its JSON key)
+DCBX_FLAGS = {
+    DCB_CAP_DCBX_HOST: "host",
+    DCB_CAP_DCBX_LLD_MANAGED: "lld_managed",
+    DCB_CAP_DCBX_VER_CEE: "cee",
+    DCB_CAP_DCBX_VER_IEEE: "ieee",
+    DCB_CAP_DCBX_STATIC: "static",
+}
+
+
+def dcbx_names(mode: int) -> list[str]:
+    """The DCBX bits as names, lowest bit first (an unknown bit as its hex value)."""
+    return [DCBX_FLAGS.get(1 << b, hex(1 << b)) for b in range(8) if mode >> b & 1]
+
 
 # enum dcbnl_attrs
 DCB_ATTR_IFNAME = 1
@@ -355,14 +378,30 @@ class dcbmsg_status(nlmsg):
     )
 
 
+class dcbmsg_dcbx_status(nlmsg):
+    """The kernel's reply to DCB_CMD_SDCBX: DCB_ATTR_DCBX is a u8, the driver's setdcbx result (0 = done)."""
+
+    fields = dcbmsg.fields
+    nla_map = (
+        (DCB_ATTR_IFNAME, "DCB_ATTR_IFNAME", "asciiz"),
+        (DCB_ATTR_DCBX, "DCB_ATTR_DCBX", "uint8"),
+    )
+
+
 def _attrs(value: dict[str, Any] | nla) -> list[Any]:
     return list(value.get("attrs", []))
 
 
 def encode_request(
-    msg_type: int, cmd: int, ifname: str, ieee_attrs: list[list[Any]] | None, seq: int
+    msg_type: int,
+    cmd: int,
+    ifname: str,
+    ieee_attrs: list[list[Any]] | None,
+    seq: int,
+    dcbx: int | None = None,
 ) -> bytes:
-    """One dcbnl request as iproute2's dcb sends it: NLM_F_REQUEST|NLM_F_ACK, IFNAME, then DCB_ATTR_IEEE."""
+    """One dcbnl request as iproute2's dcb sends it: NLM_F_REQUEST|NLM_F_ACK, IFNAME, then DCB_ATTR_IEEE
+    (or, for DCB_CMD_SDCBX, a bare DCB_ATTR_DCBX u8 as dcb_dcbx.c's dcb_set_attribute_bare puts it)."""
     msg = dcbmsg()
     msg["header"]["type"] = msg_type
     msg["header"]["flags"] = NLM_F_REQUEST | NLM_F_ACK
@@ -374,6 +413,8 @@ def encode_request(
     attrs: list[list[Any]] = [["DCB_ATTR_IFNAME", ifname]]
     if ieee_attrs is not None:
         attrs.append(["DCB_ATTR_IEEE", {"attrs": ieee_attrs}])
+    if dcbx is not None:
+        attrs.append(["DCB_ATTR_DCBX", dcbx])
     msg["attrs"] = attrs
     msg.encode()
     return bytes(msg.data)
@@ -556,11 +597,17 @@ class DcbnlClient:
     # -- transport --
 
     def _request(
-        self, msg_type: int, cmd: int, ifname: str, ieee_attrs: list[list[Any]] | None, what: str
+        self,
+        msg_type: int,
+        cmd: int,
+        ifname: str,
+        ieee_attrs: list[list[Any]] | None,
+        what: str,
+        dcbx: int | None = None,
     ) -> bytes:
         """Send one request; return the kernel's reply message (before its ACK); raise on an error ACK."""
         seq = next(self._seq) & 0xFFFFFFFF
-        self._sock.send(encode_request(msg_type, cmd, ifname, ieee_attrs, seq))
+        self._sock.send(encode_request(msg_type, cmd, ifname, ieee_attrs, seq, dcbx))
         reply = b""
         while True:
             data = self._sock.recv(_RECV_SIZE)
@@ -629,6 +676,26 @@ class DcbnlClient:
 
     def set_maxrate(self, ifname: str, maxrate: Maxrate) -> None:
         self._status(DCB_CMD_IEEE_SET, ifname, [maxrate_attr(maxrate)], "set maxrate")
+
+    def get_dcbx(self, ifname: str) -> int | None:
+        """The DCBX mode bits (DCB_CAP_DCBX_*); None when the driver has no getdcbx."""
+        return self.get_ieee(ifname).dcbx
+
+    def set_dcbx(self, ifname: str, mode: int) -> int:
+        """Asks the driver for DCBX `mode`; returns its setdcbx status (0 = done). Nonzero is not always a
+        refusal (ice answers 1, "no change", when the mode is already set): callers read the mode back."""
+        if not 0 <= mode <= 0xFF:
+            raise ValueError(f"dcbx: {mode} is outside 0..255")
+        reply = self._request(RTM_SETDCB, DCB_CMD_SDCBX, ifname, None, "set dcbx", dcbx=mode)
+        if not reply:
+            raise OSError(errno.EBADMSG, f"dcbnl set dcbx {ifname}: the kernel sent no status")
+        try:
+            msg = dcbmsg_dcbx_status(reply)
+            msg.decode()
+            status = msg.get_attr("DCB_ATTR_DCBX")
+        except Exception as e:
+            raise OSError(errno.EBADMSG, f"dcbnl set dcbx {ifname}: malformed status reply ({e})") from None
+        return int(status or 0)
 
     def get_apps(self, ifname: str) -> frozenset[App]:
         return self.get_ieee(ifname).apps

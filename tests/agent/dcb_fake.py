@@ -40,7 +40,8 @@ NLMSG_ERROR = 2
 NLM_F_REQUEST, NLM_F_ACK = 0x1, 0x4
 NLM_F_CAPPED = 0x100
 NLA_F_NESTED, NLA_TYPE_MASK = 0x8000, 0x3FFF
-DCB_CMD_IEEE_SET, DCB_CMD_IEEE_GET, DCB_CMD_IEEE_DEL = 20, 21, 27
+DCB_CMD_IEEE_SET, DCB_CMD_IEEE_GET, DCB_CMD_SDCBX, DCB_CMD_IEEE_DEL = 20, 21, 23, 27
+DCBX_HOST, DCBX_LLD, DCBX_CEE, DCBX_IEEE = 0x01, 0x02, 0x04, 0x08
 DCB_CMD_MAX = 27
 DCB_ATTR_IFNAME, DCB_ATTR_IEEE, DCB_ATTR_DCBX = 1, 13, 14
 IEEE_ETS, IEEE_PFC, IEEE_APP_TABLE, IEEE_MAXRATE, IEEE_TRUST_TABLE = 1, 2, 3, 7, 11
@@ -127,6 +128,8 @@ class FakeNic:
                 self.ets = ets_bytes(ets_cap=self.ets_cap)
         if not self.pfc:
             self.pfc = pfc_bytes(pfc_cap=self.pfc_cap, delay=7 if self.driver == "mlx5" else 0)
+        if self.driver == "mlx5" and self.dcbx == DCBX_HOST | DCBX_IEEE:
+            self.dcbx = DCBX_CEE | DCBX_IEEE  # mlx5e_dcbnl_initialize: the firmware's agent runs DCBX
         if self.maxrate is None and self.driver in ("generic", "mlx5"):
             self.maxrate = [0] * 8  # ice and bnxt have no ieee_{get,set}maxrate
         if self.driver == "ice" and not self.apps:
@@ -227,7 +230,12 @@ class FakeDcbKernel:
                 raise OSError(errno.EINVAL, "short dcbmsg")
             _family, cmd, _pad = struct.unpack_from("=BBH", msg, HDR.size)
             tb = dict(parse_nlas(msg[HDR.size + 4 :]))
-            if cmd > DCB_CMD_MAX or cmd not in (DCB_CMD_IEEE_GET, DCB_CMD_IEEE_SET, DCB_CMD_IEEE_DEL):
+            if cmd > DCB_CMD_MAX or cmd not in (
+                DCB_CMD_IEEE_GET,
+                DCB_CMD_IEEE_SET,
+                DCB_CMD_IEEE_DEL,
+                DCB_CMD_SDCBX,
+            ):
                 raise OSError(errno.EOPNOTSUPP if cmd <= DCB_CMD_MAX else errno.EINVAL, "command")
             if DCB_ATTR_IFNAME not in tb:
                 raise OSError(errno.EINVAL, "no ifname")
@@ -239,6 +247,13 @@ class FakeDcbKernel:
                 raise OSError(errno.EOPNOTSUPP, "no dcbnl_ops")
             if cmd == DCB_CMD_IEEE_GET:
                 body, rtype = self._fill(ifname, nic), RTM_GETDCB
+            elif cmd == DCB_CMD_SDCBX:  # dcbnl_setdcbx: the driver's u8 answer in DCB_ATTR_DCBX
+                if nic.dcbx is None:
+                    raise OSError(errno.EOPNOTSUPP, "no setdcbx op")
+                if DCB_ATTR_DCBX not in tb or len(tb[DCB_ATTR_DCBX]) < 1:
+                    raise OSError(errno.EINVAL, "no DCB_ATTR_DCBX")
+                status = self._setdcbx(nic, tb[DCB_ATTR_DCBX][0])
+                body, rtype = nla(DCB_ATTR_DCBX, bytes([status])), RTM_SETDCB
             else:
                 if DCB_ATTR_IEEE not in tb:
                     raise OSError(errno.EINVAL, "no DCB_ATTR_IEEE")
@@ -267,6 +282,34 @@ class FakeDcbKernel:
             )
             out.append(ack + echo)
         return out
+
+    @staticmethod
+    def _setdcbx(nic: FakeNic, mode: int) -> int:
+        """The driver's setdcbx: 0 = done, 1 = not done (a u8, not an errno)."""
+        if nic.driver == "mlx5":  # mlx5e_dcbnl_setdcbx
+            if mode & DCBX_LLD:
+                return 1
+            if not mode:  # back to the firmware's DCBX agent
+                nic.dcbx = DCBX_CEE | DCBX_IEEE
+                return 0
+            if not mode & DCBX_HOST:
+                return 1
+            nic.dcbx = mode
+            return 0
+        if nic.driver == "ice":  # ice_dcbnl_setdcbx: no LLD-managed, not CEE+IEEE, host only; same = 1
+            if mode & DCBX_LLD or (mode & DCBX_IEEE and mode & DCBX_CEE) or not mode & DCBX_HOST:
+                return 1
+            if mode == nic.dcbx:
+                return 1  # ICE_DCB_NO_HW_CHG
+            nic.dcbx = mode
+            return 0
+        if nic.driver == "bnxt":  # bnxt_dcbnl_setdcbx: host IEEE only
+            if mode & (DCBX_LLD | DCBX_CEE) or not mode & DCBX_HOST:
+                return 1
+            nic.dcbx = mode
+            return 0
+        nic.dcbx = mode
+        return 0
 
     # -- dcbnl_ieee_fill --
 

@@ -261,3 +261,29 @@ def test_maxrate_off_the_nic_grid_is_a_config_error(rate: str, message: str) -> 
     with pytest.raises(ConfigError, match=message):
         u = {"name": "u", "dscp": 46, "priority": 5, "tsa": "strict", "maxrate": rate}
         config(classes=[u], best_effort_bandwidth=100)
+
+
+@pytest.mark.parametrize("drv_name", ["mlx5", "ice", "bnxt"])
+def test_dcbx_host_mode_first_then_the_rest_and_restore(drv_name: str, tmp_path: Path) -> None:
+    kernel = FakeDcbKernel({"eth0": FakeNic(driver=drv_name)})
+    nic = kernel.nics["eth0"]
+    fresh = nic.dcbx
+    slots = [Slot(driver(kernel))]
+    cfg = config(dcbx="host")
+    plan = make_plan(slots, cfg)
+    targets = [c.target for c in plan.changes]
+    if drv_name == "mlx5":
+        assert targets[0] == "eth0/dcb/dcbx"  # the firmware agent is switched off before ETS is written
+    else:
+        assert "eth0/dcb/dcbx" in plan.in_sync  # ice and bnxt run DCBX on the host already
+    journal = Journal.load(tmp_path / "j.json")
+    apply_plan(plan, slots, journal)
+    assert nic.dcbx == 0x09 and make_plan(slots, cfg).empty
+    restore([Slot(driver(kernel))], Journal.load(tmp_path / "j.json"))
+    assert nic.dcbx == fresh
+
+
+def test_dcbx_modes_other_than_host_are_refused_in_the_config() -> None:
+    with pytest.raises(ConfigError, match=r"dcbx: expected one of host, got a string \('lld_managed'\)"):
+        config(dcbx="lld_managed")
+    assert config().dcbx is None and config(dcbx=None).dcbx is None

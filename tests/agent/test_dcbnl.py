@@ -516,3 +516,22 @@ def test_maxrate_through_mlx5_and_a_driver_without_it() -> None:
         assert c.get_ieee("i0").maxrate is None
         with pytest.raises(DcbUnsupported):
             c.set_maxrate("i0", dcbnl.Maxrate())
+
+
+def test_dcbx_set_bytes_as_iproute2_dcb_builds_them() -> None:
+    # dcb/dcb_dcbx.c: `dcb dcbx set dev eth0 host ieee` -> dcb_set_attribute_bare(DCB_CMD_SDCBX, dev,
+    # DCB_ATTR_DCBX, &dcbx, 1, ...): a bare u8 attribute after IFNAME, no DCB_ATTR_IEEE nest.
+    body = IFNAME_ETH0 + attr(14, bytes([0x01 | 0x08]))  # DCB_CAP_DCBX_HOST | DCB_CAP_DCBX_VER_IEEE
+    expected = request(79, 23, body, seq=3)  # RTM_SETDCB, DCB_CMD_SDCBX
+    assert dcbnl.encode_request(79, dcbnl.DCB_CMD_SDCBX, "eth0", None, 3, dcbx=0x09) == expected
+    assert len(expected) == 16 + 4 + 12 + 8
+
+
+def test_dcbx_mode_per_driver() -> None:
+    kernel = FakeDcbKernel({"m0": FakeNic(driver="mlx5"), "i0": FakeNic(driver="ice")})
+    with DcbnlClient(sock_factory=kernel.socket) as c:
+        assert dcbnl.dcbx_names(c.get_dcbx("m0") or 0) == ["cee", "ieee"]  # mlx5's firmware agent
+        assert c.set_dcbx("m0", dcbnl.DCB_CAP_DCBX_LLD_MANAGED) == 1  # mlx5e_dcbnl_setdcbx refuses
+        assert c.set_dcbx("m0", 0x09) == 0 and c.get_dcbx("m0") == 0x09
+        assert c.set_dcbx("m0", 0) == 0 and c.get_dcbx("m0") == 0x0C  # mode 0: back to the firmware
+        assert c.set_dcbx("i0", 0x09) == 1 and c.get_dcbx("i0") == 0x09  # ice: "no change" is 1
