@@ -344,7 +344,7 @@ class _ieee(nla):
         (DCB_ATTR_IEEE_APP_TABLE, "DCB_ATTR_IEEE_APP_TABLE", "app_table|nested"),
         (DCB_ATTR_IEEE_PEER_ETS, "DCB_ATTR_IEEE_PEER_ETS", "cdata"),
         (DCB_ATTR_IEEE_PEER_PFC, "DCB_ATTR_IEEE_PEER_PFC", "cdata"),
-        (DCB_ATTR_IEEE_PEER_APP, "DCB_ATTR_IEEE_PEER_APP", "cdata"),
+        (DCB_ATTR_IEEE_PEER_APP, "DCB_ATTR_IEEE_PEER_APP", "app_table|nested"),
         (DCB_ATTR_IEEE_MAXRATE, "DCB_ATTR_IEEE_MAXRATE", "cdata"),
         (DCB_ATTR_IEEE_QCN, "DCB_ATTR_IEEE_QCN", "cdata"),
         (DCB_ATTR_IEEE_QCN_STATS, "DCB_ATTR_IEEE_QCN_STATS", "cdata"),
@@ -460,6 +460,11 @@ class IeeeState:
     trust: tuple[int, ...] | None
     dcbx: int | None
     maxrate: Maxrate | None = None
+    # What the link partner (the switch) advertises by DCBX, when the driver reports it (dcbnl_ieee_fill
+    # adds these only for drivers with ieee_peer_getets / ieee_peer_getpfc / peer_getapptable).
+    peer_ets: Ets | None = None
+    peer_pfc: Pfc | None = None
+    peer_apps: frozenset[App] | None = None
 
 
 def decode_ieee_get(data: bytes) -> IeeeState:
@@ -470,7 +475,22 @@ def decode_ieee_get(data: bytes) -> IeeeState:
     apps: set[App] = set()
     trust: tuple[int, ...] | None = None
     maxrate = None
+    peer_ets = peer_pfc = None
+    peer_apps: frozenset[App] | None = None
     if ieee is not None:
+        raw = ieee.get_attr("DCB_ATTR_IEEE_PEER_ETS")
+        peer_ets = Ets.unpack(raw) if raw is not None else None
+        raw = ieee.get_attr("DCB_ATTR_IEEE_PEER_PFC")
+        peer_pfc = Pfc.unpack(raw) if raw is not None else None
+        peer_table = ieee.get_attr(
+            "DCB_ATTR_IEEE_PEER_APP"
+        )  # dcbnl_build_peer_app: DCB_ATTR_IEEE_APP entries
+        if peer_table is not None:
+            peer_apps = frozenset(
+                App(e["selector"], e["protocol"], e["priority"])
+                for name, e in _attrs(peer_table)
+                if name == "DCB_ATTR_IEEE_APP"
+            )
         raw_maxrate = ieee.get_attr("DCB_ATTR_IEEE_MAXRATE")
         maxrate = Maxrate.unpack(raw_maxrate) if raw_maxrate is not None else None
         raw_ets = ieee.get_attr("DCB_ATTR_IEEE_ETS")
@@ -492,6 +512,9 @@ def decode_ieee_get(data: bytes) -> IeeeState:
         trust=trust,
         dcbx=msg.get_attr("DCB_ATTR_DCBX"),
         maxrate=maxrate,
+        peer_ets=peer_ets,
+        peer_pfc=peer_pfc,
+        peer_apps=peer_apps,
     )
 
 

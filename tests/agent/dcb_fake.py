@@ -110,6 +110,10 @@ class FakeNic:
     dcbx: int | None = 0x08 | 0x01  # DCB_CAP_DCBX_VER_IEEE | DCB_CAP_DCBX_HOST
     driver: str = "generic"  # "mlx5", "ice", "bnxt": answer in that driver's shapes (module docstring)
     maxrate: list[int] | None = None  # kbit/s per TC as the driver reports it; None: no ieee_getmaxrate
+    # What the switch advertises by DCBX, for drivers with the peer ops (None: the driver has none)
+    peer_ets: bytes | None = None
+    peer_pfc: bytes | None = None
+    peer_apps: list[tuple[int, int, int]] | None = None  # (selector, priority, protocol)
 
     def __post_init__(self) -> None:
         if self.driver not in ("generic", "mlx5", "ice", "bnxt"):
@@ -328,6 +332,15 @@ class FakeDcbKernel:
                 nla(ATTR_DCB_APP if s == SEL_PCP else ATTR_IEEE_APP, bytes([s])) for s in nic.trust
             )
             ieee += nla(IEEE_TRUST_TABLE | NLA_F_NESTED, trust)
+        # dcbnl_ieee_fill: the peer objects last, each only if the driver has its op; the peer APP table
+        # is built by dcbnl_build_peer_app as a nest of DCB_ATTR_IEEE_APP entries (no info attribute).
+        if nic.peer_ets is not None:
+            ieee += nla(4, nic.peer_ets)
+        if nic.peer_pfc is not None:
+            ieee += nla(5, nic.peer_pfc)
+        if nic.peer_apps is not None:
+            entries = b"".join(nla(ATTR_IEEE_APP, struct.pack("=BBH", *a)) for a in nic.peer_apps)
+            ieee += nla(6 | NLA_F_NESTED, entries)
         body = nla(DCB_ATTR_IFNAME, ifname.encode() + b"\0") + nla(DCB_ATTR_IEEE, ieee)
         if nic.dcbx is not None:
             body += nla(DCB_ATTR_DCBX, bytes([nic.dcbx]))
