@@ -124,6 +124,7 @@ class AgentConfig:
     dcb: Policy = "auto"  # auto: skip with a note where the NIC has no DCB ops; required: error
     rdma: Policy = "auto"  # same for RoCE ToS / ECN / CNP (configfs, sysfs)
     dcbx: Literal["host"] | None = None  # DCBX mode the NIC must be in; None = leave it alone
+    cable_length: int | None = None  # metres, for the NIC's PFC headroom (mlx5: ieee_pfc.delay); None = leave
 
     @property
     def lossless_priorities(self) -> tuple[int, ...]:
@@ -210,6 +211,7 @@ _TOP_KEYS = (
     "dcb",
     "rdma",
     "dcbx",
+    "cable_length",
 )
 _CLASS_KEYS = (
     "name",
@@ -246,6 +248,9 @@ def _parse(data: Any) -> AgentConfig:
     # Only host mode for now: with an LLDP agent in charge (lld_managed) the NIC refuses the host's DCB
     # writes, and Geryon would have to stop managing ETS/PFC/APP (see geryon/agent/README.md).
     dcbx = _choice(m["dcbx"], "dcbx", ("host",)) if m.get("dcbx") is not None else None
+    # mlx5e_dcbnl_ieee_setpfc takes ieee_pfc.delay as the cable length in metres when 0 < delay < 1000
+    # (MLX5E_MAX_CABLE_LENGTH) and sizes the lossless buffers' headroom from it.
+    cable = _int(m["cable_length"], "cable_length", 1, 999) if m.get("cable_length") is not None else None
     _check_classes(classes, cnp, max_lossless)
     _check_rates(classes, egress)
     lossless = tuple(sorted(c.priority for c in classes if c.lossless))
@@ -266,6 +271,7 @@ def _parse(data: Any) -> AgentConfig:
         dcb=dcb,  # type: ignore[arg-type]
         rdma=rdma,  # type: ignore[arg-type]
         dcbx=dcbx,  # type: ignore[arg-type]
+        cable_length=cable,
     )
     _check_ets(cfg)
     return cfg

@@ -5,6 +5,7 @@ Targets per interface, with the JSON value each holds:
     <if>/dcb/pfc              {"pfc_en": [lossless priorities]}
     <if>/dcb/app/dscp/<dscp>  the 802.1p priority the APP table maps this DSCP to; None = no entry
     <if>/dcb/trust            ["dscp"] or ["pcp"]: the APP trust order (kernel >= 6.2 and driver support)
+    <if>/dcb/cable_length     metres: ieee_pfc.delay, which mlx5 takes as the cable length (PFC headroom)
     <if>/dcb/dcbx             ["host", "ieee"]: the DCBX mode bits by name (only with `dcbx: host`)
     <if>/dcb/maxrate          [8 x kbit/s]: per-TC transmit limit, 0 = none (only when a class sets maxrate)
 
@@ -51,12 +52,25 @@ def _canon(value: Any) -> str:
 def parse_target(target: str) -> tuple[str, str, int | None]:
     """'eth0/dcb/app/dscp/46' -> ('eth0', 'app', 46); 'eth0/dcb/pfc' -> ('eth0', 'pfc', None)."""
     parts = target.split("/")
-    if len(parts) == 3 and parts[1] == "dcb" and parts[2] in ("ets", "pfc", "trust", "maxrate", "dcbx"):
+    if (
+        len(parts) == 3
+        and parts[1] == "dcb"
+        and parts[2]
+        in (
+            "ets",
+            "pfc",
+            "trust",
+            "maxrate",
+            "dcbx",
+            "cable_length",
+        )
+    ):
         return parts[0], parts[2], None
     if len(parts) == 5 and parts[1:4] == ["dcb", "app", "dscp"] and parts[4].isdigit() and int(parts[4]) < 64:
         return parts[0], "app", int(parts[4])
     raise DriverError(
-        target, "not a DCB target (<if>/dcb/ets|pfc|trust|maxrate|dcbx or <if>/dcb/app/dscp/<0-63>)"
+        target,
+        "not a DCB target (<if>/dcb/ets|pfc|trust|maxrate|dcbx|cable_length or <if>/dcb/app/dscp/<0-63>)",
     )
 
 
@@ -166,6 +180,8 @@ class DcbDriver:
                 out[f"{ifname}/dcb/dcbx"] = DCBX_HOST_IEEE
             out[f"{ifname}/dcb/ets"] = ets_val
             out[f"{ifname}/dcb/pfc"] = {"pfc_en": list(config.lossless_priorities)}
+            if config.cable_length is not None:
+                out[f"{ifname}/dcb/cable_length"] = config.cable_length
             # With PCP trust the DSCP APP table is not used, and mlx5 switches to DSCP trust on the first
             # DSCP entry (mlx5e_dcbnl_ieee_setapp): write none, release any Geryon wrote earlier.
             if config.trust == "dscp":
@@ -237,6 +253,10 @@ class DcbDriver:
             if state.pfc is None:
                 raise Unsupported(target, f"{state.ifname} reports no IEEE PFC")
             return {"pfc_en": list(state.pfc.priorities)}
+        if kind == "cable_length":
+            if state.pfc is None:
+                raise Unsupported(target, f"{state.ifname} reports no IEEE PFC")
+            return state.pfc.delay
         if kind == "dcbx":
             if state.dcbx is None:
                 raise Unsupported(target, f"{state.ifname}: the driver reports no DCBX mode (getdcbx)")
@@ -273,6 +293,17 @@ class DcbDriver:
                 self._write_pfc(target, ifname, value)
             elif kind == "trust":
                 self._write_trust(target, ifname, value)
+            elif kind == "cable_length":
+                if value is not None:
+                    cur = self._client.get_pfc(ifname)  # only the delay changes; pfc_en is the pfc target's
+                    self._client.set_pfc(ifname, Pfc(cur.pfc_cap, cur.pfc_en, cur.mbc, int(value)))
+                    got = self.observe([target])[target]
+                    if got != value:
+                        raise DriverError(
+                            target,
+                            f"the NIC reports {got} after {value}: its driver does not take ieee_pfc.delay "
+                            "as the cable length (mlx5 does); drop cable_length for this NIC",
+                        )
             elif kind == "dcbx":
                 if value is not None:
                     status = self._client.set_dcbx(ifname, dcbx_mode(target, value))

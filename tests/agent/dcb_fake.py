@@ -464,6 +464,11 @@ class FakeDcbKernel:
         _cap, en, mbc, delay = struct.unpack_from("=BBBxH", payload)
         if bin(en).count("1") > nic.pfc_cap:
             return errno.EINVAL
+        old_delay = struct.unpack_from("=H", nic.pfc, 4)[0]
+        if nic.driver == "mlx5" and not 0 < delay < 1000:
+            delay = old_delay  # mlx5e_dcbnl_ieee_setpfc: the cable length changes only for 0 < delay < 1000
+        elif nic.driver == "ice":
+            delay = old_delay  # ice_dcbnl_setpfc ignores delay (ice_dcbnl_getpfc reads it from PRTDCB_GENC)
         nic.pfc = pfc_bytes(pfc_cap=nic.pfc_cap, pfc_en=en, mbc=mbc, delay=delay)
         return 0
 

@@ -287,3 +287,27 @@ def test_dcbx_modes_other_than_host_are_refused_in_the_config() -> None:
     with pytest.raises(ConfigError, match=r"dcbx: expected one of host, got a string \('lld_managed'\)"):
         config(dcbx="lld_managed")
     assert config().dcbx is None and config(dcbx=None).dcbx is None
+
+
+def test_cable_length_on_mlx5_and_a_clear_error_where_the_driver_ignores_it(tmp_path: Path) -> None:
+    kernel = FakeDcbKernel({"eth0": FakeNic(driver="mlx5")})
+    nic = kernel.nics["eth0"]
+    slots = [Slot(driver(kernel))]
+    cfg = config(cable_length=30)
+    journal = Journal.load(tmp_path / "j.json")
+    plan = make_plan(slots, cfg, journal)
+    assert next(c for c in plan.changes if c.target == "eth0/dcb/cable_length").before == 7  # mlx5's default
+    apply_plan(plan, slots, journal)
+    assert nic.pfc[4] == 30 and nic.pfc_en == 0b0010_1000  # delay = 30 m, PFC kept
+    assert make_plan(slots, cfg, journal).empty
+    restore([Slot(driver(kernel))], Journal.load(tmp_path / "j.json"))
+    assert nic.pfc[4] == 7
+
+    ice = FakeDcbKernel({"eth0": FakeNic(driver="ice")})
+    with pytest.raises(ApplyError, match=r"does not take ieee_pfc\.delay as the cable length"):
+        apply_plan(make_plan([Slot(driver(ice))], cfg), [Slot(driver(ice))], None)
+
+
+def test_cable_length_range() -> None:
+    with pytest.raises(ConfigError, match=r"cable_length: 1000 is out of range; allowed 1-999"):
+        config(cable_length=1000)
