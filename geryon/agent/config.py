@@ -61,6 +61,7 @@ class ClassSpec:
     bandwidth: int = 0  # ETS share in percent when tsa == "ets"
     rate_bits: int | None = None  # host egress ceil for this class; None = the egress rate
     maxrate_bits: int | None = None  # NIC per-TC rate limit (dcb maxrate) for this class's TC; None = none
+    nic_buffer: int | None = None  # NIC receive buffer (0-7, dcb buffer) this class's priority lands in
     buffer_bytes: int | None = None  # host egress queue limit; None = the egress buffer
 
     @property
@@ -125,6 +126,17 @@ class AgentConfig:
     rdma: Policy = "auto"  # same for RoCE ToS / ECN / CNP (configfs, sysfs)
     dcbx: Literal["host"] | None = None  # DCBX mode the NIC must be in; None = leave it alone
     cable_length: int | None = None  # metres, for the NIC's PFC headroom (mlx5: ieee_pfc.delay); None = leave
+    buffer_sizes: tuple[int, ...] | None = None  # bytes of NIC receive buffers 0-7 (dcb buffer); None = leave
+
+    def prio2buffer(self) -> tuple[int, ...] | None:
+        """The NIC's priority -> receive buffer map, when a class or buffer_sizes asks for one: each class
+        priority to its nic_buffer (default 0), every other priority to buffer 0."""
+        if self.buffer_sizes is None and all(c.nic_buffer is None for c in self.classes):
+            return None
+        out = [0] * 8
+        for c in self.classes:
+            out[c.priority] = c.nic_buffer or 0
+        return tuple(out)
 
     @property
     def lossless_priorities(self) -> tuple[int, ...]:
@@ -212,6 +224,7 @@ _TOP_KEYS = (
     "rdma",
     "dcbx",
     "cable_length",
+    "buffer_sizes",
 )
 _CLASS_KEYS = (
     "name",
@@ -224,6 +237,7 @@ _CLASS_KEYS = (
     "rate",
     "buffer",
     "maxrate",
+    "nic_buffer",
 )
 # NIC per-TC max rate: mlx5e_dcbnl_ieee_setmaxrate keeps it in 8-bit units of 100 Mbit/s up to 25.5 Gbit/s
 # and of 1 Gbit/s up to 255 Gbit/s, rounding down; a rate on that grid reads back exactly.
@@ -251,6 +265,7 @@ def _parse(data: Any) -> AgentConfig:
     # mlx5e_dcbnl_ieee_setpfc takes ieee_pfc.delay as the cable length in metres when 0 < delay < 1000
     # (MLX5E_MAX_CABLE_LENGTH) and sizes the lossless buffers' headroom from it.
     cable = _int(m["cable_length"], "cable_length", 1, 999) if m.get("cable_length") is not None else None
+    buffer_sizes = _buffer_sizes(m["buffer_sizes"]) if m.get("buffer_sizes") is not None else None
     _check_classes(classes, cnp, max_lossless)
     _check_rates(classes, egress)
     lossless = tuple(sorted(c.priority for c in classes if c.lossless))
@@ -272,6 +287,7 @@ def _parse(data: Any) -> AgentConfig:
         rdma=rdma,  # type: ignore[arg-type]
         dcbx=dcbx,  # type: ignore[arg-type]
         cable_length=cable,
+        buffer_sizes=buffer_sizes,
     )
     _check_ets(cfg)
     return cfg
@@ -392,6 +408,7 @@ def _classes(value: Any) -> tuple[ClassSpec, ...]:
                 rate_bits=parse_rate(m["rate"], f"{n}.rate") if "rate" in m else None,
                 buffer_bytes=parse_size(m["buffer"], f"{n}.buffer") if "buffer" in m else None,
                 maxrate_bits=_maxrate(m["maxrate"], f"{n}.maxrate") if "maxrate" in m else None,
+                nic_buffer=_int(m["nic_buffer"], f"{n}.nic_buffer", 0, 7) if "nic_buffer" in m else None,
             )
         )
     return tuple(out)
@@ -406,6 +423,15 @@ def _maxrate(value: Any, name: str) -> int:
             "steps of 100mbit, or up to 255gbit in steps of 1gbit (what mlx5 can hold)"
         )
     return bits
+
+
+def _buffer_sizes(value: Any) -> tuple[int, ...]:
+    """Up to 8 buffer sizes (buffer 0 first); 0 or a size string per buffer; unlisted buffers are 0."""
+    items = _list(value, "buffer_sizes")
+    if not 1 <= len(items) <= 8:
+        raise ConfigError(f"buffer_sizes: {len(items)} sizes; give 1-8 (NIC receive buffers 0-7)")
+    sizes = [0 if v == 0 else parse_size(v, f"buffer_sizes[{i}]") for i, v in enumerate(items)]
+    return tuple(sizes + [0] * (8 - len(sizes)))
 
 
 def _cnp(value: Any) -> CnpSpec | None:

@@ -5,6 +5,7 @@ Targets per interface, with the JSON value each holds:
     <if>/dcb/pfc              {"pfc_en": [lossless priorities]}
     <if>/dcb/app/dscp/<dscp>  the 802.1p priority the APP table maps this DSCP to; None = no entry
     <if>/dcb/trust            ["dscp"] or ["pcp"]: the APP trust order (kernel >= 6.2 and driver support)
+    <if>/dcb/buffer           {"prio2buffer": [8], "buffer_size": [8 bytes]}: NIC receive buffers
     <if>/dcb/cable_length     metres: ieee_pfc.delay, which mlx5 takes as the cable length (PFC headroom)
     <if>/dcb/dcbx             ["host", "ieee"]: the DCBX mode bits by name (only with `dcbx: host`)
     <if>/dcb/maxrate          [8 x kbit/s]: per-TC transmit limit, 0 = none (only when a class sets maxrate)
@@ -28,6 +29,7 @@ from geryon.agent.dcbnl import (
     IEEE_8021QAZ_APP_SEL_DSCP,
     TSA_NAMES,
     App,
+    Buffer,
     DcbnlClient,
     DcbUnsupported,
     Ets,
@@ -49,28 +51,19 @@ def _canon(value: Any) -> str:
     return json.dumps(value, sort_keys=True)  # journal values are JSON: tuples == lists
 
 
+OBJECT_KINDS = ("ets", "pfc", "trust", "maxrate", "dcbx", "cable_length", "buffer")
+
+
 def parse_target(target: str) -> tuple[str, str, int | None]:
     """'eth0/dcb/app/dscp/46' -> ('eth0', 'app', 46); 'eth0/dcb/pfc' -> ('eth0', 'pfc', None)."""
     parts = target.split("/")
-    if (
-        len(parts) == 3
-        and parts[1] == "dcb"
-        and parts[2]
-        in (
-            "ets",
-            "pfc",
-            "trust",
-            "maxrate",
-            "dcbx",
-            "cable_length",
-        )
-    ):
+    if len(parts) == 3 and parts[1] == "dcb" and parts[2] in OBJECT_KINDS:
         return parts[0], parts[2], None
     if len(parts) == 5 and parts[1:4] == ["dcb", "app", "dscp"] and parts[4].isdigit() and int(parts[4]) < 64:
         return parts[0], "app", int(parts[4])
     raise DriverError(
         target,
-        "not a DCB target (<if>/dcb/ets|pfc|trust|maxrate|dcbx|cable_length or <if>/dcb/app/dscp/<0-63>)",
+        "not a DCB target (<if>/dcb/ets|pfc|trust|maxrate|dcbx|cable_length|buffer or <if>/dcb/app/...)",
     )
 
 
@@ -117,6 +110,24 @@ def dcbx_mode(target: str, value: Any) -> int:
     if not mode & (DCB_CAP_DCBX_HOST | DCB_CAP_DCBX_LLD_MANAGED):
         return 0
     return mode
+
+
+# mlx5 keeps buffer sizes in cells of port_buff_cell_sz and reads back the size rounded down to a cell
+# (mlx5e_port_manual_buffer_config / mlx5e_port_query_buffer); a size that far below counts as equal.
+BUFFER_ROUNDING = 1024
+
+
+def buffer_same(have: dict[str, Any], want: dict[str, Any]) -> bool:
+    """The priority -> buffer map exactly; sizes only when wanted, down to the NIC's cell rounding."""
+    if list(have.get("prio2buffer", [])) != list(want.get("prio2buffer", [])):
+        return False
+    if "buffer_size" not in want:
+        return True
+    got = list(have.get("buffer_size", []))
+    asked = list(want["buffer_size"])
+    return len(got) == len(asked) and all(
+        0 <= a - g < BUFFER_ROUNDING for g, a in zip(got, asked, strict=True)
+    )
 
 
 def maxrate_kbits(config: AgentConfig) -> list[int] | None:
@@ -182,6 +193,12 @@ class DcbDriver:
             out[f"{ifname}/dcb/pfc"] = {"pfc_en": list(config.lossless_priorities)}
             if config.cable_length is not None:
                 out[f"{ifname}/dcb/cable_length"] = config.cable_length
+            prio2buffer = config.prio2buffer()
+            if prio2buffer is not None:
+                buf: dict[str, Any] = {"prio2buffer": list(prio2buffer)}
+                if config.buffer_sizes is not None:
+                    buf["buffer_size"] = list(config.buffer_sizes)
+                out[f"{ifname}/dcb/buffer"] = buf
             # With PCP trust the DSCP APP table is not used, and mlx5 switches to DSCP trust on the first
             # DSCP entry (mlx5e_dcbnl_ieee_setapp): write none, release any Geryon wrote earlier.
             if config.trust == "dscp":
@@ -221,6 +238,8 @@ class DcbDriver:
         """Equal in meaning (the engine asks this instead of comparing JSON)."""
         if target.endswith("/dcb/ets"):
             return _canon(ets_meaning(have)) == _canon(ets_meaning(want))
+        if target.endswith("/dcb/buffer") and isinstance(have, dict) and isinstance(want, dict):
+            return buffer_same(have, want)
         return _canon(have) == _canon(want)
 
     # -- observe --
@@ -253,6 +272,15 @@ class DcbDriver:
             if state.pfc is None:
                 raise Unsupported(target, f"{state.ifname} reports no IEEE PFC")
             return {"pfc_en": list(state.pfc.priorities)}
+        if kind == "buffer":
+            if state.buffer is None:
+                raise Unsupported(
+                    target, f"{state.ifname}: the driver has no receive buffer ops (dcbnl_getbuffer)"
+                )
+            return {
+                "prio2buffer": list(state.buffer.prio2buffer),
+                "buffer_size": list(state.buffer.buffer_size),
+            }
         if kind == "cable_length":
             if state.pfc is None:
                 raise Unsupported(target, f"{state.ifname} reports no IEEE PFC")
@@ -293,6 +321,14 @@ class DcbDriver:
                 self._write_pfc(target, ifname, value)
             elif kind == "trust":
                 self._write_trust(target, ifname, value)
+            elif kind == "buffer":
+                if value is not None:
+                    # as `dcb buffer set` does: read the struct, change what is asked, write it all back
+                    held = self._client.get_buffer(ifname)
+                    sizes = value.get("buffer_size", held.buffer_size)
+                    self._client.set_buffer(
+                        ifname, Buffer(tuple(value["prio2buffer"]), tuple(sizes), held.total_size)
+                    )
             elif kind == "cable_length":
                 if value is not None:
                     cur = self._client.get_pfc(ifname)  # only the delay changes; pfc_en is the pfc target's

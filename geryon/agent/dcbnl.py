@@ -110,6 +110,9 @@ IEEE_PFC = struct.Struct("=BBBxHxx8Q8Q")
 # struct ieee_maxrate: __u64 tc_maxrate[8] in kbit/s (iproute2's dcb_maxrate.c divides bytes/s by 125);
 # 0 = no limit.
 IEEE_MAXRATE = struct.Struct("=8Q")
+# struct dcbnl_buffer: __u8 prio2buffer[8]; __u32 buffer_size[8] (bytes); __u32 total_size. sizeof = 44.
+DCBNL_BUFFER = struct.Struct("=8s8II")
+DCBX_MAX_BUFFERS = 8
 # struct dcb_app: __u8 selector; __u8 priority; __u16 protocol.
 DCB_APP = struct.Struct("=BBH")
 # struct dcbmsg: __u8 dcb_family; __u8 cmd; __u16 dcb_pad.
@@ -275,6 +278,41 @@ class Maxrate:
         return cls(tuple(IEEE_MAXRATE.unpack_from(data)))
 
 
+@dataclass(frozen=True)
+class Buffer:
+    """The NIC's receive buffers (DCB_ATTR_DCB_BUFFER, `dcb buffer`): which buffer each priority lands in,
+    each buffer's size in bytes, and the port's total (reported; a set echoes it, as dcb does)."""
+
+    prio2buffer: tuple[int, ...] = _ZEROS
+    buffer_size: tuple[int, ...] = _ZEROS
+    total_size: int = 0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "prio2buffer", _u8s(self.prio2buffer, "prio2buffer", 0, 255))
+        sizes = tuple(int(v) for v in self.buffer_size)
+        if len(sizes) != DCBX_MAX_BUFFERS:
+            raise ValueError(f"buffer_size: expected {DCBX_MAX_BUFFERS} values, got {len(sizes)}")
+        for i, v in enumerate((*sizes, self.total_size)):
+            if not 0 <= v < 2**32:
+                raise ValueError(f"buffer_size[{i}]: {v} is outside 0..2^32-1 bytes")
+        object.__setattr__(self, "buffer_size", sizes)
+
+    def check_request(self) -> None:
+        for p, b in enumerate(self.prio2buffer):
+            if b >= DCBX_MAX_BUFFERS:
+                raise ValueError(f"prio2buffer[{p}]: {b} is outside 0..{DCBX_MAX_BUFFERS - 1}")
+
+    def pack(self) -> bytes:
+        return DCBNL_BUFFER.pack(bytes(self.prio2buffer), *self.buffer_size, self.total_size)
+
+    @classmethod
+    def unpack(cls, data: bytes) -> Buffer:
+        if len(data) < DCBNL_BUFFER.size:
+            raise ValueError(f"DCB_ATTR_DCB_BUFFER: {len(data)} bytes, struct dcbnl_buffer has 44")
+        prio2buffer, *rest = DCBNL_BUFFER.unpack_from(data)
+        return cls(tuple(prio2buffer), tuple(rest[:8]), rest[8])
+
+
 def pfc_mask(priorities: Iterable[int]) -> int:
     mask = 0
     for p in priorities:
@@ -433,6 +471,11 @@ def maxrate_attr(maxrate: Maxrate) -> list[Any]:
     return ["DCB_ATTR_IEEE_MAXRATE", maxrate.pack()]
 
 
+def buffer_attr(buffer: Buffer) -> list[Any]:
+    buffer.check_request()
+    return ["DCB_ATTR_DCB_BUFFER", buffer.pack()]
+
+
 def app_table_attr(apps: Iterable[App]) -> list[Any]:
     entries = []
     for app in apps:
@@ -460,6 +503,7 @@ class IeeeState:
     trust: tuple[int, ...] | None
     dcbx: int | None
     maxrate: Maxrate | None = None
+    buffer: Buffer | None = None
     # What the link partner (the switch) advertises by DCBX, when the driver reports it (dcbnl_ieee_fill
     # adds these only for drivers with ieee_peer_getets / ieee_peer_getpfc / peer_getapptable).
     peer_ets: Ets | None = None
@@ -475,9 +519,12 @@ def decode_ieee_get(data: bytes) -> IeeeState:
     apps: set[App] = set()
     trust: tuple[int, ...] | None = None
     maxrate = None
+    buffer = None
     peer_ets = peer_pfc = None
     peer_apps: frozenset[App] | None = None
     if ieee is not None:
+        raw = ieee.get_attr("DCB_ATTR_DCB_BUFFER")
+        buffer = Buffer.unpack(raw) if raw is not None else None
         raw = ieee.get_attr("DCB_ATTR_IEEE_PEER_ETS")
         peer_ets = Ets.unpack(raw) if raw is not None else None
         raw = ieee.get_attr("DCB_ATTR_IEEE_PEER_PFC")
@@ -512,6 +559,7 @@ def decode_ieee_get(data: bytes) -> IeeeState:
         trust=trust,
         dcbx=msg.get_attr("DCB_ATTR_DCBX"),
         maxrate=maxrate,
+        buffer=buffer,
         peer_ets=peer_ets,
         peer_pfc=peer_pfc,
         peer_apps=peer_apps,
@@ -699,6 +747,15 @@ class DcbnlClient:
 
     def set_maxrate(self, ifname: str, maxrate: Maxrate) -> None:
         self._status(DCB_CMD_IEEE_SET, ifname, [maxrate_attr(maxrate)], "set maxrate")
+
+    def get_buffer(self, ifname: str) -> Buffer:
+        buffer = self.get_ieee(ifname).buffer
+        if buffer is None:
+            raise DcbUnsupported(errno.EOPNOTSUPP, f"{ifname}: the device reports no receive buffers")
+        return buffer
+
+    def set_buffer(self, ifname: str, buffer: Buffer) -> None:
+        self._status(DCB_CMD_IEEE_SET, ifname, [buffer_attr(buffer)], "set buffer")
 
     def get_dcbx(self, ifname: str) -> int | None:
         """The DCBX mode bits (DCB_CAP_DCBX_*); None when the driver has no getdcbx."""

@@ -44,7 +44,8 @@ DCB_CMD_IEEE_SET, DCB_CMD_IEEE_GET, DCB_CMD_SDCBX, DCB_CMD_IEEE_DEL = 20, 21, 23
 DCBX_HOST, DCBX_LLD, DCBX_CEE, DCBX_IEEE = 0x01, 0x02, 0x04, 0x08
 DCB_CMD_MAX = 27
 DCB_ATTR_IFNAME, DCB_ATTR_IEEE, DCB_ATTR_DCBX = 1, 13, 14
-IEEE_ETS, IEEE_PFC, IEEE_APP_TABLE, IEEE_MAXRATE, IEEE_TRUST_TABLE = 1, 2, 3, 7, 11
+IEEE_ETS, IEEE_PFC, IEEE_APP_TABLE, IEEE_MAXRATE, DCB_BUFFER, IEEE_TRUST_TABLE = 1, 2, 3, 7, 10, 11
+BUFFER_CELL = 128  # the fake mlx5's port_buff_cell_sz (illustrative; real NICs report theirs)
 ATTR_IEEE_APP, ATTR_DCB_APP = 1, 2
 SEL_DSCP, SEL_PCP = 5, 255
 TSA_STRICT, TSA_CBS, TSA_ETS, TSA_VENDOR = 0, 1, 2, 255
@@ -110,6 +111,8 @@ class FakeNic:
     dcbx: int | None = 0x08 | 0x01  # DCB_CAP_DCBX_VER_IEEE | DCB_CAP_DCBX_HOST
     driver: str = "generic"  # "mlx5", "ice", "bnxt": answer in that driver's shapes (module docstring)
     maxrate: list[int] | None = None  # kbit/s per TC as the driver reports it; None: no ieee_getmaxrate
+    # (prio2buffer[8], buffer_size[8] bytes, total_size) as dcbnl_getbuffer reports; None: no buffer ops
+    buffer: tuple[list[int], list[int], int] | None = None
     # What the switch advertises by DCBX, for drivers with the peer ops (None: the driver has none)
     peer_ets: bytes | None = None
     peer_pfc: bytes | None = None
@@ -136,6 +139,9 @@ class FakeNic:
             self.dcbx = DCBX_CEE | DCBX_IEEE  # mlx5e_dcbnl_initialize: the firmware's agent runs DCBX
         if self.maxrate is None and self.driver in ("generic", "mlx5"):
             self.maxrate = [0] * 8  # ice and bnxt have no ieee_{get,set}maxrate
+        if self.buffer is None and self.driver in ("generic", "mlx5"):
+            # illustrative sizes: one lossy buffer 0 holding every priority, as a port in automatic mode
+            self.buffer = ([0] * 8, [1023 * BUFFER_CELL] + [0] * 7, 2048 * BUFFER_CELL)
         if self.driver == "ice" and not self.apps:
             self.apps = [(1, 3, 0x8906)]  # ice_dcb_sw_dflt_cfg: ICE_APP_SEL_ETHTYPE, FCoE, priority 3
 
@@ -324,6 +330,9 @@ class FakeDcbKernel:
             for sel, prio, proto in nic.apps
         )
         ieee += nla(IEEE_APP_TABLE | NLA_F_NESTED, apps)
+        if nic.buffer is not None:  # dcbnl_ieee_fill: only when the driver has dcbnl_getbuffer
+            p2b, sizes, total = nic.buffer
+            ieee += nla(DCB_BUFFER, bytes(p2b) + struct.pack("=8II", *sizes, total))
         if nic.maxrate is not None:  # dcbnl_ieee_fill: only when the driver has ieee_getmaxrate
             ieee += nla(IEEE_MAXRATE, struct.pack("=8Q", *nic.maxrate))
         ieee += nla(12 | NLA_F_NESTED, b"")  # DCB_ATTR_DCB_REWR_TABLE, empty
@@ -356,6 +365,12 @@ class FakeDcbKernel:
                 return -err
         if IEEE_PFC in attrs:
             err = self._injected(ifname, "pfc") or self._set_pfc(nic, attrs[IEEE_PFC])
+            if err:
+                return -err
+        if DCB_BUFFER in attrs:
+            if nic.buffer is None:
+                return -errno.EOPNOTSUPP  # dcbnl_ieee_set: no dcbnl_setbuffer op
+            err = self._injected(ifname, "buffer") or self._set_buffer(nic, attrs[DCB_BUFFER])
             if err:
                 return -err
         if IEEE_MAXRATE in attrs:
@@ -433,6 +448,25 @@ class FakeDcbKernel:
             return errno.EINVAL
         # the device keeps its own willing/ets_cap/cbs; it stores the tables it was given
         nic.ets = bytes([payload[0], nic.ets_cap, 0]) + payload[3:35] + bytes(24)
+        return 0
+
+    @staticmethod
+    def _set_buffer(nic: FakeNic, payload: bytes) -> int:
+        if len(payload) < 44:
+            return errno.ERANGE
+        assert nic.buffer is not None
+        p2b = list(payload[:8])
+        sizes = list(struct.unpack_from("=8I", payload, 8))
+        total = nic.buffer[2]
+        if any(b >= 8 for b in p2b):
+            return errno.EINVAL
+        if nic.driver == "mlx5":
+            # mlx5e_dcbnl_setbuffer -> mlx5e_port_manual_buffer_config: the sizes must fit the port buffer;
+            # the port keeps them in cells, so they read back rounded down (the total is the port's own)
+            if sum(sizes) > total:
+                return errno.EINVAL
+            sizes = [sz // BUFFER_CELL * BUFFER_CELL for sz in sizes]
+        nic.buffer = (p2b, sizes, total)
         return 0
 
     @staticmethod

@@ -311,3 +311,41 @@ def test_cable_length_on_mlx5_and_a_clear_error_where_the_driver_ignores_it(tmp_
 def test_cable_length_range() -> None:
     with pytest.raises(ConfigError, match=r"cable_length: 1000 is out of range; allowed 1-999"):
         config(cable_length=1000)
+
+
+def test_prio_to_buffer_map_and_sizes_on_mlx5(tmp_path: Path) -> None:
+    classes = [
+        {"name": "urgent", "dscp": 46, "priority": 5, "tsa": "strict", "lossless": True, "nic_buffer": 1},
+        {"name": "bulk", "dscp": 26, "priority": 3, "bandwidth": 50, "lossless": True, "nic_buffer": 1},
+    ]
+    cfg = config(classes=classes, buffer_sizes=["64kib", "100000"])  # 100000 is not a whole 128 B cell
+    kernel = FakeDcbKernel({"eth0": FakeNic(driver="mlx5")})
+    nic = kernel.nics["eth0"]
+    fresh = nic.buffer
+    slots = [Slot(driver(kernel))]
+    want = slots[0].driver.desired(cfg)["eth0/dcb/buffer"]
+    assert want == {"prio2buffer": [0, 0, 0, 1, 0, 1, 0, 0], "buffer_size": [65536, 100000, 0, 0, 0, 0, 0, 0]}
+    journal = Journal.load(tmp_path / "j.json")
+    apply_plan(make_plan(slots, cfg, journal), slots, journal)
+    assert nic.buffer == ([0, 0, 0, 1, 0, 1, 0, 0], [65536, 99968, 0, 0, 0, 0, 0, 0], fresh[2])
+    assert make_plan(slots, cfg, journal).empty  # 99968 is 100000 rounded down to a cell: in sync
+    restore([Slot(driver(kernel))], Journal.load(tmp_path / "j.json"))
+    assert nic.buffer == fresh
+
+
+def test_buffers_too_big_for_the_port_fail_and_roll_back() -> None:
+    kernel = FakeDcbKernel({"eth0": FakeNic(driver="mlx5")})
+    before = kernel.nics["eth0"].buffer
+    cfg = config(buffer_sizes=["1gib"])
+    with pytest.raises(ApplyError, match="eth0/dcb/buffer"):
+        apply_plan(make_plan([Slot(driver(kernel))], cfg), [Slot(driver(kernel))], None)
+    assert kernel.nics["eth0"].buffer == before
+
+
+def test_buffer_config_errors() -> None:
+    with pytest.raises(ConfigError, match=r"classes\[0\]\.nic_buffer: 8 is out of range; allowed 0-7"):
+        config(classes=[{"name": "u", "dscp": 46, "priority": 5, "tsa": "strict", "nic_buffer": 8}])
+    with pytest.raises(ConfigError, match=r"buffer_sizes: 9 sizes; give 1-8"):
+        config(buffer_sizes=[0] * 9)
+    with pytest.raises(ConfigError, match=r"buffer_sizes\[1\]: 12 is out of range"):
+        config(buffer_sizes=[0, 12])

@@ -535,3 +535,18 @@ def test_dcbx_mode_per_driver() -> None:
         assert c.set_dcbx("m0", 0x09) == 0 and c.get_dcbx("m0") == 0x09
         assert c.set_dcbx("m0", 0) == 0 and c.get_dcbx("m0") == 0x0C  # mode 0: back to the firmware
         assert c.set_dcbx("i0", 0x09) == 1 and c.get_dcbx("i0") == 0x09  # ice: "no change" is 1
+
+
+def test_buffer_set_bytes_as_iproute2_dcb_builds_them() -> None:
+    # `dcb buffer set dev eth0 prio-buffer 3:1 5:1 buffer-size 1:65536` reads struct dcbnl_buffer, changes
+    # those fields, and writes all 44 bytes back (total_size echoed) with dcb_set_attribute:
+    # DCB_CMD_IEEE_SET, DCB_ATTR_IEEE (NLA_F_NESTED) { DCB_ATTR_DCB_BUFFER }.
+    buf = dcbnl.Buffer((0, 0, 0, 1, 0, 1, 0, 0), (130944, 65536, 0, 0, 0, 0, 0, 0), 262144)
+    raw = bytes([0, 0, 0, 1, 0, 1, 0, 0]) + struct.pack("=8I", 130944, 65536, 0, 0, 0, 0, 0, 0)
+    raw += struct.pack("=I", 262144)
+    assert len(raw) == 44 == dcbnl.DCBNL_BUFFER.size
+    expected = request(79, 20, IFNAME_ETH0 + attr(13 | NESTED, attr(10, raw)), seq=8)
+    got = dcbnl.encode_request(79, dcbnl.DCB_CMD_IEEE_SET, "eth0", [dcbnl.buffer_attr(buf)], 8)
+    assert got == expected and dcbnl.Buffer.unpack(raw) == buf
+    with pytest.raises(ValueError, match=r"prio2buffer\[0\]: 8 is outside 0..7"):
+        dcbnl.buffer_attr(dcbnl.Buffer((8,) + (0,) * 7))
