@@ -127,6 +127,7 @@ class AgentConfig:
     dcbx: Literal["host"] | None = None  # DCBX mode the NIC must be in; None = leave it alone
     cable_length: int | None = None  # metres, for the NIC's PFC headroom (mlx5: ieee_pfc.delay); None = leave
     buffer_sizes: tuple[int, ...] | None = None  # bytes of NIC receive buffers 0-7 (dcb buffer); None = leave
+    pfc_storm_timeout: int | None = None  # ms, 0 = off (ethtool pfc-prevention-tout); None = leave
 
     def prio2buffer(self) -> tuple[int, ...] | None:
         """The NIC's priority -> receive buffer map, when a class or buffer_sizes asks for one: each class
@@ -225,6 +226,7 @@ _TOP_KEYS = (
     "dcbx",
     "cable_length",
     "buffer_sizes",
+    "pfc_storm_timeout",
 )
 _CLASS_KEYS = (
     "name",
@@ -266,6 +268,7 @@ def _parse(data: Any) -> AgentConfig:
     # (MLX5E_MAX_CABLE_LENGTH) and sizes the lossless buffers' headroom from it.
     cable = _int(m["cable_length"], "cable_length", 1, 999) if m.get("cable_length") is not None else None
     buffer_sizes = _buffer_sizes(m["buffer_sizes"]) if m.get("buffer_sizes") is not None else None
+    storm = _storm_timeout(m["pfc_storm_timeout"]) if m.get("pfc_storm_timeout") is not None else None
     _check_classes(classes, cnp, max_lossless)
     _check_rates(classes, egress)
     lossless = tuple(sorted(c.priority for c in classes if c.lossless))
@@ -288,6 +291,7 @@ def _parse(data: Any) -> AgentConfig:
         dcbx=dcbx,  # type: ignore[arg-type]
         cable_length=cable,
         buffer_sizes=buffer_sizes,
+        pfc_storm_timeout=storm,
     )
     _check_ets(cfg)
     return cfg
@@ -423,6 +427,15 @@ def _maxrate(value: Any, name: str) -> int:
             "steps of 100mbit, or up to 255gbit in steps of 1gbit (what mlx5 can hold)"
         )
     return bits
+
+
+def _storm_timeout(value: Any) -> int:
+    # mlx5e_set_pfc_prevention_tout: 0 turns storm prevention off, else MLX5E_PFC_PREVEN_TOUT_MIN_MSEC (80)
+    # to MLX5E_PFC_PREVEN_TOUT_MAX_MSEC (8000); its "auto" reads back as 100, so write 100 for that.
+    ms = _int(value, "pfc_storm_timeout", 0, 8000)
+    if 0 < ms < 80:
+        raise ConfigError(f"pfc_storm_timeout: {ms} ms; allowed 0 (off) or 80-8000 ms")
+    return ms
 
 
 def _buffer_sizes(value: Any) -> tuple[int, ...]:

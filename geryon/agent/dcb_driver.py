@@ -5,6 +5,8 @@ Targets per interface, with the JSON value each holds:
     <if>/dcb/pfc              {"pfc_en": [lossless priorities]}
     <if>/dcb/app/dscp/<dscp>  the 802.1p priority the APP table maps this DSCP to; None = no entry
     <if>/dcb/trust            ["dscp"] or ["pcp"]: the APP trust order (kernel >= 6.2 and driver support)
+    <if>/dcb/pause            {"autoneg", "rx", "tx"}: link-level pause (ethtool), off wherever PFC is on
+    <if>/dcb/pfc_storm_timeout ms: PFC storm prevention (ethtool tunable pfc-prevention-tout), 0 = off
     <if>/dcb/buffer           {"prio2buffer": [8], "buffer_size": [8 bytes]}: NIC receive buffers
     <if>/dcb/cable_length     metres: ieee_pfc.delay, which mlx5 takes as the cable length (PFC headroom)
     <if>/dcb/dcbx             ["host", "ieee"]: the DCBX mode bits by name (only with `dcbx: host`)
@@ -16,6 +18,7 @@ and leaves an operator's other entries alone. A device without DCB ops (veth) ra
 
 from __future__ import annotations
 
+import errno
 import json
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -40,6 +43,7 @@ from geryon.agent.dcbnl import (
     pfc_mask,
 )
 from geryon.agent.driver import DriverError, Unsupported
+from geryon.agent.ethtool import Ethtool, EthtoolUnsupported, Pause, kernel_ioctl
 
 TSA_BY_NAME = {name: num for num, name in TSA_NAMES.items()}
 TRUST_SELECTORS = {"dscp": IEEE_8021QAZ_APP_SEL_DSCP, "pcp": DCB_APP_SEL_PCP}
@@ -51,7 +55,22 @@ def _canon(value: Any) -> str:
     return json.dumps(value, sort_keys=True)  # journal values are JSON: tuples == lists
 
 
-OBJECT_KINDS = ("ets", "pfc", "trust", "maxrate", "dcbx", "cable_length", "buffer")
+OBJECT_KINDS = (
+    "ets",
+    "pfc",
+    "trust",
+    "maxrate",
+    "dcbx",
+    "cable_length",
+    "buffer",
+    "pause",
+    "pfc_storm_timeout",
+)
+ETHTOOL_KINDS = ("pause", "pfc_storm_timeout")
+
+
+def _no_ethtool(ifname: str, request: bytes) -> bytes:
+    raise OSError(errno.EOPNOTSUPP, "no ethtool access for this driver instance")
 
 
 def parse_target(target: str) -> tuple[str, str, int | None]:
@@ -166,9 +185,16 @@ class DcbDriver:
     name = "dcb"
 
     def __init__(
-        self, netns: str | None = None, client_factory: Callable[[], DcbnlClient] | None = None
+        self,
+        netns: str | None = None,
+        client_factory: Callable[[], DcbnlClient] | None = None,
+        ethtool: Ethtool | None = None,
     ) -> None:
         self._client = client_factory() if client_factory is not None else DcbnlClient(netns=netns)
+        if ethtool is None:
+            # A driver built on an injected dcbnl client (tests) never reaches the host's own NICs.
+            ethtool = Ethtool(kernel_ioctl(netns) if client_factory is None else _no_ethtool)
+        self._ethtool = ethtool
 
     def close(self) -> None:
         self._client.close()
@@ -193,6 +219,12 @@ class DcbDriver:
             out[f"{ifname}/dcb/pfc"] = {"pfc_en": list(config.lossless_priorities)}
             if config.cable_length is not None:
                 out[f"{ifname}/dcb/cable_length"] = config.cable_length
+            if config.lossless_priorities:
+                # PFC and link-level pause on one port: the NIC may send global pause that stops every
+                # priority, lossy ones included. Where PFC is on, global pause is off.
+                out[f"{ifname}/dcb/pause"] = {"rx": False, "tx": False}
+            if config.pfc_storm_timeout is not None:
+                out[f"{ifname}/dcb/pfc_storm_timeout"] = config.pfc_storm_timeout
             prio2buffer = config.prio2buffer()
             if prio2buffer is not None:
                 buf: dict[str, Any] = {"prio2buffer": list(prio2buffer)}
@@ -240,6 +272,8 @@ class DcbDriver:
             return _canon(ets_meaning(have)) == _canon(ets_meaning(want))
         if target.endswith("/dcb/buffer") and isinstance(have, dict) and isinstance(want, dict):
             return buffer_same(have, want)
+        if target.endswith("/dcb/pause") and isinstance(have, dict) and isinstance(want, dict):
+            return all(have.get(k) == v for k, v in want.items())  # autoneg only when asked for
         return _canon(have) == _canon(want)
 
     # -- observe --
@@ -252,11 +286,25 @@ class DcbDriver:
         except OSError as e:
             raise DriverError(target, f"reading DCB state: {e.strerror or e}") from None
 
+    def _ethtool_value(self, target: str, ifname: str, kind: str) -> Any:
+        try:
+            if kind == "pause":
+                p = self._ethtool.get_pause(ifname)
+                return {"autoneg": p.autoneg, "rx": p.rx, "tx": p.tx}
+            return self._ethtool.get_pfc_storm_timeout(ifname)
+        except EthtoolUnsupported:
+            raise Unsupported(target, f"{ifname}: the driver has no ethtool {kind} op") from None
+        except OSError as e:
+            raise DriverError(target, e.strerror or str(e)) from None
+
     def observe(self, targets: Iterable[str]) -> dict[str, Any]:
         states: dict[str, IeeeState] = {}
         out: dict[str, Any] = {}
         for target in targets:
             ifname, kind, dscp = parse_target(target)
+            if kind in ETHTOOL_KINDS:
+                out[target] = self._ethtool_value(target, ifname, kind)
+                continue
             if ifname not in states:
                 states[ifname] = self._state(target, ifname)
             out[target] = self._value(target, states[ifname], kind, dscp)
@@ -312,8 +360,28 @@ class DcbDriver:
 
     # -- write --
 
+    def _write_ethtool(self, target: str, ifname: str, kind: str, value: Any) -> None:
+        if value is None:
+            return
+        try:
+            if kind == "pause":
+                pause = Pause(bool(value.get("autoneg", False)), bool(value["rx"]), bool(value["tx"]))
+                self._ethtool.set_pause(ifname, pause)
+            else:
+                self._ethtool.set_pfc_storm_timeout(ifname, int(value))
+        except EthtoolUnsupported as e:
+            raise Unsupported(target, e.strerror or str(e)) from None
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise DriverError(target, str(e)) from None
+
     def write(self, target: str, value: Any) -> None:
         ifname, kind, dscp = parse_target(target)
+        if kind in ETHTOOL_KINDS:
+            self._write_ethtool(target, ifname, kind, value)
+            got = self.observe([target])[target]
+            if not self.same(target, got, value):
+                raise DriverError(target, f"the device accepted {value!r} but reports {got!r}")
+            return
         try:
             if kind == "ets":
                 self._write_ets(target, ifname, value)

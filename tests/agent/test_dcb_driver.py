@@ -7,12 +7,14 @@ from pathlib import Path
 
 import pytest
 from agent.dcb_fake import SEL_DSCP, FakeDcbKernel, FakeNic
+from agent.ethtool_fake import FakeEthtool, FakeEthtoolNic
 
 from geryon.agent.config import AgentConfig, ConfigError, parse_config
 from geryon.agent.dcb_driver import DcbDriver, parse_target
 from geryon.agent.dcbnl import DcbnlClient
 from geryon.agent.driver import DriverError, Unsupported
 from geryon.agent.engine import ApplyError, EngineError, Slot, apply_plan, make_plan, restore
+from geryon.agent.ethtool import Ethtool
 from geryon.agent.journal import Journal
 
 
@@ -20,8 +22,12 @@ def config(**extra: object) -> AgentConfig:
     return parse_config({"interfaces": ["eth0"], **extra})
 
 
-def driver(kernel: FakeDcbKernel) -> DcbDriver:
-    return DcbDriver(client_factory=lambda: DcbnlClient(sock_factory=kernel.socket))
+def driver(kernel: FakeDcbKernel, ethtool: FakeEthtool | None = None) -> DcbDriver:
+    """The driver on the fake kernel's dcbnl socket and a fake ethtool ioctl (a NIC per fake DCB NIC,
+    with ethtool ops where the NIC has DCB ops)."""
+    if ethtool is None:
+        ethtool = FakeEthtool({name: FakeEthtoolNic(ops=nic.dcb) for name, nic in kernel.nics.items()})
+    return DcbDriver(client_factory=lambda: DcbnlClient(sock_factory=kernel.socket), ethtool=Ethtool(ethtool))
 
 
 @pytest.fixture
@@ -43,6 +49,7 @@ def test_desired_from_the_default_config() -> None:
             "tc_bw": [50, 0, 0, 50, 0, 0, 0, 0],
         },
         "eth0/dcb/pfc": {"pfc_en": [3, 5]},
+        "eth0/dcb/pause": {"rx": False, "tx": False},  # global pause off where PFC is on
         "eth0/dcb/app/dscp/26": 3,
         "eth0/dcb/app/dscp/46": 5,
         "eth0/dcb/app/dscp/48": 6,
@@ -92,7 +99,7 @@ def test_failed_write_rolls_everything_back(kernel: FakeDcbKernel) -> None:
 def test_veth_without_dcb_is_skipped_or_an_error_by_policy() -> None:
     kernel = FakeDcbKernel({"eth0": FakeNic(dcb=False)})
     plan = make_plan([Slot(driver(kernel), on_unsupported="auto")], config())
-    assert plan.empty and len(plan.skipped) == 6
+    assert plan.empty and len(plan.skipped) == 7
     assert "no DCB operations" in plan.skipped[0].reason
     with pytest.raises(EngineError, match="eth0/dcb/ets: eth0 has no DCB operations"):
         make_plan([Slot(driver(kernel), on_unsupported="required")], config())
@@ -103,7 +110,7 @@ def test_kernel_without_trust_table_skips_only_trust() -> None:
     plan = make_plan([Slot(driver(kernel), on_unsupported="auto")], config())
     assert [s.target for s in plan.skipped] == ["eth0/dcb/trust"]
     assert "kernel >= 6.2" in plan.skipped[0].reason
-    assert len(plan.changes) == 5
+    assert len(plan.changes) == 6
 
 
 def test_more_lossless_priorities_than_the_nic_has_is_a_config_error() -> None:
@@ -349,3 +356,42 @@ def test_buffer_config_errors() -> None:
         config(buffer_sizes=[0] * 9)
     with pytest.raises(ConfigError, match=r"buffer_sizes\[1\]: 12 is out of range"):
         config(buffer_sizes=[0, 12])
+
+
+def test_global_pause_goes_off_where_pfc_is_on_and_comes_back_on_restore(tmp_path: Path) -> None:
+    kernel = FakeDcbKernel({"eth0": FakeNic(driver="mlx5")})
+    eth = FakeEthtool({"eth0": FakeEthtoolNic()})  # mlx5 ports come up with rx/tx pause on
+    slots = [Slot(driver(kernel, eth))]
+    journal = Journal.load(tmp_path / "j.json")
+    plan = make_plan(slots, config(), journal)
+    pause = next(c for c in plan.changes if c.target == "eth0/dcb/pause")
+    assert pause.before == {"autoneg": False, "rx": True, "tx": True}
+    apply_plan(plan, slots, journal)
+    assert (eth.nics["eth0"].rx_pause, eth.nics["eth0"].tx_pause) == (False, False)
+    assert make_plan(slots, config(), journal).empty
+    restore([Slot(driver(kernel, eth))], Journal.load(tmp_path / "j.json"))
+    assert (eth.nics["eth0"].rx_pause, eth.nics["eth0"].tx_pause) == (True, True)
+    # no lossless class: Geryon leaves pause alone
+    lossy = config(
+        classes=[{"name": "u", "dscp": 46, "priority": 5, "tsa": "strict"}], best_effort_bandwidth=100
+    )
+    assert "eth0/dcb/pause" not in slots[0].driver.desired(lossy)
+
+
+def test_pfc_storm_timeout(tmp_path: Path) -> None:
+    kernel = FakeDcbKernel({"eth0": FakeNic(driver="mlx5")})
+    eth = FakeEthtool({"eth0": FakeEthtoolNic()})
+    slots = [Slot(driver(kernel, eth))]
+    apply_plan(make_plan(slots, config(pfc_storm_timeout=500)), slots, None)
+    assert eth.nics["eth0"].pfc_storm_ms == 500
+    assert make_plan(slots, config(pfc_storm_timeout=500)).empty
+    for bad, message in (
+        (50, r"pfc_storm_timeout: 50 ms; allowed 0 \(off\) or 80-8000"),
+        (9000, "out of range"),
+    ):
+        with pytest.raises(ConfigError, match=message):
+            config(pfc_storm_timeout=bad)
+    # a veth has neither op: skipped under auto
+    veth = FakeDcbKernel({"eth0": FakeNic(dcb=False)})
+    plan = make_plan([Slot(driver(veth), on_unsupported="auto")], config(pfc_storm_timeout=500))
+    assert "eth0/dcb/pfc_storm_timeout" in [s.target for s in plan.skipped]
