@@ -3,6 +3,7 @@ is allowed, and raises the caller's error class, so every loader reports bad inp
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -25,6 +26,7 @@ def _where(mark: Any) -> str:
     return f"line {mark.line + 1}, column {mark.column + 1}" if mark is not None else "somewhere"
 
 
+@functools.cache
 def _strict_loader() -> type:
     import yaml
 

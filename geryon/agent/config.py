@@ -60,6 +60,8 @@ class ClassSpec:
     tsa: Tsa = "ets"  # transmission selection of this class's traffic class (DCB ETS)
     bandwidth: int = 0  # ETS share in percent when tsa == "ets"
     rate_bits: int | None = None  # host egress ceil for this class; None = the egress rate
+    maxrate_bits: int | None = None  # NIC per-TC rate limit (dcb maxrate) for this class's TC; None = none
+    nic_buffer: int | None = None  # NIC receive buffer (0-7, dcb buffer) this class's priority lands in
     buffer_bytes: int | None = None  # host egress queue limit; None = the egress buffer
 
     @property
@@ -122,6 +124,20 @@ class AgentConfig:
     egress: EgressSpec = field(default_factory=lambda: DEFAULT_EGRESS)
     dcb: Policy = "auto"  # auto: skip with a note where the NIC has no DCB ops; required: error
     rdma: Policy = "auto"  # same for RoCE ToS / ECN / CNP (configfs, sysfs)
+    dcbx: Literal["host"] | None = None  # DCBX mode the NIC must be in; None = leave it alone
+    cable_length: int | None = None  # metres, for the NIC's PFC headroom (mlx5: ieee_pfc.delay); None = leave
+    buffer_sizes: tuple[int, ...] | None = None  # bytes of NIC receive buffers 0-7 (dcb buffer); None = leave
+    pfc_storm_timeout: int | None = None  # ms, 0 = off (ethtool pfc-prevention-tout); None = leave
+
+    def prio2buffer(self) -> tuple[int, ...] | None:
+        """The NIC's priority -> receive buffer map, when a class or buffer_sizes asks for one: each class
+        priority to its nic_buffer (default 0), every other priority to buffer 0."""
+        if self.buffer_sizes is None and all(c.nic_buffer is None for c in self.classes):
+            return None
+        out = [0] * 8
+        for c in self.classes:
+            out[c.priority] = c.nic_buffer or 0
+        return tuple(out)
 
     @property
     def lossless_priorities(self) -> tuple[int, ...]:
@@ -207,8 +223,28 @@ _TOP_KEYS = (
     "egress",
     "dcb",
     "rdma",
+    "dcbx",
+    "cable_length",
+    "buffer_sizes",
+    "pfc_storm_timeout",
 )
-_CLASS_KEYS = ("name", "dscp", "priority", "lossless", "extra_dscp", "tsa", "bandwidth", "rate", "buffer")
+_CLASS_KEYS = (
+    "name",
+    "dscp",
+    "priority",
+    "lossless",
+    "extra_dscp",
+    "tsa",
+    "bandwidth",
+    "rate",
+    "buffer",
+    "maxrate",
+    "nic_buffer",
+)
+# NIC per-TC max rate: mlx5e_dcbnl_ieee_setmaxrate keeps it in 8-bit units of 100 Mbit/s up to 25.5 Gbit/s
+# and of 1 Gbit/s up to 255 Gbit/s, rounding down; a rate on that grid reads back exactly.
+_MAXRATE_FINE, _MAXRATE_COARSE = 100 * 10**6, 10**9
+_MAXRATE_FINE_MAX, _MAXRATE_MAX = 255 * _MAXRATE_FINE, 255 * _MAXRATE_COARSE
 
 
 def _parse(data: Any) -> AgentConfig:
@@ -225,6 +261,14 @@ def _parse(data: Any) -> AgentConfig:
     egress = _egress(m.get("egress"))
     dcb = _policy(m.get("dcb", "auto"), "dcb")
     rdma = _policy(m.get("rdma", "auto"), "rdma")
+    # Only host mode for now: with an LLDP agent in charge (lld_managed) the NIC refuses the host's DCB
+    # writes, and Geryon would have to stop managing ETS/PFC/APP (see geryon/agent/README.md).
+    dcbx = _choice(m["dcbx"], "dcbx", ("host",)) if m.get("dcbx") is not None else None
+    # mlx5e_dcbnl_ieee_setpfc takes ieee_pfc.delay as the cable length in metres when 0 < delay < 1000
+    # (MLX5E_MAX_CABLE_LENGTH) and sizes the lossless buffers' headroom from it.
+    cable = _int(m["cable_length"], "cable_length", 1, 999) if m.get("cable_length") is not None else None
+    buffer_sizes = _buffer_sizes(m["buffer_sizes"]) if m.get("buffer_sizes") is not None else None
+    storm = _storm_timeout(m["pfc_storm_timeout"]) if m.get("pfc_storm_timeout") is not None else None
     _check_classes(classes, cnp, max_lossless)
     _check_rates(classes, egress)
     lossless = tuple(sorted(c.priority for c in classes if c.lossless))
@@ -244,6 +288,10 @@ def _parse(data: Any) -> AgentConfig:
         egress=egress,
         dcb=dcb,  # type: ignore[arg-type]
         rdma=rdma,  # type: ignore[arg-type]
+        dcbx=dcbx,  # type: ignore[arg-type]
+        cable_length=cable,
+        buffer_sizes=buffer_sizes,
+        pfc_storm_timeout=storm,
     )
     _check_ets(cfg)
     return cfg
@@ -363,9 +411,40 @@ def _classes(value: Any) -> tuple[ClassSpec, ...]:
                 bandwidth=bandwidth,
                 rate_bits=parse_rate(m["rate"], f"{n}.rate") if "rate" in m else None,
                 buffer_bytes=parse_size(m["buffer"], f"{n}.buffer") if "buffer" in m else None,
+                maxrate_bits=_maxrate(m["maxrate"], f"{n}.maxrate") if "maxrate" in m else None,
+                nic_buffer=_int(m["nic_buffer"], f"{n}.nic_buffer", 0, 7) if "nic_buffer" in m else None,
             )
         )
     return tuple(out)
+
+
+def _maxrate(value: Any, name: str) -> int:
+    bits = parse_rate(value, name)
+    step = _MAXRATE_FINE if bits <= _MAXRATE_FINE_MAX else _MAXRATE_COARSE
+    if bits > _MAXRATE_MAX or bits < _MAXRATE_FINE or bits % step:
+        raise ConfigError(
+            f"{name}: {units.format_rate(bits)} is not a NIC TC rate; allowed 100mbit to 25.5gbit in "
+            "steps of 100mbit, or up to 255gbit in steps of 1gbit (what mlx5 can hold)"
+        )
+    return bits
+
+
+def _storm_timeout(value: Any) -> int:
+    # mlx5e_set_pfc_prevention_tout: 0 turns storm prevention off, else MLX5E_PFC_PREVEN_TOUT_MIN_MSEC (80)
+    # to MLX5E_PFC_PREVEN_TOUT_MAX_MSEC (8000); its "auto" reads back as 100, so write 100 for that.
+    ms = _int(value, "pfc_storm_timeout", 0, 8000)
+    if 0 < ms < 80:
+        raise ConfigError(f"pfc_storm_timeout: {ms} ms; allowed 0 (off) or 80-8000 ms")
+    return ms
+
+
+def _buffer_sizes(value: Any) -> tuple[int, ...]:
+    """Up to 8 buffer sizes (buffer 0 first); 0 or a size string per buffer; unlisted buffers are 0."""
+    items = _list(value, "buffer_sizes")
+    if not 1 <= len(items) <= 8:
+        raise ConfigError(f"buffer_sizes: {len(items)} sizes; give 1-8 (NIC receive buffers 0-7)")
+    sizes = [0 if v == 0 else parse_size(v, f"buffer_sizes[{i}]") for i, v in enumerate(items)]
+    return tuple(sizes + [0] * (8 - len(sizes)))
 
 
 def _cnp(value: Any) -> CnpSpec | None:

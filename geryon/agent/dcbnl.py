@@ -50,10 +50,33 @@ DCB_APP_SEL_PCP = 255  # non-standard selector (kernel >= 6.2), carried in DCB_A
 RTNLGRP_DCB = 23
 RTMGRP_DCB = 1 << (RTNLGRP_DCB - 1)  # the legacy bind() group mask bit
 
-# enum dcbnl_commands (only the IEEE ones are used)
+# enum dcbnl_commands (the IEEE ones and the DCBX mode)
 DCB_CMD_IEEE_SET = 20
 DCB_CMD_IEEE_GET = 21
+DCB_CMD_GDCBX = 22
+DCB_CMD_SDCBX = 23
 DCB_CMD_IEEE_DEL = 27
+
+# DCB_ATTR_DCBX bits (DCB_CAP_DCBX_*): who runs DCBX, and which versions
+DCB_CAP_DCBX_HOST = 0x01
+DCB_CAP_DCBX_LLD_MANAGED = 0x02
+DCB_CAP_DCBX_VER_CEE = 0x04
+DCB_CAP_DCBX_VER_IEEE = 0x08
+DCB_CAP_DCBX_STATIC = 0x10
+# the names iproute2's dcb_dcbx.c prints (lld-managed as lld_managed, its JSON key)
+DCBX_FLAGS = {
+    DCB_CAP_DCBX_HOST: "host",
+    DCB_CAP_DCBX_LLD_MANAGED: "lld_managed",
+    DCB_CAP_DCBX_VER_CEE: "cee",
+    DCB_CAP_DCBX_VER_IEEE: "ieee",
+    DCB_CAP_DCBX_STATIC: "static",
+}
+
+
+def dcbx_names(mode: int) -> list[str]:
+    """The DCBX bits as names, lowest bit first (an unknown bit as its hex value)."""
+    return [DCBX_FLAGS.get(1 << b, hex(1 << b)) for b in range(8) if mode >> b & 1]
+
 
 # enum dcbnl_attrs
 DCB_ATTR_IFNAME = 1
@@ -84,6 +107,12 @@ IEEE_ETS = struct.Struct("=BBB8s8s8s8s8s8s8s")
 # struct ieee_pfc: __u8 pfc_cap, pfc_en, mbc; (1 pad) __u16 delay; (2 pad) __u64 requests[8], indications[8].
 # sizeof = 136: delay at offset 4, requests at 8, indications at 72 (checked with gcc against the header).
 IEEE_PFC = struct.Struct("=BBBxHxx8Q8Q")
+# struct ieee_maxrate: __u64 tc_maxrate[8] in kbit/s (iproute2's dcb_maxrate.c divides bytes/s by 125);
+# 0 = no limit.
+IEEE_MAXRATE = struct.Struct("=8Q")
+# struct dcbnl_buffer: __u8 prio2buffer[8]; __u32 buffer_size[8] (bytes); __u32 total_size. sizeof = 44.
+DCBNL_BUFFER = struct.Struct("=8s8II")
+DCBX_MAX_BUFFERS = 8
 # struct dcb_app: __u8 selector; __u8 priority; __u16 protocol.
 DCB_APP = struct.Struct("=BBH")
 # struct dcbmsg: __u8 dcb_family; __u8 cmd; __u16 dcb_pad.
@@ -224,6 +253,66 @@ class Pfc:
         return cls(cap, en, mbc, delay, tuple(counters[:8]), tuple(counters[8:]))
 
 
+@dataclass(frozen=True)
+class Maxrate:
+    """IEEE per-TC transmit rate limits (DCB_ATTR_IEEE_MAXRATE), kbit/s per TC; 0 = unlimited."""
+
+    tc_maxrate: tuple[int, ...] = _ZEROS
+
+    def __post_init__(self) -> None:
+        rates = tuple(int(v) for v in self.tc_maxrate)
+        if len(rates) != IEEE_8021QAZ_MAX_TCS:
+            raise ValueError(f"tc_maxrate: expected {IEEE_8021QAZ_MAX_TCS} values, got {len(rates)}")
+        for i, v in enumerate(rates):
+            if not 0 <= v < 2**64:
+                raise ValueError(f"tc_maxrate[{i}]: {v} is outside 0..2^64-1 kbit/s")
+        object.__setattr__(self, "tc_maxrate", rates)
+
+    def pack(self) -> bytes:
+        return IEEE_MAXRATE.pack(*self.tc_maxrate)
+
+    @classmethod
+    def unpack(cls, data: bytes) -> Maxrate:
+        if len(data) < IEEE_MAXRATE.size:
+            raise ValueError(f"DCB_ATTR_IEEE_MAXRATE: {len(data)} bytes, struct ieee_maxrate has 64")
+        return cls(tuple(IEEE_MAXRATE.unpack_from(data)))
+
+
+@dataclass(frozen=True)
+class Buffer:
+    """The NIC's receive buffers (DCB_ATTR_DCB_BUFFER, `dcb buffer`): which buffer each priority lands in,
+    each buffer's size in bytes, and the port's total (reported; a set echoes it, as dcb does)."""
+
+    prio2buffer: tuple[int, ...] = _ZEROS
+    buffer_size: tuple[int, ...] = _ZEROS
+    total_size: int = 0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "prio2buffer", _u8s(self.prio2buffer, "prio2buffer", 0, 255))
+        sizes = tuple(int(v) for v in self.buffer_size)
+        if len(sizes) != DCBX_MAX_BUFFERS:
+            raise ValueError(f"buffer_size: expected {DCBX_MAX_BUFFERS} values, got {len(sizes)}")
+        for i, v in enumerate((*sizes, self.total_size)):
+            if not 0 <= v < 2**32:
+                raise ValueError(f"buffer_size[{i}]: {v} is outside 0..2^32-1 bytes")
+        object.__setattr__(self, "buffer_size", sizes)
+
+    def check_request(self) -> None:
+        for p, b in enumerate(self.prio2buffer):
+            if b >= DCBX_MAX_BUFFERS:
+                raise ValueError(f"prio2buffer[{p}]: {b} is outside 0..{DCBX_MAX_BUFFERS - 1}")
+
+    def pack(self) -> bytes:
+        return DCBNL_BUFFER.pack(bytes(self.prio2buffer), *self.buffer_size, self.total_size)
+
+    @classmethod
+    def unpack(cls, data: bytes) -> Buffer:
+        if len(data) < DCBNL_BUFFER.size:
+            raise ValueError(f"DCB_ATTR_DCB_BUFFER: {len(data)} bytes, struct dcbnl_buffer has 44")
+        prio2buffer, *rest = DCBNL_BUFFER.unpack_from(data)
+        return cls(tuple(prio2buffer), tuple(rest[:8]), rest[8])
+
+
 def pfc_mask(priorities: Iterable[int]) -> int:
     mask = 0
     for p in priorities:
@@ -293,7 +382,7 @@ class _ieee(nla):
         (DCB_ATTR_IEEE_APP_TABLE, "DCB_ATTR_IEEE_APP_TABLE", "app_table|nested"),
         (DCB_ATTR_IEEE_PEER_ETS, "DCB_ATTR_IEEE_PEER_ETS", "cdata"),
         (DCB_ATTR_IEEE_PEER_PFC, "DCB_ATTR_IEEE_PEER_PFC", "cdata"),
-        (DCB_ATTR_IEEE_PEER_APP, "DCB_ATTR_IEEE_PEER_APP", "cdata"),
+        (DCB_ATTR_IEEE_PEER_APP, "DCB_ATTR_IEEE_PEER_APP", "app_table|nested"),
         (DCB_ATTR_IEEE_MAXRATE, "DCB_ATTR_IEEE_MAXRATE", "cdata"),
         (DCB_ATTR_IEEE_QCN, "DCB_ATTR_IEEE_QCN", "cdata"),
         (DCB_ATTR_IEEE_QCN_STATS, "DCB_ATTR_IEEE_QCN_STATS", "cdata"),
@@ -327,14 +416,30 @@ class dcbmsg_status(nlmsg):
     )
 
 
+class dcbmsg_dcbx_status(nlmsg):
+    """The kernel's reply to DCB_CMD_SDCBX: DCB_ATTR_DCBX is a u8, the driver's setdcbx result (0 = done)."""
+
+    fields = dcbmsg.fields
+    nla_map = (
+        (DCB_ATTR_IFNAME, "DCB_ATTR_IFNAME", "asciiz"),
+        (DCB_ATTR_DCBX, "DCB_ATTR_DCBX", "uint8"),
+    )
+
+
 def _attrs(value: dict[str, Any] | nla) -> list[Any]:
     return list(value.get("attrs", []))
 
 
 def encode_request(
-    msg_type: int, cmd: int, ifname: str, ieee_attrs: list[list[Any]] | None, seq: int
+    msg_type: int,
+    cmd: int,
+    ifname: str,
+    ieee_attrs: list[list[Any]] | None,
+    seq: int,
+    dcbx: int | None = None,
 ) -> bytes:
-    """One dcbnl request as iproute2's dcb sends it: NLM_F_REQUEST|NLM_F_ACK, IFNAME, then DCB_ATTR_IEEE."""
+    """One dcbnl request as iproute2's dcb sends it: NLM_F_REQUEST|NLM_F_ACK, IFNAME, then DCB_ATTR_IEEE
+    (or, for DCB_CMD_SDCBX, a bare DCB_ATTR_DCBX u8 as dcb_dcbx.c's dcb_set_attribute_bare puts it)."""
     msg = dcbmsg()
     msg["header"]["type"] = msg_type
     msg["header"]["flags"] = NLM_F_REQUEST | NLM_F_ACK
@@ -346,6 +451,8 @@ def encode_request(
     attrs: list[list[Any]] = [["DCB_ATTR_IFNAME", ifname]]
     if ieee_attrs is not None:
         attrs.append(["DCB_ATTR_IEEE", {"attrs": ieee_attrs}])
+    if dcbx is not None:
+        attrs.append(["DCB_ATTR_DCBX", dcbx])
     msg["attrs"] = attrs
     msg.encode()
     return bytes(msg.data)
@@ -358,6 +465,15 @@ def ets_attr(ets: Ets) -> list[Any]:
 
 def pfc_attr(pfc: Pfc) -> list[Any]:
     return ["DCB_ATTR_IEEE_PFC", pfc.pack()]
+
+
+def maxrate_attr(maxrate: Maxrate) -> list[Any]:
+    return ["DCB_ATTR_IEEE_MAXRATE", maxrate.pack()]
+
+
+def buffer_attr(buffer: Buffer) -> list[Any]:
+    buffer.check_request()
+    return ["DCB_ATTR_DCB_BUFFER", buffer.pack()]
 
 
 def app_table_attr(apps: Iterable[App]) -> list[Any]:
@@ -386,6 +502,13 @@ class IeeeState:
     apps: frozenset[App]
     trust: tuple[int, ...] | None
     dcbx: int | None
+    maxrate: Maxrate | None = None
+    buffer: Buffer | None = None
+    # What the link partner (the switch) advertises by DCBX, when the driver reports it (dcbnl_ieee_fill
+    # adds these only for drivers with ieee_peer_getets / ieee_peer_getpfc / peer_getapptable).
+    peer_ets: Ets | None = None
+    peer_pfc: Pfc | None = None
+    peer_apps: frozenset[App] | None = None
 
 
 def decode_ieee_get(data: bytes) -> IeeeState:
@@ -395,7 +518,28 @@ def decode_ieee_get(data: bytes) -> IeeeState:
     ets = pfc = None
     apps: set[App] = set()
     trust: tuple[int, ...] | None = None
+    maxrate = None
+    buffer = None
+    peer_ets = peer_pfc = None
+    peer_apps: frozenset[App] | None = None
     if ieee is not None:
+        raw = ieee.get_attr("DCB_ATTR_DCB_BUFFER")
+        buffer = Buffer.unpack(raw) if raw is not None else None
+        raw = ieee.get_attr("DCB_ATTR_IEEE_PEER_ETS")
+        peer_ets = Ets.unpack(raw) if raw is not None else None
+        raw = ieee.get_attr("DCB_ATTR_IEEE_PEER_PFC")
+        peer_pfc = Pfc.unpack(raw) if raw is not None else None
+        peer_table = ieee.get_attr(
+            "DCB_ATTR_IEEE_PEER_APP"
+        )  # dcbnl_build_peer_app: DCB_ATTR_IEEE_APP entries
+        if peer_table is not None:
+            peer_apps = frozenset(
+                App(e["selector"], e["protocol"], e["priority"])
+                for name, e in _attrs(peer_table)
+                if name == "DCB_ATTR_IEEE_APP"
+            )
+        raw_maxrate = ieee.get_attr("DCB_ATTR_IEEE_MAXRATE")
+        maxrate = Maxrate.unpack(raw_maxrate) if raw_maxrate is not None else None
         raw_ets = ieee.get_attr("DCB_ATTR_IEEE_ETS")
         ets = Ets.unpack(raw_ets) if raw_ets is not None else None
         raw_pfc = ieee.get_attr("DCB_ATTR_IEEE_PFC")
@@ -414,6 +558,11 @@ def decode_ieee_get(data: bytes) -> IeeeState:
         apps=frozenset(apps),
         trust=trust,
         dcbx=msg.get_attr("DCB_ATTR_DCBX"),
+        maxrate=maxrate,
+        buffer=buffer,
+        peer_ets=peer_ets,
+        peer_pfc=peer_pfc,
+        peer_apps=peer_apps,
     )
 
 
@@ -519,11 +668,17 @@ class DcbnlClient:
     # -- transport --
 
     def _request(
-        self, msg_type: int, cmd: int, ifname: str, ieee_attrs: list[list[Any]] | None, what: str
+        self,
+        msg_type: int,
+        cmd: int,
+        ifname: str,
+        ieee_attrs: list[list[Any]] | None,
+        what: str,
+        dcbx: int | None = None,
     ) -> bytes:
         """Send one request; return the kernel's reply message (before its ACK); raise on an error ACK."""
         seq = next(self._seq) & 0xFFFFFFFF
-        self._sock.send(encode_request(msg_type, cmd, ifname, ieee_attrs, seq))
+        self._sock.send(encode_request(msg_type, cmd, ifname, ieee_attrs, seq, dcbx))
         reply = b""
         while True:
             data = self._sock.recv(_RECV_SIZE)
@@ -583,6 +738,44 @@ class DcbnlClient:
 
     def set_pfc(self, ifname: str, pfc: Pfc) -> None:
         self._status(DCB_CMD_IEEE_SET, ifname, [pfc_attr(pfc)], "set pfc")
+
+    def get_maxrate(self, ifname: str) -> Maxrate:
+        maxrate = self.get_ieee(ifname).maxrate
+        if maxrate is None:
+            raise DcbUnsupported(errno.EOPNOTSUPP, f"{ifname}: the device reports no IEEE maxrate")
+        return maxrate
+
+    def set_maxrate(self, ifname: str, maxrate: Maxrate) -> None:
+        self._status(DCB_CMD_IEEE_SET, ifname, [maxrate_attr(maxrate)], "set maxrate")
+
+    def get_buffer(self, ifname: str) -> Buffer:
+        buffer = self.get_ieee(ifname).buffer
+        if buffer is None:
+            raise DcbUnsupported(errno.EOPNOTSUPP, f"{ifname}: the device reports no receive buffers")
+        return buffer
+
+    def set_buffer(self, ifname: str, buffer: Buffer) -> None:
+        self._status(DCB_CMD_IEEE_SET, ifname, [buffer_attr(buffer)], "set buffer")
+
+    def get_dcbx(self, ifname: str) -> int | None:
+        """The DCBX mode bits (DCB_CAP_DCBX_*); None when the driver has no getdcbx."""
+        return self.get_ieee(ifname).dcbx
+
+    def set_dcbx(self, ifname: str, mode: int) -> int:
+        """Asks the driver for DCBX `mode`; returns its setdcbx status (0 = done). Nonzero is not always a
+        refusal (ice answers 1, "no change", when the mode is already set): callers read the mode back."""
+        if not 0 <= mode <= 0xFF:
+            raise ValueError(f"dcbx: {mode} is outside 0..255")
+        reply = self._request(RTM_SETDCB, DCB_CMD_SDCBX, ifname, None, "set dcbx", dcbx=mode)
+        if not reply:
+            raise OSError(errno.EBADMSG, f"dcbnl set dcbx {ifname}: the kernel sent no status")
+        try:
+            msg = dcbmsg_dcbx_status(reply)
+            msg.decode()
+            status = msg.get_attr("DCB_ATTR_DCBX")
+        except Exception as e:
+            raise OSError(errno.EBADMSG, f"dcbnl set dcbx {ifname}: malformed status reply ({e})") from None
+        return int(status or 0)
 
     def get_apps(self, ifname: str) -> frozenset[App]:
         return self.get_ieee(ifname).apps

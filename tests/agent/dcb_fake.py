@@ -23,6 +23,8 @@ Real drivers report ETS/PFC in shapes a request may not have; FakeNic(driver=...
 - "bnxt": bnxt_dcbnl_ieee_getets in host DCBX mode before any set reports all zeros (every TC strict,
   every priority on TC 0) with ets_cap = max_tc; after a set it reports the request as cached.
   bnxt_dcbnl_ieee_getpfc: pfc_cap = max_lltc (2 on most boards).
+Per-TC max rate (DCB_ATTR_IEEE_MAXRATE) exists on mlx5 (and the generic fake) only: ice and bnxt have no
+ieee_getmaxrate, so dcbnl_ieee_fill leaves it out and dcbnl_ieee_set answers -EOPNOTSUPP.
 """
 
 from __future__ import annotations
@@ -38,10 +40,12 @@ NLMSG_ERROR = 2
 NLM_F_REQUEST, NLM_F_ACK = 0x1, 0x4
 NLM_F_CAPPED = 0x100
 NLA_F_NESTED, NLA_TYPE_MASK = 0x8000, 0x3FFF
-DCB_CMD_IEEE_SET, DCB_CMD_IEEE_GET, DCB_CMD_IEEE_DEL = 20, 21, 27
+DCB_CMD_IEEE_SET, DCB_CMD_IEEE_GET, DCB_CMD_SDCBX, DCB_CMD_IEEE_DEL = 20, 21, 23, 27
+DCBX_HOST, DCBX_LLD, DCBX_CEE, DCBX_IEEE = 0x01, 0x02, 0x04, 0x08
 DCB_CMD_MAX = 27
 DCB_ATTR_IFNAME, DCB_ATTR_IEEE, DCB_ATTR_DCBX = 1, 13, 14
-IEEE_ETS, IEEE_PFC, IEEE_APP_TABLE, IEEE_TRUST_TABLE = 1, 2, 3, 11
+IEEE_ETS, IEEE_PFC, IEEE_APP_TABLE, IEEE_MAXRATE, DCB_BUFFER, IEEE_TRUST_TABLE = 1, 2, 3, 7, 10, 11
+BUFFER_CELL = 128  # the fake mlx5's port_buff_cell_sz (illustrative; real NICs report theirs)
 ATTR_IEEE_APP, ATTR_DCB_APP = 1, 2
 SEL_DSCP, SEL_PCP = 5, 255
 TSA_STRICT, TSA_CBS, TSA_ETS, TSA_VENDOR = 0, 1, 2, 255
@@ -106,6 +110,13 @@ class FakeNic:
     )  # (selector, priority, protocol), list order
     dcbx: int | None = 0x08 | 0x01  # DCB_CAP_DCBX_VER_IEEE | DCB_CAP_DCBX_HOST
     driver: str = "generic"  # "mlx5", "ice", "bnxt": answer in that driver's shapes (module docstring)
+    maxrate: list[int] | None = None  # kbit/s per TC as the driver reports it; None: no ieee_getmaxrate
+    # (prio2buffer[8], buffer_size[8] bytes, total_size) as dcbnl_getbuffer reports; None: no buffer ops
+    buffer: tuple[list[int], list[int], int] | None = None
+    # What the switch advertises by DCBX, for drivers with the peer ops (None: the driver has none)
+    peer_ets: bytes | None = None
+    peer_pfc: bytes | None = None
+    peer_apps: list[tuple[int, int, int]] | None = None  # (selector, priority, protocol)
 
     def __post_init__(self) -> None:
         if self.driver not in ("generic", "mlx5", "ice", "bnxt"):
@@ -124,6 +135,13 @@ class FakeNic:
                 self.ets = ets_bytes(ets_cap=self.ets_cap)
         if not self.pfc:
             self.pfc = pfc_bytes(pfc_cap=self.pfc_cap, delay=7 if self.driver == "mlx5" else 0)
+        if self.driver == "mlx5" and self.dcbx == DCBX_HOST | DCBX_IEEE:
+            self.dcbx = DCBX_CEE | DCBX_IEEE  # mlx5e_dcbnl_initialize: the firmware's agent runs DCBX
+        if self.maxrate is None and self.driver in ("generic", "mlx5"):
+            self.maxrate = [0] * 8  # ice and bnxt have no ieee_{get,set}maxrate
+        if self.buffer is None and self.driver in ("generic", "mlx5"):
+            # illustrative sizes: one lossy buffer 0 holding every priority, as a port in automatic mode
+            self.buffer = ([0] * 8, [1023 * BUFFER_CELL] + [0] * 7, 2048 * BUFFER_CELL)
         if self.driver == "ice" and not self.apps:
             self.apps = [(1, 3, 0x8906)]  # ice_dcb_sw_dflt_cfg: ICE_APP_SEL_ETHTYPE, FCoE, priority 3
 
@@ -222,7 +240,12 @@ class FakeDcbKernel:
                 raise OSError(errno.EINVAL, "short dcbmsg")
             _family, cmd, _pad = struct.unpack_from("=BBH", msg, HDR.size)
             tb = dict(parse_nlas(msg[HDR.size + 4 :]))
-            if cmd > DCB_CMD_MAX or cmd not in (DCB_CMD_IEEE_GET, DCB_CMD_IEEE_SET, DCB_CMD_IEEE_DEL):
+            if cmd > DCB_CMD_MAX or cmd not in (
+                DCB_CMD_IEEE_GET,
+                DCB_CMD_IEEE_SET,
+                DCB_CMD_IEEE_DEL,
+                DCB_CMD_SDCBX,
+            ):
                 raise OSError(errno.EOPNOTSUPP if cmd <= DCB_CMD_MAX else errno.EINVAL, "command")
             if DCB_ATTR_IFNAME not in tb:
                 raise OSError(errno.EINVAL, "no ifname")
@@ -234,6 +257,13 @@ class FakeDcbKernel:
                 raise OSError(errno.EOPNOTSUPP, "no dcbnl_ops")
             if cmd == DCB_CMD_IEEE_GET:
                 body, rtype = self._fill(ifname, nic), RTM_GETDCB
+            elif cmd == DCB_CMD_SDCBX:  # dcbnl_setdcbx: the driver's u8 answer in DCB_ATTR_DCBX
+                if nic.dcbx is None:
+                    raise OSError(errno.EOPNOTSUPP, "no setdcbx op")
+                if DCB_ATTR_DCBX not in tb or len(tb[DCB_ATTR_DCBX]) < 1:
+                    raise OSError(errno.EINVAL, "no DCB_ATTR_DCBX")
+                status = self._setdcbx(nic, tb[DCB_ATTR_DCBX][0])
+                body, rtype = nla(DCB_ATTR_DCBX, bytes([status])), RTM_SETDCB
             else:
                 if DCB_ATTR_IEEE not in tb:
                     raise OSError(errno.EINVAL, "no DCB_ATTR_IEEE")
@@ -263,6 +293,34 @@ class FakeDcbKernel:
             out.append(ack + echo)
         return out
 
+    @staticmethod
+    def _setdcbx(nic: FakeNic, mode: int) -> int:
+        """The driver's setdcbx: 0 = done, 1 = not done (a u8, not an errno)."""
+        if nic.driver == "mlx5":  # mlx5e_dcbnl_setdcbx
+            if mode & DCBX_LLD:
+                return 1
+            if not mode:  # back to the firmware's DCBX agent
+                nic.dcbx = DCBX_CEE | DCBX_IEEE
+                return 0
+            if not mode & DCBX_HOST:
+                return 1
+            nic.dcbx = mode
+            return 0
+        if nic.driver == "ice":  # ice_dcbnl_setdcbx: no LLD-managed, not CEE+IEEE, host only; same = 1
+            if mode & DCBX_LLD or (mode & DCBX_IEEE and mode & DCBX_CEE) or not mode & DCBX_HOST:
+                return 1
+            if mode == nic.dcbx:
+                return 1  # ICE_DCB_NO_HW_CHG
+            nic.dcbx = mode
+            return 0
+        if nic.driver == "bnxt":  # bnxt_dcbnl_setdcbx: host IEEE only
+            if mode & (DCBX_LLD | DCBX_CEE) or not mode & DCBX_HOST:
+                return 1
+            nic.dcbx = mode
+            return 0
+        nic.dcbx = mode
+        return 0
+
     # -- dcbnl_ieee_fill --
 
     def _fill(self, ifname: str, nic: FakeNic) -> bytes:
@@ -272,12 +330,26 @@ class FakeDcbKernel:
             for sel, prio, proto in nic.apps
         )
         ieee += nla(IEEE_APP_TABLE | NLA_F_NESTED, apps)
+        if nic.buffer is not None:  # dcbnl_ieee_fill: only when the driver has dcbnl_getbuffer
+            p2b, sizes, total = nic.buffer
+            ieee += nla(DCB_BUFFER, bytes(p2b) + struct.pack("=8II", *sizes, total))
+        if nic.maxrate is not None:  # dcbnl_ieee_fill: only when the driver has ieee_getmaxrate
+            ieee += nla(IEEE_MAXRATE, struct.pack("=8Q", *nic.maxrate))
         ieee += nla(12 | NLA_F_NESTED, b"")  # DCB_ATTR_DCB_REWR_TABLE, empty
         if nic.trust is not None:
             trust = b"".join(
                 nla(ATTR_DCB_APP if s == SEL_PCP else ATTR_IEEE_APP, bytes([s])) for s in nic.trust
             )
             ieee += nla(IEEE_TRUST_TABLE | NLA_F_NESTED, trust)
+        # dcbnl_ieee_fill: the peer objects last, each only if the driver has its op; the peer APP table
+        # is built by dcbnl_build_peer_app as a nest of DCB_ATTR_IEEE_APP entries (no info attribute).
+        if nic.peer_ets is not None:
+            ieee += nla(4, nic.peer_ets)
+        if nic.peer_pfc is not None:
+            ieee += nla(5, nic.peer_pfc)
+        if nic.peer_apps is not None:
+            entries = b"".join(nla(ATTR_IEEE_APP, struct.pack("=BBH", *a)) for a in nic.peer_apps)
+            ieee += nla(6 | NLA_F_NESTED, entries)
         body = nla(DCB_ATTR_IFNAME, ifname.encode() + b"\0") + nla(DCB_ATTR_IEEE, ieee)
         if nic.dcbx is not None:
             body += nla(DCB_ATTR_DCBX, bytes([nic.dcbx]))
@@ -293,6 +365,18 @@ class FakeDcbKernel:
                 return -err
         if IEEE_PFC in attrs:
             err = self._injected(ifname, "pfc") or self._set_pfc(nic, attrs[IEEE_PFC])
+            if err:
+                return -err
+        if DCB_BUFFER in attrs:
+            if nic.buffer is None:
+                return -errno.EOPNOTSUPP  # dcbnl_ieee_set: no dcbnl_setbuffer op
+            err = self._injected(ifname, "buffer") or self._set_buffer(nic, attrs[DCB_BUFFER])
+            if err:
+                return -err
+        if IEEE_MAXRATE in attrs:
+            if nic.maxrate is None:
+                return -errno.EOPNOTSUPP  # dcbnl_ieee_set: no ieee_setmaxrate op
+            err = self._injected(ifname, "maxrate") or self._set_maxrate(nic, attrs[IEEE_MAXRATE])
             if err:
                 return -err
         if IEEE_APP_TABLE in attrs:
@@ -367,12 +451,58 @@ class FakeDcbKernel:
         return 0
 
     @staticmethod
+    def _set_buffer(nic: FakeNic, payload: bytes) -> int:
+        if len(payload) < 44:
+            return errno.ERANGE
+        assert nic.buffer is not None
+        p2b = list(payload[:8])
+        sizes = list(struct.unpack_from("=8I", payload, 8))
+        total = nic.buffer[2]
+        if any(b >= 8 for b in p2b):
+            return errno.EINVAL
+        if nic.driver == "mlx5":
+            # mlx5e_dcbnl_setbuffer -> mlx5e_port_manual_buffer_config: the sizes must fit the port buffer;
+            # the port keeps them in cells, so they read back rounded down (the total is the port's own)
+            if sum(sizes) > total:
+                return errno.EINVAL
+            sizes = [sz // BUFFER_CELL * BUFFER_CELL for sz in sizes]
+        nic.buffer = (p2b, sizes, total)
+        return 0
+
+    @staticmethod
+    def _set_maxrate(nic: FakeNic, payload: bytes) -> int:
+        if len(payload) < 64:
+            return errno.ERANGE
+        rates = list(struct.unpack_from("=8Q", payload))
+        if nic.driver == "mlx5":
+            # mlx5e_dcbnl_ieee_setmaxrate: 8-bit units of 100 Mbit/s up to 25.5 Gbit/s, then of 1 Gbit/s up
+            # to 255 Gbit/s (rounded down, at least 1 unit), -EINVAL beyond; getmaxrate reads unit * value.
+            out = []
+            for r in rates:
+                if not r:
+                    out.append(0)
+                elif r <= 255 * 100_000:
+                    out.append(max(r // 100_000, 1) * 100_000)
+                elif r <= 255 * 1_000_000:
+                    out.append(r // 1_000_000 * 1_000_000)
+                else:
+                    return errno.EINVAL
+            rates = out
+        nic.maxrate = rates
+        return 0
+
+    @staticmethod
     def _set_pfc(nic: FakeNic, payload: bytes) -> int:
         if len(payload) < PFC_SIZE:
             return errno.ERANGE
         _cap, en, mbc, delay = struct.unpack_from("=BBBxH", payload)
         if bin(en).count("1") > nic.pfc_cap:
             return errno.EINVAL
+        old_delay = struct.unpack_from("=H", nic.pfc, 4)[0]
+        if nic.driver == "mlx5" and not 0 < delay < 1000:
+            delay = old_delay  # mlx5e_dcbnl_ieee_setpfc: the cable length changes only for 0 < delay < 1000
+        elif nic.driver == "ice":
+            delay = old_delay  # ice_dcbnl_setpfc ignores delay (ice_dcbnl_getpfc reads it from PRTDCB_GENC)
         nic.pfc = pfc_bytes(pfc_cap=nic.pfc_cap, pfc_en=en, mbc=mbc, delay=delay)
         return 0
 

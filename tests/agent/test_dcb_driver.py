@@ -7,12 +7,14 @@ from pathlib import Path
 
 import pytest
 from agent.dcb_fake import SEL_DSCP, FakeDcbKernel, FakeNic
+from agent.ethtool_fake import FakeEthtool, FakeEthtoolNic
 
 from geryon.agent.config import AgentConfig, ConfigError, parse_config
 from geryon.agent.dcb_driver import DcbDriver, parse_target
 from geryon.agent.dcbnl import DcbnlClient
 from geryon.agent.driver import DriverError, Unsupported
 from geryon.agent.engine import ApplyError, EngineError, Slot, apply_plan, make_plan, restore
+from geryon.agent.ethtool import Ethtool
 from geryon.agent.journal import Journal
 
 
@@ -20,8 +22,12 @@ def config(**extra: object) -> AgentConfig:
     return parse_config({"interfaces": ["eth0"], **extra})
 
 
-def driver(kernel: FakeDcbKernel) -> DcbDriver:
-    return DcbDriver(client_factory=lambda: DcbnlClient(sock_factory=kernel.socket))
+def driver(kernel: FakeDcbKernel, ethtool: FakeEthtool | None = None) -> DcbDriver:
+    """The driver on the fake kernel's dcbnl socket and a fake ethtool ioctl (a NIC per fake DCB NIC,
+    with ethtool ops where the NIC has DCB ops)."""
+    if ethtool is None:
+        ethtool = FakeEthtool({name: FakeEthtoolNic(ops=nic.dcb) for name, nic in kernel.nics.items()})
+    return DcbDriver(client_factory=lambda: DcbnlClient(sock_factory=kernel.socket), ethtool=Ethtool(ethtool))
 
 
 @pytest.fixture
@@ -43,6 +49,7 @@ def test_desired_from_the_default_config() -> None:
             "tc_bw": [50, 0, 0, 50, 0, 0, 0, 0],
         },
         "eth0/dcb/pfc": {"pfc_en": [3, 5]},
+        "eth0/dcb/pause": {"rx": False, "tx": False},  # global pause off where PFC is on
         "eth0/dcb/app/dscp/26": 3,
         "eth0/dcb/app/dscp/46": 5,
         "eth0/dcb/app/dscp/48": 6,
@@ -92,7 +99,7 @@ def test_failed_write_rolls_everything_back(kernel: FakeDcbKernel) -> None:
 def test_veth_without_dcb_is_skipped_or_an_error_by_policy() -> None:
     kernel = FakeDcbKernel({"eth0": FakeNic(dcb=False)})
     plan = make_plan([Slot(driver(kernel), on_unsupported="auto")], config())
-    assert plan.empty and len(plan.skipped) == 6
+    assert plan.empty and len(plan.skipped) == 7
     assert "no DCB operations" in plan.skipped[0].reason
     with pytest.raises(EngineError, match="eth0/dcb/ets: eth0 has no DCB operations"):
         make_plan([Slot(driver(kernel), on_unsupported="required")], config())
@@ -103,7 +110,7 @@ def test_kernel_without_trust_table_skips_only_trust() -> None:
     plan = make_plan([Slot(driver(kernel), on_unsupported="auto")], config())
     assert [s.target for s in plan.skipped] == ["eth0/dcb/trust"]
     assert "kernel >= 6.2" in plan.skipped[0].reason
-    assert len(plan.changes) == 5
+    assert len(plan.changes) == 6
 
 
 def test_more_lossless_priorities_than_the_nic_has_is_a_config_error() -> None:
@@ -217,3 +224,174 @@ def test_trust_pcp_writes_no_dscp_app_entries() -> None:
     drv = driver(kernel)
     want = drv.desired(config(trust="pcp"))
     assert not [t for t in want if "/app/" in t] and want["eth0/dcb/trust"] == ["pcp"]
+
+
+def test_per_tc_maxrate_plan_apply_verify_restore_on_mlx5(tmp_path: Path) -> None:
+    classes = [
+        {"name": "urgent", "dscp": 46, "priority": 5, "tsa": "strict", "lossless": True},
+        {"name": "bulk", "dscp": 26, "priority": 3, "bandwidth": 50, "lossless": True, "maxrate": "25gbit"},
+    ]
+    cfg = config(classes=classes)
+    kernel = FakeDcbKernel({"eth0": FakeNic(driver="mlx5")})
+    slots = [Slot(driver(kernel))]
+    assert slots[0].driver.desired(cfg)["eth0/dcb/maxrate"] == [0, 0, 0, 25_000_000, 0, 0, 0, 0]
+    journal = Journal.load(tmp_path / "j.json")
+    apply_plan(make_plan(slots, cfg, journal), slots, journal)
+    assert kernel.nics["eth0"].maxrate == [0, 0, 0, 25_000_000, 0, 0, 0, 0]
+    assert make_plan(slots, cfg, journal).empty
+    # dropping the knob gives the NIC its pre-Geryon limits back
+    plan = make_plan(slots, config(), journal)
+    assert [c.target for c in plan.changes if c.release] == ["eth0/dcb/maxrate"]
+    apply_plan(plan, slots, journal)
+    assert kernel.nics["eth0"].maxrate == [0] * 8
+
+
+def test_maxrate_is_skipped_where_the_driver_has_none() -> None:
+    u = {"name": "u", "dscp": 46, "priority": 5, "tsa": "strict", "maxrate": "1gbit"}
+    cfg = config(classes=[u], best_effort_bandwidth=100)
+    kernel = FakeDcbKernel({"eth0": FakeNic(driver="ice")})
+    plan = make_plan([Slot(driver(kernel), on_unsupported="auto")], cfg)
+    assert [s.target for s in plan.skipped] == ["eth0/dcb/maxrate"]
+    assert "ieee_getmaxrate" in plan.skipped[0].reason
+
+
+@pytest.mark.parametrize(
+    ("rate", "message"),
+    [
+        ("150mbit", r"classes\[0\]\.maxrate: 150 Mbit/s is not a NIC TC rate; allowed 100mbit"),
+        ("30500mbit", r"classes\[0\]\.maxrate: .* steps of 1gbit"),
+        ("300gbit", r"classes\[0\]\.maxrate: .* up to 255gbit"),
+        ("10mbit", r"classes\[0\]\.maxrate"),
+    ],
+)
+def test_maxrate_off_the_nic_grid_is_a_config_error(rate: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        u = {"name": "u", "dscp": 46, "priority": 5, "tsa": "strict", "maxrate": rate}
+        config(classes=[u], best_effort_bandwidth=100)
+
+
+@pytest.mark.parametrize("drv_name", ["mlx5", "ice", "bnxt"])
+def test_dcbx_host_mode_first_then_the_rest_and_restore(drv_name: str, tmp_path: Path) -> None:
+    kernel = FakeDcbKernel({"eth0": FakeNic(driver=drv_name)})
+    nic = kernel.nics["eth0"]
+    fresh = nic.dcbx
+    slots = [Slot(driver(kernel))]
+    cfg = config(dcbx="host")
+    plan = make_plan(slots, cfg)
+    targets = [c.target for c in plan.changes]
+    if drv_name == "mlx5":
+        assert targets[0] == "eth0/dcb/dcbx"  # the firmware agent is switched off before ETS is written
+    else:
+        assert "eth0/dcb/dcbx" in plan.in_sync  # ice and bnxt run DCBX on the host already
+    journal = Journal.load(tmp_path / "j.json")
+    apply_plan(plan, slots, journal)
+    assert nic.dcbx == 0x09 and make_plan(slots, cfg).empty
+    restore([Slot(driver(kernel))], Journal.load(tmp_path / "j.json"))
+    assert nic.dcbx == fresh
+
+
+def test_dcbx_modes_other_than_host_are_refused_in_the_config() -> None:
+    with pytest.raises(ConfigError, match=r"dcbx: expected one of host, got a string \('lld_managed'\)"):
+        config(dcbx="lld_managed")
+    assert config().dcbx is None and config(dcbx=None).dcbx is None
+
+
+def test_cable_length_on_mlx5_and_a_clear_error_where_the_driver_ignores_it(tmp_path: Path) -> None:
+    kernel = FakeDcbKernel({"eth0": FakeNic(driver="mlx5")})
+    nic = kernel.nics["eth0"]
+    slots = [Slot(driver(kernel))]
+    cfg = config(cable_length=30)
+    journal = Journal.load(tmp_path / "j.json")
+    plan = make_plan(slots, cfg, journal)
+    assert next(c for c in plan.changes if c.target == "eth0/dcb/cable_length").before == 7  # mlx5's default
+    apply_plan(plan, slots, journal)
+    assert nic.pfc[4] == 30 and nic.pfc_en == 0b0010_1000  # delay = 30 m, PFC kept
+    assert make_plan(slots, cfg, journal).empty
+    restore([Slot(driver(kernel))], Journal.load(tmp_path / "j.json"))
+    assert nic.pfc[4] == 7
+
+    ice = FakeDcbKernel({"eth0": FakeNic(driver="ice")})
+    with pytest.raises(ApplyError, match=r"does not take ieee_pfc\.delay as the cable length"):
+        apply_plan(make_plan([Slot(driver(ice))], cfg), [Slot(driver(ice))], None)
+
+
+def test_cable_length_range() -> None:
+    with pytest.raises(ConfigError, match=r"cable_length: 1000 is out of range; allowed 1-999"):
+        config(cable_length=1000)
+
+
+def test_prio_to_buffer_map_and_sizes_on_mlx5(tmp_path: Path) -> None:
+    classes = [
+        {"name": "urgent", "dscp": 46, "priority": 5, "tsa": "strict", "lossless": True, "nic_buffer": 1},
+        {"name": "bulk", "dscp": 26, "priority": 3, "bandwidth": 50, "lossless": True, "nic_buffer": 1},
+    ]
+    cfg = config(classes=classes, buffer_sizes=["64kib", "100000"])  # 100000 is not a whole 128 B cell
+    kernel = FakeDcbKernel({"eth0": FakeNic(driver="mlx5")})
+    nic = kernel.nics["eth0"]
+    fresh = nic.buffer
+    slots = [Slot(driver(kernel))]
+    want = slots[0].driver.desired(cfg)["eth0/dcb/buffer"]
+    assert want == {"prio2buffer": [0, 0, 0, 1, 0, 1, 0, 0], "buffer_size": [65536, 100000, 0, 0, 0, 0, 0, 0]}
+    journal = Journal.load(tmp_path / "j.json")
+    apply_plan(make_plan(slots, cfg, journal), slots, journal)
+    assert nic.buffer == ([0, 0, 0, 1, 0, 1, 0, 0], [65536, 99968, 0, 0, 0, 0, 0, 0], fresh[2])
+    assert make_plan(slots, cfg, journal).empty  # 99968 is 100000 rounded down to a cell: in sync
+    restore([Slot(driver(kernel))], Journal.load(tmp_path / "j.json"))
+    assert nic.buffer == fresh
+
+
+def test_buffers_too_big_for_the_port_fail_and_roll_back() -> None:
+    kernel = FakeDcbKernel({"eth0": FakeNic(driver="mlx5")})
+    before = kernel.nics["eth0"].buffer
+    cfg = config(buffer_sizes=["1gib"])
+    with pytest.raises(ApplyError, match="eth0/dcb/buffer"):
+        apply_plan(make_plan([Slot(driver(kernel))], cfg), [Slot(driver(kernel))], None)
+    assert kernel.nics["eth0"].buffer == before
+
+
+def test_buffer_config_errors() -> None:
+    with pytest.raises(ConfigError, match=r"classes\[0\]\.nic_buffer: 8 is out of range; allowed 0-7"):
+        config(classes=[{"name": "u", "dscp": 46, "priority": 5, "tsa": "strict", "nic_buffer": 8}])
+    with pytest.raises(ConfigError, match=r"buffer_sizes: 9 sizes; give 1-8"):
+        config(buffer_sizes=[0] * 9)
+    with pytest.raises(ConfigError, match=r"buffer_sizes\[1\]: 12 is out of range"):
+        config(buffer_sizes=[0, 12])
+
+
+def test_global_pause_goes_off_where_pfc_is_on_and_comes_back_on_restore(tmp_path: Path) -> None:
+    kernel = FakeDcbKernel({"eth0": FakeNic(driver="mlx5")})
+    eth = FakeEthtool({"eth0": FakeEthtoolNic()})  # mlx5 ports come up with rx/tx pause on
+    slots = [Slot(driver(kernel, eth))]
+    journal = Journal.load(tmp_path / "j.json")
+    plan = make_plan(slots, config(), journal)
+    pause = next(c for c in plan.changes if c.target == "eth0/dcb/pause")
+    assert pause.before == {"autoneg": False, "rx": True, "tx": True}
+    apply_plan(plan, slots, journal)
+    assert (eth.nics["eth0"].rx_pause, eth.nics["eth0"].tx_pause) == (False, False)
+    assert make_plan(slots, config(), journal).empty
+    restore([Slot(driver(kernel, eth))], Journal.load(tmp_path / "j.json"))
+    assert (eth.nics["eth0"].rx_pause, eth.nics["eth0"].tx_pause) == (True, True)
+    # no lossless class: Geryon leaves pause alone
+    lossy = config(
+        classes=[{"name": "u", "dscp": 46, "priority": 5, "tsa": "strict"}], best_effort_bandwidth=100
+    )
+    assert "eth0/dcb/pause" not in slots[0].driver.desired(lossy)
+
+
+def test_pfc_storm_timeout(tmp_path: Path) -> None:
+    kernel = FakeDcbKernel({"eth0": FakeNic(driver="mlx5")})
+    eth = FakeEthtool({"eth0": FakeEthtoolNic()})
+    slots = [Slot(driver(kernel, eth))]
+    apply_plan(make_plan(slots, config(pfc_storm_timeout=500)), slots, None)
+    assert eth.nics["eth0"].pfc_storm_ms == 500
+    assert make_plan(slots, config(pfc_storm_timeout=500)).empty
+    for bad, message in (
+        (50, r"pfc_storm_timeout: 50 ms; allowed 0 \(off\) or 80-8000"),
+        (9000, "out of range"),
+    ):
+        with pytest.raises(ConfigError, match=message):
+            config(pfc_storm_timeout=bad)
+    # a veth has neither op: skipped under auto
+    veth = FakeDcbKernel({"eth0": FakeNic(dcb=False)})
+    plan = make_plan([Slot(driver(veth), on_unsupported="auto")], config(pfc_storm_timeout=500))
+    assert "eth0/dcb/pfc_storm_timeout" in [s.target for s in plan.skipped]

@@ -492,3 +492,61 @@ def test_bnxt_host_mode_before_any_set_reports_zeros() -> None:
         ets = c.get_ets("eth0")
         assert ets == Ets() and ets.ets_cap == 4
         assert c.get_pfc("eth0").pfc_cap == 2
+
+
+def test_maxrate_set_bytes_as_iproute2_dcb_builds_them() -> None:
+    # dcb/dcb_maxrate.c: `dcb maxrate set dev eth0 tc-maxrate 3:1gbit` reads struct ieee_maxrate, sets
+    # tc_maxrate[3] = get_rate64("1gbit") / 125 = 1000000 kbit/s and sends it with dcb_set_attribute:
+    # DCB_CMD_IEEE_SET, DCB_ATTR_IEEE (NLA_F_NESTED) { DCB_ATTR_IEEE_MAXRATE: __u64[8] }.
+    rates = (0, 0, 0, 1_000_000, 0, 0, 0, 0)
+    body = IFNAME_ETH0 + attr(13 | NESTED, attr(7, struct.pack("=8Q", *rates)))
+    expected = request(79, 20, body, seq=5)
+    got = dcbnl.encode_request(
+        dcbnl.RTM_SETDCB, dcbnl.DCB_CMD_IEEE_SET, "eth0", [dcbnl.maxrate_attr(dcbnl.Maxrate(rates))], 5
+    )
+    assert got == expected and len(struct.pack("=8Q", *rates)) == dcbnl.IEEE_MAXRATE.size == 64
+
+
+def test_maxrate_through_mlx5_and_a_driver_without_it() -> None:
+    kernel = FakeDcbKernel({"m0": FakeNic(driver="mlx5"), "i0": FakeNic(driver="ice")})
+    with DcbnlClient(sock_factory=kernel.socket) as c:
+        c.set_maxrate("m0", dcbnl.Maxrate((150_000, 0, 0, 30_500_000, 0, 0, 0, 0)))
+        # mlx5e_dcbnl_ieee_setmaxrate rounds down to 100 Mbit/s units, 1 Gbit/s units above 25.5 Gbit/s
+        assert c.get_maxrate("m0").tc_maxrate == (100_000, 0, 0, 30_000_000, 0, 0, 0, 0)
+        assert c.get_ieee("i0").maxrate is None
+        with pytest.raises(DcbUnsupported):
+            c.set_maxrate("i0", dcbnl.Maxrate())
+
+
+def test_dcbx_set_bytes_as_iproute2_dcb_builds_them() -> None:
+    # dcb/dcb_dcbx.c: `dcb dcbx set dev eth0 host ieee` -> dcb_set_attribute_bare(DCB_CMD_SDCBX, dev,
+    # DCB_ATTR_DCBX, &dcbx, 1, ...): a bare u8 attribute after IFNAME, no DCB_ATTR_IEEE nest.
+    body = IFNAME_ETH0 + attr(14, bytes([0x01 | 0x08]))  # DCB_CAP_DCBX_HOST | DCB_CAP_DCBX_VER_IEEE
+    expected = request(79, 23, body, seq=3)  # RTM_SETDCB, DCB_CMD_SDCBX
+    assert dcbnl.encode_request(79, dcbnl.DCB_CMD_SDCBX, "eth0", None, 3, dcbx=0x09) == expected
+    assert len(expected) == 16 + 4 + 12 + 8
+
+
+def test_dcbx_mode_per_driver() -> None:
+    kernel = FakeDcbKernel({"m0": FakeNic(driver="mlx5"), "i0": FakeNic(driver="ice")})
+    with DcbnlClient(sock_factory=kernel.socket) as c:
+        assert dcbnl.dcbx_names(c.get_dcbx("m0") or 0) == ["cee", "ieee"]  # mlx5's firmware agent
+        assert c.set_dcbx("m0", dcbnl.DCB_CAP_DCBX_LLD_MANAGED) == 1  # mlx5e_dcbnl_setdcbx refuses
+        assert c.set_dcbx("m0", 0x09) == 0 and c.get_dcbx("m0") == 0x09
+        assert c.set_dcbx("m0", 0) == 0 and c.get_dcbx("m0") == 0x0C  # mode 0: back to the firmware
+        assert c.set_dcbx("i0", 0x09) == 1 and c.get_dcbx("i0") == 0x09  # ice: "no change" is 1
+
+
+def test_buffer_set_bytes_as_iproute2_dcb_builds_them() -> None:
+    # `dcb buffer set dev eth0 prio-buffer 3:1 5:1 buffer-size 1:65536` reads struct dcbnl_buffer, changes
+    # those fields, and writes all 44 bytes back (total_size echoed) with dcb_set_attribute:
+    # DCB_CMD_IEEE_SET, DCB_ATTR_IEEE (NLA_F_NESTED) { DCB_ATTR_DCB_BUFFER }.
+    buf = dcbnl.Buffer((0, 0, 0, 1, 0, 1, 0, 0), (130944, 65536, 0, 0, 0, 0, 0, 0), 262144)
+    raw = bytes([0, 0, 0, 1, 0, 1, 0, 0]) + struct.pack("=8I", 130944, 65536, 0, 0, 0, 0, 0, 0)
+    raw += struct.pack("=I", 262144)
+    assert len(raw) == 44 == dcbnl.DCBNL_BUFFER.size
+    expected = request(79, 20, IFNAME_ETH0 + attr(13 | NESTED, attr(10, raw)), seq=8)
+    got = dcbnl.encode_request(79, dcbnl.DCB_CMD_IEEE_SET, "eth0", [dcbnl.buffer_attr(buf)], 8)
+    assert got == expected and dcbnl.Buffer.unpack(raw) == buf
+    with pytest.raises(ValueError, match=r"prio2buffer\[0\]: 8 is outside 0..7"):
+        dcbnl.buffer_attr(dcbnl.Buffer((8,) + (0,) * 7))

@@ -152,7 +152,9 @@ class MemoryDriver:
         self.writes: list[tuple[str, Any]] = []
 
     def desired(self, config: AgentConfig) -> dict[str, Any]:
-        return {f"{i}/dcb/pfc": config.pfc_enable_mask for i in config.interfaces}
+        # a target of the shape its driver makes (the journal refuses others, geryon/agent/names.py)
+        suffix = "ecn/cnp_prio" if self.name == "sysfs" else "dcb/pfc"
+        return {f"{i}/{suffix}": config.pfc_enable_mask for i in config.interfaces}
 
     def observe(self, targets: Iterable[str]) -> dict[str, Any]:
         out = {}
@@ -182,24 +184,24 @@ def test_unsupported_is_skipped_with_a_note_under_auto_and_an_error_under_requir
 
 def test_rollback_crosses_drivers_in_reverse_order(tmp_path: Path) -> None:
     config = parse_config({"interfaces": ["a", "b"]})
-    first = MemoryDriver("one", {"a/dcb/pfc": 0, "b/dcb/pfc": 0})
-    second = MemoryDriver("two", {"a/dcb/pfc": 0, "b/dcb/pfc": 0}, fail=["b/dcb/pfc"])
+    first = MemoryDriver("dcb", {"a/dcb/pfc": 0, "b/dcb/pfc": 0})
+    second = MemoryDriver("sysfs", {"a/ecn/cnp_prio": 0, "b/ecn/cnp_prio": 0}, fail=["b/ecn/cnp_prio"])
     slots = [Slot(first), Slot(second)]
     plan = make_plan(slots, config)
     journal = Journal(tmp_path / "j.json")
     with pytest.raises(ApplyError) as info:
         apply_plan(plan, slots, journal)
-    assert info.value.rolled_back == ["b/dcb/pfc", "a/dcb/pfc", "b/dcb/pfc", "a/dcb/pfc"]
+    assert info.value.rolled_back == ["b/ecn/cnp_prio", "a/ecn/cnp_prio", "b/dcb/pfc", "a/dcb/pfc"]
     assert first.state == {"a/dcb/pfc": 0, "b/dcb/pfc": 0} and second.state == {
-        "a/dcb/pfc": 0,
-        "b/dcb/pfc": 0,
+        "a/ecn/cnp_prio": 0,
+        "b/ecn/cnp_prio": 0,
     }
     assert journal.entries == {}  # nothing is left to restore
 
 
 def test_a_failed_rollback_is_reported_and_keeps_the_journal(tmp_path: Path) -> None:
     config = parse_config({"interfaces": ["a", "b"]})
-    drv = MemoryDriver("one", {"a/dcb/pfc": 0, "b/dcb/pfc": 0}, fail=["b/dcb/pfc"])
+    drv = MemoryDriver("dcb", {"a/dcb/pfc": 0, "b/dcb/pfc": 0}, fail=["b/dcb/pfc"])
     real_write = drv.write
 
     def write(target: str, value: Any) -> None:

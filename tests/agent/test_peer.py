@@ -1,0 +1,115 @@
+"""The switch's DCBX advertisement (the NIC's peer ETS/PFC/APP, through the fake kernel at the dcbnl
+socket) against the agent config; and `geryon check-fabric --peer` reporting it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from agent.dcb_fake import SEL_DSCP, TSA_ETS, TSA_STRICT, FakeDcbKernel, FakeNic, ets_bytes, pfc_bytes
+
+from geryon.agent.config import parse_config
+from geryon.agent.dcbnl import DcbnlClient
+from geryon.agent.peer import peer_mismatches
+from geryon.cli import main
+from geryon.fabric import cli_check
+
+CFG = parse_config({"interfaces": ["eth0"]})  # urgent DSCP 46 -> 5 strict, bulk 26 -> 3 ets; both lossless
+
+
+def switch_agrees() -> FakeNic:
+    # A switch port as the default config wants it: priorities 3 and 5 lossless, 5 strict, 3 ets.
+    tsa = [TSA_ETS] * 8
+    tsa[5] = tsa[6] = TSA_STRICT
+    return FakeNic(
+        driver="bnxt",
+        peer_ets=ets_bytes(
+            tc_tsa=tuple(tsa), tc_tx_bw=(50, 0, 0, 50, 0, 0, 0, 0), prio_tc=(0, 0, 0, 3, 0, 5, 6, 0)
+        ),
+        peer_pfc=pfc_bytes(pfc_en=0b0010_1000),
+        peer_apps=[(SEL_DSCP, 3, 26), (SEL_DSCP, 5, 46)],
+    )
+
+
+def state(nic: FakeNic):  # type: ignore[no-untyped-def]
+    with DcbnlClient(sock_factory=FakeDcbKernel({"eth0": nic}).socket) as c:
+        return c.get_ieee("eth0")
+
+
+def test_a_switch_that_agrees_gives_no_mismatch() -> None:
+    s = state(switch_agrees())
+    assert s.peer_pfc is not None and s.peer_pfc.priorities == (3, 5)
+    assert peer_mismatches(CFG, "eth0", s) == []
+
+
+def test_each_disagreement_is_named() -> None:
+    nic = switch_agrees()
+    nic.peer_pfc = pfc_bytes(pfc_en=0b0010_0001)  # 3 lossy at the switch, 0 lossless
+    nic.peer_ets = ets_bytes(
+        tc_tsa=(TSA_ETS,) * 8, tc_tx_bw=(100,) + (0,) * 7, prio_tc=(0, 0, 0, 1, 0, 1, 6, 0)
+    )  # 3 and 5 share TC 1, which is not strict
+    nic.peer_apps = [(SEL_DSCP, 0, 26), (SEL_DSCP, 5, 46)]  # the switch maps DSCP 26 to priority 0
+    lines = [m.line() for m in peer_mismatches(CFG, "eth0", state(nic))]
+    assert lines == [
+        "peer: eth0 priority 3: expected PFC on (class 'bulk'), found off",
+        "peer: eth0 priority 0: expected PFC off (no lossless class), found on",
+        "peer: eth0 priority 5: expected a strict TC (class 'urgent'), found TC 1, ets",
+        "peer: eth0 priority 3: expected a TC of its own (class 'bulk'), found TC 1, shared with class "
+        "'urgent'",
+        "peer: eth0 DSCP 26: expected priority 3, found priority 0",
+    ]
+
+
+def test_a_driver_without_peer_ops_says_so() -> None:
+    (m,) = peer_mismatches(CFG, "eth0", state(FakeNic(driver="mlx5")))
+    assert m.where == "eth0" and "reports no peer state" in m.found
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> list[str]:
+    intent = {
+        "name": "geryon-2class",
+        "classes": [
+            {"name": "urgent", "dscp": [46], "priority": 5, "lossless": True, "scheduler": "strict"},
+            {
+                "name": "bulk",
+                "dscp": [26],
+                "priority": 3,
+                "lossless": True,
+                "scheduler": "dwrr",
+                "weight": 100,
+            },
+        ],
+        "cnp": {"dscp": 48, "priority": 6},
+    }
+    (tmp_path / "intent.yaml").write_text(yaml.safe_dump(intent))
+    (tmp_path / "agent.yaml").write_text("interfaces: [eth0]\n")
+    return [
+        "check-fabric",
+        "--intent",
+        str(tmp_path / "intent.yaml"),
+        "--agent-config",
+        str(tmp_path / "agent.yaml"),
+    ]
+
+
+def test_check_fabric_peer(
+    files: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    kernel = FakeDcbKernel({"eth0": switch_agrees()})
+    monkeypatch.setattr(cli_check, "_dcb_client", lambda netns: DcbnlClient(sock_factory=kernel.socket))
+    assert main([*files, "--peer"]) == 0
+    assert "the switch's DCBX on eth0" in capsys.readouterr().out
+    kernel.nics["eth0"].peer_pfc = pfc_bytes(pfc_en=0b0010_0000)
+    assert main([*files, "--peer"]) == 1
+    out = capsys.readouterr().out
+    assert "peer: eth0 priority 3: expected PFC on (class 'bulk'), found off" in out
+    kernel.nics["eth0"].dcb = False  # a veth: no DCB ops at all
+    assert main([*files, "--peer"]) == 1
+    assert (
+        "peer: eth0: expected the switch's DCBX advertisement, found no DCB operations"
+        in capsys.readouterr().out
+    )
+    assert main([*files, "--netns", "x"]) == 2
+    assert "--netns: only with --peer" in capsys.readouterr().err
