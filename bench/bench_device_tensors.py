@@ -42,8 +42,9 @@ _SERVER = r"""
 import json, os, time
 import tensorflow as tf
 spec = json.loads(os.environ["BENCH_SPEC"])
-from geryon.tf import test_device
-test_device.load()
+if spec["job"] == "worker":  # only the worker has the device: the PS's tensors stay in its CPU memory
+    from geryon.tf import test_device
+    test_device.load()
 import geryon.tf
 server = geryon.tf.server(tf.train.ClusterSpec(spec["cluster"]), spec["job"], 0)
 print("READY", flush=True)
@@ -62,23 +63,26 @@ n = spec["mb"] * 262144
 small = spec["small"]
 places = {"host": "/job:worker/task:0/device:CPU:0", "device": "/job:worker/task:0/device:GERYONTEST:0"}
 fetches = {}
-with tf.device("/job:ps/task:0"):
+ps_cpu, worker_cpu = "/job:ps/task:0/device:CPU:0", "/job:worker/task:0/device:CPU:0"
+with tf.device(ps_cpu):
     ps_big = tf.Variable(tf.ones([n]), name="ps_big")
     ps_small = [tf.Variable(tf.ones([1]), name=f"ps_s{i}") for i in range(small)]
     sink_big = {v: tf.Variable(tf.zeros([n]), name=f"sink_{v}") for v in places}
     sink_small = {v: [tf.Variable(tf.zeros([1]), name=f"sink_{v}_{i}") for i in range(small)] for v in places}
+with tf.device(worker_cpu):  # initial values: GERYONTEST has no Fill kernel
+    ones_big, ones_small = tf.ones([n]), tf.ones([1])
 for variant, place in places.items():
     with tf.device(place):
-        local_big = tf.Variable(tf.ones([n]), name=f"local_{variant}")
-        local_small = [tf.Variable(tf.ones([1]), name=f"local_{variant}_{i}") for i in range(small)]
+        local_big = tf.Variable(ones_big, name=f"local_{variant}")
+        local_small = [tf.Variable(ones_small, name=f"local_{variant}_{i}") for i in range(small)]
         pulled_big = tf.identity(ps_big)
         pulled_small = [tf.identity(v) for v in ps_small]
         read_big = local_big.read_value()
         read_small = [v.read_value() for v in local_small]
-    with tf.device("/job:ps/task:0"):
+    with tf.device(ps_cpu):
         pushed_big = sink_big[variant].assign(read_big, read_value=False)
         pushed_small = tf.group(*[s.assign(r, read_value=False) for s, r in zip(sink_small[variant], read_small)])
-    with tf.device("/job:worker/task:0/device:CPU:0"):
+    with tf.device(worker_cpu):
         for name, deps in ((f"pull {spec['mb']} MB", [pulled_big]), (f"pull {small} x 4 B", pulled_small),
                            (f"push {spec['mb']} MB", [pushed_big]), (f"push {small} x 4 B", [pushed_small])):
             with tf.control_dependencies(deps):
