@@ -8,11 +8,14 @@ and the gradient pushes leave from it, with no GPU on this machine.
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 import time
 
 import pytest
-from tf.tf_cluster import TfCluster
+from tf.tf_cluster import REPO_ROOT, TfCluster
 
 from geryon.tf.build import build, build_test_device
 
@@ -149,8 +152,12 @@ def test_abort_mid_copy_and_a_failed_copy_fail_only_their_receive() -> None:
         "GERYON_TEST_DEVICE_SLOW_BYTES": str(SLOW_FLOATS * 4),
         "GERYON_TEST_DEVICE_SLOW_MS": "2000",
         "GERYON_TEST_DEVICE_FAIL_HTOD_BYTES": str(FAIL_FLOATS * 4),
+        # A pool that may cache nothing: every staging buffer is allocated and freed, nothing breaks.
+        "GERYON_STAGING_POOL_BYTES": "0",
     }
-    with TfCluster(num_ps=1, num_workers=1, env={"GERYON_TEST_DEVICE": "1"}, job_env={"worker": worker_env}) as c:
+    with TfCluster(
+        num_ps=1, num_workers=1, env={"GERYON_TEST_DEVICE": "1"}, job_env={"worker": worker_env}
+    ) as c:
         result = c.run_chief(FAULT_BODY, timeout=150, args={"slow": SLOW_FLOATS, "fail": FAIL_FLOATS})
         time.sleep(0.6)
         staging = c.staging_stats("worker0")
@@ -167,9 +174,43 @@ def test_abort_mid_copy_and_a_failed_copy_fail_only_their_receive() -> None:
     assert "Geryon data plane: copying tensor" in message and DEVICE in message, message
     # (The PS has the device too, and TF1 puts the variable's read on the PS's GERYONTEST: so this
     # pull is also sent from device memory, through the PS's staging pool.)
-    key = r"/job:ps/replica:0/task:0/device:\w+:0;[0-9a-f]+;" + re.escape(DEVICE) + r";edge_\d+_failing_on_device/"
+    key = (
+        r"/job:ps/replica:0/task:0/device:\w+:0;[0-9a-f]+;"
+        + re.escape(DEVICE)
+        + r";edge_\d+_failing_on_device/"
+    )
     assert re.search(key, message), message
     assert result["after_failure"] == pytest.approx(1000.0)
     assert result["slow_again"] == pytest.approx(float(SLOW_FLOATS))
     assert staging["copy_failures"] == 1 and device["injected_failures"] == 1, (staging, device)
+    (pool,) = staging["pools"]
+    assert pool["limit_bytes"] == 0 and pool["cached_bytes"] == 0 and pool["hits"] == 0, pool
+    assert pool["over_bound"] >= staging["staged_receives"] >= 5, (pool, staging)
     assert all(alive.values()), alive
+
+
+@pytest.mark.parametrize("value", ["lots", "-1", "1.5"])
+def test_a_bad_staging_pool_size_is_a_clear_error_at_server_start(value: str) -> None:
+    script = """
+import tensorflow as tf, geryon.tf
+from geryon.tf.ports import free_port_pairs
+(port,) = free_port_pairs(1, 1000)
+try:
+    geryon.tf.server(tf.train.ClusterSpec({"ps": [f"127.0.0.1:{port}"]}), "ps", 0)
+    print("STARTED")
+except Exception as e:
+    print("ERROR", type(e).__name__, e)
+"""
+    env = {
+        **os.environ,
+        "GERYON_STAGING_POOL_BYTES": value,
+        "TF_CPP_MIN_LOG_LEVEL": "2",
+        "PYTHONPATH": str(REPO_ROOT),
+    }
+    env.pop("GERYON_DATA_PORT_OFFSET", None)
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=env, cwd=REPO_ROOT
+    )
+    assert "ERROR InvalidArgumentError" in out.stdout, out.stdout + out.stderr[-2000:]
+    assert "GERYON_STAGING_POOL_BYTES must be a whole number of bytes >= 0" in out.stdout
+    assert f"got '{value}'" in out.stdout
