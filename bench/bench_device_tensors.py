@@ -81,7 +81,8 @@ for variant, place in places.items():
         read_small = [v.read_value() for v in local_small]
     with tf.device(ps_cpu):
         pushed_big = sink_big[variant].assign(read_big, read_value=False)
-        pushed_small = tf.group(*[s.assign(r, read_value=False) for s, r in zip(sink_small[variant], read_small)])
+        pushed_small = tf.group(
+            *[s.assign(r, read_value=False) for s, r in zip(sink_small[variant], read_small)])
     with tf.device(worker_cpu):
         for name, deps in ((f"pull {spec['mb']} MB", [pulled_big]), (f"pull {small} x 4 B", pulled_small),
                            (f"push {spec['mb']} MB", [pushed_big]), (f"push {small} x 4 B", [pushed_small])):

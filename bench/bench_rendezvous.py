@@ -167,7 +167,7 @@ def main() -> int:
     parser.add_argument(
         "--device",
         action="store_true",
-        help="device tensors instead: pulls into / pushes from GERYONTEST memory vs host (bench_device_tensors.py)",
+        help="device tensors: pulls into / pushes from GERYONTEST memory vs host (bench_device_tensors.py)",
     )
     args = parser.parse_args()
     if args.repeats < 1:
