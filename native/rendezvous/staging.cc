@@ -124,9 +124,11 @@ tensorflow::mutex registry_mu(tensorflow::LINKER_INITIALIZED);
 std::atomic<int64_t> pool_limit{kDefaultStagingPoolBytes};
 std::atomic<int64_t> staged_receives{0}, staged_sends{0}, copy_failures{0};
 
+// By device name: a session may see a device through its own wrapper (RenamedDevice), and the
+// producer side sees the worker's; both are one device with one host allocator.
 // Never destroyed: tensors may return buffers to a pool until the process exits.
-std::map<tensorflow::Device*, StagingPool*>& Pools() {
-  static auto* pools = new std::map<tensorflow::Device*, StagingPool*>();
+std::map<std::string, StagingPool*>& Pools() {
+  static auto* pools = new std::map<std::string, StagingPool*>();
   return *pools;
 }
 
@@ -148,7 +150,7 @@ absl::Status ConfigureStagingPools() {
 absl::Status StagingAllocatorFor(tensorflow::Device* device, tensorflow::Allocator** out) {
   tensorflow::mutex_lock l(registry_mu);
   auto& pools = Pools();
-  auto it = pools.find(device);
+  auto it = pools.find(device->name());
   if (it != pools.end()) {
     *out = it->second;
     return absl::OkStatus();
@@ -162,7 +164,7 @@ absl::Status StagingAllocatorFor(tensorflow::Device* device, tensorflow::Allocat
         absl::StrCat("Geryon data plane: ", device->name(), " has no host allocator for staging buffers"));
   }
   auto* pool = new StagingPool(device->name(), host, pool_limit.load());
-  pools[device] = pool;
+  pools[device->name()] = pool;
   *out = pool;
   return absl::OkStatus();
 }
@@ -185,7 +187,7 @@ std::string StagingStatsJson() {
   std::string pools;
   {
     tensorflow::mutex_lock l(registry_mu);
-    for (const auto& [device, pool] : Pools()) {
+    for (const auto& [name, pool] : Pools()) {
       absl::StrAppend(&pools, pools.empty() ? "" : ",", pool->StatsJson());
     }
   }

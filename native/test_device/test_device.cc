@@ -17,7 +17,6 @@
 //   GERYON_TEST_DEVICE_SLOW_BYTES=N, GERYON_TEST_DEVICE_SLOW_MS=M: a host<->device copy of exactly N
 //     bytes takes M ms more (to abort a receive mid-copy).
 //   GERYON_TEST_DEVICE_FAIL_HTOD_BYTES=N: a host->device copy of exactly N bytes fails.
-//   GERYON_TEST_DEVICE_FAIL_ALLOC_BYTES=N: a device allocation of exactly N bytes fails.
 // Counters: geryon_test_device_counters() (ctypes), see kCounterNames.
 #include <atomic>
 #include <chrono>
@@ -49,7 +48,6 @@ struct Hooks {
   uint64_t slow_bytes = 0;
   int64_t slow_ms = 0;
   uint64_t fail_htod_bytes = 0;
-  uint64_t fail_alloc_bytes = 0;
 };
 Hooks hooks;
 
@@ -95,12 +93,6 @@ void Ok(TF_Status* status) { TF_SetStatus(status, TF_OK, ""); }
 // ---- memory ----
 void Allocate(const SP_Device*, uint64_t size, int64_t, SP_DeviceMemoryBase* mem) {
   mem->struct_size = SP_DEVICE_MEMORY_BASE_STRUCT_SIZE;
-  if (hooks.fail_alloc_bytes != 0 && size == hooks.fail_alloc_bytes) {
-    counters[kInjectedFailures]++;
-    mem->opaque = nullptr;
-    mem->size = 0;
-    return;
-  }
   mem->opaque = AlignedAlloc(size);
   mem->size = mem->opaque == nullptr ? 0 : size;
   counters[kDeviceAllocs]++;
@@ -273,7 +265,6 @@ __attribute__((visibility("default"))) void SE_InitPlugin(SE_PlatformRegistratio
   hooks.slow_bytes = EnvU64("GERYON_TEST_DEVICE_SLOW_BYTES");
   hooks.slow_ms = static_cast<int64_t>(EnvU64("GERYON_TEST_DEVICE_SLOW_MS"));
   hooks.fail_htod_bytes = EnvU64("GERYON_TEST_DEVICE_FAIL_HTOD_BYTES");
-  hooks.fail_alloc_bytes = EnvU64("GERYON_TEST_DEVICE_FAIL_ALLOC_BYTES");
   params->major_version = SE_MAJOR;
   params->minor_version = SE_MINOR;
   params->patch_version = SE_PATCH;
@@ -282,8 +273,9 @@ __attribute__((visibility("default"))) void SE_InitPlugin(SE_PlatformRegistratio
   platform->name = kPlatformName;
   platform->type = kDeviceType;
   platform->supports_unified_memory = false;
-  // One allocation per tensor (no BFC arena), so the allocation hook sees the tensor's own size.
-  platform->use_bfc_allocator = false;
+  // TF's BFC arena over this memory, as for a GPU: a step's tensors reuse memory instead of
+  // faulting in fresh pages each time (which would make the benchmark measure malloc).
+  platform->use_bfc_allocator = true;
   platform->force_memory_growth = true;
   SP_PlatformFns* fns = params->platform_fns;
   fns->struct_size = SP_PLATFORM_FNS_STRUCT_SIZE;
