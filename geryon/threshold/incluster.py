@@ -187,7 +187,7 @@ def _shape(text: str) -> tuple[int, int, int]:
         raise argparse.ArgumentTypeError(f"expected H,W,C integers, got {text!r}") from None
     if len(dims) != 3 or min(dims) < 1:
         raise argparse.ArgumentTypeError(f"expected three integers >= 1 (H,W,C), got {text!r}")
-    return dims  # type: ignore[return-value]
+    return dims
 
 
 def _positive(text: str) -> int:
