@@ -38,8 +38,9 @@ class PsCosts:
     """Parameter-server work, in seconds. A shard is updated once its last gradient arrived: its PS
     spends bytes x (workers x aggregate_s_per_byte + update_s_per_byte), one shard after another (a
     PS's update work is serial), before the next iteration may pull it. Every transfer waits
-    per_message_s (RPC set-up, serialization) before it enters its connection, plus per_slice_s when its
-    parameter is cut into more than one slice (the slice's split and concat ops)."""
+    per_message_s (RPC set-up, serialization) before it enters its connection, or per_slice_s instead
+    when its parameter is cut into more than one slice: the calibration measures a slice's cost with
+    its message included (geryon/threshold/calibration.py), so a slice pays one or the other."""
 
     aggregate_s_per_byte: float = 0.0
     update_s_per_byte: float = 0.0
@@ -81,6 +82,11 @@ class PsCosts:
             raise ValueError(f"{path}: cannot read: {e.strerror or e}") from None
         except json.JSONDecodeError as e:
             raise ValueError(f"{path}: not JSON: {e}") from None
+        if isinstance(data, dict) and data.get("format") == "geryon.ps-costs":
+            # bench/bench_ps_costs.py's document: its knobs, less the loopback rate (not a PS cost).
+            knobs = data.get("knobs")
+            if isinstance(knobs, dict):
+                data = {k: v for k, v in knobs.items() if k != "loopback_s_per_byte"}
         return cls.from_dict(data, path)
 
 

@@ -24,9 +24,11 @@ or changes level, which keeps the event count near two per transfer:
 - network (Geryon): one connection per pair and class, carrying its transfers like fifo does; every
   port (NIC and switch) serves classes in strict priority and shares fairly within a class.
 - hybrid (Geryon with urgency order inside a class, issue 14): one connection per pair and class, as
-  network, every port serving classes in strict priority; inside a class the connection sends its most
-  urgent pending transfer in chunks of `chunk_bytes`, and a more urgent one that becomes ready takes over
-  at the next chunk boundary (the preempted one keeps the bytes it has left).
+  network; each connection sends its most urgent pending transfer in chunks of `chunk_bytes`, and a more
+  urgent one that becomes ready takes over at the next chunk boundary (the preempted one keeps the bytes
+  it has left). The sender's NIC serves its connections most urgent first (the data plane orders every
+  pending response of the host, so classes go in priority order too); switch ports serve classes in
+  strict priority and share fairly inside a class.
 - ideal: one connection per pair sending its most urgent pending transfer (urgency, then layer; a
   more urgent arrival preempts); every port serves the most urgent transfer first. This is a perfect
   global priority order, not an optimal schedule: it can lose to end-host where the urgent-first
@@ -438,7 +440,7 @@ class _Replay:
         self.s_bytes, self.s_ps, self.s_layer, self.s_cls, self.s_name = s_bytes, s_ps, s_layer, s_cls, s_name
         self.s_param = s_param
         costs = knobs.ps_costs
-        self.send_delay = [costs.per_message_s + (costs.per_slice_s if sl else 0.0) for sl in s_sliced]
+        self.send_delay = [costs.per_slice_s if sl else costs.per_message_s for sl in s_sliced]
         self.delayed = any(d > 0 for d in self.send_delay)
         # A shard's update work on its PS once all its gradients are in (0: the PS is free).
         per_byte = workers * costs.aggregate_s_per_byte + costs.update_s_per_byte
@@ -759,8 +761,12 @@ class _Replay:
         mode = self.mode
         if mode == "fifo":
             return None, None
-        if mode in ("network", "hybrid"):
+        if mode == "network":
             return self.s_cls[j], self.s_cls[j]
+        if mode == "hybrid":
+            # The host's data plane sends its most urgent pending chunk first, whatever the connection
+            # (which also serves classes in priority order); the switch knows only the class.
+            return self.s_rank[j], self.s_cls[j]
         if mode == "ideal":
             return self.s_rank[j], self.s_rank[j]
         return self.s_rank[j], None  # end-host: only the sender orders by urgency

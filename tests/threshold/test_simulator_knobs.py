@@ -161,6 +161,21 @@ def test_ps_costs_load_and_bad_values_name_the_key(tmp_path: Path):
     with pytest.raises(ValueError, match="unknown key 'update'"):
         PsCosts.from_dict({"update": 1.0})
     assert PsCosts().free and not PsCosts(per_slice_s=1e-6).free
+    # bench/bench_ps_costs.py's calibration document loads too; its loopback rate is no PS cost.
+    doc = {
+        "format": "geryon.ps-costs",
+        "version": 1,
+        "knobs": {
+            "aggregate_s_per_byte": 1e-10,
+            "update_s_per_byte": 2e-10,
+            "per_message_s": 1e-4,
+            "per_slice_s": 2e-4,
+            "loopback_s_per_byte": 1e-9,
+        },
+        "meta": {},
+    }
+    path.write_text(json.dumps(doc))
+    assert PsCosts.load(str(path)) == PsCosts(1e-10, 2e-10, 1e-4, 2e-4)
 
 
 # --- TensorFlow's transfer order ----------------------------------------------------------------------------
