@@ -357,6 +357,7 @@ def train_paired(session: Session, emit: Emit, wait_go: Callable[[], None]) -> N
         wait_go()
         if searching:
             assert hook is not None
+            apply_schedule(g, m, list(g.thresholds))  # the mode's order; the search sets the classes
             hook.begin()
             applied = {"thresholds": list(g.thresholds), "order": m.order}
         else:
