@@ -120,6 +120,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--buffer", type=_size("--buffer"), default=None)
     ap.add_argument("--search", default=None, help="sweep|guided|bayes|fixed:T (runner's default: sweep)")
     ap.add_argument(
+        "--settle",
+        type=int,
+        default=None,
+        help="paired modes: unmeasured rounds of a mode before each measured one (runner's default: 1)",
+    )
+    ap.add_argument(
         "--background",
         type=_rate("--background"),
         default=None,
@@ -161,6 +167,7 @@ def base_overrides(args: argparse.Namespace) -> dict[str, Any]:
         "search": args.search,
         "repeats": args.repeats,
         "background_bits": args.background,
+        "settle_rounds": args.settle,
     }
 
 

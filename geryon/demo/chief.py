@@ -317,7 +317,8 @@ def train_paired(session: Session, emit: Emit, wait_go: Callable[[], None]) -> N
     bytes are its own); then puts the mode's classes and order in force (geryon.demo.schedule) and
     times the round. Phases: "warmup" (cycles through every mode: tracing, every class's
     connections), "search" (the searching mode alone, until its searcher converges or the search
-    budget's rounds are spent), "measure" (`steps` cycles; round i of each mode is paired with
+    budget's rounds are spent), then `steps` cycles of, per mode, "settle" (spec settle_rounds
+    unmeasured rounds, default 1) and "measure" (one round; round i of each mode is paired with
     round i of the others in the report).
     """
     from geryon.demo import modes as modes_mod
@@ -356,6 +357,7 @@ def train_paired(session: Session, emit: Emit, wait_go: Callable[[], None]) -> N
         wait_go()
         if searching:
             assert hook is not None
+            apply_schedule(g, m, list(g.thresholds))  # the mode's order; the search sets the classes
             hook.begin()
             applied = {"thresholds": list(g.thresholds), "order": m.order}
         else:
@@ -403,8 +405,17 @@ def train_paired(session: Session, emit: Emit, wait_go: Callable[[], None]) -> N
         converged_round = len(trials)
         if searcher.best is not None:
             chosen = [float(t) for t in searcher.best]
+    # Settling rounds: a mode's first round after another mode ran pays for the change (the classes'
+    # connections idle through the other modes' rounds restart from TCP's initial window, the switch's
+    # queues were rebuilt), and in a fixed rotation that cost always falls on the same mode: measured on
+    # the quick demo, geryon (after endhost's switch and table change) ran 0.96x paper (interval
+    # [0.936, 0.979]) with the same data plane, thresholds and switch. Unmeasured rounds of the mode
+    # first put it in its own steady state.
+    settle = int(spec.get("settle_rounds", 1))
     for _ in range(steps):
         for m in rotation:
+            for _ in range(settle):
+                one(m, "settle")
             one(m, "measure")
     losses.append(float(last[-1].fetch()))
 

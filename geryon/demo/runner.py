@@ -91,6 +91,7 @@ DEFAULTS: dict[str, Any] = {
     "modes": list(modes_mod.MODES),
     "threads": 1,
     "background_bits": 0,  # background traffic toward every worker's switch port, bits/s (0: none)
+    "settle_rounds": 1,  # paired modes: unmeasured rounds of a mode before each measured one
 }
 # --quick (CI): the tiny model, few steps, a 3-point sweep; every mode still runs.
 QUICK: dict[str, Any] = {
@@ -146,6 +147,7 @@ def validate(cfg: dict[str, Any]) -> dict[str, Any]:
     _int(cfg, "search_budget", "--search-budget", 2, 1000)
     _int(cfg, "search_points", "--search-points", 3, 100)
     _int(cfg, "threads", "--threads", 1, 64)
+    _int(cfg, "settle_rounds", "--settle", 0, 10)
     if cfg["background_bits"] != 0:
         _int(cfg, "background_bits", "--background", 1_000_000, cfg["rate_bits"])
     cfg["modes"] = list(modes_mod.parse_modes(cfg["modes"]))
@@ -302,6 +304,7 @@ def chief_spec(
         "intra_threads": cfg["threads"],
         "inter_threads": 2,
         "rotation": list(rotation) if rotation else None,
+        "settle_rounds": cfg["settle_rounds"],
     }
 
 

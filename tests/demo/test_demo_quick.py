@@ -93,6 +93,8 @@ def test_every_mode_completes_with_consistent_numbers(quick: dict[str, Any]) -> 
         assert paired["rotation"] == ["geryon", "paper", "endhost"] and paired["alternation"] == "round"
         assert paired["switch_changes"] >= 2 * cfg["steps"]
         assert isinstance(runs[mode]["ordering_available"], bool)
+        # One settling round (unmeasured) before each measured round of a mode.
+        assert len(runs[mode]["warmup_times"]) >= cfg["settle_rounds"] * cfg["steps"]
     assert runs["geryon"]["pids"] == runs["paper"]["pids"] == runs["endhost"]["pids"]
     # The search ran live (before the alternation) and paper used what it chose; endhost put every
     # parameter in one class.
