@@ -32,6 +32,9 @@ PLATFORMS = {
         "buffers-mellanox4600c-t1-dynamic.json",
         "dynamic",
     ),
+    # no SN2410 QoS sample is vendored: the SN4600C's (the same Mellanox qos template) on the ports
+    # both know; its buffers key queues 0-2/3-4/5-6, not 5-7
+    "mellanox-sn2410-dynamic": ("qos-mellanox4600c-c64.json", "buffers-mellanox2410-dynamic.json", "dynamic"),
 }
 
 

@@ -171,13 +171,27 @@ BROKEN = [
     ("DSCP_TO_TC_MAP/GERYON/64", "0", "DSCP_TO_TC_MAP|GERYON|64: not a DSCP 0-63"),
     ("TC_TO_QUEUE_MAP/GERYON/3", "9", "TC_TO_QUEUE_MAP|GERYON|3: 9 is outside 0-7"),
     ("CABLE_LENGTH/AZURE/Ethernet0", "5 meters", "'5 meters' is not a length like 5m"),
+    (
+        "BUFFER_QUEUE/Ethernet0|5-9",
+        {"profile": "egress_lossless_profile"},
+        "key is not <port>|<index or range>",
+    ),
+    ("BUFFER_QUEUE/Ethernet0|5-7", {"profile": "x", "size": "0"}, "expected one field profile"),
+    ("TC_TO_PRIORITY_GROUP_MAP/GERYON/5", "8", "TC_TO_PRIORITY_GROUP_MAP|GERYON|5: 8 is outside 0-7"),
 ]
 
 
-@pytest.mark.parametrize(("path", "value", "message"), BROKEN, ids=[b[0] + "=" + b[1] for b in BROKEN])
+@pytest.mark.parametrize(("path", "value", "message"), BROKEN, ids=[f"{b[0]}={b[1]}" for b in BROKEN])
 def test_checker_catches_broken_configs(path: str, value: Any, message: str) -> None:
     problems = sonic.check_document(_mutate(path, value))
     assert any(message in p for p in problems), problems
+
+
+def test_checker_wants_what_load_and_patch_need_to_end_equal() -> None:
+    doc = _mutate("QUEUE/Ethernet0|3/wred_profile", None, delete=True)
+    assert any("QUEUE|Ethernet0|3: names no wred_profile" in p for p in sonic.check_document(doc))
+    doc = _mutate("PORT_QOS_MAP/Ethernet0/pfcwd_sw_enable", None, delete=True)
+    assert any("PORT_QOS_MAP|Ethernet0: names no pfcwd_sw_enable" in p for p in sonic.check_document(doc))
 
 
 def test_checker_catches_a_watchdog_without_pfc_and_a_bad_apply_order() -> None:

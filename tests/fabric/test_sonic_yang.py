@@ -183,6 +183,9 @@ def test_base_errors_name_the_field() -> None:
     )
     with pytest.raises(IntentError, match=r"platform.sonic_buffer_model: 'static', but the switch"):
         sonic.document(static, _ports(base), base)
+    del base["BUFFER_PROFILE"]["egress_lossless_profile"]
+    with pytest.raises(IntentError, match=r"--base: BUFFER_PROFILE has no egress_lossless_profile"):
+        sonic.document(default_intent(), _ports(base), base)
 
 
 BROKEN = [
