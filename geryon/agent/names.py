@@ -28,7 +28,7 @@ _TARGETS = {
     "dcb": re.compile(rf"^(?P<if>{IFNAME})/dcb/[a-z_]+(?:/[a-z_]+)*(?:/[0-9]{{1,3}})?$"),
     "sysfs": re.compile(
         rf"^(?:rdma/(?P<dev>{RDMA_DEV})/[0-9]{{1,3}}/roce_tos"
-        rf"|(?P<if>{IFNAME})/ecn/(?:roce_rp|roce_np)/[0-7]"
+        rf"|(?P<if>{IFNAME})/ecn/(?:roce_rp|roce_np)/(?:[0-7]|[a-z_]{{1,40}})"
         rf"|(?P<if2>{IFNAME})/ecn/(?:cnp_dscp|cnp_prio))$"
     ),
 }
