@@ -1,28 +1,34 @@
 """The issue's targets, measured end to end on the emulated cluster: real TF training per mode.
 
-    .venv/bin/python bench/bench_e2e.py [--repeats 3] [--rate 100mbit] [--quick] [--fig8-9] [--table-iv]
+    .venv/bin/python bench/bench_e2e.py [--repeats 5] [--rate 100mbit] [--quick] [--fig8-9] [--table-iv]
                                         [--model M] [--batch-size B] [--steps N] [--workers W] [--ps P]
                                         [--slice-size 1MiB] [--buffer 256KiB] [--out FILE]
 
 Needs root (network namespaces), like `geryon demo`. Every run goes through
-`geryon.demo.runner.run_demo`: one testbed, the modes run in turn inside every repeat (vanilla, ps,
-geryon, endhost, single, then again), so the repeats of the modes are taken side by side.
+`geryon.demo.runner.run_demo`: one testbed; inside every repeat (an *alternation*) vanilla, ps, the
+paired cluster and single run in turn, and in the paired cluster geryon, paper and endhost alternate
+round by round (switch queues and classes changed between rounds), so noise falls on every mode alike.
 
-- targets (the default): vanilla, ps, geryon, endhost and single with --repeats (default 3); prints the
-  demo's table, then the targets with medians over the repeats: geryon/ps >= 1.15, geryon/vanilla >=
-  1.5, geryon/endhost > 1 (2+ PSes), and the simulator's prediction error per mode (goal: within 10%).
-  --rate picks the bottleneck link rate (lower: more communication-bound).
+- targets (the default): vanilla, ps, geryon, paper, endhost and single with --repeats alternations
+  (default 5, the issue's minimum); prints the demo's table, the targets with medians over the
+  repeats (geryon/ps >= 1.15, geryon/vanilla >= 1.5, geryon >= paper, geryon > endhost with 2+ PSes,
+  the simulator's prediction error per mode) and the Paired table: per pair of modes the median of
+  the pair ratios, a bootstrap 95% interval and "not significant" where it spans 1
+  (geryon.demo.paired). --rate picks the bottleneck link rate (lower: more communication-bound).
 - --fig8-9: the paper's Fig. 8/9 in miniature: throughput of vanilla, P+S and P+S+Geryon with
   --sweep-workers (default 1,2,4) workers at each of --rates (default: --rate); 1 worker is the
   single-worker run (the paper's "single-GPU training"), whose throughput gives scaling efficiency.
-- --table-iv: the paper's Table IV in miniature: Geryon (network priority) vs end-host priority
-  (TicTac-like) throughput for each of --sweep-slices (default 1MiB,512KiB,256KiB).
+- --table-iv: the paper's Table IV in miniature: Geryon (network priority), the paper's Geryon and
+  end-host scheduling (one class, FIFO switch) for each of --sweep-slices (default 1MiB,512KiB,256KiB),
+  with the paired geryon/endhost ratio and its interval.
 
 Writes the demo results (each run's demo.json with its charts, timeline.png and trace-geryon.json)
 under <out without .json>/ and the tables' rows as JSON to --out (default out/bench/e2e.json); each
 sweep also gets a chart beside it, images/s per mode for every point: <out stem>-fig8-9.png and
 <out stem>-table-iv.png. --quick starts from `geryon demo --quick`'s settings (tiny model,
-few steps) for a smoke run. Bad flags exit 2 naming the flag.
+few steps) for a smoke run. --background RATE adds a paced bulk stream (DSCP 8, from a host of its
+own) toward every worker's switch port for the whole run (issue 14 item 5: traffic no end-host
+scheduler can order against). Bad flags exit 2 naming the flag.
 """
 
 from __future__ import annotations
@@ -40,9 +46,10 @@ from geryon.progress import Progress
 from geryon.tagger.partition import parse_size
 from geryon.units import format_rate, parse_rate
 
-TARGET_MODES = ["vanilla", "ps", "geryon", "endhost", "single"]
+TARGET_MODES = ["vanilla", "ps", "geryon", "paper", "endhost", "single"]
 FIG8_MODES = ["vanilla", "ps", "geryon"]
-TABLE4_MODES = ["geryon", "endhost"]  # endhost reuses the threshold the geryon run chose
+TABLE4_MODES = ["geryon", "paper", "endhost"]  # one paired cluster; paper reuses geryon's threshold
+REPEATS = 5  # alternations: the issue asks for at least 5
 
 
 # --- arguments --------------------------------------------------------------------------------------
@@ -94,7 +101,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         prog="bench_e2e.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     ap.add_argument(
-        "--repeats", type=_positive_int("--repeats"), default=3, help="repeats per mode (default 3)"
+        "--repeats",
+        type=_positive_int("--repeats"),
+        default=REPEATS,
+        help=f"alternations: repeats of every mode (default {REPEATS})",
     )
     ap.add_argument(
         "--rate", type=_rate("--rate"), default=None, help="link rate, e.g. 100mbit (runner's default)"
@@ -109,6 +119,18 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--slice-size", type=_size("--slice-size"), default=None)
     ap.add_argument("--buffer", type=_size("--buffer"), default=None)
     ap.add_argument("--search", default=None, help="sweep|guided|bayes|fixed:T (runner's default: sweep)")
+    ap.add_argument(
+        "--settle",
+        type=int,
+        default=None,
+        help="paired modes: unmeasured rounds of a mode before each measured one (runner's default: 1)",
+    )
+    ap.add_argument(
+        "--background",
+        type=_rate("--background"),
+        default=None,
+        help="background traffic toward each worker's switch port, e.g. 50mbit (default none)",
+    )
     ap.add_argument("--fig8-9", dest="fig8_9", action="store_true", help="sweep workers (Fig. 8/9)")
     ap.add_argument(
         "--sweep-workers", type=_list(_positive_int("--sweep-workers"), "--sweep-workers"), default=[1, 2, 4]
@@ -144,6 +166,8 @@ def base_overrides(args: argparse.Namespace) -> dict[str, Any]:
         "buffer_bytes": args.buffer,
         "search": args.search,
         "repeats": args.repeats,
+        "background_bits": args.background,
+        "settle_rounds": args.settle,
     }
 
 
@@ -214,18 +238,42 @@ def fig8_rows(results: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
+def paired_rows(result: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The Paired table of one result: A/B, pairs, median ratio, 95% interval, verdict."""
+    rows = []
+    for p in summarize(result)["paired"]:
+        rows.append(
+            {
+                "pair": f"{p['a']}/{p['b']}",
+                "unit": p["unit"],
+                "pairs": p["pairs"],
+                "ratio": p["ratio"],
+                "ci_lo": p["ci"][0] if p["ci"] else None,
+                "ci_hi": p["ci"][1] if p["ci"] else None,
+                "verdict": p["verdict"],
+            }
+        )
+    return rows
+
+
 def table4_rows(results: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     rows = []
     for r in results:
-        modes = summarize(r)["modes"]
+        summary = summarize(r)
+        modes = summary["modes"]
         g = modes.get("geryon", {}).get("images_per_s")
         e = modes.get("endhost", {}).get("images_per_s")
+        pair = next((p for p in summary["paired"] if (p["a"], p["b"]) == ("geryon", "endhost")), None)
         rows.append(
             {
                 "slice_kib": r["config"]["slice_bytes"] / 1024,
                 "geryon": g,
+                "paper": modes.get("paper", {}).get("images_per_s"),
                 "endhost": e,
                 "ratio": _ratio(g, e),
+                "paired": pair["ratio"] if pair else None,
+                "ci": f"[{pair['ci'][0]:.3f}, {pair['ci'][1]:.3f}]" if pair and pair["ci"] else None,
+                "verdict": pair["verdict"] if pair else None,
                 "threshold": ",".join(f"{t:.3g}" for t in modes.get("geryon", {}).get("thresholds") or [])
                 or None,
             }
@@ -248,9 +296,22 @@ FIG8_COLUMNS = [
 TABLE4_COLUMNS = [
     ("slice_kib", "slice KiB", ".0f"),
     ("geryon", "Geryon img/s", ".1f"),
+    ("paper", "paper img/s", ".1f"),
     ("endhost", "end-host img/s", ".1f"),
     ("ratio", "Geryon/end-host", ".3f"),
+    ("paired", "paired", ".3f"),
+    ("ci", "95% interval", "s"),
+    ("verdict", "verdict", "s"),
     ("threshold", "threshold", "s"),
+]
+PAIRED_COLUMNS = [
+    ("pair", "A/B", "s"),
+    ("unit", "pairs of", "s"),
+    ("pairs", "n", "d"),
+    ("ratio", "median A/B", ".3f"),
+    ("ci_lo", "95% low", ".3f"),
+    ("ci_hi", "95% high", ".3f"),
+    ("verdict", "verdict", "s"),
 ]
 
 
@@ -301,8 +362,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     payload: dict[str, Any] = {"args": vars(args), "runs": {}}
     for result in results["targets"]:
-        print(format_table(result))  # the demo's table, then the targets (its last lines)
+        print(format_table(result))  # the demo's table, the targets and the paired lines
         payload["targets"] = target_rows(result)
+        payload["paired"] = paired_rows(result)
+        print(
+            f"\nPaired ({result['config']['repeats']} alternations; A's throughput over B's, median of the "
+            "pair ratios, percentile bootstrap 95% interval):"
+        )
+        print_table(payload["paired"], PAIRED_COLUMNS)
     if results["fig8-9"]:
         print(
             "\nFig. 8/9 in miniature: throughput (images/s) by workers; eff = scaling efficiency vs 1 worker"

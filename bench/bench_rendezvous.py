@@ -11,6 +11,7 @@ protocols see the same machine load. Rows (medians over repeats):
   1 x 4 B         one step moving one tiny variable: the fixed cost of a step
   class lookup    ns per ClassForEdge call (annotated and plain edge names), in-process
 Target (issue 4): grpc+geryon at least as fast as grpc. Writes JSON (default out/bench/rendezvous.json).
+With --device: tensors in accelerator memory vs host memory instead (see bench_device_tensors.py).
 """
 
 from __future__ import annotations
@@ -162,10 +163,20 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--repeats", type=int, default=9, help="steps per row and protocol (small rows: 3x)")
-    parser.add_argument("--out", default="out/bench/rendezvous.json")
+    parser.add_argument("--out", default=None, help="default out/bench/rendezvous[_device].json")
+    parser.add_argument(
+        "--device",
+        action="store_true",
+        help="device tensors: pulls into / pushes from GERYONTEST memory vs host (bench_device_tensors.py)",
+    )
     args = parser.parse_args()
     if args.repeats < 1:
         parser.error("--repeats must be >= 1")
+    if args.device:
+        from bench_device_tensors import run
+
+        return run(args.repeats, args.out or "out/bench/rendezvous_device.json")
+    args.out = args.out or "out/bench/rendezvous.json"
     progress = Progress("bench_rendezvous")
     build(progress=progress)
     samples = measure(args.repeats, progress)

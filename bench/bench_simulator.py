@@ -1,6 +1,24 @@
-"""Simulator speed: wall time and events/second of the cluster replay on VGG-19, per network mode.
+"""Simulator speed (wall time and events/second on VGG-19, per network mode), and issue 14's grid.
 
     .venv/bin/python bench/bench_simulator.py [--repeats 5] [--iterations 2] [--out FILE]
+                                              [--baseline OLD_SIMULATOR_PY]
+    .venv/bin/python bench/bench_simulator.py --grid [--out FILE]
+
+--baseline FILE loads another version of geryon/threshold/simulator.py (say `git show
+3030967:geryon/threshold/simulator.py > /tmp/old_sim.py`) and runs it interleaved with this one, run by
+run (A B A B ...), on the modes both have, with the knobs' defaults; the table adds its median wall time
+and the paired ratio new/old (median of per-run ratios, with the min-max range), to show that a change
+made no mode slower.
+
+--grid runs issue 14's grid instead: AlexNet (batch 512), VGG-19 and ResNet-50 (batch 64) x workers 1, 2,
+8, 64 x PSes 1, 4, 8, 16 x 1/10/40 Gbit/s x K40 and V100 (FLOP-derived compute), 4 MiB slices, separate
+PS hosts, every mode at its defaults (fifo: TF's measured window of 9.5 pulls in flight; end-host:
+ByteScheduler's 300 us per transfer; hybrid: 256 KiB chunks). network and hybrid each take their best
+of four thresholds (0: one class; 0.25, 0.5, 0.75), standing for the adaptive search; network's classes
+carry TF's window too. It prints per model and device how many cells meet the targets (hybrid never
+more than 1% slower than the best of fifo, end-host and network; within 3% of the best mode, ideal
+included, in at least 95% of cells) and the worst cells, and writes every cell to JSON (default
+out/bench/simulator_grid.json). The simulator is deterministic: one run per cell.
 
 The profile is VGG-19 from the real Keras model (parameter shapes from the tagger, K40 compute times
 from FLOPs, batch 32). Every setting (workers x PSes x slice size) runs in every mode `--repeats`
@@ -56,10 +74,18 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=5, help="runs per setting and mode (median reported)")
     ap.add_argument("--iterations", type=int, default=2, help="BSP iterations simulated per run")
     ap.add_argument("--bandwidth", type=float, default=10e9, help="link rate in bit/s (default 10e9)")
-    ap.add_argument("--out", default="out/bench/simulator.json")
+    ap.add_argument("--out", help="JSON path (default out/bench/simulator.json, or simulator_grid.json)")
+    ap.add_argument(
+        "--baseline", metavar="FILE", help="another simulator.py to run interleaved with this one"
+    )
+    ap.add_argument("--grid", action="store_true", help="issue 14's mode grid instead of the speed table")
     args = ap.parse_args()
     if args.repeats < 1 or args.iterations < 1:
         ap.error("--repeats and --iterations must be >= 1")
+    if args.grid:
+        return grid(args.out or "out/bench/simulator_grid.json")
+    args.out = args.out or "out/bench/simulator.json"
+    baseline = load_baseline(args.baseline) if args.baseline else None
 
     print("building the VGG-19 profile from the Keras model (TensorFlow) ...", file=sys.stderr, flush=True)
     from geryon.threshold.profiles import profile_from_model
@@ -81,22 +107,26 @@ def main() -> int:
         )
         for mode in MODES:
             walls = []
+            old_walls: list[float] = []
             result = None
+            kw = dict(
+                workers=workers,
+                num_ps=num_ps,
+                bandwidth_bps=args.bandwidth,
+                mode=mode,
+                slice_bytes=slice_bytes,
+                iterations=args.iterations,
+                symmetric=path == "representative",
+                colocate=path == "colocated",
+            )
             for _ in range(args.repeats):
-                result = simulate(
-                    profile,
-                    workers=workers,
-                    num_ps=num_ps,
-                    bandwidth_bps=args.bandwidth,
-                    mode=mode,
-                    slice_bytes=slice_bytes,
-                    iterations=args.iterations,
-                    symmetric=path == "representative",
-                    colocate=path == "colocated",
-                )
+                result = simulate(profile, **kw)
                 walls.append(result.wall_s)
+                if baseline is not None and mode in baseline.MODES:
+                    old_walls.append(baseline.simulate(profile, **kw).wall_s)
             assert result is not None
             wall = statistics.median(walls)
+            ratios = [a / b for a, b in zip(walls, old_walls, strict=False)]
             rows.append(
                 {
                     "workers": workers,
@@ -112,6 +142,11 @@ def main() -> int:
                     "events_per_s": result.events / wall if wall > 0 else None,
                     "iteration_ms": result.iteration_s * 1e3,
                     "utilization": result.gpu_utilization,
+                    "baseline_wall_ms": statistics.median(old_walls) * 1e3 if old_walls else None,
+                    "baseline_wall_s_all": old_walls,
+                    "ratio_vs_baseline": statistics.median(ratios) if ratios else None,
+                    "ratio_min": min(ratios) if ratios else None,
+                    "ratio_max": max(ratios) if ratios else None,
                 }
             )
     columns = [
@@ -127,6 +162,13 @@ def main() -> int:
         ("iteration_ms", "iter ms", ".1f"),
         ("utilization", "GPU util", ".3f"),
     ]
+    if baseline is not None:
+        columns += [
+            ("baseline_wall_ms", "old wall ms", ".1f"),
+            ("ratio_vs_baseline", "new/old", ".2f"),
+            ("ratio_min", "min", ".2f"),
+            ("ratio_max", "max", ".2f"),
+        ]
     print(table(rows, columns))
     # The symmetry's price and proof, measured side by side: same cluster, both paths.
     pairs = []
@@ -234,11 +276,167 @@ def main() -> int:
         "colocated_vs_separate": colocated,
         "target_8x8_colocated_4MiB_slowest_mode_ms": worst_colocated,
         "target_64x16_4MiB_slowest_mode_ms": worst,
+        "baseline": args.baseline,
     }
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(payload, indent=1) + "\n")
     print(f"JSON: {out}")
+    return 0
+
+
+def load_baseline(path: str) -> Any:
+    """Another version of the simulator module, imported under its own name beside this one."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("baseline_simulator", path)
+    if spec is None or spec.loader is None:
+        raise SystemExit(f"--baseline: cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+GRID_MODELS = (("alexnet", 512), ("vgg19", 64), ("resnet50", 64))
+GRID_DEVICES = ("k40", "v100")
+GRID_WORKERS = (1, 2, 8, 64)
+GRID_PS = (1, 4, 8, 16)
+GRID_GBIT = (1, 10, 40)
+GRID_THRESHOLDS = ((0.0,), (0.25,), (0.5,), (0.75,))
+
+
+def grid(out: str) -> int:
+    from geryon.threshold.profiles import profile_from_model
+    from geryon.threshold.simknobs import TF_INFLIGHT
+
+    cells: list[dict[str, Any]] = []
+    for model, batch in GRID_MODELS:
+        for device in GRID_DEVICES:
+            print(f"{model} on {device} ...", file=sys.stderr, flush=True)
+            profile = profile_from_model(model, batch_size=batch, device=device)
+            for workers in GRID_WORKERS:
+                for num_ps in GRID_PS:
+                    for gbit in GRID_GBIT:
+                        kw = dict(
+                            workers=workers, num_ps=num_ps, bandwidth_bps=gbit * 1e9, slice_bytes=4 * MiB
+                        )
+                        t = {
+                            "fifo": simulate(profile, mode="fifo", inflight=TF_INFLIGHT, **kw).iteration_s,
+                            "end-host": simulate(profile, mode="end-host", **kw).iteration_s,
+                            "ideal": simulate(profile, mode="ideal", **kw).iteration_s,
+                        }
+                        best_ts: dict[str, float] = {}
+                        for mode in ("network", "hybrid"):
+                            runs = [
+                                (
+                                    simulate(
+                                        profile,
+                                        mode=mode,
+                                        thresholds=ts,
+                                        inflight=TF_INFLIGHT if mode == "network" else None,
+                                        **kw,
+                                    ).iteration_s,
+                                    ts[0],
+                                )
+                                for ts in GRID_THRESHOLDS
+                            ]
+                            t[mode], best_ts[mode] = min(runs)
+                        baseline = min(t["fifo"], t["end-host"], t["network"])
+                        best = min(t.values())
+                        cells.append(
+                            {
+                                "model": model,
+                                "device": device,
+                                "workers": workers,
+                                "ps": num_ps,
+                                "gbit": gbit,
+                                **{f"{m}_ms": v * 1e3 for m, v in t.items()},
+                                "network_threshold": best_ts["network"],
+                                "hybrid_threshold": best_ts["hybrid"],
+                                "hybrid_vs_baselines": t["hybrid"] / baseline,
+                                "hybrid_vs_best": t["hybrid"] / best,
+                                "best_mode": min(t, key=lambda m: t[m]),
+                            }
+                        )
+    summary = []
+    for model, _ in GRID_MODELS:
+        for device in GRID_DEVICES:
+            mine = [c for c in cells if (c["model"], c["device"]) == (model, device)]
+            summary.append(
+                {
+                    "model": model,
+                    "device": device,
+                    "cells": len(mine),
+                    "over_1pct": sum(c["hybrid_vs_baselines"] > 1.01 for c in mine),
+                    "within_3pct": sum(c["hybrid_vs_best"] <= 1.03 for c in mine),
+                    "worst_vs_baselines": max(c["hybrid_vs_baselines"] for c in mine),
+                    "median_vs_baselines": statistics.median(c["hybrid_vs_baselines"] for c in mine),
+                }
+            )
+    print(
+        table(
+            summary,
+            [
+                ("model", "model", "s"),
+                ("device", "device", "s"),
+                ("cells", "cells", "d"),
+                ("over_1pct", "hybrid >1% behind fifo/end-host/network", "d"),
+                ("within_3pct", "hybrid within 3% of best", "d"),
+                ("worst_vs_baselines", "worst hybrid/best baseline", ".3f"),
+                ("median_vs_baselines", "median", ".3f"),
+            ],
+        )
+    )
+    worst = sorted(cells, key=lambda c: -c["hybrid_vs_baselines"])[:12]
+    print("\nworst cells (ms):")
+    print(
+        table(
+            worst,
+            [
+                ("model", "model", "s"),
+                ("device", "dev", "s"),
+                ("workers", "W", "d"),
+                ("ps", "P", "d"),
+                ("gbit", "Gbit/s", "d"),
+                ("fifo_ms", "fifo", ".1f"),
+                ("end-host_ms", "end-host", ".1f"),
+                ("network_ms", "network", ".1f"),
+                ("hybrid_ms", "hybrid", ".1f"),
+                ("ideal_ms", "ideal", ".1f"),
+                ("hybrid_vs_baselines", "hybrid/best baseline", ".3f"),
+            ],
+        )
+    )
+    n = len(cells)
+    over = sum(c["hybrid_vs_baselines"] > 1.01 for c in cells)
+    within = sum(c["hybrid_vs_best"] <= 1.03 for c in cells)
+    wins = {m: sum(c["best_mode"] == m for c in cells) for m in MODES}
+    print(
+        f"\n{n} cells. Target 1, hybrid never more than 1% behind the best of fifo, end-host and network: "
+        f"{over} cells over ({'met' if over == 0 else 'NOT met'}). Target 2, hybrid within 3% of the best "
+        f"mode in >= 95% of cells: {within}/{n} = {within / n:.1%} "
+        f"({'met' if within >= 0.95 * n else 'NOT met'})."
+    )
+    print("fastest mode per cell: " + ", ".join(f"{m} {k}" for m, k in wins.items()))
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    Path(out).write_text(
+        json.dumps(
+            {
+                "bench": "simulator_grid",
+                "python": platform.python_version(),
+                "cells": cells,
+                "summary": summary,
+                "over_1pct": over,
+                "within_3pct": within,
+                "fastest": wins,
+                "thresholds_tried": [list(t) for t in GRID_THRESHOLDS],
+                "tf_inflight": TF_INFLIGHT,
+            },
+            indent=1,
+        )
+        + "\n"
+    )
+    print(f"JSON: {Path(out)}")
     return 0
 
 

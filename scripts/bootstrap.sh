@@ -21,12 +21,14 @@ fi
 
 # Debian packages: g++ builds the native rendezvous against TF; Prometheus (server and promtool)
 # scrapes the agent and checks the alert rules in the tests; headless Chromium and its driver load the
-# agent's status page in the tests.
+# agent's status page in the tests; yanglint (libyang 2) validates rendered SONiC configs against
+# SONiC's YANG models in the tests.
 missing=()
 command -v "${CXX:-g++}" >/dev/null 2>&1 || missing+=(g++)
 command -v prometheus >/dev/null 2>&1 || missing+=(prometheus)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
+command -v yanglint >/dev/null 2>&1 || missing+=(libyang2-tools)
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "bootstrap: installing ${missing[*]} (apt)" >&2

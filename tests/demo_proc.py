@@ -37,8 +37,8 @@ def demo_in_training(
             seen.append(line)
             if "testbed " in line and " up in " in line:
                 run_id = line.split("testbed ")[1].split()[0]
-            if f"mode {mode}: step " in line:
-                break  # training runs: tasks and chief are up in their hosts
+            if f"mode {mode}: step " in line or (": round " in line and f" {mode} (" in line):
+                break  # training runs (a single mode's step or a paired cluster's round)
             assert time.monotonic() < deadline, f"training did not start within {timeout:.0f} s"
         assert run_id, "".join(seen)
         yield proc, run_id

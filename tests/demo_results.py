@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-MODES = ("vanilla", "ps", "geryon", "endhost", "single")
+MODES = ("vanilla", "ps", "geryon", "paper", "endhost", "single")
 # mode -> (protocol, switch, partitioned), as the runner records them.
 SETTINGS = {
     "vanilla": ("grpc", "fifo", False),
     "ps": ("grpc", "fifo", True),
     "geryon": ("grpc+geryon", "priority", True),
+    "paper": ("grpc+geryon", "priority", True),
     "endhost": ("grpc+geryon", "fifo", True),
     "single": ("grpc", "fifo", True),
 }
@@ -28,7 +29,9 @@ def run(mode: str, repeat: int, step_s: float, *, workers: int = 2, batch: int =
         "step_times": [step_s * f for f in (0.98, 1.0, 1.02)],
         "median_step_s": step_s,
         "images_per_s": batch * workers / step_s,
-        "thresholds": [0.5] if mode in ("geryon", "endhost") else None,
+        "thresholds": [0.5] if mode in ("geryon", "paper") else ([1.0] if mode == "endhost" else None),
+        "order": {"geryon": "urgency", "paper": "arrival", "endhost": "urgency"}.get(mode),
+        "single_class": mode == "endhost",
         "search": {
             "strategy": "sweep",
             "live_iterations": 9,

@@ -46,6 +46,7 @@ _COLORS = {
     "vanilla": "#9e9e9e",
     "ps": "#5b8ec9",
     "geryon": "#d95f02",
+    "paper": "#e6ab02",
     "endhost": "#7570b3",
     "single": "#1b9e77",
 }

@@ -14,6 +14,11 @@ time and the search's trace, or "error". Nothing else on stdout is parsed.
 Search (geryon mode): the first `warmup` rounds run at the initial thresholds (graph tracing, new
 connections); from then on ThresholdHook drives the searcher until it converges and then stays on
 its best thresholds (drift re-tuning is off: a run this short has no drift to follow).
+
+Paired (spec "rotation": the modes geryon/paper/endhost, see train_paired): one cluster runs every
+mode of the rotation, round by round. Before each round the chief prints a "round" event naming
+the mode and its switch mode, and waits for "go" on stdin: the runner changes the testbed switch's
+queues between rounds, which only it can do (the switch is outside the chief's namespace).
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import sys
 import time
 import traceback
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -96,7 +102,28 @@ def make_searcher(spec: dict[str, Any], tagging: Any, local_model: Any) -> Any:
     return make(s["strategy"], spec["classes"], predictor=predictor, **options)
 
 
-def train(spec: dict[str, Any], emit: Emit) -> None:
+@dataclass
+class Session:
+    """A connected cluster with its model, training step and (grpc+geryon) Geryon strategy."""
+
+    spec: dict[str, Any]
+    started: float
+    coordinator: Any
+    train_step: Any
+    model: Any
+    workers: int
+    g: Any  # GeryonStrategy, or None without classes
+    make_model: Callable[[], Any]
+
+    def round(self) -> tuple[float, Any]:
+        """One synchronous round (a step on every worker, then join): its seconds and its results."""
+        t0 = time.perf_counter()
+        results = [self.coordinator.schedule(self.train_step) for _ in range(self.workers)]
+        self.coordinator.join()
+        return time.perf_counter() - t0, results
+
+
+def connect(spec: dict[str, Any]) -> Session:
     intra, inter = int(spec.get("intra_threads", 1)), int(spec.get("inter_threads", 2))
     limit_threads(intra, inter)
     started = time.perf_counter()
@@ -171,16 +198,26 @@ def train(spec: dict[str, Any], emit: Emit) -> None:
         return ps_strategy.run(replica)
 
     workers = len(spec["cluster"]["worker"])
+    return Session(spec, started, coordinator, train_step, model, workers, g, make_model)
+
+
+def train(spec: dict[str, Any], emit: Emit, wait_go: Callable[[], None] | None = None) -> None:
+    """One mode (spec without "rotation"), or the paired modes of spec["rotation"] (train_paired)."""
+    session = connect(spec)
+    if spec.get("rotation"):
+        train_paired(session, emit, wait_go or _stdin_go)
+        return
+    g, workers = session.g, session.workers
     warmup, steps = int(spec["warmup"]), int(spec["steps"])
     searcher = hook = None
     local_model = None
     if g is not None and spec.get("search"):
         from geryon.tf.strategy import ThresholdHook
 
-        local_model = make_model()  # outside the strategy: only traced, never trained
+        local_model = session.make_model()  # outside the strategy: only traced, never trained
         searcher = make_searcher(spec, g.tagging, local_model)
         hook = ThresholdHook(searcher, g)
-    emit({"event": "ready", "seconds": time.perf_counter() - started, "workers": workers})
+    emit({"event": "ready", "seconds": time.perf_counter() - session.started, "workers": workers})
 
     step_times: list[float] = []
     warmup_times: list[float] = []
@@ -199,10 +236,7 @@ def train(spec: dict[str, Any], emit: Emit) -> None:
         if searching and (thresholds != last or trial == 0):
             trial += 1
         last = thresholds
-        t0 = time.perf_counter()
-        results = [coordinator.schedule(train_step) for _ in range(workers)]
-        coordinator.join()
-        seconds = time.perf_counter() - t0
+        seconds, results = session.round()
         if hook is not None and measured:
             hook.end(seconds)
         if i in (0, warmup + steps - 1):
@@ -245,7 +279,9 @@ def train(spec: dict[str, Any], emit: Emit) -> None:
         }
     params = None
     if spec.get("want_params"):
-        params = param_rows(local_model if local_model is not None else make_model(), shape)
+        params = param_rows(
+            local_model if local_model is not None else session.make_model(), spec_shape(spec)
+        )
     emit(
         {
             "event": "done",
@@ -256,8 +292,161 @@ def train(spec: dict[str, Any], emit: Emit) -> None:
             "search": search,
             "params": params,
             "losses": losses,
-            "variables": len(model.trainable_variables),
-            "seconds": time.perf_counter() - started,
+            "variables": len(session.model.trainable_variables),
+            "seconds": time.perf_counter() - session.started,
+        }
+    )
+
+
+def spec_shape(spec: dict[str, Any]) -> tuple[int, ...]:
+    return tuple(int(d) for d in spec["input_shape"])
+
+
+def _stdin_go() -> None:
+    """Waits for the runner's "go" line (it has set the switch and read the counters)."""
+    line = sys.stdin.readline()
+    if line.strip() != "go":
+        raise RuntimeError(f"expected 'go' from the runner on stdin, got {line.strip()!r}")
+
+
+def train_paired(session: Session, emit: Emit, wait_go: Callable[[], None]) -> None:
+    """The modes of spec["rotation"] in this one cluster, round by round: A B C A B C ...
+
+    Before every round it emits {"event": "round", "mode", "switch", "phase"} and waits for `wait_go`
+    (the runner sets the testbed switch's queue mode and reads the class counters, so each mode's
+    bytes are its own); then puts the mode's classes and order in force (geryon.demo.schedule) and
+    times the round. Phases: "warmup" (cycles through every mode: tracing, every class's
+    connections), "search" (the searching mode alone, until its searcher converges or the search
+    budget's rounds are spent), then `steps` cycles of, per mode, "settle" (spec settle_rounds
+    unmeasured rounds, default 1) and "measure" (one round; round i of each mode is paired with
+    round i of the others in the report).
+    """
+    from geryon.demo import modes as modes_mod
+    from geryon.demo.schedule import apply_schedule
+
+    spec, g = session.spec, session.g
+    if g is None:
+        raise RuntimeError("paired modes need the grpc+geryon protocol with classes")
+    rotation = [modes_mod.mode(name) for name in spec["rotation"]]
+    warmup, steps = int(spec["warmup"]), int(spec["steps"])
+    chosen: list[float] = [float(t) for t in spec["thresholds"]]
+    searcher = hook = None
+    local_model = None
+    searching_mode = next((m for m in rotation if m.search), None)
+    if searching_mode is not None and spec.get("search"):
+        from geryon.tf.strategy import ThresholdHook
+
+        local_model = session.make_model()
+        searcher = make_searcher(spec, g.tagging, local_model)
+        hook = ThresholdHook(searcher, g)
+    emit({"event": "ready", "seconds": time.perf_counter() - session.started, "workers": session.workers})
+
+    per_mode: dict[str, dict[str, Any]] = {
+        m.name: {"step_times": [], "warmup_times": [], "round_thresholds": [], "schedule": None}
+        for m in rotation
+    }
+    trials: list[dict[str, Any]] = []
+    losses: list[float] = []
+    deadline = time.monotonic() + float(spec.get("max_seconds", 1e9))
+    rounds = 0
+    last: list[Any] = []
+
+    def one(m: Any, phase: str, searching: bool = False) -> float:
+        nonlocal rounds, last
+        emit({"event": "round", "mode": m.name, "switch": m.switch, "phase": phase, "round": rounds})
+        wait_go()
+        if searching:
+            assert hook is not None
+            apply_schedule(g, m, list(g.thresholds))  # the mode's order; the search sets the classes
+            hook.begin()
+            applied = {"thresholds": list(g.thresholds), "order": m.order}
+        else:
+            applied = apply_schedule(g, m, chosen)
+        seconds, results = session.round()
+        if searching:
+            assert hook is not None
+            hook.end(seconds)
+        rounds += 1
+        if rounds == 1:
+            losses.append(float(results[-1].fetch()))
+        last = results
+        rec = per_mode[m.name]
+        if not searching:
+            rec["schedule"] = applied
+        (rec["step_times"] if phase == "measure" else rec["warmup_times"]).append(seconds)
+        rec["round_thresholds"].append(list(g.thresholds))
+        emit(
+            {
+                "event": "step",
+                "mode": m.name,
+                "phase": phase,
+                "step": rounds,
+                "of": None,
+                "seconds": seconds,
+                "warmup": phase != "measure",
+                "thresholds": list(g.thresholds),
+                "trial": len(trials) + 1 if searching else None,
+            }
+        )
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"max_seconds {spec['max_seconds']} reached after {rounds} rounds")
+        return seconds
+
+    for i in range(max(warmup, len(rotation))):
+        one(rotation[i % len(rotation)], "warmup")
+    converged_round = None
+    if searcher is not None and searching_mode is not None:
+        # The search's own budget bounds it; the cap guards a searcher that never says converged.
+        for _ in range(4 * int(spec["search"]["budget"]) + 4):
+            if searcher.converged:
+                break
+            seconds = one(searching_mode, "search", searching=True)
+            trials.append({"step": len(trials), "thresholds": list(g.thresholds), "step_s": seconds})
+        converged_round = len(trials)
+        if searcher.best is not None:
+            chosen = [float(t) for t in searcher.best]
+    # Settling rounds: a mode's first round after another mode ran pays for the change (the classes'
+    # connections idle through the other modes' rounds restart from TCP's initial window, the switch's
+    # queues were rebuilt), and in a fixed rotation that cost always falls on the same mode: measured on
+    # the quick demo, geryon (after endhost's switch and table change) ran 0.96x paper (interval
+    # [0.936, 0.979]) with the same data plane, thresholds and switch. Unmeasured rounds of the mode
+    # first put it in its own steady state.
+    settle = int(spec.get("settle_rounds", 1))
+    for _ in range(steps):
+        for m in rotation:
+            for _ in range(settle):
+                one(m, "settle")
+            one(m, "measure")
+    losses.append(float(last[-1].fetch()))
+
+    search = None
+    if searcher is not None:
+        search = {
+            "strategy": spec["search"]["strategy"],
+            "live_iterations": searcher.live_iterations,
+            "converged": bool(searcher.converged),
+            "converged_step": converged_round,
+            "best": list(searcher.best) if searcher.best is not None else None,
+            "trials": trials,
+            "median_converged_s": None,  # the measured rounds all run on the chosen thresholds
+        }
+    params = None
+    if spec.get("want_params"):
+        params = param_rows(
+            local_model if local_model is not None else session.make_model(), spec_shape(spec)
+        )
+    emit(
+        {
+            "event": "done",
+            "paired": True,
+            "modes": per_mode,
+            "chosen": chosen,
+            "search": search,
+            "search_mode": searching_mode.name if searching_mode is not None else None,
+            "params": params,
+            "losses": losses,
+            "variables": len(session.model.trainable_variables),
+            "seconds": time.perf_counter() - session.started,
         }
     )
 

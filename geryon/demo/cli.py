@@ -25,7 +25,7 @@ def add_demo(sub: Any) -> None:
     p = sub.add_parser(
         "demo",
         help="the main job: train a CNN on an emulated cluster under vanilla, partition+slicing, Geryon, "
-        "end-host priority and one worker; print a throughput table",
+        "the paper's Geryon, end-host scheduling and one worker; print a throughput table",
     )
     p.add_argument("--quick", action="store_true", help="the 1-2 minute version (tiny model, few steps)")
     p.add_argument("--model", help=f"model (default vggmini; tiny with --quick): {', '.join(MODELS)}")
@@ -33,6 +33,12 @@ def add_demo(sub: Any) -> None:
         "--steps", type=str, metavar="N", help="measured steps per mode (default 40; 10 with --quick)"
     )
     p.add_argument("--modes", metavar="M,M", help=f"modes to run (default all: {','.join(modes_mod.MODES)})")
+    p.add_argument(
+        "--background",
+        metavar="RATE",
+        help="background traffic toward every worker's switch port, e.g. 50mbit (DSCP 8, its own host; "
+        "default none)",
+    )
     p.add_argument(
         "--out", default="out/demo", metavar="DIR", help="where JSON and charts go (default out/demo)"
     )
@@ -61,6 +67,7 @@ def add_bench(sub: Any) -> None:
     p.add_argument("--warmup", metavar="N", help="warm-up rounds per mode (default 5)")
     p.add_argument("--repeats", metavar="N", help="repeats of every mode (default 1)")
     p.add_argument("--search", metavar="S", help="sweep|guided|bayes|fixed:T (default sweep)")
+    p.add_argument("--background", metavar="RATE", help="background traffic per worker port (default none)")
     p.add_argument("--quick", action="store_true", help="start from the --quick settings")
     p.add_argument("--out", default="out/bench", metavar="DIR", help="where JSON goes (default out/bench)")
     p.add_argument("--json", action="store_true", help="print the results JSON instead of the tables")
@@ -129,7 +136,11 @@ def _out_dir(text: str) -> Path:
 def demo_config(args: argparse.Namespace) -> dict[str, Any]:
     from geryon.demo.runner import make_config
 
-    overrides: dict[str, Any] = {"model": args.model, "steps": _one(args.steps, "--steps", _int)}
+    overrides: dict[str, Any] = {
+        "model": args.model,
+        "steps": _one(args.steps, "--steps", _int),
+        "background_bits": _one(args.background, "--background", _rate),
+    }
     if args.modes is not None:
         overrides["modes"] = args.modes
     return make_config(overrides, quick=args.quick)
@@ -155,6 +166,7 @@ def bench_config(args: argparse.Namespace) -> dict[str, Any]:
         "repeats": _one(args.repeats, "--repeats", _int),
         "search": args.search,
         "modes": args.modes,
+        "background_bits": _one(args.background, "--background", _rate),
     }
     cfg: dict[str, Any] = dict(DEFAULTS)
     if args.quick:
@@ -220,7 +232,8 @@ def _in_user_namespace(argv: list[str], command: str) -> None:
 
 def _demo_argv(args: argparse.Namespace) -> list[str]:
     argv = ["demo", "--out", args.out]
-    for flag, value in (("--model", args.model), ("--steps", args.steps), ("--modes", args.modes)):
+    flags = (("--model", args.model), ("--steps", args.steps), ("--modes", args.modes))
+    for flag, value in (*flags, ("--background", args.background)):
         if value is not None:
             argv += [flag, value]
     return argv + [flag for flag, on in (("--quick", args.quick), ("--json", args.json)) if on]

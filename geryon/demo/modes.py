@@ -1,19 +1,31 @@
-"""What each demo mode runs: protocol, partitioning, switch, threshold search (pure, no TF).
+"""What each demo mode runs: protocol, partitioning, switch, classes, order, search (pure, no TF).
 
-| mode | protocol | variables | switch | thresholds |
-|---|---|---|---|---|
-| vanilla | grpc | whole, round-robin over PSes (TF's default placement) | fifo | - |
-| ps | grpc | partitioned over every PS + sliced (GeryonPartitioner) | fifo | - |
-| geryon | grpc+geryon | partitioned + sliced | priority | adaptive search |
-| endhost | grpc+geryon | partitioned + sliced | fifo (host queues stay on) | what geryon chose |
-| single | grpc | partitioned + sliced, ONE worker | fifo | - |
+| mode | protocol | variables | switch | tensors | order inside a class | thresholds |
+|---|---|---|---|---|---|---|
+| vanilla | grpc | whole, round-robin over PSes (TF's default placement) | fifo | unmarked | - | - |
+| ps | grpc | partitioned over every PS + sliced (GeryonPartitioner) | fifo | unmarked | - | - |
+| geryon | grpc+geryon | partitioned + sliced | priority | k classes | urgency | adaptive search |
+| paper | grpc+geryon | partitioned + sliced | priority | k classes | arrival (FIFO) | what geryon chose |
+| endhost | grpc+geryon | partitioned + sliced | fifo | one class (one DSCP) | urgency | - |
+| single | grpc | partitioned + sliced, ONE worker | fifo | unmarked | - | - |
 
-`vanilla`, `ps` and `single` send unmarked traffic; they run on the FIFO switch so that no mode but
-`geryon` gets network priority (unmarked traffic would take one queue of the priority switch anyway).
-`single` is the partition+slicing setup with one worker: the best single-worker throughput, so the
-scaling efficiency (images/s per worker against it) shows what communication costs each mode.
-`endhost` keeps Geryon's flows and their DSCP marks and the hosts' priority queues, but the switch
-mixes every class in one FIFO: priority only where each sender can enforce it, as TicTac/P3 do.
+- `geryon` is the hybrid the issue asks for (issue 14): strict priority between classes on every
+  port, and inside a class each connection serves its most urgent response first.
+- `paper` is the paper's Geryon: the same classes and switch, but inside a class transfers share the
+  connection in the order they became ready (the data plane's per-connection FIFO of responses).
+- `endhost` is the best an end-host scheduler (TicTac, P3) can do: every tensor in ONE class (one
+  DSCP, one connection per pair), sent most urgent first, host queues on, a FIFO switch that mixes
+  everything. Before, `endhost` was Geryon's two classes on a FIFO switch: Geryon compared with itself.
+- `vanilla`, `ps` and `single` send unmarked traffic on the FIFO switch, so no mode but the
+  priority ones gets network priority. `single` is the partition+slicing setup with one worker: the
+  best single-worker throughput, so the scaling efficiency shows what communication costs each mode.
+
+Urgency order inside a class needs the data plane's per-connection ordering (issue 14 item 1). Until
+it exists `geryon` and `paper` run the same data plane and `endhost` sends in arrival order; the
+runner records `ordering_available: false` and the report says so (geryon.demo.schedule).
+
+Modes that share a protocol and partitioning (geryon, paper, endhost: `paired`) run in ONE cluster
+and alternate round by round (geryon.demo.runner.PairedRun); the others run one cluster each.
 """
 
 from __future__ import annotations
@@ -24,7 +36,8 @@ from itertools import pairwise
 
 from geryon.errors import UsageError
 
-MODES = ("vanilla", "ps", "geryon", "endhost", "single")
+MODES = ("vanilla", "ps", "geryon", "paper", "endhost", "single")
+ORDERS = ("arrival", "urgency")  # the order a connection serves its pending responses in
 SEARCHES = ("sweep", "guided", "bayes")
 
 
@@ -37,13 +50,21 @@ class Mode:
     classes: bool  # tensors travel on Geryon's per-class flows
     search: bool  # the adaptive threshold search runs in this mode
     single_worker: bool
+    order: str | None = None  # inside a class: "urgency" or "arrival" (ORDERS); None without classes
+    single_class: bool = False  # every tensor in one class (one DSCP): the end-host baseline
+
+    @property
+    def paired(self) -> bool:
+        """Runs in the shared grpc+geryon cluster, alternating round by round with the others."""
+        return self.classes and not self.single_worker
 
 
 _TABLE = {
     "vanilla": Mode("vanilla", "grpc", False, "fifo", False, False, False),
     "ps": Mode("ps", "grpc", True, "fifo", False, False, False),
-    "geryon": Mode("geryon", "grpc+geryon", True, "priority", True, True, False),
-    "endhost": Mode("endhost", "grpc+geryon", True, "fifo", True, False, False),
+    "geryon": Mode("geryon", "grpc+geryon", True, "priority", True, True, False, "urgency"),
+    "paper": Mode("paper", "grpc+geryon", True, "priority", True, False, False, "arrival"),
+    "endhost": Mode("endhost", "grpc+geryon", True, "fifo", True, False, False, "urgency", True),
     "single": Mode("single", "grpc", True, "fifo", False, False, True),
 }
 
@@ -57,8 +78,8 @@ def mode(name: str) -> Mode:
 def parse_modes(text: str | list[str] | tuple[str, ...]) -> tuple[str, ...]:
     """Mode names from "a,b" or a list; unknown or repeated names are a UsageError.
 
-    Returned in the order they run: `endhost` uses the threshold the `geryon` run chose, so geryon
-    runs first; the rest keep MODES' order (baselines first, so a long run shows them early).
+    Returned in MODES' order (baselines first, so a long run shows them early): `paper` uses the
+    threshold the `geryon` search chose, so geryon comes before it.
     """
     names = [n.strip() for n in (text.split(",") if isinstance(text, str) else text)]
     if not names or any(not n for n in names):
@@ -106,5 +127,19 @@ def parse_search(text: str, classes: int) -> Search:
 
 
 def initial_thresholds(classes: int) -> tuple[float, ...]:
-    """Evenly spaced k-1 thresholds: where a run starts (and what endhost uses if geryon chose none)."""
+    """Evenly spaced k-1 thresholds: where a run starts (and what paper uses if geryon chose none)."""
     return tuple(round(i / classes, 6) for i in range(1, classes))
+
+
+# The tagger's urgencies lie in [0, 1 - 1/L] (layer: 1 - l/L for layers 1..L; tic: 1 - M/N with
+# M >= 1), so thresholds at 1 leave every parameter below them: the least urgent class. k > 2 classes
+# need k-1 strictly increasing thresholds, spaced by ONE_CLASS_STEP just under 1 (still above any
+# urgency of a model with fewer than 1e8 layers). geryon.demo.schedule checks the installed table.
+ONE_CLASS_STEP = 1e-9
+
+
+def one_class_thresholds(classes: int) -> tuple[float, ...]:
+    """k-1 thresholds that put every parameter in the last class (class_of: urgency at or below
+    every threshold), so one DSCP carries every parameter's tensors, as in the end-host mode.
+    Tensors without a parameter (step counters, a few bytes) keep the map_table's default class, 0."""
+    return tuple(1.0 - (classes - 2 - i) * ONE_CLASS_STEP for i in range(classes - 1))

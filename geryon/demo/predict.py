@@ -12,7 +12,11 @@ workers), with the mode name as the fallback:
 
     grpc,        not partitioned -> fifo, whole variables round-robin over the PSes (vanilla)
     grpc,        partitioned     -> fifo, the tagger's partition + slicing plan (ps, single)
-    grpc+geryon, priority switch -> network (strict priority at NICs and switch) at the run's thresholds
+    grpc+geryon, priority switch, arrival order -> network (strict priority at NICs and switch,
+                                   FIFO inside a class: the paper's Geryon) at the run's thresholds (paper)
+    grpc+geryon, priority switch, urgency order -> hybrid (strict priority between classes, urgency
+                                   order inside one) when the simulator has that mode and the run's data
+                                   plane applied the order; else network, with a note saying why (geryon)
     grpc+geryon, fifo switch     -> end-host (each sender most-urgent-first; fair switch) (endhost)
 
 gRPC multiplexes a channel's tensors as HTTP/2 streams (`interleave=True`); Geryon's data plane sends
@@ -88,6 +92,7 @@ _MODE_DEFAULTS: dict[str, tuple[str, str, bool]] = {
     "vanilla": ("grpc", "fifo", False),
     "ps": ("grpc", "fifo", True),
     "geryon": ("grpc+geryon", "priority", True),
+    "paper": ("grpc+geryon", "priority", True),
     "endhost": ("grpc+geryon", "fifo", True),
     "single": ("grpc", "fifo", True),
 }
@@ -126,6 +131,7 @@ def predict(
                 for k, v in setting.items()
                 if k != "bandwidth_bps"
             },
+            "note": sim_note(mode, [r for r in runs if r.get("mode") == mode]),
         }
         progress.say(
             f"{mode}: predicted {sim.iteration_s:.3f} s/step"
@@ -180,6 +186,8 @@ def sim_setting(
         workers = 1 if mode == "single" else config["workers"]
     geryon = protocol.startswith("grpc+geryon")
     sim_mode = ("network" if switch == "priority" else "end-host") if geryon else "fifo"
+    if sim_mode == "network" and _wants_hybrid(mode, first) and _hybrid_usable(first):
+        sim_mode = HYBRID
     classes = config["classes"]
     return {
         "workers": workers,
@@ -195,6 +203,36 @@ def sim_setting(
     }
 
 
+HYBRID = "hybrid"  # the simulator's mode for issue 14's Geryon (added beside fifo/end-host/network)
+
+
+def _wants_hybrid(mode: str, first: Mapping[str, Any]) -> bool:
+    order = first.get("order")
+    return order == "urgency" if isinstance(order, str) else mode == "geryon"
+
+
+def _hybrid_usable(first: Mapping[str, Any]) -> bool:
+    from geryon.threshold import simulator
+
+    return HYBRID in simulator.MODES and first.get("ordering_available") is not False
+
+
+def sim_note(mode: str, runs: list[Mapping[str, Any]]) -> str | None:
+    """Why a mode that asks for urgency order inside a class is simulated as `network`, if it is."""
+    from geryon.threshold import simulator
+
+    first = runs[0] if runs else {}
+    if first.get("switch", _MODE_DEFAULTS.get(mode, ("", "fifo"))[1]) != "priority":
+        return None
+    if not _wants_hybrid(mode, first):
+        return None
+    if HYBRID not in simulator.MODES:
+        return "simulated as network: the simulator has no hybrid mode yet"
+    if first.get("ordering_available") is False:
+        return "simulated as network: the data plane ran without urgency order (issue 14 item 1)"
+    return None
+
+
 TIMELINE_MODES = {"ps": "P+S (fair sharing)", "geryon": "Geryon (priority classes)"}
 
 
@@ -207,12 +245,12 @@ def arrival_timeline(
 ) -> dict[str, Any]:
     """Arrival rows at worker 0 in the last simulated iteration for the ps and geryon settings.
 
-    Geryon runs at the thresholds its runs settled on (else those endhost reused, else the defaults);
+    Geryon runs at the thresholds its runs settled on (else those paper reused, else the defaults);
     each setting comes from its runs when the result has them, else from the mode's defaults."""
     thresholds = next(
         (
             summary_modes[m]["thresholds"]
-            for m in ("geryon", "endhost")
+            for m in ("geryon", "paper")
             if (summary_modes.get(m) or {}).get("thresholds")
         ),
         None,

@@ -23,11 +23,13 @@ from typing import Any
 from geryon.tagger.cli import format_bytes
 from geryon.units import format_rate
 
-MODE_ORDER = ("vanilla", "ps", "geryon", "endhost", "single")
+MODE_ORDER = ("vanilla", "ps", "geryon", "paper", "endhost", "single")
 
 # The issue's targets: Geryon's throughput over partition+slicing and over vanilla, network over
-# end-host priority (with 2 or more PSes), and the simulator's prediction error.
+# end-host priority (with 2 or more PSes), Geryon at least the paper's design, and the simulator's
+# prediction error.
 GERYON_OVER_PS = 1.15
+GERYON_OVER_PAPER = 1.0
 GERYON_OVER_VANILLA = 1.5
 PREDICTION_ERROR = 0.10
 
@@ -54,12 +56,36 @@ def summarize(result: Mapping[str, Any]) -> dict[str, Any]:
         "geryon/ps": _ratio(ips("geryon"), ips("ps")),
         "geryon/vanilla": _ratio(ips("geryon"), vanilla),
         "geryon/endhost": _ratio(ips("geryon"), ips("endhost")),
+        "geryon/paper": _ratio(ips("geryon"), ips("paper")),
     }
+    from geryon.demo.paired import compare_result
+
+    pairs = compare_result(result)
     return {
         "modes": modes,
         "ratios": ratios,
-        "targets": _targets(modes, ratios, config, result.get("prediction")),
+        "paired": pairs,
+        "ordering": _ordering_note(runs),
+        "targets": _targets(modes, ratios, config, result.get("prediction"), pairs),
     }
+
+
+def _ordering_note(runs: Sequence[Mapping[str, Any]]) -> str | None:
+    """Says so when a mode asked for urgency order inside a class and the data plane could not."""
+    wanted = sorted({str(r.get("mode")) for r in runs if r.get("order") == "urgency"})
+    missing = sorted(
+        {
+            str(r.get("mode"))
+            for r in runs
+            if r.get("order") == "urgency" and r.get("ordering_available") is False
+        }
+    )
+    if not missing:
+        return None
+    return (
+        f"urgency order inside a class ({', '.join(wanted)}) is not in the data plane yet (issue 14 item 1): "
+        f"{', '.join(missing)} ran with arrival order, so geryon ran the paper's design"
+    )
 
 
 def format_table(result: Mapping[str, Any]) -> str:
@@ -72,6 +98,8 @@ def format_table(result: Mapping[str, Any]) -> str:
         "mode",
         "protocol",
         "switch",
+        "classes",
+        "order",
         "P+S",
         "step s",
         "images/s",
@@ -83,11 +111,18 @@ def format_table(result: Mapping[str, Any]) -> str:
     ]
     if predicted:
         header += ["predicted s", "error"]
-    right = set(range(4, len(header)))
+    right = set(range(6, len(header)))
     rows: list[list[str]] = []
     notes: list[str] = []
     for mode, m in summary["modes"].items():
-        cells = [mode, m["protocol"] or "-", m["switch"] or "-", _yes_no(m["partitioned"])]
+        cells = [
+            mode,
+            m["protocol"] or "-",
+            m["switch"] or "-",
+            _classes_cell(m, config),
+            _order_cell(m),
+            _yes_no(m["partitioned"]),
+        ]
         if m["images_per_s"] is None:
             cells.append(
                 f"FAILED ({m['failed']}/{m['repeats']} runs): {m['errors'][0] if m['errors'] else '?'}"
@@ -116,10 +151,21 @@ def format_table(result: Mapping[str, Any]) -> str:
     out = [_title(config), *_aligned([header, *rows], right)]
     if prediction.get("error"):
         notes.append(f"prediction: failed: {_first_line(prediction['error'])}")
+    if summary["ordering"]:
+        notes.append(summary["ordering"])
     out += [f"  note: {n}" for n in notes]
     out.append(
         "images/s over all workers; scaling = images/s / (workers x single's images/s); min-max over repeats"
     )
+    if summary["paired"]:
+        from geryon.demo.paired import RESAMPLES, format_rows
+
+        out += [
+            "",
+            f"Paired (A's throughput over B's: median of pair ratios, bootstrap 95% interval, {RESAMPLES} "
+            "resamples; round pairs alternate in one cluster, run pairs within a repeat):",
+            *format_rows(summary["paired"]),
+        ]
     if summary["targets"]:
         repeats = max((m["repeats"] for m in summary["modes"].values()), default=0)
         out += ["", f"Targets (medians over {repeats} repeat{'s' if repeats != 1 else ''}):"]
@@ -165,6 +211,9 @@ def _mode_summary(mode: str, runs: list[Mapping[str, Any]], config: Mapping[str,
         "workers": workers,
         "protocol": first.get("protocol"),
         "switch": first.get("switch"),
+        "order": first.get("order"),
+        "single_class": bool(first.get("single_class")),
+        "ordering_available": first.get("ordering_available"),
         "partitioned": first.get("partitioned"),
         "images_per_s": statistics.median(v for _, v in ok) if ok else None,
         "images_per_s_all": [v for _, v in ok],
@@ -205,8 +254,17 @@ def _targets(
     ratios: Mapping[str, float | None],
     config: Mapping[str, Any],
     prediction: Any,
+    pairs: Sequence[Mapping[str, Any]] = (),
 ) -> list[dict[str, Any]]:
     targets: list[dict[str, Any]] = []
+    by_pair = {(p["a"], p["b"]): p for p in pairs}
+
+    def paired_note(other: str) -> str:
+        p = by_pair.get(("geryon", other))
+        if not p or p["ratio"] is None:
+            return ""
+        ci = f" [{p['ci'][0]:.3f}, {p['ci'][1]:.3f}]" if p["ci"] else ""
+        return f"paired {p['ratio']:.3f}x{ci}: {p['verdict']}"
 
     def add(name: str, target: str, measured: float | None, met: bool | None, text: str, note: str) -> None:
         targets.append(
@@ -230,10 +288,12 @@ def _targets(
             add(f"geryon/{other}", target, None, None, "n/a", f"not measured: {', '.join(failed)} failed")
             return
         met = r > goal if strict else r >= goal
-        add(f"geryon/{other}", target, r, met, f"{r:.2f}x", extra_note)
+        note = "; ".join(n for n in (extra_note, paired_note(other)) if n)
+        add(f"geryon/{other}", target, r, met, f"{r:.2f}x", note)
 
     ratio_target("ps", GERYON_OVER_PS, False)
     ratio_target("vanilla", GERYON_OVER_VANILLA, False)
+    ratio_target("paper", GERYON_OVER_PAPER, False)
     ps = _positive_int(config.get("ps"))
     if ps is not None and ps < 2 and "geryon" in modes and "endhost" in modes:
         r = ratios["geryon/endhost"]
@@ -301,6 +361,8 @@ def _title(config: Mapping[str, Any]) -> str:
         parts.append(f"{config['steps']} steps ({config.get('warmup', '?')} warm-up)")
     if config.get("repeats") is not None:
         parts.append(f"{config['repeats']} repeat(s)")
+    if _is_number(config.get("background_bits")) and config["background_bits"] > 0:
+        parts.append(f"background {format_rate(config['background_bits'])} per worker port")
     return ", ".join(parts)
 
 
@@ -323,6 +385,19 @@ def _aligned(table: Sequence[Sequence[str]], right: set[int]) -> list[str]:
         ]
         lines.append("  ".join(cells).rstrip())
     return lines
+
+
+def _classes_cell(m: Mapping[str, Any], config: Mapping[str, Any]) -> str:
+    if not str(m.get("protocol") or "").startswith("grpc+geryon"):
+        return "-"
+    return "1" if m.get("single_class") else str(config.get("classes", "?"))
+
+
+def _order_cell(m: Mapping[str, Any]) -> str:
+    order = m.get("order")
+    if not order:
+        return "-"
+    return f"{order} (n/a)" if order == "urgency" and m.get("ordering_available") is False else order
 
 
 def _times(x: float | None) -> str:

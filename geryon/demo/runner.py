@@ -11,6 +11,12 @@ that fails records its error and the others still run; the testbed always comes 
 plus SIGTERM turned into an exception so the `with` unwinds; `geryon testbed down` cleans up after
 a kill -9). The result JSON follows demo_common's schema ("format": "geryon.demo", version 1).
 
+The paired modes (geryon, paper, endhost: modes.Mode.paired) share one cluster instead (PairedRun):
+the chief alternates them round by round and, before each round, asks the runner (a "round" line;
+the runner answers "go" on its stdin) to set the switch's queue mode and read the counters, so each
+mode keeps its own bytes. Each paired mode still gets its own run record, with `paired` naming the
+rotation. Within a repeat the grpc modes and the paired cluster run in MODES' order.
+
 ## Defaults and why (measured on this 2-core machine, 1 TF thread per process)
 
 - vggmini computes a step (forward + backward + SGD) in 180 ms at batch 64 and about 0.7 s at
@@ -84,6 +90,8 @@ DEFAULTS: dict[str, Any] = {
     "search_points": 5,
     "modes": list(modes_mod.MODES),
     "threads": 1,
+    "background_bits": 0,  # background traffic toward every worker's switch port, bits/s (0: none)
+    "settle_rounds": 1,  # paired modes: unmeasured rounds of a mode before each measured one
 }
 # --quick (CI): the tiny model, few steps, a 3-point sweep; every mode still runs.
 QUICK: dict[str, Any] = {
@@ -139,6 +147,9 @@ def validate(cfg: dict[str, Any]) -> dict[str, Any]:
     _int(cfg, "search_budget", "--search-budget", 2, 1000)
     _int(cfg, "search_points", "--search-points", 3, 100)
     _int(cfg, "threads", "--threads", 1, 64)
+    _int(cfg, "settle_rounds", "--settle", 0, 10)
+    if cfg["background_bits"] != 0:
+        _int(cfg, "background_bits", "--background", 1_000_000, cfg["rate_bits"])
     cfg["modes"] = list(modes_mod.parse_modes(cfg["modes"]))
     search = modes_mod.parse_search(str(cfg["search"]), cfg["classes"])
     cfg["search"] = search.label()
@@ -183,8 +194,19 @@ def intent_for(classes: int) -> Any:
     return parse_intent(data)
 
 
-def host_names(workers: int, ps: int) -> tuple[str, ...]:
-    return (*(f"ps{i}" for i in range(ps)), *(f"worker{i}" for i in range(workers)), "chief")
+# Background traffic (issue 14 item 5): a host of its own sends a paced bulk stream to every worker,
+# so it shares the switch ports toward the workers (where pulls arrive) with the training traffic.
+# Its DSCP, 8 (CS1, the low-priority data class of RFC 4594), is in no class of the demo's intents,
+# so the priority switch puts it in the unmatched (least urgent) queue; the FIFO switch mixes it in.
+BACKGROUND_HOST = "bg"
+BACKGROUND_DSCP = 8
+BACKGROUND_MAX_S = 6 * 3600  # the sender and sink stop by themselves after this; normally by PID
+BACKGROUND_PORT = 5001
+
+
+def host_names(workers: int, ps: int, background: bool = False) -> tuple[str, ...]:
+    hosts = (*(f"ps{i}" for i in range(ps)), *(f"worker{i}" for i in range(workers)), "chief")
+    return (*hosts, BACKGROUND_HOST) if background else hosts
 
 
 # ---------------------------------------------------------------------------------------------
@@ -250,9 +272,12 @@ def chief_spec(
     cluster: dict[str, list[str]],
     thresholds: list[float] | None,
     want_params: bool,
+    rotation: list[str] | None = None,
 ) -> dict[str, Any]:
+    """The chief's spec for `mode`, or with `rotation` for the paired modes it names (mode: the first)."""
+    searches = any(modes_mod.mode(n).search for n in rotation) if rotation else mode.search
     search = None
-    if mode.search and not cfg["search"].startswith("fixed"):
+    if searches and not cfg["search"].startswith("fixed"):
         search = {
             "strategy": cfg["search"],
             "budget": cfg["search_budget"],
@@ -278,7 +303,18 @@ def chief_spec(
         "want_params": want_params,
         "intra_threads": cfg["threads"],
         "inter_threads": 2,
+        "rotation": list(rotation) if rotation else None,
+        "settle_rounds": cfg["settle_rounds"],
     }
+
+
+def counter_add(total: dict[str, Any], delta: dict[str, Any]) -> None:
+    """Adds a counter_delta into `total` (same shape), in place."""
+    for host, classes in delta.items():
+        for cls, values in classes.items():
+            into = total.setdefault(host, {}).setdefault(str(cls), {})
+            for k, v in values.items():
+                into[k] = into.get(k, 0) + int(v)
 
 
 def counter_delta(before: dict[str, Any], after: dict[str, Any]) -> dict[str, dict[str, dict[str, int]]]:
@@ -322,17 +358,19 @@ class ModeRun:
     def say(self, message: str) -> None:
         self.progress.say(f"mode {self.mode.name}: {message}")
 
-    def run(self) -> dict[str, Any]:
-        started = time.monotonic()
-        record: dict[str, Any] = {
-            "mode": self.mode.name,
+    def new_record(self, mode: modes_mod.Mode) -> dict[str, Any]:
+        return {
+            "mode": mode.name,
             "repeat": self.repeat,
             "workers": self.workers,
             "ps": self.cfg["ps"],
-            "slice_bytes": self.cfg["slice_bytes"] if self.mode.partitioned else None,
-            "protocol": self.mode.protocol,
-            "switch": self.mode.switch,
-            "partitioned": self.mode.partitioned,
+            "slice_bytes": self.cfg["slice_bytes"] if mode.partitioned else None,
+            "protocol": mode.protocol,
+            "switch": mode.switch,
+            "partitioned": mode.partitioned,
+            "order": mode.order,
+            "single_class": mode.single_class,
+            "paired": None,
             "step_times": [],
             "median_step_s": None,
             "images_per_s": None,
@@ -342,6 +380,10 @@ class ModeRun:
             "wall_s": None,
             "error": None,
         }
+
+    def run(self) -> dict[str, Any]:
+        started = time.monotonic()
+        record = self.new_record(self.mode)
         try:
             self._run(record)
         except Exception as e:
@@ -349,6 +391,7 @@ class ModeRun:
         finally:
             for proc in self.procs.values():
                 stop(proc)
+            record["pids"] = {h: proc.pid for h, proc in self.procs.items()}
             record["wall_s"] = round(time.monotonic() - started, 3)
         return record
 
@@ -357,6 +400,16 @@ class ModeRun:
         tb.set_switch(self.mode.switch)
         before = tb.class_counters()
         cluster = cluster_for(tb, cfg, self.workers)
+        self._start_tasks(cluster)
+        spec = chief_spec(cfg, self.mode, cluster, self.thresholds, self.want_params)
+        done = self._chief(spec, record)
+        after = tb.class_counters()
+        record["switch_counters"] = counter_delta(before, after)
+        self._fill(record, done)
+
+    def _start_tasks(self, cluster: dict[str, list[str]]) -> dict[str, int]:
+        """One task per PS and worker in its host; returns once every one printed READY."""
+        cfg = self.cfg
         self.self_check_hosts(cluster)
         env = base_env()
         self.say(f"starting {len(cluster['ps'])} PS and {self.workers} worker task(s) ({self.mode.protocol})")
@@ -377,7 +430,6 @@ class ModeRun:
                     host, [sys.executable, "-m", "geryon.demo.task", json.dumps(spec)], env
                 )
                 readers[host] = LineReader(self.procs[host])
-        record["pids"] = {h: p.pid for h, p in self.procs.items()}
         deadline = time.monotonic() + TASK_START_S
         for host, reader in readers.items():
             while True:
@@ -391,17 +443,22 @@ class ModeRun:
                     )
                 if line.startswith(READY):
                     break
-        spec = chief_spec(cfg, self.mode, cluster, self.thresholds, self.want_params)
+        return {h: p.pid for h, p in self.procs.items()}
+
+    def _chief(self, spec: dict[str, Any], record: dict[str, Any]) -> dict[str, Any]:
+        """Runs the chief on `spec` and follows it to its "done" event (returned)."""
         spec_path = self.log_dir / f"{self._label()}-chief.json"
         spec_path.write_text(json.dumps(spec, indent=1))
         self.say("tasks ready; training")
-        chief = self._popen("chief", [sys.executable, "-m", "geryon.demo.chief", str(spec_path)], env)
+        extra = {"stdin": subprocess.PIPE} if spec.get("rotation") else {}
+        chief = self._popen(
+            "chief", [sys.executable, "-m", "geryon.demo.chief", str(spec_path)], base_env(), **extra
+        )
         self.procs["chief"] = chief
-        record["pids"]["chief"] = chief.pid
-        done = self._follow(LineReader(chief))
-        after = tb.class_counters()
-        record["switch_counters"] = counter_delta(before, after)
-        self._fill(record, done)
+        return self._follow(LineReader(chief))
+
+    def _on_round(self, event: dict[str, Any]) -> None:
+        raise RuntimeError(f"chief: a paired round event in a single-mode run: {event}")
 
     def self_check_hosts(self, cluster: dict[str, list[str]]) -> None:
         hosts = set(self.tb.hosts)
@@ -413,11 +470,11 @@ class ModeRun:
     def _label(self) -> str:
         return f"r{self.repeat}-{self.mode.name}"
 
-    def _popen(self, host: str, argv: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
+    def _popen(self, host: str, argv: list[str], env: dict[str, str], **kw: Any) -> subprocess.Popen[str]:
         log = (self.log_dir / f"{self._label()}-{host}.log").open("w")
         try:
             proc: subprocess.Popen[str] = self.tb.popen(
-                host, argv, env=env, stdout=subprocess.PIPE, stderr=log, cwd=str(REPO_ROOT), text=True
+                host, argv, env=env, stdout=subprocess.PIPE, stderr=log, cwd=str(REPO_ROOT), text=True, **kw
             )
         finally:
             log.close()  # the child holds its own copy
@@ -455,6 +512,8 @@ class ModeRun:
                 return event
             if kind == "ready":
                 self.say(f"cluster connected, model built in {event['seconds']:.1f} s")
+            if kind == "round":
+                self._on_round(event)
             if kind == "step":
                 # Every 2 s, and at every new search trial (a quick run would skip them all).
                 now = time.monotonic()
@@ -486,8 +545,123 @@ class ModeRun:
             self.params = done["params"]
 
 
+class PairedRun(ModeRun):
+    """The paired modes (geryon, paper, endhost: one protocol, one partitioning) in ONE cluster,
+    alternating round by round (A B C A B C ...; see geryon.demo.chief.train_paired).
+
+    Before each round the chief names the mode; the runner sets the testbed switch to the mode's
+    queue mode (priority or fifo), reads the switch's class counters (so each mode's bytes are
+    counted apart: set_switch rebuilds the queues, whose counters start again at zero) and answers
+    "go" on the chief's stdin. The chief puts the mode's classes and order in force itself. Each
+    mode gets its own run record; `paired` in it names the rotation and says rounds alternate.
+    """
+
+    def __init__(
+        self,
+        tb: Any,
+        cfg: dict[str, Any],
+        names: list[str],
+        repeat: int,
+        thresholds: list[float],
+        want_params: bool,
+        log_dir: Path,
+        progress: Progress,
+    ) -> None:
+        self.rotation = [modes_mod.mode(n) for n in names]
+        super().__init__(tb, cfg, self.rotation[0], repeat, thresholds, want_params, log_dir, progress)
+        self.counters: dict[str, dict[str, Any]] = {m.name: {} for m in self.rotation}
+        self.switch_changes = 0
+        self._current: str | None = None
+        self._before: dict[str, Any] | None = None
+
+    def say(self, message: str) -> None:
+        self.progress.say(f"modes {'+'.join(m.name for m in self.rotation)}: {message}")
+
+    def _label(self) -> str:
+        return f"r{self.repeat}-paired"
+
+    def run_all(self) -> list[dict[str, Any]]:
+        started = time.monotonic()
+        records = {m.name: self.new_record(m) for m in self.rotation}
+        for rec in records.values():
+            rec["paired"] = {"rotation": [m.name for m in self.rotation], "alternation": "round"}
+        try:
+            self._run_paired(records)
+        except Exception as e:
+            for rec in records.values():
+                rec["error"] = str(e) or type(e).__name__
+        finally:
+            for proc in self.procs.values():
+                stop(proc)
+            wall = round(time.monotonic() - started, 3)
+            for rec in records.values():
+                rec["pids"] = {h: proc.pid for h, proc in self.procs.items()}
+                rec["wall_s"] = wall
+                rec["switch_counters"] = self.counters[rec["mode"]]
+        return list(records.values())
+
+    def _run_paired(self, records: dict[str, dict[str, Any]]) -> None:
+        tb, cfg = self.tb, self.cfg
+        tb.set_switch(self.rotation[0].switch)
+        cluster = cluster_for(tb, cfg, self.workers)
+        self._start_tasks(cluster)
+        spec = chief_spec(
+            cfg, self.mode, cluster, self.thresholds, self.want_params, [m.name for m in self.rotation]
+        )
+        done = self._chief(spec, records[self.mode.name])
+        self._account()
+        self._fill_paired(records, done)
+
+    def _account(self) -> None:
+        """The counters since the last read go to the mode whose round ran since then."""
+        now = self.tb.class_counters()
+        if self._current is not None and self._before is not None:
+            counter_add(self.counters[self._current], counter_delta(self._before, now))
+        self._before = now
+
+    def _on_round(self, event: dict[str, Any]) -> None:
+        self._account()
+        if self.tb.switch_mode != event["switch"]:
+            self.tb.set_switch(event["switch"])
+            self.switch_changes += 1
+            self._before = self.tb.class_counters()  # new queues: their counters start at zero
+        self._current = event["mode"]
+        chief = self.procs["chief"]
+        assert chief.stdin is not None
+        chief.stdin.write("go\n")
+        chief.stdin.flush()
+
+    def _fill_paired(self, records: dict[str, dict[str, Any]], done: dict[str, Any]) -> None:
+        batch = self.cfg["batch_size"] * self.workers
+        for name, rec in records.items():
+            got = done["modes"][name]
+            times = [float(t) for t in got["step_times"]]
+            schedule = got.get("schedule") or {}
+            rec["step_times"] = times
+            rec["warmup_times"] = got.get("warmup_times", [])
+            rec["round_thresholds"] = got.get("round_thresholds")
+            rec["losses"] = done.get("losses")
+            rec["thresholds"] = schedule.get("thresholds")
+            rec["classes_used"] = schedule.get("classes_used")
+            rec["ordering_available"] = schedule.get("ordering_available")
+            rec["paired"]["switch_changes"] = self.switch_changes
+            if name == done.get("search_mode") and done.get("search") is not None:
+                rec["search"] = done["search"]
+            elif not modes_mod.mode(name).single_class:
+                rec["thresholds_from"] = "geryon" if done.get("search") else "initial"
+            median = _median(times)
+            rec["median_all_s"] = median
+            rec["median_step_s"] = median
+            rec["images_per_s"] = batch / median if median else None
+        if done.get("params"):
+            self.params = done["params"]
+
+
 def step_line(event: dict[str, Any]) -> str:
-    text = f"step {event['step']}/{event['of']}, {event['seconds']:.2f} s/step"
+    if event.get("mode"):  # a paired round
+        text = f"round {event['step']} {event['mode']} ({event.get('phase')}), {event['seconds']:.2f} s"
+    else:
+        text = f"step {event['step']}/{event['of']}, {event['seconds']:.2f} s/step"
     if event.get("warmup"):
         text += " (warm-up)"
     if event.get("thresholds") is not None:
@@ -554,7 +728,7 @@ def testbed_spec(cfg: dict[str, Any]) -> Any:
     from geryon.testbed import TestbedSpec
 
     return TestbedSpec(
-        hosts=host_names(cfg["workers"], cfg["ps"]),
+        hosts=host_names(cfg["workers"], cfg["ps"], cfg["background_bits"] > 0),
         rate_bits=cfg["rate_bits"],
         buffer_bytes=cfg["buffer_bytes"],
         switch="priority",
@@ -590,6 +764,53 @@ def testbed(cfg: dict[str, Any], progress: Progress) -> Iterator[Any]:
             progress.say(f"testbed {tb.run_id} down")
 
 
+@contextlib.contextmanager
+def background(tb: Any, cfg: dict[str, Any], progress: Progress) -> Iterator[dict[str, Any] | None]:
+    """With cfg["background_bits"]: a sink in every worker and a paced sender per worker in the bg
+    host, for as long as the `with` lasts; then stopped by PID (SIGTERM, each sender reports what it
+    sent). Yields the record the result keeps (filled with the senders' reports at the end)."""
+    rate = cfg["background_bits"]
+    if not rate:
+        yield None
+        return
+    from geryon.testbed import traffic
+
+    workers = [f"worker{i}" for i in range(cfg["workers"])]
+    record: dict[str, Any] = {
+        "rate_bits_per_worker": rate,
+        "dscp": BACKGROUND_DSCP,
+        "from": BACKGROUND_HOST,
+        "to": workers,
+        "senders": [],
+    }
+    procs: list[subprocess.Popen[str]] = []
+    senders: list[subprocess.Popen[str]] = []
+    try:
+        for w in workers:
+            procs.append(traffic.start_sink(tb, w, BACKGROUND_PORT, timeout=BACKGROUND_MAX_S))
+        for w in workers:
+            p = traffic.start_bulk(
+                tb, BACKGROUND_HOST, w, rate, BACKGROUND_DSCP, BACKGROUND_MAX_S, BACKGROUND_PORT
+            )
+            senders.append(p)
+            procs.append(p)
+        record["pids"] = [p.pid for p in procs]
+        progress.say(
+            f"background: {format_rate(rate)} to each of {', '.join(workers)} from {BACKGROUND_HOST} "
+            f"(DSCP {BACKGROUND_DSCP})"
+        )
+        yield record
+    finally:
+        for p in senders:
+            record["senders"].append(traffic.stop_bulk(p))
+        for p in procs:
+            stop(p)
+        sent = [s for s in record["senders"] if "mbit_s" in s]
+        if sent:
+            record["mbit_s_per_worker"] = statistics.median(s["mbit_s"] for s in sent)
+            progress.say(f"background: stopped; {record['mbit_s_per_worker']:.1f} Mbit/s per worker sent")
+
+
 def new_result(cfg: dict[str, Any]) -> dict[str, Any]:
     public = {k: cfg[k] for k in DEFAULTS}
     return {
@@ -608,24 +829,28 @@ def run_modes(tb: Any, cfg: dict[str, Any], log_dir: Path, progress: Progress) -
     result = new_result(cfg)
     log_dir.mkdir(parents=True, exist_ok=True)
     search = modes_mod.parse_search(cfg["search"], cfg["classes"])
+    paired = [n for n in cfg["modes"] if modes_mod.mode(n).paired]
+    if search.strategy == "fixed":
+        start = list(search.thresholds or ())
+    else:
+        start = list(modes_mod.initial_thresholds(cfg["classes"]))
     for repeat in range(cfg["repeats"]):
-        chosen: list[float] | None = None
+        # The grpc modes alternate with the paired group run by run, in MODES' order.
         for name in cfg["modes"]:
             mode = modes_mod.mode(name)
-            thresholds: list[float] | None = None
-            if mode.classes:
-                if search.strategy == "fixed":
-                    thresholds = list(search.thresholds or ())
-                elif mode.search or chosen is None:
-                    thresholds = list(modes_mod.initial_thresholds(cfg["classes"]))
-                else:
-                    thresholds = chosen
-            runner = ModeRun(tb, cfg, mode, repeat, thresholds, not result["params"], log_dir, progress)
+            if mode.paired:
+                if name != paired[0]:
+                    continue
+                group = PairedRun(tb, cfg, paired, repeat, start, not result["params"], log_dir, progress)
+                runs = group.run_all()
+                if group.params:
+                    result["params"] = group.params
+                for run in runs:
+                    result["runs"].append(run)
+                    progress.say(f"mode {run['mode']}: {result_line(run)}")
+                continue
+            runner = ModeRun(tb, cfg, mode, repeat, None, not result["params"], log_dir, progress)
             run = runner.run()
-            if mode.name == "endhost":
-                run["thresholds_from"] = "geryon" if chosen is not None else "initial"
-            if mode.search and not run["error"] and run["thresholds"]:
-                chosen = list(run["thresholds"])
             if runner.params:
                 result["params"] = runner.params
             result["runs"].append(run)
@@ -684,9 +909,10 @@ def run_demo(config: dict[str, Any], out_dir: Path, progress: Progress | None = 
     out_dir.mkdir(parents=True, exist_ok=True)
     check_privileges()
     started = time.monotonic()
-    with testbed(cfg, progress) as tb:
+    with testbed(cfg, progress) as tb, background(tb, cfg, progress) as bg:
         result = run_modes(tb, cfg, Path(tempfile.mkdtemp(prefix="logs-", dir=out_dir)), progress)
         result["testbed"] = {"run_id": tb.run_id, "hosts": list(tb.hosts)}
+        result["background"] = bg  # filled with the senders' reports when the `with` ends
     result["wall_s"] = round(time.monotonic() - started, 1)
     return finish(result, out_dir, "demo", progress)
 
@@ -722,14 +948,14 @@ def run_bench(
     configs = bench_configs(config)
     check_privileges()
     results: list[dict[str, Any]] = []
-    shape_keys = ("workers", "ps", "rate_bits", "buffer_bytes", "classes")
+    shape_keys = ("workers", "ps", "rate_bits", "buffer_bytes", "classes", "background_bits")
 
     def shape(c: dict[str, Any]) -> tuple[Any, ...]:
         return tuple(c[k] for k in shape_keys)
 
     for _, group in itertools.groupby(configs, key=shape):
         group_cfgs = list(group)
-        with testbed(group_cfgs[0], progress) as tb:
+        with testbed(group_cfgs[0], progress) as tb, background(tb, group_cfgs[0], progress) as bg:
             for cfg in group_cfgs:
                 progress.say(
                     f"setting: {cfg['workers']} workers, {cfg['ps']} PS, {format_rate(cfg['rate_bits'])}, "
@@ -739,6 +965,7 @@ def run_bench(
                 started = time.monotonic()
                 result = run_modes(tb, cfg, Path(tempfile.mkdtemp(prefix="logs-", dir=out_dir)), progress)
                 result["testbed"] = {"run_id": tb.run_id, "hosts": list(tb.hosts)}
+                result["background"] = bg
                 result["wall_s"] = round(time.monotonic() - started, 1)
                 name = f"bench-{len(results)}"
                 finish(result, out_dir, name, progress)

@@ -3,7 +3,10 @@
 The runner starts it inside a testbed host's network namespace. SPEC_JSON (one argument):
     {"cluster": {"chief": [...], "worker": [...], "ps": [...]}, "job": "ps", "index": 0,
      "protocol": "grpc" | "grpc+geryon", "intra_threads": 1, "inter_threads": 2,
-     "class_dscp": [46, 26] | null}
+     "class_dscp": [46, 26] | null, "profiler_port": 6009 | null}
+With "profiler_port" the task also starts TensorFlow's profiler server on that port
+(tf.profiler.experimental.server.start), so `python -m geryon.threshold.incluster` can capture a trace
+of the steps it runs while the cluster trains: compute timed where it runs, contention included.
 It prints "READY <pid>" once the server listens, then serves until it is killed (by PID).
 
 Few threads per task: five TensorFlow processes share the machine's two cores, and TF's default
@@ -55,6 +58,10 @@ def main(argv: list[str]) -> int:
         return 2
     spec = json.loads(argv[0])
     server = serve(spec)
+    if spec.get("profiler_port"):
+        import tensorflow as tf
+
+        tf.profiler.experimental.server.start(int(spec["profiler_port"]))
     print(f"{READY} {os.getpid()} {server.target}", flush=True)
     while True:  # the runner kills this process by PID when the mode is over
         time.sleep(3600)

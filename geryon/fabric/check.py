@@ -42,6 +42,12 @@ class PortQos:
     schedulers: Mapping[int, Scheduler]  # queue -> scheduler; absent = none configured
     dscp_map: str = "DSCP_TO_TC_MAP"  # how a message names this port's DSCP map
     default_tc: int = 0  # where unmapped DSCPs go (SAI default: TC 0)
+    # Buffers, where the config says (None: not in this config, not checked). Queues whose egress
+    # buffer profile is lossless; TC -> ingress priority group (PG 0 is the lossy PG in SONiC's
+    # templates); PFC priority -> PG where the platform maps it (pfc_to_pg_map).
+    lossless_queues: frozenset[int] | None = None
+    tc_to_pg: Mapping[int, int] | None = None
+    pfc_to_pg: Mapping[int, int] | None = None
 
     def tc_of(self, dscp: int) -> int | None:
         return self.dscp_to_tc.get(dscp)
@@ -57,6 +63,9 @@ class PortQos:
             tuple(sorted(self.schedulers.items(), key=lambda kv: kv[0])),
             self.dscp_map,
             self.default_tc,
+            None if self.lossless_queues is None else tuple(sorted(self.lossless_queues)),
+            None if self.tc_to_pg is None else tuple(sorted(self.tc_to_pg.items())),
+            None if self.pfc_to_pg is None else tuple(sorted(self.pfc_to_pg.items())),
         )
 
 
@@ -82,7 +91,7 @@ def _natural(name: str) -> tuple[Any, ...]:
 
 @dataclass(frozen=True)
 class Mismatch:
-    kind: str  # priority | queue | lossless | scheduler | unmapped | unmatched | cnp
+    kind: str  # priority | queue | lossless | buffer | pg | scheduler | unmapped | unmatched | cnp
     where: str
     expected: str
     found: str
@@ -301,6 +310,8 @@ def _check_dscp(d: int, e: _Expect, port: PortQos) -> Iterable[tuple[str, str, s
         yield ("lossless", "lossless (PFC)", f"TC {tc} (queue {q}) is lossy (pfc_enable: {pfc})")
     elif e.lossless is False and tc in port.pfc_enable:
         yield ("lossless", "lossy (no PFC)", f"TC {tc} (queue {q}) is lossless (pfc_enable: {pfc})")
+    if e.lossless is True:
+        yield from _lossless_buffers(tc, q, port)
     sched = port.schedulers.get(q)
     is_strict = sched is not None and sched.kind == "strict"
     shown = str(sched) if sched is not None else "no scheduler configured"
@@ -308,6 +319,25 @@ def _check_dscp(d: int, e: _Expect, port: PortQos) -> Iterable[tuple[str, str, s
         yield ("scheduler", f"queue {q} STRICT", f"queue {q} {shown}")
     elif e.strict is False and is_strict:
         yield ("scheduler", f"queue {q} weighted (DWRR/WRR)", f"queue {q} {shown}")
+
+
+def _lossless_buffers(tc: int, q: int, port: PortQos) -> Iterable[tuple[str, str, str]]:
+    """PFC alone is not lossless: the queue needs an egress lossless buffer (else it drops at egress
+    while the sender is paused) and the priority its own ingress PG (the PG that reserves headroom)."""
+    if port.lossless_queues is not None and q not in port.lossless_queues:
+        have = ",".join(str(x) for x in sorted(port.lossless_queues)) or "none"
+        yield (
+            "buffer",
+            f"queue {q} with an egress lossless buffer profile (BUFFER_QUEUE)",
+            f"queue {q} has a lossy or no egress buffer (lossless queues: {have})",
+        )
+    if port.tc_to_pg is not None:
+        pg = port.tc_to_pg.get(tc)
+        if pg is None or pg == 0:
+            shown = "no PG" if pg is None else "PG 0, the lossy PG"
+            yield ("pg", f"TC {tc} on its own lossless PG (tc_to_pg_map)", f"TC {tc} -> {shown}")
+    if port.pfc_to_pg is not None and tc not in port.pfc_to_pg:
+        yield ("pg", f"PFC priority {tc} in pfc_to_pg_map", f"pfc_to_pg_map has no priority {tc}")
 
 
 def _ports_label(ports: Sequence[str]) -> str:

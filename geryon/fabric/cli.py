@@ -1,6 +1,7 @@
 """`geryon render-switch`: the QoS intent rendered for a switch OS, printed, written, or (Linux) applied.
 
   geryon render-switch --os sonic|cumulus|eos|linux [--intent FILE] [--ports LIST] [--out FILE] [--check]
+  geryon render-switch --os sonic --base CONFIG_DB.json ...   (render against the switch's running config)
   geryon render-switch --os linux --apply [--netns NS] --ports LIST [--rate R] [--buffer B] [--burst B]
 
 Exit codes: 0 ok; 1 --apply wrote the ports but the kernel reports other queues; 2 bad input (intent,
@@ -41,6 +42,12 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--out", metavar="FILE", help="write the config here instead of printing it")
     p.add_argument(
+        "--base",
+        metavar="FILE",
+        help="SONiC only: the switch's running config_db (`show runningconfiguration all`); the patch "
+        "and rows are rendered against it so `config load` and `config apply-patch` end equal",
+    )
+    p.add_argument(
         "--check", action="store_true", help="validate and render, print a one-line summary, write nothing"
     )
     linux = p.add_argument_group("linux software switch")
@@ -61,6 +68,8 @@ def run(args: argparse.Namespace) -> int:
         for flag in ("apply", "netns"):
             if getattr(args, flag):
                 raise UsageError(f"--{flag}: only with --os linux (the one switch Geryon applies itself)")
+    if args.base and args.os != "sonic":
+        raise UsageError("--base: only with --os sonic (a running config_db to render against)")
     if args.apply and (args.out or args.check):
         raise UsageError("--apply: not with --out or --check")
     intent = _intent(args.intent)
@@ -69,7 +78,12 @@ def run(args: argparse.Namespace) -> int:
             return _linux(intent, args)
         from geryon.fabric.render import render
 
-        text = render(intent, args.os, args.ports)
+        if args.base:
+            from geryon.fabric.render import sonic
+
+            text = sonic.render(intent, args.ports, _base(args.base))
+        else:
+            text = render(intent, args.os, args.ports)
     except IntentError as e:
         raise UsageError(str(e)) from e
     return _emit(text, args, f"{args.os} config for intent {intent.name!r}")
@@ -82,6 +96,20 @@ def _intent(path: str | None) -> QosIntent:
         return load_intent(path)
     except IntentError as e:
         raise UsageError(str(e)) from e
+
+
+def _base(path: str) -> dict[str, Any]:
+    import json
+
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as e:
+        raise UsageError(f"--base: cannot read {path}: {e.strerror}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise UsageError(f"--base: {path} is not JSON ({e}); expected the switch's config_db") from None
+    if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
+        raise UsageError(f"--base: {path} is not a config_db (an object of tables, each an object of keys)")
+    return data
 
 
 def _size(text: str, flag: str) -> int:

@@ -118,6 +118,27 @@ class BufferHints:
     cable_length_m: int | None = None  # lossless headroom grows with the cable (SONiC, Cumulus)
 
 
+# What each renderer must know about the switch that the QoS model itself does not say.
+SONIC_BUFFER_MODELS = ("static", "dynamic")
+EOS_FAMILIES = ("trident", "tomahawk", "jericho")
+NVUE_MIN = (5, 0)  # NVUE's QoS commands (`nv set qos ...`) start with Cumulus Linux 5.0
+_NVUE_VERSION = re.compile(r"^([0-9]{1,2})\.([0-9]{1,2})$")
+
+
+@dataclass(frozen=True)
+class Platform:
+    """Switch platform facts the renderers need (schema.md, `platform`)."""
+
+    # SONiC's buffer model (DEVICE_METADATA|localhost buffer_model): "static" (SONiC's default,
+    # buffermgrd derives lossless PGs from pfc_enable) or "dynamic" (lossless PGs are BUFFER_PG rows
+    # with profile NULL). None: not said, take the switch's own (render-switch --base) or static.
+    sonic_buffer_model: str | None = None
+    # Arista EOS chip family: Trident/Tomahawk name unicast queues `uc-tx-queue N`, Jericho `tx-queue N`.
+    eos_family: str = "trident"
+    # The oldest Cumulus Linux release the NVUE script must run on; features it lacks are refused.
+    nvue_version: tuple[int, int] = (5, 6)
+
+
 DEFAULT_WATCHDOG = PfcWatchdog(enabled=True, action="drop", detection_ms=200, restoration_ms=200, poll_ms=200)
 
 
@@ -133,6 +154,7 @@ class QosIntent:
     map_name: str = "GERYON"  # SONiC/EOS map and profile names ("AZURE" is SONiC's own default)
     max_lossless: int = 2
     description: str = ""
+    platform: Platform = Platform()
 
     def class_of_dscp(self, dscp: int) -> IntentClass | None:
         """The class that names this DSCP, or None (the CNP DSCP and unnamed DSCPs)."""
@@ -246,7 +268,9 @@ _TOP_KEYS = (
     "pfc_watchdog",
     "buffer",
     "ports",
+    "platform",
 )
+_PLATFORM_KEYS = ("sonic_buffer_model", "eos_family", "nvue_version")
 _CLASS_KEYS = ("name", "dscp", "priority", "queue", "lossless", "scheduler", "weight", "ecn")
 _ECN_KEYS = ("mode", "min", "max", "probability")
 _WD_KEYS = ("enabled", "action", "detection_time", "restoration_time", "poll_interval")
@@ -297,6 +321,7 @@ def _parse(data: Any) -> QosIntent:
         ports=_ports(m.get("ports")),
         map_name=map_name,
         max_lossless=max_lossless,
+        platform=_platform(m.get("platform")),
     )
 
 
@@ -591,6 +616,29 @@ def _buffer(value: Any) -> BufferHints:
             )
         cable = int(mt.group(1))
     return BufferHints(cable_length_m=cable)
+
+
+def _platform(value: Any) -> Platform:
+    if value is None:
+        return Platform()
+    m = _mapping(value, "platform", _PLATFORM_KEYS)
+    model = m.get("sonic_buffer_model")
+    if model is not None:
+        model = _choice(model, "platform.sonic_buffer_model", SONIC_BUFFER_MODELS)
+    family = _choice(m.get("eos_family", "trident"), "platform.eos_family", EOS_FAMILIES)
+    version = Platform().nvue_version
+    if "nvue_version" in m:
+        raw = m["nvue_version"]
+        # YAML reads 5.6 as a float; 5.10 would read as 5.1, so versions must be quoted past .9
+        text = str(raw) if isinstance(raw, (str, float)) and not isinstance(raw, bool) else None
+        mt = _NVUE_VERSION.match(text) if text is not None else None
+        if mt is None or (int(mt.group(1)), int(mt.group(2))) < NVUE_MIN:
+            raise IntentError(
+                f'platform.nvue_version: {_kind(raw)} is not a Cumulus Linux release like "5.6" '
+                f"(major.minor, at least {NVUE_MIN[0]}.{NVUE_MIN[1]}, where NVUE's QoS commands start)"
+            )
+        version = (int(mt.group(1)), int(mt.group(2)))
+    return Platform(sonic_buffer_model=model, eos_family=family, nvue_version=version)
 
 
 def _ports(value: Any) -> Mapping[str, tuple[str, ...]]:

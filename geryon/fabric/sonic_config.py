@@ -2,7 +2,12 @@
 
 Reads the tables that decide where a packet goes and whether it may be dropped: DSCP_TO_TC_MAP,
 TC_TO_QUEUE_MAP, PORT_QOS_MAP (which maps a port uses, pfc_enable), QUEUE (the scheduler of each
-port queue) and SCHEDULER (type and weight). Everything else (buffers, WRED, PFC watchdog) is ignored.
+port queue) and SCHEDULER (type and weight); for the lossless classes also TC_TO_PRIORITY_GROUP_MAP
+and PFC_PRIORITY_TO_PRIORITY_GROUP_MAP (tc_to_pg_map, pfc_to_pg_map: a port without tc_to_pg_map has
+the SAI default, every TC on PG 0) and BUFFER_QUEUE (a queue is lossless at egress when its profile's
+pool, or else the profile's own name, says "lossless", as SONiC's templates name them; a config
+without a BUFFER_QUEUE table, e.g. a QoS-only fragment, is not checked for it). WRED and the PFC
+watchdog are ignored.
 Both reference styles are accepted: a plain name ("AZURE") and the older "[DSCP_TO_TC_MAP|AZURE]";
 so is the document `geryon render-switch --os sonic` prints (its "config_db" member).
 
@@ -73,6 +78,19 @@ def parse_sonic_config(data: Any, source: str = "sonic config_db") -> SwitchQos:
     if not ports:
         raise SonicConfigError("PORT_QOS_MAP: no port has a QoS map (and no PORT table): nothing to check")
     queue_sched = _queue_schedulers(_table(data, "QUEUE"), schedulers)
+    pg_maps = {
+        name: _int_map(m, f"TC_TO_PRIORITY_GROUP_MAP|{name}", MAX_TC, 7)
+        for name, m in _table(data, "TC_TO_PRIORITY_GROUP_MAP").items()
+    }
+    pfc_pg_maps = {
+        name: _int_map(m, f"PFC_PRIORITY_TO_PRIORITY_GROUP_MAP|{name}", 7, 7)
+        for name, m in _table(data, "PFC_PRIORITY_TO_PRIORITY_GROUP_MAP").items()
+    }
+    lossless_queues = (
+        _lossless_queues(_table(data, "BUFFER_QUEUE"), _table(data, "BUFFER_PROFILE"))
+        if "BUFFER_QUEUE" in data
+        else None
+    )
     out: dict[str, PortQos] = {}
     for port in ports:
         fields = per_port.get(port, {})
@@ -82,6 +100,15 @@ def parse_sonic_config(data: Any, source: str = "sonic config_db") -> SwitchQos:
         dscp_to_tc = _deref(dscp_name, "DSCP_TO_TC_MAP", dscp_maps, f"{where_dscp}.dscp_to_tc_map")
         tc_name = fields.get("tc_to_queue_map")
         tc_to_queue = _deref(tc_name, "TC_TO_QUEUE_MAP", tc_maps, f"{where}.tc_to_queue_map")
+        tc_to_pg = _deref(
+            fields.get("tc_to_pg_map"), "TC_TO_PRIORITY_GROUP_MAP", pg_maps, f"{where}.tc_to_pg_map"
+        )
+        pfc_to_pg = _deref(
+            fields.get("pfc_to_pg_map"),
+            "PFC_PRIORITY_TO_PRIORITY_GROUP_MAP",
+            pfc_pg_maps,
+            f"{where}.pfc_to_pg_map",
+        )
         out[port] = PortQos(
             dscp_to_tc=dscp_to_tc if dscp_to_tc is not None else {},
             tc_to_queue=tc_to_queue if tc_to_queue is not None else {},
@@ -90,6 +117,9 @@ def parse_sonic_config(data: Any, source: str = "sonic config_db") -> SwitchQos:
             dscp_map=f"DSCP_TO_TC_MAP|{_name(dscp_name)}"
             if dscp_name
             else "any DSCP_TO_TC_MAP (none on port)",
+            lossless_queues=None if lossless_queues is None else lossless_queues.get(port, frozenset()),
+            tc_to_pg=tc_to_pg if tc_to_pg is not None else {},
+            pfc_to_pg=pfc_to_pg,
         )
     return SwitchQos(source=source, ports=out)
 
@@ -164,6 +194,25 @@ def _indices(text: str, where: str) -> list[int]:
             raise SonicConfigError(f"{where}: range {part!r} runs backwards")
         out += range(a, b + 1)
     return out
+
+
+def _lossless_queues(queues: Mapping[str, Any], profiles: Mapping[str, Any]) -> dict[str, frozenset[int]]:
+    """BUFFER_QUEUE "PORTS|QUEUES" -> profile: the queues whose egress profile is lossless, per port."""
+    out: dict[str, set[int]] = {}
+    for key, fields in queues.items():
+        where = f"BUFFER_QUEUE|{key}"
+        ports, sep, qs = key.rpartition("|")
+        if not sep or not ports or not isinstance(fields, Mapping):
+            raise SonicConfigError(f"{where}: expected a key PORTS|QUEUES with a profile field")
+        name = _name(str(fields.get("profile", "")))
+        profile = profiles.get(name)
+        pool = _name(str(profile.get("pool", ""))) if isinstance(profile, Mapping) else ""
+        lossless = "lossless" in (pool or name)
+        for p in ports.split(","):
+            got = out.setdefault(p.strip(), set())
+            if lossless:
+                got.update(_indices(qs, where))
+    return {p: frozenset(q) for p, q in out.items()}
 
 
 def _queue_schedulers(

@@ -4,6 +4,8 @@ bytes with a DSCP and reports when the sink has all of them (the flow completion
     python -m geryon.testbed.traffic sink --port 5001 [--timeout 60]
     python -m geryon.testbed.traffic send --to 10.77.0.1:5001 --bytes 2000000 --dscp 46 [--cc cubic]
         -> {"bytes": ..., "seconds": ..., "mbit_s": ..., "dscp": ...}   (one JSON line on stdout)
+    python -m geryon.testbed.traffic bulk --to 10.77.0.3:5001 --rate-bits 50000000 --dscp 8 --seconds 600
+        -> background traffic: a paced stream until --seconds or SIGTERM, then the same JSON line
 
 Run each inside a host with Testbed.popen. The sender marks its socket (IP_TOS) before connect(), so
 with net.ipv4.tcp_reflect_tos the sink's replies carry the same DSCP. Each transfer is an 8-byte
@@ -102,6 +104,62 @@ def send(to: str, nbytes: int, dscp: int, cc: str | None, timeout: float) -> dic
     return {"bytes": nbytes, "seconds": seconds, "mbit_s": nbytes * 8 / seconds / 1e6, "dscp": dscp}
 
 
+BULK_TOTAL = 1 << 62  # the length a bulk stream announces: the sink reads until the sender closes
+PACE_S = 0.01  # the pacing step: 10 ms of the rate per send
+
+
+def bulk(to: str, rate_bits: int, dscp: int, seconds: float, cc: str | None = None) -> dict[str, float | int]:
+    """Sends at `rate_bits` (paced in PACE_S steps, so the background never exceeds its rate) for
+    `seconds` or until SIGTERM; returns what it sent. Background traffic: a checkpoint or storage
+    transfer, or another job, sharing the links (issue 14 item 5)."""
+    import signal
+
+    stopped: list[int] = []
+    signal.signal(signal.SIGTERM, lambda signum, frame: stopped.append(signum))
+    host, port = to.rsplit(":", 1)
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sent = 0
+    with s:
+        s.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, dscp << 2)
+        if cc:
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, cc.encode())
+        s.settimeout(5.0)
+        deadline = time.monotonic() + seconds
+        for _ in range(100):  # the sink may still be starting
+            try:
+                s.connect((host, int(port)))
+                break
+            except ConnectionRefusedError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+        start = time.monotonic()
+        s.sendall(struct.pack("!Q", BULK_TOTAL))
+        step = max(1, int(rate_bits / 8 * PACE_S))
+        chunk = b"\0" * CHUNK
+        while not stopped and time.monotonic() < deadline:
+            due = start + (sent + step) * 8 / rate_bits  # when this step may have left at the rate
+            left = step
+            while left > 0 and not stopped:
+                try:
+                    left -= s.send(chunk[: min(CHUNK, left)])
+                except TimeoutError:
+                    continue  # the port is congested: keep trying until told to stop
+                except InterruptedError:
+                    break
+            sent += step - left
+            pause = due - time.monotonic()
+            if pause > 0 and not stopped:
+                time.sleep(pause)
+        elapsed = time.monotonic() - start
+    return {
+        "bytes": sent,
+        "seconds": elapsed,
+        "mbit_s": sent * 8 / elapsed / 1e6 if elapsed else 0.0,
+        "dscp": dscp,
+    }
+
+
 # -- driving it from a Testbed -----------------------------------------------------------------
 
 PORT = 5001
@@ -142,6 +200,35 @@ def result(p: subprocess.Popen[str], timeout: float = 90) -> dict[str, Any]:
     return data
 
 
+def start_bulk(
+    tb: Any, src: str, dst: str, rate_bits: int, dscp: int, seconds: float, port: int = PORT
+) -> subprocess.Popen[str]:
+    """Background traffic from `src` to the sink in `dst` (start_sink first); stop it with stop_bulk()."""
+    argv = [sys.executable, "-m", "geryon.testbed.traffic", "bulk", "--to", f"{tb.address(dst)}:{port}"]
+    argv += ["--rate-bits", str(rate_bits), "--dscp", str(dscp), "--seconds", str(seconds)]
+    p: subprocess.Popen[str] = tb.popen(src, argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return p
+
+
+def stop_bulk(p: subprocess.Popen[str], timeout: float = 10) -> dict[str, Any]:
+    """SIGTERM, then its JSON line (bytes, seconds, mbit_s); SIGKILL if it does not answer in time."""
+    import signal
+
+    if p.poll() is None:
+        p.send_signal(signal.SIGTERM)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.communicate()
+        return {"error": f"did not stop within {timeout} s of SIGTERM; killed"}
+    lines = out.strip().splitlines()
+    if p.returncode != 0 or not lines:
+        return {"error": f"exit {p.returncode}: {err.strip()[-300:]}"}
+    data: dict[str, Any] = json.loads(lines[-1])
+    return data
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m geryon.testbed.traffic", description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -155,7 +242,20 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("--dscp", type=int, default=0, choices=range(64), metavar="0-63")
     t.add_argument("--cc", default=None, help="TCP congestion control for this socket (e.g. cubic)")
     t.add_argument("--timeout", type=float, default=60)
+    b = sub.add_parser("bulk", help="paced background traffic until --seconds or SIGTERM")
+    b.add_argument("--to", required=True, metavar="ADDR:PORT")
+    b.add_argument("--rate-bits", type=int, required=True, help="bits per second, at least 1000")
+    b.add_argument("--dscp", type=int, default=8, choices=range(64), metavar="0-63")
+    b.add_argument("--seconds", type=float, default=600)
+    b.add_argument("--cc", default=None)
     args = p.parse_args(argv)
+    if args.cmd == "bulk":
+        if args.rate_bits < 1000:
+            p.error(f"argument --rate-bits: {args.rate_bits}: expected at least 1000 bits/s")
+        if not 0 < args.seconds <= 86400:
+            p.error(f"argument --seconds: {args.seconds}: expected a duration in (0, 86400]")
+        print(json.dumps(bulk(args.to, args.rate_bits, args.dscp, args.seconds, args.cc)), flush=True)
+        return 0
     if args.cmd == "sink":
         return sink(args.host, args.port, args.timeout)
     print(json.dumps(send(args.to, args.bytes, args.dscp, args.cc, args.timeout)), flush=True)

@@ -38,6 +38,7 @@ __all__ = [
     "load",
     "server",
     "set_class_marks",
+    "staging_stats",
 ]
 
 PROTOCOL = "grpc+geryon"
@@ -117,6 +118,8 @@ def load(library: Path | None = None, progress: Progress | None = None) -> Libra
         _check_version(cdll.geryon_rendezvous_tf_version().decode(), tf.__version__, path)
         cdll.geryon_flow_counters.restype = ctypes.c_long
         cdll.geryon_flow_counters.argtypes = [ctypes.c_char_p, ctypes.c_long]
+        cdll.geryon_staging_stats.restype = ctypes.c_long
+        cdll.geryon_staging_stats.argtypes = [ctypes.c_char_p, ctypes.c_long]
         cdll.geryon_set_class_marks.argtypes = [
             ctypes.POINTER(ctypes.c_int),
             ctypes.POINTER(ctypes.c_int),
@@ -172,6 +175,20 @@ def flow_counters() -> list[FlowCounter]:
         if needed <= size:
             return [FlowCounter.from_json(item) for item in json.loads(buf.value.decode())]
         size = needed  # flows were added meanwhile
+
+
+def staging_stats() -> dict[str, Any]:
+    """Device-tensor staging of this process: staged receives and sends, copy failures, and per
+    accelerator device its pool (limit, cached and in-use bytes, hits, misses, evictions, over_bound)."""
+    cdll = load().cdll
+    size = cdll.geryon_staging_stats(None, 0)
+    while True:
+        buf = ctypes.create_string_buffer(size + 1)
+        needed = cdll.geryon_staging_stats(buf, size + 1)
+        if needed <= size:
+            result: dict[str, Any] = json.loads(buf.value.decode())
+            return result
+        size = needed  # a pool was added meanwhile
 
 
 def set_class_marks(dscp: Sequence[int], priority: Sequence[int] | None = None) -> None:

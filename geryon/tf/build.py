@@ -33,12 +33,17 @@ __all__ = [
     "BuildError",
     "BuildPlan",
     "build",
+    "build_test_device",
     "cache_root",
     "plan",
 ]
 
 LIBRARY_NAME = "libgeryon_rendezvous.so"
 SOURCE_DIR = Path(__file__).resolve().parents[2] / "native" / "rendezvous"
+# The test-only PluggableDevice (native/test_device/test_device.cc): a non-CPU TF device whose memory
+# is host memory, so that tests without an accelerator run the data plane's device-copy path.
+TEST_DEVICE_LIBRARY = "libgeryon_test_device.so"
+TEST_DEVICE_SOURCE_DIR = SOURCE_DIR.parent / "test_device"
 BUILD_INFO = "build-info.json"
 # Seconds one translation unit takes on this project's 2-core machines (for the progress line).
 _SECONDS_PER_UNIT = 40
@@ -108,7 +113,9 @@ def _compiler() -> str:
     return found
 
 
-def plan(source_dir: Path = SOURCE_DIR, cache_dir: Path | None = None) -> BuildPlan:
+def plan(
+    source_dir: Path = SOURCE_DIR, cache_dir: Path | None = None, library_name: str = LIBRARY_NAME
+) -> BuildPlan:
     """What would be built, and where: TF version and the sources' hash name the cache entry."""
     sources = tuple(sorted(source_dir.glob("*.cc")))
     if not sources:
@@ -128,7 +135,7 @@ def plan(source_dir: Path = SOURCE_DIR, cache_dir: Path | None = None) -> BuildP
         compile_flags=tuple(compile_flags),
         link_flags=tuple(link_flags),
         digest=short,
-        output=root / f"{tf_version}-{short}" / LIBRARY_NAME,
+        output=root / f"{tf_version}-{short}" / library_name,
     )
 
 
@@ -158,9 +165,11 @@ def build(
     cache_dir: Path | None = None,
     force: bool = False,
     progress: Progress | None = None,
+    library_name: str = LIBRARY_NAME,
+    what: str = "the Geryon rendezvous extension",
 ) -> Path:
     """Returns the path of the built library, compiling it first unless the cache has it."""
-    p = plan(source_dir, cache_dir)
+    p = plan(source_dir, cache_dir, library_name)
     progress = progress or Progress("geryon native")
     if p.output.exists() and not force:
         return p.output
@@ -169,7 +178,7 @@ def build(
         if p.output.exists() and not force:
             return p.output
         seconds = _SECONDS_PER_UNIT * len(p.sources)
-        progress.say(f"building the Geryon rendezvous extension (about {seconds} s the first time)")
+        progress.say(f"building {what} (about {seconds} s the first time)")
         start = time.perf_counter()
         p.directory.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix=".build-", dir=p.directory) as tmp:
@@ -182,8 +191,8 @@ def build(
                         f"compiling {source.name}",
                     )
                 objects.append(str(obj))
-            staged = Path(tmp, LIBRARY_NAME)
-            with progress.step(f"linking {LIBRARY_NAME}"):
+            staged = Path(tmp, library_name)
+            with progress.step(f"linking {library_name}"):
                 _run([p.compiler, "-shared", *map(str, objects), "-o", str(staged), *p.link_flags], "linking")
             info = {
                 "tf_version": p.tf_version,
@@ -197,3 +206,17 @@ def build(
             os.replace(staged, p.output)
         progress.say(f"built {p.output} in {time.perf_counter() - start:.0f} s")
     return p.output
+
+
+def build_test_device(
+    cache_dir: Path | None = None, force: bool = False, progress: Progress | None = None
+) -> Path:
+    """Builds the test-only GERYONTEST PluggableDevice (load it with geryon.tf.test_device.load)."""
+    return build(
+        TEST_DEVICE_SOURCE_DIR,
+        cache_dir,
+        force,
+        progress,
+        library_name=TEST_DEVICE_LIBRARY,
+        what="the GERYONTEST test device",
+    )

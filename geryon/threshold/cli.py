@@ -18,14 +18,15 @@ from geryon.tagger.map_table import MAX_CLASSES, default_thresholds, validate_th
 from geryon.tagger.partition import parse_size
 from geryon.units import format_rate, parse_rate
 
-MODES = ("fifo", "end-host", "network", "ideal")
+MODES = ("fifo", "end-host", "network", "hybrid", "ideal")  # geryon.threshold.simulator.MODES
 SEARCH_STRATEGIES = ("guided", "sweep", "bayes")  # geryon.threshold.search.STRATEGIES, best first
 
 
 def register(sub: Any) -> None:
     p = sub.add_parser(
         "simulate",
-        help="simulate a PS cluster's iteration time per network mode (fifo, end-host, network, ideal)",
+        help="simulate a PS cluster's iteration time per network mode "
+        "(fifo, end-host, network, hybrid, ideal)",
         description="Replays one BSP iteration of W workers and P parameter servers over a star fabric and "
         "prints iteration time, throughput, GPU utilization (= scaling efficiency) and TicTac's overlap "
         "coefficient per network mode.",
@@ -60,7 +61,6 @@ def register(sub: Any) -> None:
     )
     p.add_argument(
         "--slice-size",
-        default="4MiB",
         metavar="BYTES",
         help="slicing threshold (default 4MiB: the paper's 1024K float32 elements), or 'none' "
         "to partition without slicing",
@@ -68,7 +68,44 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--no-partition",
         action="store_true",
-        help="vanilla TensorFlow placement: every variable whole on one PS, round-robin",
+        help="vanilla TensorFlow placement: every variable whole on one PS, round-robin, and no slicing "
+        "(TensorFlow slices only through a partitioner), so it takes no --slice-size",
+    )
+    p.add_argument(
+        "--chunk-size",
+        default="256KiB",
+        metavar="BYTES",
+        help="hybrid mode: the preemption unit inside a class (default 256KiB, 4KiB..1GiB)",
+    )
+    p.add_argument(
+        "--endhost-gap",
+        type=float,
+        metavar="SECONDS",
+        help="end-host mode: the scheduler's cost per transfer (default 300e-6: ByteScheduler's measured "
+        "partition overhead, paper 004 Sec. 4.1)",
+    )
+    p.add_argument(
+        "--tf-inflight",
+        default="9.5",
+        metavar="N",
+        help="fifo and network modes: TensorFlow pulls in flight per channel, served in a random order per "
+        "iteration (default 9.5, measured on this machine by bench/bench_tf_order.py), or 'all' for fair "
+        "sharing of every pending transfer",
+    )
+    p.add_argument("--seed", type=int, default=0, help="seed of the random TensorFlow order (default 0)")
+    p.add_argument(
+        "--ps-costs",
+        metavar="FILE",
+        help="JSON object of PS costs in seconds: aggregate_s_per_byte, update_s_per_byte, per_message_s, "
+        "per_slice_s (each optional, default 0: a free PS)",
+    )
+    p.add_argument(
+        "--background",
+        action="append",
+        metavar="RATE[:HOSTS[:DIR]]",
+        help="constant background traffic on every chosen host's link, in a class below all training "
+        "traffic: RATE (e.g. 5gbit), HOSTS workers (default), ps or all, DIR in (default), out or both; "
+        "repeatable",
     )
     p.add_argument(
         "--device", default="k40", help="compute throughput: a device name (k40, v100, ...) or FLOP/s"
@@ -135,13 +172,66 @@ def parse_thresholds(values: Sequence[str] | None, classes: int | None) -> tuple
     return ts
 
 
-def parse_slice(text: str) -> int | None:
+def parse_slice(text: str | None, no_partition: bool = False) -> int | None:
+    if no_partition:
+        if text is not None:
+            raise UsageError(
+                "--slice-size: --no-partition places every variable whole, so it takes no slicing"
+            )
+        return None
+    if text is None:
+        return 4 << 20
     if text.lower() == "none":
         return None
     try:
         return parse_size(text)
     except ValueError as e:
         raise UsageError(f"--slice-size: {e}") from None
+
+
+def parse_knobs(args: argparse.Namespace) -> dict[str, Any]:
+    """simulate() keyword arguments of the cost and traffic flags, each checked and named."""
+    from geryon.threshold.simknobs import ENDHOST_GAP_S, Background, PsCosts, check_chunk
+
+    out: dict[str, Any] = {"seed": args.seed}
+    try:
+        out["chunk_bytes"] = check_chunk(parse_size(args.chunk_size), "--chunk-size")
+    except ValueError as e:
+        raise UsageError(str(e) if str(e).startswith("--chunk-size") else f"--chunk-size: {e}") from None
+    gap = ENDHOST_GAP_S if args.endhost_gap is None else args.endhost_gap
+    if not (gap >= 0 and gap < float("inf")):
+        raise UsageError(f"--endhost-gap: expected seconds >= 0, got {args.endhost_gap}")
+    out["endhost_gap_s"] = gap
+    if args.tf_inflight.lower() == "all":
+        out["inflight"] = None
+    else:
+        try:
+            inflight = float(args.tf_inflight)
+        except ValueError:
+            inflight = float("nan")
+        if not (1 <= inflight < float("inf")):
+            raise UsageError(f"--tf-inflight: expected a number >= 1 or 'all', got {args.tf_inflight!r}")
+        out["inflight"] = inflight
+    if args.ps_costs:
+        try:
+            out["ps_costs"] = PsCosts.load(args.ps_costs)
+        except ValueError as e:
+            raise UsageError(f"--ps-costs: {e}") from None
+    background = []
+    for text in args.background or ():
+        parts = text.split(":")
+        if len(parts) > 3:
+            raise UsageError(f"--background: {text!r} is not RATE[:HOSTS[:DIR]]")
+        rate = parts[0]
+        hosts = parts[1] if len(parts) > 1 else "workers"
+        direction = parts[2] if len(parts) > 2 else "in"
+        try:
+            bps = parse_rate(rate, "--background")
+            background.append(Background(bps, hosts, direction))
+        except ValueError as e:
+            raise UsageError(f"--background: {str(e).removeprefix('--background: ')}") from None
+    out["background"] = tuple(background)
+    return out
 
 
 def check_counts(args: argparse.Namespace) -> None:
@@ -236,11 +326,12 @@ def run(args: argparse.Namespace) -> int:
     modes = parse_modes(args.mode)
     check_counts(args)
     thresholds = parse_thresholds(args.threshold, args.classes)
-    slice_bytes = parse_slice(args.slice_size)
+    slice_bytes = parse_slice(args.slice_size, args.no_partition)
     try:
         bandwidth = parse_rate(args.bandwidth, "--bandwidth")
     except ValueError as e:
         raise UsageError(str(e)) from None
+    knobs = parse_knobs(args)
     from geryon.threshold.simulator import simulate
 
     progress = Progress("geryon simulate", enabled=not args.quiet)
@@ -261,6 +352,7 @@ def run(args: argparse.Namespace) -> int:
             colocate=args.colocate,
             iterations=args.iterations,
             trace=trace,
+            **knobs,
         )
 
     search: dict[str, Any] | None = None
@@ -289,6 +381,12 @@ def run(args: argparse.Namespace) -> int:
         "partition": not args.no_partition,
         "colocate": args.colocate,
         "thresholds": list(thresholds),
+        "knobs": {
+            k: (
+                v.to_dict() if hasattr(v, "to_dict") else [b.to_dict() for b in v] if k == "background" else v
+            )
+            for k, v in knobs.items()
+        },
         "search": search,
         "modes": {m: r.to_dict() for m, r in results.items()},
     }
@@ -319,6 +417,17 @@ def format_report(report: dict[str, Any], results: dict[str, Any]) -> str:
         f"{format_rate(report['bandwidth_bps'])}, batch {report['batch_size']}, {slicing}",
         f"profile: {report['profile_source']}; thresholds: {', '.join(map(str, report['thresholds']))}",
     ]
+    k = report["knobs"]
+    costs = k.get("ps_costs")
+    lines.append(
+        f"TF pulls in flight: {k['inflight'] if k['inflight'] is not None else 'all'} (seed {k['seed']}); "
+        f"end-host gap {k['endhost_gap_s'] * 1e6:.0f} us; hybrid chunks {k['chunk_bytes']} B; "
+        + ("PS costs " + ", ".join(f"{n}={v:g}" for n, v in costs.items()) if costs else "PS free")
+        + "".join(
+            f"; background {format_rate(b['rate_bps'])} {b['direction']} at {b['hosts']}"
+            for b in k["background"]
+        )
+    )
     if report["search"]:
         s = report["search"]
         lines.append(f"search: {s['strategy']} settled after {s['iterations']} simulated iterations")

@@ -23,10 +23,25 @@ or changes level, which keeps the event count near two per transfer:
   connections in that order, but switch ports share fairly among senders.
 - network (Geryon): one connection per pair and class, carrying its transfers like fifo does; every
   port (NIC and switch) serves classes in strict priority and shares fairly within a class.
+- hybrid (Geryon with urgency order inside a class, issue 14): one connection per pair and class, as
+  network; each connection sends its most urgent pending transfer in chunks of `chunk_bytes`, and a more
+  urgent one that becomes ready takes over at the next chunk boundary (the preempted one keeps the bytes
+  it has left). The sender's NIC serves its connections most urgent first (the data plane orders every
+  pending response of the host, so classes go in priority order too); switch ports serve classes in
+  strict priority and share fairly inside a class.
 - ideal: one connection per pair sending its most urgent pending transfer (urgency, then layer; a
   more urgent arrival preempts); every port serves the most urgent transfer first. This is a perfect
   global priority order, not an optimal schedule: it can lose to end-host where the urgent-first
   order itself is not the best one (a PS link bottleneck, say).
+
+Costs and other traffic (knobs in `geryon.threshold.simknobs`, each default cited there): an end-host
+connection waits `endhost_gap_s` before each transfer (the scheduler's per-partition overhead and the
+pipelining it loses by waiting for the previous transfer to finish); with `inflight` set, a fifo or network
+connection (a TF gRPC channel) serves at most that many transfers at once (a mean: the window is drawn per
+connection and busy period from its floor and ceiling) and takes the others in a seeded random order, as
+TensorFlow's pulls arrive; `ps_costs` adds the PS's aggregation, update and per-message work;
+`background` adds constant-rate flows, each bounded by a virtual port of its rate, in a class below all
+training traffic on ports with priorities.
 
 Identical workers in BSP see the same schedule, so by default (`symmetric=True`) one representative
 worker is simulated against P PSes whose links carry 1/W of their bandwidth per worker: the symmetric
@@ -52,7 +67,9 @@ gradient pushed last) and loses where the next iteration's pulls overlap this on
 from __future__ import annotations
 
 import heapq
+import math
 import operator
+import random
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -63,12 +80,21 @@ from geryon.tagger.partition import plan_partitions
 from geryon.threshold.model import check_bandwidth, overlap_coefficient
 from geryon.threshold.network import allocate
 from geryon.threshold.profile import Profile
+from geryon.threshold.simknobs import (
+    CHUNK_BYTES,
+    ENDHOST_GAP_S,
+    Background,
+    PsCosts,
+    check_chunk,
+    check_inflight,
+    check_seconds,
+)
 from geryon.threshold.trace import Span, chrome_trace
 
-MODES = ("fifo", "end-host", "network", "ideal")
+MODES = ("fifo", "end-host", "network", "hybrid", "ideal")
 
 PULL, PUSH = 0, 1
-_FLOW_DONE, _COMPUTE_DONE = 0, 1
+_FLOW_DONE, _COMPUTE_DONE, _RESUME, _UPDATED, _READY = 0, 1, 2, 3, 4
 
 
 @dataclass(frozen=True)
@@ -102,6 +128,12 @@ class SimResult:
     interleave: bool
     barrier: bool
     colocate: bool = False
+    chunk_bytes: int = CHUNK_BYTES
+    endhost_gap_s: float = ENDHOST_GAP_S
+    inflight: float | None = None
+    seed: int = 0
+    ps_costs: PsCosts = field(default_factory=PsCosts)
+    background: tuple[Background, ...] = ()
     # trace=True: compute spans (args: iteration, layer, worker) and transfer spans (args: iteration,
     # bytes, class, layer, param, worker: the worker end of the pull or push, an index).
     spans: tuple[Span, ...] | None = field(default=None, repr=False)
@@ -131,6 +163,12 @@ class SimResult:
             "interleave": self.interleave,
             "barrier": self.barrier,
             "colocate": self.colocate,
+            "chunk_bytes": self.chunk_bytes,
+            "endhost_gap_s": self.endhost_gap_s,
+            "inflight": self.inflight,
+            "seed": self.seed,
+            "ps_costs": self.ps_costs.to_dict(),
+            "background": [b.to_dict() for b in self.background],
         }
 
     def chrome_trace(self) -> dict[str, Any]:
@@ -156,6 +194,12 @@ def simulate(
     partition: bool = True,
     interleave: bool = True,
     colocate: bool = False,
+    chunk_bytes: int = CHUNK_BYTES,
+    endhost_gap_s: float = ENDHOST_GAP_S,
+    inflight: float | None = None,
+    seed: int = 0,
+    ps_costs: PsCosts | None = None,
+    background: Sequence[Background] = (),
 ) -> SimResult:
     """Simulates `iterations` BSP iterations of `profile` on the cluster; see the module docstring.
 
@@ -166,6 +210,9 @@ def simulate(
     hold (the streams of a gRPC/HTTP2 channel).
     `colocate=True` runs PS i on worker i's host and link (needs num_ps <= workers); transfers
     between a worker and its own host's PS are free, and every worker is simulated.
+    `chunk_bytes` is hybrid's preemption unit, `endhost_gap_s` end-host's per-transfer cost, `inflight`
+    the TF channel window of fifo and network (None: all pending transfers share), `seed` its random
+    order; `ps_costs` and `background` as in the module docstring.
     Raises ValueError naming the argument when one is out of range.
     """
     if not isinstance(profile, Profile):
@@ -196,6 +243,19 @@ def simulate(
         )
     if slice_bytes is not None:
         slice_bytes = _count(slice_bytes, "slice_bytes (bytes, or None for no slicing)")
+    chunk_bytes = check_chunk(chunk_bytes)
+    endhost_gap_s = check_seconds(endhost_gap_s, "endhost_gap_s")
+    inflight = check_inflight(inflight)
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise ValueError(f"seed: expected an integer, got {seed!r}")
+    if ps_costs is None:
+        ps_costs = PsCosts()
+    elif not isinstance(ps_costs, PsCosts):
+        raise ValueError(f"ps_costs: expected a PsCosts, got {type(ps_costs).__name__}")
+    background = tuple(background)
+    for b in background:
+        if not isinstance(b, Background):
+            raise ValueError(f"background: expected Background entries, got {type(b).__name__}")
     start = time.perf_counter()
     replay = _Replay(
         profile,
@@ -212,6 +272,7 @@ def simulate(
         partition,
         interleave,
         colocate,
+        _Knobs(chunk_bytes, endhost_gap_s, inflight, seed, ps_costs, background),
     )
     replay.run()
     wall = time.perf_counter() - start
@@ -230,6 +291,16 @@ def _count(value: Any, what: str) -> int:
     return number
 
 
+@dataclass(frozen=True)
+class _Knobs:
+    chunk_bytes: int
+    endhost_gap_s: float
+    inflight: float | None
+    seed: int
+    ps_costs: PsCosts
+    background: tuple[Background, ...]
+
+
 class _Flow:
     """A sender-receiver(-class) connection and the transfers it carries.
 
@@ -240,6 +311,8 @@ class _Flow:
     """
 
     __slots__ = (
+        "bg",
+        "cut",
         "down",
         "dst",
         "group",
@@ -248,6 +321,7 @@ class _Flow:
         "level_down",
         "level_up",
         "members",
+        "paused",
         "queue",
         "rate",
         "remaining",
@@ -261,6 +335,7 @@ class _Flow:
         "up",
         "version",
         "waiting",
+        "window",
     )
 
     def __init__(
@@ -276,7 +351,8 @@ class _Flow:
         self.shared = shared
         self.members: list[tuple[float, int, int]] = []  # shared: heap of (tag, shard, iteration)
         self.served = 0.0
-        self.queue: list[tuple[int, int, int]] = []  # serial: heap of (rank, shard, iteration)
+        # serial: heap of (rank, shard, iteration); shared with a window: (random key, shard, iteration)
+        self.queue: list[tuple[float, int, int]] = []
         self.head: tuple[int, int] | None = None  # serial: (shard, iteration) being sent
         self.remaining = 0.0  # serial: bytes the head has left
         self.rate = 0.0
@@ -288,6 +364,10 @@ class _Flow:
         # Trace only: when each member first got bandwidth, and members still waiting for it.
         self.starts: dict[tuple[int, int], float] = {}
         self.waiting: list[tuple[int, int]] = []
+        self.window = 1 << 62  # shared: members served at once (inflight)
+        self.cut: float | None = None  # hybrid: the head's bytes left after the chunk it now finishes
+        self.paused = False  # end-host: waiting out the per-transfer gap
+        self.bg = False  # a background flow: always active, never finishes
 
     @property
     def busy(self) -> bool:
@@ -311,8 +391,10 @@ class _Replay:
         partition: bool,
         interleave: bool,
         colocate: bool,
+        knobs: _Knobs,
     ) -> None:
         self.profile = profile
+        self.knobs = knobs
         self.workers = workers
         self.num_ps = num_ps
         self.bandwidth_bps = bandwidth_bps
@@ -341,9 +423,11 @@ class _Replay:
         s_name: list[str] = []
         s_param: list[str] = []  # the parameter each shard is a piece of (trace args)
         urg: list[float] = []
+        s_sliced: list[bool] = []  # one of several slices of its parameter (per_slice_s applies)
         for param, shards in zip(profile.params, plan.params, strict=True):
             cls = class_of(param.urgency, thresholds)
             for shard in shards:
+                s_sliced.append(len(shards) > 1)
                 s_bytes.append(float(shard.bytes))
                 # Without partitioning the strategy's round-robin counter spreads whole pieces over PSes.
                 s_ps.append(shard.ps_task if partition else len(s_ps) % num_ps)
@@ -355,6 +439,13 @@ class _Replay:
         n = len(s_bytes)
         self.s_bytes, self.s_ps, self.s_layer, self.s_cls, self.s_name = s_bytes, s_ps, s_layer, s_cls, s_name
         self.s_param = s_param
+        costs = knobs.ps_costs
+        self.send_delay = [costs.per_slice_s if sl else costs.per_message_s for sl in s_sliced]
+        self.delayed = any(d > 0 for d in self.send_delay)
+        # A shard's update work on its PS once all its gradients are in (0: the PS is free).
+        per_byte = workers * costs.aggregate_s_per_byte + costs.update_s_per_byte
+        self.update_s = [b * per_byte for b in s_bytes]
+        self.ps_free = [0.0] * num_ps  # when each PS's serial update work is done
         # Urgency order: most urgent first, then earlier layer; equal keys share a rank (and a level).
         keys = sorted({(-urg[j], s_layer[j]) for j in range(n)})
         rank_of = {k: r for r, k in enumerate(keys)}
@@ -388,10 +479,14 @@ class _Replay:
 
         # fifo and network connections interleave their transfers, or send them in ready order.
         self.shared = interleave and mode in ("fifo", "network")
-        self.by_urgency = mode in ("end-host", "ideal")
+        self.by_urgency = mode in ("end-host", "ideal", "hybrid")
         self.ready_seq = 0
-        self.preempt = mode == "ideal"
-        per_class = mode == "network"
+        self.preempt = mode in ("ideal", "hybrid")
+        self.chunk = float(knobs.chunk_bytes) if mode == "hybrid" else None
+        self.gap = knobs.endhost_gap_s if mode == "end-host" else 0.0
+        self.inflight = knobs.inflight if self.shared else None
+        self.rng = random.Random(knobs.seed)
+        per_class = mode in ("network", "hybrid")
         self.flows: dict[tuple[int, int, int, int], _Flow] = {}
         for side in (PULL, PUSH):
             for ps in range(num_ps):
@@ -410,6 +505,7 @@ class _Replay:
         # meet on separate hosts (PS NIC -> worker port, worker NIC -> PS port); colocated, they do.
         self.active: tuple[dict[_Flow, None], dict[_Flow, None]] = ({}, {})
         self.dirty = [False, False]
+        self._add_background(knobs.background, len(thresholds) + 1 if per_class else None, len(keys), cap)
         self.saved: dict[tuple[int, int, int, int, int], float] = {}  # preempted transfers' bytes left
 
         # BSP state.
@@ -427,12 +523,55 @@ class _Replay:
         self.heap: list[tuple[float, int, int, Any, int]] = []
         self.seq = 0
 
+    def _add_background(
+        self, background: tuple[Background, ...], n_classes: int | None, n_ranks: int, cap: float
+    ) -> None:
+        """Permanent flows between a chosen host's port and a virtual port of the flow's rate."""
+        self.bg_flows: list[_Flow] = []
+        if not background:
+            return
+        mode = self.mode
+        level: int | None = None
+        if mode in ("network", "hybrid"):
+            level = n_classes  # below every training class
+        elif mode == "ideal":
+            level = n_ranks  # below every training rank
+        W = self.sim_workers
+        worker_hosts = list(range(W))
+        ps_hosts = list(self.ps_host)
+        for b in background:
+            hosts = {"workers": worker_hosts, "ps": ps_hosts, "all": worker_hosts + ps_hosts}[b.hosts]
+            for h in dict.fromkeys(hosts):
+                rate = b.rate_bps / 8.0
+                if self.symmetric and h >= W:
+                    rate /= self.workers  # a representative worker's share of a PS link
+                is_ps = h >= W  # separate hosts: pulls leave PS NICs, pushes land on PS ports
+                for direction in ("in", "out") if b.direction == "both" else (b.direction,):
+                    virtual = len(self.capacity) // 2  # a host of its own: its NIC or port has the rate
+                    self.capacity += [0.0, 0.0]
+                    self.link_moved += [0.0, 0.0]
+                    if direction == "in":
+                        up, down = 2 * virtual, 2 * h + 1
+                        group = 1 if is_ps else 0
+                    else:
+                        up, down = 2 * h, 2 * virtual + 1
+                        group = 0 if is_ps else 1
+                    self.capacity[up if direction == "in" else down] = rate
+                    flow = _Flow(PULL, 0 if self.colocate else group, -1, -1, up, down, "background", False)
+                    flow.bg = True
+                    flow.level_up = None if direction == "in" else level
+                    flow.level_down = level if direction == "in" else None
+                    self.bg_flows.append(flow)
+
     # --- events ---------------------------------------------------------------------------------
     def _at(self, t: float, kind: int, what: Any, version: int = 0) -> None:
         self.seq += 1
         heapq.heappush(self.heap, (t, self.seq, kind, what, version))
 
     def run(self) -> None:
+        for flow in self.bg_flows:
+            self.active[flow.group][flow] = None
+            self.dirty[flow.group] = True
         self._release_pulls(self.by_rank, 0, 0.0)
         for wk in range(self.sim_workers):
             self._try_start(wk, 0.0)
@@ -444,6 +583,12 @@ class _Replay:
             if kind == _COMPUTE_DONE:
                 self._compute_done(what, t)
                 self.events += 1
+            elif kind == _RESUME:
+                self._resume(what, t)
+            elif kind == _UPDATED:
+                self._updated(what[0], what[1], t)
+            elif kind == _READY:
+                self._enqueue(what[0], what[1], what[2], t)
             elif version == what.version:  # else a finish that a later rate change made void
                 self._flow_done(what, t)
                 self.events += 1
@@ -507,7 +652,11 @@ class _Replay:
             # A copy in host memory, free next to the network (its cost is taken as 0).
             self._arrived(side, j, it, wk, t)
         else:
-            self._enqueue(self.flows[(side, ps, wk, self.s_cls[j] if self.per_class else 0)], j, it, t)
+            flow = self.flows[(side, ps, wk, self.s_cls[j] if self.per_class else 0)]
+            if self.delayed and self.send_delay[j] > 0:
+                self._at(t + self.send_delay[j], _READY, (flow, j, it))  # per-message work first
+            else:
+                self._enqueue(flow, j, it, t)
 
     def _maybe_end(self, it: int, t: float) -> None:
         if not self.agg_left[it] and not self.bwd_left[it]:
@@ -522,6 +671,10 @@ class _Replay:
         self._advance(flow, t)
         if flow.shared:
             _, j, it = heapq.heappop(flow.members)
+            if flow.queue:  # a TF channel's window: the next transfer, in random order, takes the slot
+                _, nj, nit = heapq.heappop(flow.queue)
+                heapq.heappush(flow.members, (flow.served + self.s_bytes[nj], nj, nit))
+                self._note_start(flow, (nj, nit), t)
             if flow.members:
                 self._schedule(flow, t)  # same rate, one member fewer to share it
             else:
@@ -529,7 +682,17 @@ class _Replay:
         else:
             assert flow.head is not None
             j, it = flow.head
-            self._next_head(flow, t)
+            if flow.cut is not None:
+                # hybrid: a chunk boundary with a more urgent transfer waiting; the head steps back.
+                self._switch_now(flow, j, it, t)
+                return
+            if self.gap > 0:
+                flow.head = None
+                self._idle(flow)
+                if flow.queue:
+                    self._pause(flow, t)
+            else:
+                self._next_head(flow, t)
         if self.trace:
             self.spans.append(
                 Span(
@@ -561,13 +724,25 @@ class _Replay:
         else:
             self.agg[it][j] += 1
             if self.agg[it][j] == self.sim_workers:
-                self.agg_left[it] -= 1
-                if it + 1 < self.pull_rounds:
-                    if not self.barrier:
-                        self._release_pulls((j,), it + 1, t)
-                    elif not self.agg_left[it]:
-                        self._release_pulls(self.by_rank, it + 1, t)
-                self._maybe_end(it, t)
+                cost = self.update_s[j]
+                if cost > 0:
+                    # The PS updates one shard at a time, in the order their last gradients arrived.
+                    ps = self.s_ps[j]
+                    done = max(t, self.ps_free[ps]) + cost
+                    self.ps_free[ps] = done
+                    self._at(done, _UPDATED, (j, it))
+                else:
+                    self._updated(j, it, t)
+
+    def _updated(self, j: int, it: int, t: float) -> None:
+        """Shard j of iteration it is aggregated and updated on its PS: the next pull may start."""
+        self.agg_left[it] -= 1
+        if it + 1 < self.pull_rounds:
+            if not self.barrier:
+                self._release_pulls((j,), it + 1, t)
+            elif not self.agg_left[it]:
+                self._release_pulls(self.by_rank, it + 1, t)
+        self._maybe_end(it, t)
 
     # --- flows ------------------------------------------------------------------------------------
     def _advance(self, flow: _Flow, t: float) -> None:
@@ -588,6 +763,10 @@ class _Replay:
             return None, None
         if mode == "network":
             return self.s_cls[j], self.s_cls[j]
+        if mode == "hybrid":
+            # The host's data plane sends its most urgent pending chunk first, whatever the connection
+            # (which also serves classes in priority order); the switch knows only the class.
+            return self.s_rank[j], self.s_cls[j]
         if mode == "ideal":
             return self.s_rank[j], self.s_rank[j]
         return self.s_rank[j], None  # end-host: only the sender orders by urgency
@@ -638,10 +817,29 @@ class _Replay:
             flow, j, it, t, self.saved.pop((flow.side, flow.src, flow.dst, j, it), self.s_bytes[j])
         )
 
+    def _pause(self, flow: _Flow, t: float) -> None:
+        """end-host: the connection waits out the per-transfer gap before its next transfer."""
+        flow.paused = True
+        self._at(t + self.gap, _RESUME, flow)
+
+    def _resume(self, flow: _Flow, t: float) -> None:
+        flow.paused = False
+        _, j, it = heapq.heappop(flow.queue)
+        self._activate(flow, j, t)
+        left = self.saved.pop((flow.side, flow.src, flow.dst, j, it), self.s_bytes[j])
+        self._set_head(flow, j, it, t, left)
+
     def _enqueue(self, flow: _Flow, j: int, it: int, t: float) -> None:
         if flow.shared:
             if not flow.members:
                 self._activate(flow, j, t)
+                inflight = self.inflight
+                if inflight is not None:
+                    low = math.floor(inflight)
+                    flow.window = low + (self.rng.random() < inflight - low)
+            elif len(flow.members) >= flow.window:
+                heapq.heappush(flow.queue, (self.rng.random(), j, it))  # TF: a random order
+                return
             else:
                 self._advance(flow, t)
             heapq.heappush(flow.members, (flow.served + self.s_bytes[j], j, it))
@@ -650,10 +848,20 @@ class _Replay:
                 self._schedule(flow, t)  # same rate, one more member to share it
             return
         if flow.head is None:
+            if self.gap > 0:
+                heapq.heappush(flow.queue, (self.s_rank[j], j, it))
+                if not flow.paused:
+                    self._pause(flow, t)
+                return
             self._activate(flow, j, t)
             self._set_head(flow, j, it, t, self.s_bytes[j])
             return
         head_j, head_it = flow.head
+        if self.chunk is not None and self.s_rank[j] < self.s_rank[head_j]:
+            heapq.heappush(flow.queue, (self.s_rank[j], j, it))
+            if flow.cut is None:
+                self._cut_at_chunk(flow, head_j, head_it, t)
+            return
         if self.preempt and self.s_rank[j] < self.s_rank[head_j]:
             # ideal: a more urgent transfer takes the connection; the head keeps the bytes it has left.
             self._advance(flow, t)
@@ -664,6 +872,33 @@ class _Replay:
             self._set_head(flow, j, it, t, self.s_bytes[j])
             return
         heapq.heappush(flow.queue, (self.s_rank[j] if self.by_urgency else self._ready(), j, it))
+
+    def _cut_at_chunk(self, flow: _Flow, head_j: int, head_it: int, t: float) -> None:
+        """hybrid: the head stops at its next chunk boundary, where the queue's most urgent takes over."""
+        self._advance(flow, t)
+        chunk = self.chunk
+        assert chunk is not None
+        sent = self.s_bytes[head_j] - flow.remaining
+        to_boundary = -sent % chunk
+        if to_boundary >= flow.remaining:
+            return  # the head ends before (or at) its next boundary: it goes first anyway
+        if to_boundary <= 1e-9 * chunk or chunk - to_boundary <= 1e-9 * chunk:
+            to_boundary = 0.0  # exactly at a boundary (up to rounding): switch now
+        flow.cut = flow.remaining - to_boundary
+        flow.remaining = to_boundary
+        if to_boundary == 0.0:
+            self._switch_now(flow, head_j, head_it, t)
+        elif not flow.stale:
+            self._schedule(flow, t)
+
+    def _switch_now(self, flow: _Flow, head_j: int, head_it: int, t: float) -> None:
+        assert flow.cut is not None
+        self.saved[(flow.side, flow.src, flow.dst, head_j, head_it)] = flow.cut
+        flow.cut = None
+        heapq.heappush(flow.queue, (self.s_rank[head_j], head_j, head_it))
+        if (head_j, head_it) in flow.waiting:
+            flow.waiting.remove((head_j, head_it))
+        self._next_head(flow, t)
 
     def _ready(self) -> int:
         """Ready order for connections that send one transfer at a time in arrival order."""
@@ -700,6 +935,9 @@ class _Replay:
                 self.capacity,
             )
             for flow, rate in zip(flows, rates, strict=True):
+                if flow.bg:
+                    flow.rate = rate
+                    continue
                 if rate != flow.rate or flow.stale:
                     flow.rate = rate
                     flow.stale = False
@@ -759,5 +997,11 @@ class _Replay:
             interleave=self.interleave,
             barrier=self.barrier,
             colocate=self.colocate,
+            chunk_bytes=self.knobs.chunk_bytes,
+            endhost_gap_s=self.knobs.endhost_gap_s,
+            inflight=self.knobs.inflight,
+            seed=self.knobs.seed,
+            ps_costs=self.knobs.ps_costs,
+            background=self.knobs.background,
             spans=tuple(self.spans) if self.trace else None,
         )

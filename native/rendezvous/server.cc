@@ -15,6 +15,8 @@
 #include "tensorflow/core/distributed_runtime/rpc/grpc_server_lib.h"
 #include "tensorflow/core/distributed_runtime/server_lib.h"
 #include "tensorflow/core/distributed_runtime/worker_env.h"
+#include "tensorflow/core/framework/device_base.h"
+#include "staging.h"
 #include "transport.h"
 
 #ifndef GERYON_TF_VERSION
@@ -29,6 +31,7 @@ namespace {
 using tensorflow::BaseRecvTensorCall;
 using tensorflow::BaseRemoteRendezvous;
 using tensorflow::Device;
+using tensorflow::DeviceContext;
 using tensorflow::DeviceNameUtils;
 using tensorflow::Rendezvous;
 using tensorflow::Tensor;
@@ -44,6 +47,27 @@ int ClampClass(int cls) {
 
 bool IsAcceleratorTensor(Device* device, const tensorflow::AllocatorAttributes& attrs) {
   return device->tensorflow_accelerator_device_info() != nullptr && !attrs.on_host();
+}
+
+// The context that copies between host and `device` for a Send/Recv: the op's own (what the
+// executor gave the kernel, so the copy is ordered on the op's streams), else the device's default.
+DeviceContext* CopyContext(Device* device, DeviceContext* op_context) {
+  if (op_context != nullptr) return op_context;
+  const auto* info = device->tensorflow_accelerator_device_info();
+  return info != nullptr ? info->default_context : nullptr;
+}
+
+absl::Status NoDeviceContext(const std::string& device, absl::string_view key) {
+  return absl::FailedPreconditionError(absl::StrCat("Geryon data plane: ", device,
+                                                    " has no device context to copy tensor ", key,
+                                                    " between host and device memory"));
+}
+
+// A failed host<->device copy keeps its code (a DataLoss stays DataLoss) and names device and key.
+absl::Status CopyFailed(const absl::Status& s, const char* what, const std::string& device, absl::string_view key) {
+  CountStaging(StagingEvent::kCopyFailure);
+  return absl::Status(s.code(), absl::StrCat("Geryon data plane: copying tensor ", key, " ", what, " ", device,
+                                             " failed: ", s.message()));
 }
 
 // One receive in flight; registered with the rendezvous so StartAbort and cancellation reach it.
@@ -104,15 +128,23 @@ class GeryonRemoteRendezvous : public BaseRemoteRendezvous {
     }
     Device* dst_device = nullptr;
     absl::Status s = session()->device_mgr()->LookupDevice(parsed.dst_device, &dst_device);
-    if (s.ok() && IsAcceleratorTensor(dst_device, recv_args.alloc_attrs)) {
-      s = absl::UnimplementedError(absl::StrCat("Geryon data plane: receiving into accelerator memory (",
-                                                parsed.dst_device, ") is not supported yet"));
+    // Into device memory: the socket is read into a pooled host staging tensor, which the device
+    // context then copies to the device (as TF's RPC rendezvous does for GPUs). Host tensors are
+    // read straight into their own buffer.
+    const bool to_device = s.ok() && IsAcceleratorTensor(dst_device, recv_args.alloc_attrs);
+    DeviceContext* copy_context = nullptr;
+    tensorflow::Allocator* allocator = nullptr;
+    if (to_device) {
+      copy_context = CopyContext(dst_device, recv_args.device_context);
+      if (copy_context == nullptr) s = NoDeviceContext(dst_device->name(), parsed.FullKey());
+      if (s.ok()) s = StagingAllocatorFor(dst_device, &allocator);
+    } else if (s.ok()) {
+      allocator = dst_device->GetAllocator(recv_args.alloc_attrs);
     }
     if (!s.ok()) {
       done(s, Args(), recv_args, Tensor(), false);
       return;
     }
-    tensorflow::Allocator* allocator = dst_device->GetAllocator(recv_args.alloc_attrs);
     const int cls = ClampClass(ClassForEdge(parsed.edge_name));
 
     auto call = std::make_shared<GeryonRecvCall>(env_->compute_pool);
@@ -123,15 +155,44 @@ class GeryonRemoteRendezvous : public BaseRemoteRendezvous {
       return;
     }
     Ref();
+    // Ends the receive: deregisters the call (it stays registered through a device copy, so an
+    // abort during the copy still wins) and hands TF the tensor.
+    auto complete = std::make_shared<DoneCallback>(
+        [this, call, recv_args, done = std::move(done)](const absl::Status& status, const Args&, const Args&,
+                                                        const Tensor& tensor, bool is_dead) {
+          DeregisterCall(call.get(), recv_args);
+          absl::Status s = call->status();  // an abort wins over whatever arrived
+          if (s.ok()) s = status;
+          done(s, Args(), recv_args, s.ok() ? tensor : Tensor(), s.ok() && is_dead);
+          Unref();
+        });
     // Runs on the flow's reader thread, as RpcRemoteRendezvous runs it on gRPC's: the executor
     // schedules expensive kernels on its own pool, so the reader is back reading soon.
-    auto finish = [this, call, recv_args, done = std::move(done)](const absl::Status& status, const Tensor& tensor,
-                                                                  bool is_dead) {
-      DeregisterCall(call.get(), recv_args);
-      absl::Status s = call->status();  // an abort wins over whatever arrived
-      if (s.ok()) s = status;
-      done(s, Args(), recv_args, s.ok() ? tensor : Tensor(), s.ok() && is_dead);
-      Unref();
+    auto finish = [complete, call, recv_args, to_device, copy_context, dst_device,
+                   key = std::string(parsed.FullKey())](const absl::Status& status, const Tensor& tensor,
+                                                        bool is_dead) {
+      if (!to_device || !status.ok() || is_dead || !call->status().ok()) {
+        (*complete)(status, Args(), recv_args, tensor, is_dead);
+        return;
+      }
+      auto staged = std::make_shared<Tensor>(tensor);  // back to the pool once the copy is done
+      auto on_device = std::make_shared<Tensor>(dst_device->GetAllocator(recv_args.alloc_attrs), tensor.dtype(),
+                                                tensor.shape());
+      if (!on_device->IsInitialized()) {
+        (*complete)(absl::ResourceExhaustedError(absl::StrCat("Geryon data plane: ", dst_device->name(),
+                                                              " could not allocate ", tensor.TotalBytes(),
+                                                              " bytes for tensor ", key)),
+                    Args(), recv_args, Tensor(), false);
+        return;
+      }
+      CountStaging(StagingEvent::kReceive);
+      copy_context->CopyCPUTensorToDevice(
+          staged.get(), dst_device, on_device.get(),
+          [complete, recv_args, staged, on_device, dst_device, key](const absl::Status& copied) {
+            absl::Status s = copied.ok() ? copied : CopyFailed(copied, "into", dst_device->name(), key);
+            (*complete)(s, Args(), recv_args, *on_device, false);
+          },
+          /*sync_dst_compute=*/true);
     };
     call->SetHandle(transport_->Recv(src_task, cls, step_id_, std::string(parsed.FullKey()), allocator,
                                      std::move(finish)));
@@ -173,16 +234,38 @@ void Serve(const WorkerEnv* env, int64_t step_id, const std::string& key, ServeD
   }
   env->rendezvous_mgr->RecvLocalAsync(
       step_id, parsed,
-      [done = std::move(done), src_device, edge = std::string(parsed.src_device)](
-          const absl::Status& status, const Rendezvous::Args& send_args, const Rendezvous::Args&,
-          const Tensor& val, bool is_dead) {
-        if (status.ok() && !is_dead && IsAcceleratorTensor(src_device, send_args.alloc_attrs)) {
-          done(absl::UnimplementedError(absl::StrCat("Geryon data plane: sending from accelerator memory (", edge,
-                                                     ") is not supported yet")),
-               Tensor(), false);
+      [done = std::move(done), src_device, key](const absl::Status& status, const Rendezvous::Args& send_args,
+                                                const Rendezvous::Args&, const Tensor& val, bool is_dead) {
+        if (!status.ok() || is_dead || !IsAcceleratorTensor(src_device, send_args.alloc_attrs)) {
+          done(status, val, is_dead);  // host memory: the transport writes the tensor's own buffer
           return;
         }
-        done(status, val, is_dead);
+        // From device memory: copy into a pooled host staging tensor (as GrpcWorker does), then
+        // the usual write; the staging buffer returns to the pool when the write is done with it.
+        DeviceContext* context = CopyContext(src_device, send_args.device_context);
+        tensorflow::Allocator* staging = nullptr;
+        absl::Status s = context == nullptr ? NoDeviceContext(src_device->name(), key)
+                                            : StagingAllocatorFor(src_device, &staging);
+        auto host = s.ok() ? std::make_shared<Tensor>(staging, val.dtype(), val.shape()) : nullptr;
+        if (s.ok() && !host->IsInitialized()) {
+          s = absl::ResourceExhaustedError(absl::StrCat("Geryon data plane: no host staging memory (",
+                                                        val.TotalBytes(), " bytes) to send tensor ", key,
+                                                        " from ", src_device->name()));
+        }
+        if (!s.ok()) {
+          done(s, Tensor(), false);
+          return;
+        }
+        CountStaging(StagingEvent::kSend);
+        auto source = std::make_shared<Tensor>(val);  // keeps the device buffer until the copy is done
+        context->CopyDeviceTensorToCPU(
+            source.get(), key, src_device, host.get(), [done, host, source, src_device, key](const absl::Status& c) {
+              if (!c.ok()) {
+                done(CopyFailed(c, "out of", src_device->name(), key), Tensor(), false);
+                return;
+              }
+              done(absl::OkStatus(), *host, false);
+            });
       });
 }
 
@@ -250,6 +333,7 @@ class GeryonServer : public tensorflow::GrpcServer {
                              std::unique_ptr<tensorflow::ServerInterface>* out) {
     ClusterView view;
     TF_RETURN_IF_ERROR(MakeClusterView(def, &view));
+    TF_RETURN_IF_ERROR(ConfigureStagingPools());
     absl::Status s;
     // Never freed: TF does not tear servers down cleanly, and the flows' threads use it until exit.
     Transport* transport = NewTcpTransport(view, &s).release();
@@ -319,6 +403,16 @@ __attribute__((visibility("default"))) long geryon_flow_counters(char* buf, long
 
 // Sets DSCP and SO_PRIORITY of classes 0..n-1 for connections made from now on; 0, or -1 when a
 // value is out of range (nothing changed then).
+// The staging pools (device tensors) as JSON, same calling convention as geryon_flow_counters.
+__attribute__((visibility("default"))) long geryon_staging_stats(char* buf, long size) {
+  std::string json = geryon::StagingStatsJson();
+  if (buf != nullptr && size > static_cast<long>(json.size())) {
+    std::memcpy(buf, json.data(), json.size());
+    buf[json.size()] = '\0';
+  }
+  return static_cast<long>(json.size());
+}
+
 __attribute__((visibility("default"))) int geryon_set_class_marks(const int* dscp, const int* priority, int n) {
   return geryon::SetClassMarks(dscp, priority, n) ? 0 : -1;
 }

@@ -33,12 +33,12 @@ def scaled(res: dict, workers: int) -> dict:
 
 def test_defaults_plan_the_targets_run(e2e: ModuleType) -> None:
     args = e2e.parse_args([])
-    assert args.repeats == 3 and args.sweep_workers == [1, 2, 4]
+    assert args.repeats == 5 and args.sweep_workers == [1, 2, 4]
     assert args.sweep_slices == [1 << 20, 512 << 10, 256 << 10]
     ((section, name, overrides),) = e2e.plan(args)
     assert (section, name) == ("targets", "targets")
-    assert overrides["modes"] == ["vanilla", "ps", "geryon", "endhost", "single"]
-    assert overrides["repeats"] == 3
+    assert overrides["modes"] == ["vanilla", "ps", "geryon", "paper", "endhost", "single"]
+    assert overrides["repeats"] == 5  # the minimum of alternations
     assert overrides["rate_bits"] is None  # the runner's default
 
 
@@ -59,7 +59,7 @@ def test_sweeps_plan_one_run_per_point(e2e: ModuleType) -> None:
     assert fig[0]["modes"] == ["single"] and fig[1]["modes"] == ["vanilla", "ps", "geryon"]
     table = [o for s, _, o in runs if s == "table-iv"]
     assert [o["slice_bytes"] for o in table] == [1 << 20, 256 << 10]
-    assert all(o["modes"] == ["geryon", "endhost"] for o in table)  # endhost reuses geryon's threshold
+    assert all(o["modes"] == ["geryon", "paper", "endhost"] for o in table)  # one paired cluster
     assert all(o["repeats"] == 2 and o["model"] == "tiny" for _, _, o in runs)
     # Distinct names: each run writes its own folder.
     assert len({n for _, n, _ in runs}) == len(runs)
@@ -152,19 +152,19 @@ def test_table4_rows(e2e: ModuleType, capsys: pytest.CaptureFixture[str]) -> Non
     assert [r["slice_kib"] for r in rows] == [1024, 256]
     assert rows[1]["ratio"] == pytest.approx(0.7 / 0.55)
     assert rows[0]["threshold"] == "0.5"
+    assert rows[0]["paper"] is None and rows[0]["paired"] is not None  # run pairs: not one cluster here
     e2e.print_table(rows, e2e.TABLE4_COLUMNS)
     out = capsys.readouterr().out.splitlines()
-    assert out[0].split() == [
-        "slice",
-        "KiB",
-        "Geryon",
-        "img/s",
-        "end-host",
-        "img/s",
-        "Geryon/end-host",
-        "threshold",
-    ]
-    assert out[3].split()[:4] == ["256", "116.4", "91.4", "1.273"]
+    assert out[0].split()[:8] == ["slice", "KiB", "Geryon", "img/s", "paper", "img/s", "end-host", "img/s"]
+    assert out[3].split()[:2] == ["256", "116.4"] and "91.4" in out[3] and "1.273" in out[3]
+
+
+def test_paired_rows_carry_ratio_interval_and_verdict(e2e: ModuleType) -> None:
+    r = result({"ps": [0.8, 0.82, 0.79], "geryon": [0.5, 0.52, 0.49], "paper": [0.5, 0.52, 0.49]})
+    rows = {row["pair"]: row for row in e2e.paired_rows(r)}
+    assert rows["geryon/ps"]["pairs"] == 3 and rows["geryon/ps"]["unit"] == "run"
+    assert rows["geryon/ps"]["ci_lo"] > 1 and rows["geryon/ps"]["verdict"] == "geryon faster"
+    assert rows["geryon/paper"]["verdict"] == "not significant"
 
 
 def test_each_sweep_gets_a_chart_beside_the_rows_json(e2e: ModuleType, tmp_path: Path) -> None:

@@ -17,6 +17,16 @@ from geryon.cli import main
         (["demo", "--model", "lenet"], "--model 'lenet': expected one of vggmini, tiny"),
         (["demo", "--modes", "vanilla,turbo"], "--modes: unknown mode 'turbo'"),
         (["demo", "--modes", "ps,ps"], "a mode is named twice"),
+        (
+            ["demo", "--modes", "geryon,hybrid"],
+            "--modes: unknown mode 'hybrid'; allowed: vanilla, ps, geryon, paper",
+        ),
+        (["demo", "--background", "fast"], "--background: 'fast' is not a rate"),
+        (
+            ["demo", "--background", "500mbit"],
+            "--background 500000000: expected an integer in 1000000..200000000",
+        ),
+        (["bench", "--background", "100kbit"], "--background 100000: expected an integer in 1000000.."),
         (["bench", "--workers", "1,x"], "--workers 'x': expected an integer"),
         (["bench", "--workers", "1,,2"], "--workers '1,,2': expected a comma-separated list"),
         (["bench", "--workers", "0"], "--workers 0: expected an integer in 1..16"),

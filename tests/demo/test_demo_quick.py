@@ -72,28 +72,47 @@ def test_every_mode_completes_with_consistent_numbers(quick: dict[str, Any]) -> 
     assert result["format"] == "geryon.demo" and result["version"] == 1
     cfg = result["config"]
     runs = {r["mode"]: r for r in result["runs"]}
-    assert sorted(runs) == sorted(["vanilla", "ps", "geryon", "endhost", "single"])
+    assert sorted(runs) == sorted(["vanilla", "ps", "geryon", "paper", "endhost", "single"])
     for mode, run in runs.items():
         assert run["error"] is None, (mode, run["error"])
         times = run["step_times"]
         assert len(times) == cfg["steps"] and all(t > 0 for t in times), mode
-        assert len(run["round_thresholds"]) == cfg["warmup"] + cfg["steps"]
-        start = run["search"]["converged_step"] if mode == "geryon" else 0
-        assert run["median_step_s"] == pytest.approx(statistics.median(times[start:]))
+        # Every round this mode ran (warm-up, search, measured) with the thresholds then in force.
+        assert len(run["round_thresholds"]) >= cfg["steps"] + 1
+        assert run["median_step_s"] == pytest.approx(statistics.median(times))
         workers = 1 if mode == "single" else cfg["workers"]
         assert run["workers"] == workers
         assert run["images_per_s"] == pytest.approx(cfg["batch_size"] * workers / run["median_step_s"])
         assert run["losses"] and all(loss > 0 for loss in run["losses"])
     assert runs["vanilla"]["protocol"] == "grpc" and not runs["vanilla"]["partitioned"]
     assert runs["geryon"]["protocol"] == "grpc+geryon" and runs["geryon"]["partitioned"]
-    # The search ran live and endhost used what it chose.
+    # geryon, paper and endhost ran in ONE cluster, alternating round by round, the switch changing
+    # between rounds (priority, priority, fifo: two changes per cycle).
+    for mode in ("geryon", "paper", "endhost"):
+        paired = runs[mode]["paired"]
+        assert paired["rotation"] == ["geryon", "paper", "endhost"] and paired["alternation"] == "round"
+        assert paired["switch_changes"] >= 2 * cfg["steps"]
+        assert isinstance(runs[mode]["ordering_available"], bool)
+        # One settling round (unmeasured) before each measured round of a mode.
+        assert len(runs[mode]["warmup_times"]) >= cfg["settle_rounds"] * cfg["steps"]
+    assert runs["geryon"]["pids"] == runs["paper"]["pids"] == runs["endhost"]["pids"]
+    # The search ran live (before the alternation) and paper used what it chose; endhost put every
+    # parameter in one class.
     search = runs["geryon"]["search"]
     assert search["converged"] and search["live_iterations"] >= 2 and len(search["trials"]) >= 2
     assert len({tuple(t["thresholds"]) for t in search["trials"]}) >= 2
-    assert runs["endhost"]["thresholds"] == runs["geryon"]["thresholds"] == search["best"]
-    assert runs["endhost"]["thresholds_from"] == "geryon"
+    assert runs["paper"]["thresholds"] == runs["geryon"]["thresholds"] == search["best"]
+    assert runs["paper"]["thresholds_from"] == "geryon"
+    assert runs["endhost"]["thresholds"] == [1.0] and runs["endhost"]["classes_used"] == 1
+    assert runs["geryon"]["classes_used"] == runs["paper"]["classes_used"] == 2
+    # The report pairs them round by round and says whether urgency order was applied.
+    pairs = {(x["a"], x["b"]): x for x in result["summary"]["paired"]}
+    assert pairs[("geryon", "endhost")]["unit"] == "round"
+    assert pairs[("geryon", "endhost")]["pairs"] == cfg["steps"] and pairs[("geryon", "endhost")]["ci"]
+    assert pairs[("geryon", "ps")]["unit"] == "run"
+    assert (result["summary"]["ordering"] is None) == runs["geryon"]["ordering_available"]
     # Progress said what it did, and the table and files came out.
-    assert "mode geryon: step" in quick["stderr"] and "search trial" in quick["stderr"]
+    assert "modes geryon+paper+endhost: round" in quick["stderr"] and "search trial" in quick["stderr"]
     assert Path(result["path"]).is_file() and result["summary"] and "modes" in result["summary"]
     assert result["charts"] and all(Path(p).is_file() for p in result["charts"])
     # The arrival timeline (P+S beside Geryon at its chosen threshold) and Geryon's simulated trace.
@@ -142,6 +161,7 @@ def test_the_geryon_run_sent_the_conv_parameters_on_the_high_class(quick: dict[s
 
 
 def test_endhost_ran_on_the_fifo_switch_and_the_baselines_unmarked(quick: dict[str, Any]) -> None:
+    # Each mode's counters cover only its own rounds, although the switch changed under one cluster.
     runs = {r["mode"]: r for r in quick["result"]["runs"]}
     for mode in ("endhost", "vanilla", "ps", "single"):
         assert runs[mode]["switch"] == "fifo"
@@ -157,8 +177,8 @@ def test_nothing_is_left_behind(quick: dict[str, Any]) -> None:
     result = quick["result"]
     run_id = result["testbed"]["run_id"]
     assert leftovers(run_id, quick["state"]) == []
-    pids = [pid for run in result["runs"] for pid in run["pids"].values()]
-    assert len(pids) == 5 * 5 - 1  # 2 PS + 2 workers + chief per mode; single has one worker
+    pids = {pid for run in result["runs"] for pid in run["pids"].values()}
+    assert len(pids) == 4 * 5 - 1  # 2 PS + 2 workers + chief per cluster (paired: one); single: one worker
     assert [pid for pid in pids if alive(pid)] == []
     assert quick["seconds"] < 180
 

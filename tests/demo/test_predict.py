@@ -134,3 +134,30 @@ def test_bad_config_and_bad_cache_are_named(tmp_path: Path) -> None:
     broken.write_text("{not json")
     with pytest.raises(PredictError, match=r"profile cache .*profiles\.json"):
         predict(tiny(), broken, quiet())
+
+
+def test_geryon_is_simulated_as_the_hybrid_only_where_both_the_simulator_and_the_data_plane_have_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from geryon.demo.predict import sim_note
+    from geryon.threshold import simulator
+
+    res = result({"geryon": [0.1], "paper": [0.1], "endhost": [0.1]})
+    config = {**res["config"], "ps": 2, "classes": 2}
+    runs = {m: [r for r in res["runs"] if r["mode"] == m] for m in ("geryon", "paper", "endhost")}
+    # The paper's Geryon (FIFO inside a class) is the simulator's network mode; endhost its end-host.
+    assert sim_setting("paper", runs["paper"], [0.3], config)["mode"] == "network"
+    assert sim_setting("endhost", runs["endhost"], [1.0], config)["mode"] == "end-host"
+    assert sim_note("paper", runs["paper"]) is None and sim_note("endhost", runs["endhost"]) is None
+    without = tuple(m for m in simulator.MODES if m != "hybrid")
+    monkeypatch.setattr(simulator, "MODES", without)
+    assert sim_setting("geryon", runs["geryon"], [0.3], config)["mode"] == "network"
+    assert "no hybrid mode" in (sim_note("geryon", runs["geryon"]) or "")
+    # The simulator has it (the simulator helper's work), but this run's data plane had no ordering.
+    monkeypatch.setattr(simulator, "MODES", (*without, "hybrid"))
+    runs["geryon"][0]["ordering_available"] = False
+    assert sim_setting("geryon", runs["geryon"], [0.3], config)["mode"] == "network"
+    assert "without urgency order" in (sim_note("geryon", runs["geryon"]) or "")
+    runs["geryon"][0]["ordering_available"] = True
+    assert sim_setting("geryon", runs["geryon"], [0.3], config)["mode"] == "hybrid"
+    assert sim_note("geryon", runs["geryon"]) is None

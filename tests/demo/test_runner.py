@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[2]
 def test_defaults_and_quick_configs_are_valid_and_complete() -> None:
     cfg = runner.make_config()
     assert cfg["model"] == "vggmini" and cfg["input_shape"] == [32, 32, 3]
-    assert cfg["modes"] == ["vanilla", "ps", "geryon", "endhost", "single"]
+    assert cfg["modes"] == ["vanilla", "ps", "geryon", "paper", "endhost", "single"]
     quick = runner.make_config(quick=True)
     assert quick["model"] == "tiny" and quick["steps"] < cfg["steps"] and quick["modes"] == cfg["modes"]
     # The result's config carries every knob of the schema.
@@ -43,8 +43,9 @@ def test_overrides_are_validated_and_unknown_keys_refused() -> None:
         runner.make_config({"search": "fixed:1.5"})
 
 
-def test_endhost_runs_after_geryon_whatever_the_order_given() -> None:
+def test_modes_run_in_table_order_whatever_the_order_given() -> None:
     assert modes.parse_modes("endhost,geryon,vanilla") == ("vanilla", "geryon", "endhost")
+    assert modes.parse_modes("paper,endhost") == ("paper", "endhost")
     assert modes.parse_search("fixed:0.25,0.5", 3).thresholds == (0.25, 0.5)
     assert modes.parse_search("fixed:0.25,0.5", 3).label() == "fixed:0.25,0.5"
     assert modes.initial_thresholds(4) == (0.25, 0.5, 0.75)
@@ -53,6 +54,45 @@ def test_endhost_runs_after_geryon_whatever_the_order_given() -> None:
     assert table["endhost"].classes and table["endhost"].switch == "fifo" and not table["endhost"].search
     assert not table["vanilla"].partitioned and table["ps"].partitioned
     assert table["single"].single_worker
+    # The baselines: paper = classes with FIFO inside a class; endhost = one class, urgency
+    # order at the sender, FIFO switch; geryon = both.
+    assert (table["geryon"].order, table["paper"].order, table["endhost"].order) == (
+        "urgency",
+        "arrival",
+        "urgency",
+    )
+    assert (
+        table["endhost"].single_class and not table["geryon"].single_class and not table["paper"].single_class
+    )
+    assert table["paper"].switch == "priority" and not table["paper"].search
+    # One cluster for the modes sharing protocol and partitioning; the grpc modes run alone.
+    assert [m for m in modes.MODES if table[m].paired] == ["geryon", "paper", "endhost"]
+
+
+def test_an_unknown_mode_names_the_flag_and_what_is_allowed() -> None:
+    with pytest.raises(
+        UsageError, match=r"--modes: unknown mode 'hybrid'; allowed: vanilla, ps, geryon, paper"
+    ):
+        runner.make_config({"modes": "geryon,hybrid"})
+
+
+def test_one_class_thresholds_put_every_urgency_in_the_last_class() -> None:
+    from geryon.tagger.map_table import class_of, validate_thresholds
+
+    for k in (2, 3, 6):
+        ts = modes.one_class_thresholds(k)
+        assert validate_thresholds(ts) == ts
+        # Layer urgencies 1 - l/L reach 0 (the last layer) and at most 1 - 1/L.
+        assert {class_of(u, ts) for u in (0.0, 0.25, 0.5, 1 - 1 / 3, 1 - 1 / 10_000)} == {k - 1}
+
+
+def test_counters_accumulate_per_mode_over_rounds() -> None:
+    total: dict[str, Any] = {}
+    runner.counter_add(total, {"worker0": {"0": {"bytes": 100, "packets": 2, "drops": 0}}})
+    runner.counter_add(
+        total, {"worker0": {"0": {"bytes": 50, "packets": 1, "drops": 1}}, "ps0": {"1": {"bytes": 7}}}
+    )
+    assert total == {"worker0": {"0": {"bytes": 150, "packets": 3, "drops": 1}}, "ps0": {"1": {"bytes": 7}}}
 
 
 def test_counter_delta_is_per_host_and_class_with_string_keys() -> None:
@@ -78,6 +118,10 @@ def test_progress_lines_say_step_time_threshold_and_trial() -> None:
         {"step": 12, "of": 40, "seconds": 0.523, "warmup": False, "thresholds": [0.3], "trial": 4}
     )
     assert line == "step 12/40, 0.52 s/step, threshold 0.3 (search trial 4)"
+    paired = runner.step_line(
+        {"step": 7, "mode": "endhost", "phase": "measure", "seconds": 0.4, "thresholds": [1.0], "trial": None}
+    )
+    assert paired == "round 7 endhost (measure), 0.40 s, threshold 1"
     failed = {"error": "chief: boom", "wall_s": 3.0}
     assert runner.result_line(failed) == "FAILED after 3 s: chief: boom"
 

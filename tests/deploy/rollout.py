@@ -91,11 +91,15 @@ def write_inventory(tmp: Path, tb: Any) -> Path:
     return path
 
 
-def playbook(tmp: Path, inventory: Path, *args: str, timeout: float = 120) -> dict[str, Any]:
-    """ansible-playbook site.yml; returns the json callback's document (plays, stats) plus rc."""
+def playbook(
+    tmp: Path, inventory: Path, *args: str, timeout: float = 120, env: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """ansible-playbook site.yml; returns the json callback's document (plays, stats) plus rc. `env`
+    adds to the environment (the local "switches" read it: fake switch CLIs, their state)."""
     env = {
         **os.environ,
-        "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+        **(env or {}),
+        "PATH": f"{BIN}{os.pathsep}{(env or {}).get('PATH', os.environ.get('PATH', ''))}",
         "ANSIBLE_CONFIG": str(ANSIBLE_DIR / "ansible.cfg"),
         "ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json",
         "ANSIBLE_HOME": str(tmp / ".ansible"),
@@ -141,11 +145,35 @@ def failures(doc: dict[str, Any]) -> list[str]:
     return bad
 
 
-def write_switch_inventory(tmp: Path, agent_config: Path) -> Path:
-    """A SONiC and a Cumulus switch, both the local machine (check mode only: nothing runs on them)."""
+FAKE_SWITCH = REPO / "tests" / "deploy" / "fake_switch"
+SONIC_DEFAULT = REPO / "tests" / "fabric" / "fixtures" / "sonic_default_config_db.json"
+
+
+def fake_switches(tmp: Path, cumulus_release: str = "5.6.0") -> dict[str, str]:
+    """The environment for a SONiC and a Cumulus switch played by the fake CLIs in
+    tests/deploy/fake_switch (config, sonic-cfggen, nv), each with its own state folder; the SONiC
+    switch starts from SONiC's default QoS config (tests/fabric/fixtures), the Cumulus switch from an
+    empty NVUE config on the given release."""
+    sonic = tmp / "sonic-state"
+    if not (sonic / "running.json").exists():
+        sonic.mkdir(parents=True, exist_ok=True)
+        (sonic / "running.json").write_text(SONIC_DEFAULT.read_text())
+    release = tmp / "os-release"
+    release.write_text(f'NAME="Cumulus Linux"\nVERSION_ID={cumulus_release}\n')
+    return {
+        "PATH": f"{FAKE_SWITCH}{os.pathsep}{os.environ.get('PATH', '')}",
+        "FAKE_SONIC_STATE": str(sonic),
+        "FAKE_NV_STATE": str(tmp / "nv-state"),
+        "GERYON_OS_RELEASE": str(release),
+    }
+
+
+def write_switch_inventory(tmp: Path, agent_config: Path | None) -> Path:
+    """A SONiC and a Cumulus switch, both the local machine; their CLIs are the fakes of
+    fake_switches() (pass its environment to playbook())."""
     intent = tmp / "intent.yaml"
     intent.write_text(yaml.safe_dump(INTENT))
-    for d in ("sonic", "cumulus"):
+    for d in ("sonic", "cumulus"):  # cumulus/etc-geryon is not made: the role creates it
         (tmp / d).mkdir(exist_ok=True)
     inv = {
         "all": {
@@ -162,13 +190,14 @@ def write_switch_inventory(tmp: Path, agent_config: Path) -> Path:
                         "leaf-sonic": {
                             "switch_os": "sonic",
                             "switch_qos_ports": "Ethernet0-12:4",
-                            "switch_qos_agent_config": str(agent_config),
+                            "switch_qos_agent_config": str(agent_config) if agent_config else "",
                             "switch_qos_sonic_file": str(tmp / "sonic" / "geryon-qos.json"),
+                            "switch_qos_sonic_patch_file": str(tmp / "sonic" / "geryon-qos.patch.json"),
                         },
                         "leaf-cumulus": {
                             "switch_os": "cumulus",
                             "switch_qos_ports": "swp1-4",
-                            "switch_qos_cumulus_file": str(tmp / "cumulus" / "nvue-qos.sh"),
+                            "switch_qos_cumulus_file": str(tmp / "cumulus" / "etc-geryon" / "nvue-qos.sh"),
                         },
                     }
                 },

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import yaml
 from deploy.rollout import (
-    GERYON,
     INTENT,
     failures,
+    fake_switches,
     playbook,
     results,
     switch_ports,
@@ -85,37 +85,45 @@ def test_check_mode_shows_the_plan_and_changes_nothing(bare_testbed, tmp_path: P
     assert not (tmp_path / "worker0" / "agent.yaml").exists()
 
 
-def test_check_mode_sonic_and_cumulus_render_and_gate_on_check_fabric(tmp_path: Path):
+def test_check_mode_sonic_and_cumulus_show_the_switchs_own_diff_and_gate_on_check_fabric(tmp_path: Path):
     agent = tmp_path / "agent.yaml"
     agent.write_text("interfaces: [eth0]\n")
     inv = write_switch_inventory(tmp_path, agent)
-    doc = playbook(tmp_path, inv, "--check", "--diff")
+    env = fake_switches(tmp_path)
+    before = (tmp_path / "sonic-state" / "running.json").read_text()
+    doc = playbook(tmp_path, inv, "--check", "--diff", env=env)
     assert doc["rc"] == 0, failures(doc) or doc["stderr"]
 
     gate = results(doc, "switch_qos : Check host and switch consistency (geryon check-fabric)")["leaf-sonic"]
     assert gate["rc"] == 0 and gate["stdout"].startswith("consistent: ")
-    sonic = results(doc, "switch_qos : Copy the config_db tables to the switch")["leaf-sonic"]
-    rendered = subprocess.run(
-        [GERYON, "render-switch", "--os", "sonic", "--intent", str(tmp_path / "intent.yaml"),
-         "--ports", "Ethernet0-12:4"], capture_output=True, text=True, check=True,
-    ).stdout  # fmt: skip
-    assert sonic["changed"] and json.loads(sonic["diff"][0]["after"]) == json.loads(rendered)["config_db"]
-    assert results(doc, "switch_qos : Load the QoS tables into config_db (config load)")["leaf-sonic"][
+    # SONiC's own dry run of the patch rendered against its running config_db
+    dry = results(doc, "switch_qos : Dry-run the patch on the switch (config apply-patch --dry-run)")
+    after = json.loads(dry["leaf-sonic"]["stdout"])
+    assert after["PORT_QOS_MAP"]["Ethernet0"]["pfc_enable"] == "3,5"
+    assert after["QUEUE"]["Ethernet0|5"]["scheduler"] == "GERYON_urgent"
+    assert results(doc, "switch_qos : Checkpoint the running config (config checkpoint)")["leaf-sonic"][
         "skipped"
     ]
-    cumulus = results(doc, "switch_qos : Keep the rendered NVUE commands on the switch")["leaf-cumulus"]
-    assert (
-        cumulus["changed"]
-        and "nv set qos mapping geryon dscp 46 switch-priority 5" in cumulus["diff"][0]["after"]
-    )
+    # NVUE's own diff of the staged script; the staged revision is dropped again
+    nv_diff = results(doc, "switch_qos : What NVUE would change (nv config diff)")["leaf-cumulus"]
+    assert nv_diff["changed"] and "set qos mapping geryon dscp 46 switch-priority 5" in nv_diff["stdout"]
+    cumulus = results(doc, "switch_qos : Keep the rendered NVUE script on the switch")["leaf-cumulus"]
+    assert cumulus["changed"] and "nv set qos traffic-pool default-lossless" in cumulus["diff"][0]["after"]
+
+    # nothing changed on either switch
+    assert (tmp_path / "sonic-state" / "running.json").read_text() == before
+    nv = tmp_path / "nv-state"
+    assert not (nv / "applied.txt").exists() and (nv / "pending.txt").read_text() == ""
     assert not (tmp_path / "sonic" / "geryon-qos.json").exists()
-    assert not (tmp_path / "cumulus" / "nvue-qos.sh").exists()
+    assert not (tmp_path / "cumulus" / "etc-geryon").exists()
 
     # A host whose CNP differs from the intent: check-fabric stops the SONiC push and names it.
     agent.write_text("interfaces: [eth0]\ncnp: {dscp: 56, priority: 7}\n")
-    doc = playbook(tmp_path, inv, "--check", "--diff")
+    doc = playbook(tmp_path, inv, "--check", "--diff", env=env)
     assert doc["rc"] != 0
     gate = results(doc, "switch_qos : Check host and switch consistency (geryon check-fabric)")["leaf-sonic"]
     assert gate["rc"] == 1 and gate["failed"]
     assert "cnp: host cnp: expected DSCP 48 priority 6 (intent), found DSCP 56 priority 7" in gate["stdout"]
-    assert "leaf-sonic" not in results(doc, "switch_qos : Copy the config_db tables to the switch")
+    assert "leaf-sonic" not in results(
+        doc, "switch_qos : Dry-run the patch on the switch (config apply-patch --dry-run)"
+    )

@@ -26,12 +26,19 @@ def geryon_config_db(ports: tuple[str, ...] = ("Ethernet0", "Ethernet4")) -> dic
         {
             "DSCP_TO_TC_MAP": {"GERYON": dscp},
             "TC_TO_QUEUE_MAP": {"GERYON": {str(t): str(t) for t in range(8)}},
+            # lossless TCs 3 and 5 on their own PGs, the rest on the lossy PG 0
+            "TC_TO_PRIORITY_GROUP_MAP": {"GERYON": {str(t): str(t if t in (3, 5) else 0) for t in range(8)}},
             "SCHEDULER": {
                 "GERYON_STRICT": {"type": "STRICT"},
                 "GERYON_DWRR_bulk": {"type": "DWRR", "weight": "100"},
             },
             "PORT_QOS_MAP": {
-                p: {"dscp_to_tc_map": "GERYON", "tc_to_queue_map": "GERYON", "pfc_enable": "3,5"}
+                p: {
+                    "dscp_to_tc_map": "GERYON",
+                    "tc_to_queue_map": "GERYON",
+                    "tc_to_pg_map": "GERYON",
+                    "pfc_enable": "3,5",
+                }
                 for p in ports
             },
             "QUEUE": {

@@ -56,7 +56,70 @@ def test_sonic_default_template_names_dscp_26_on_lossy_queue_1():
     )
     assert any(x.startswith(f"scheduler: {ports} DSCP 48 (intent CNP, host CNP)") for x in out)
     assert any(x.startswith(f"unmatched: {ports} DSCPs no intent class names") for x in out)
-    assert len(out) == 6, out
+    # TC 1 (where DSCP 26 lands) and TC 5 share the lossy PG 0 in AZURE's tc_to_pg_map
+    assert (
+        f"pg: {ports} DSCP 26 {both}: expected TC 1 on its own lossless PG (tc_to_pg_map), "
+        "found TC 1 -> PG 0, the lossy PG" in out
+    )
+    assert (
+        f"pg: {ports} DSCP 46 {urgent}: expected TC 5 on its own lossless PG (tc_to_pg_map), "
+        "found TC 5 -> PG 0, the lossy PG" in out
+    )
+    assert len(out) == 8, out
+
+
+def test_a_lossless_class_needs_an_egress_lossless_buffer_and_its_own_pg():
+    db = geryon_config_db()
+    db["BUFFER_PROFILE"] = {
+        "egress_lossless_profile": {"pool": "egress_lossless_pool", "size": "0"},
+        "q_lossy_profile": {"pool": "egress_lossy_pool", "size": "0"},
+    }
+    # SONiC's default buffer template: queues 3-4 lossless, 5-7 lossy (the urgent queue 5 included)
+    db["BUFFER_QUEUE"] = {
+        f"{p}|{q}": {"profile": prof}
+        for p in ("Ethernet0", "Ethernet4")
+        for q, prof in (
+            ("0-2", "q_lossy_profile"),
+            ("3-4", "egress_lossless_profile"),
+            ("5-7", "q_lossy_profile"),
+        )
+    }
+    out = lines(check(host(), default_intent(), parse_sonic_config(db)))
+    urgent = "(intent class 'urgent', host class 'urgent')"
+    assert out == [
+        f"buffer: switch Ethernet0,Ethernet4 DSCP 46 {urgent}: expected queue 5 with an egress lossless "
+        "buffer profile (BUFFER_QUEUE), found queue 5 has a lossy or no egress buffer (lossless queues: 3,4)"
+    ]
+    db["BUFFER_QUEUE"]["Ethernet0|5-7"] = db["BUFFER_QUEUE"]["Ethernet4|5-7"] = {
+        "profile": "egress_lossless_profile"
+    }
+    assert check(host(), default_intent(), parse_sonic_config(db)) == []
+    # Mellanox's pfc_to_pg_map: AZURE binds 3 and 4 only
+    db["PFC_PRIORITY_TO_PRIORITY_GROUP_MAP"] = {"AZURE": {"3": "3", "4": "4"}}
+    for row in db["PORT_QOS_MAP"].values():
+        row["pfc_to_pg_map"] = "AZURE"
+    out = lines(check(host(), default_intent(), parse_sonic_config(db)))
+    assert out == [
+        f"pg: switch Ethernet0,Ethernet4 DSCP 46 {urgent}: expected PFC priority 5 in pfc_to_pg_map, found "
+        "pfc_to_pg_map has no priority 5"
+    ]
+    # a port without tc_to_pg_map has SAI's default: every TC on PG 0
+    for row in db["PORT_QOS_MAP"].values():
+        del row["tc_to_pg_map"]
+    assert (
+        sum(
+            x.startswith("pg: ") and "found TC 3 -> no PG" in x
+            for x in lines(check(host(), default_intent(), parse_sonic_config(db)))
+        )
+        == 1
+    )
+
+
+def test_the_sonic_rendering_passes_its_own_check():
+    from geryon.fabric.render import sonic
+
+    doc = sonic.document(default_intent(), ["Ethernet0", "Ethernet4"])
+    assert check(host(), default_intent(), parse_sonic_config(doc)) == []
 
 
 def test_host_priority_differs_from_intent():

@@ -45,8 +45,8 @@ def test_sonic_default_mismatches_exit_1(files):
     r = geryon("check-fabric", *args, "--switch-config", str(SONIC_DEFAULT), "--os", "sonic")
     assert r.returncode == 1, r.stderr
     head, *lines = r.stdout.splitlines()
-    assert head.startswith("6 mismatch(es) between ")
-    assert len(lines) == 6
+    assert head.startswith("8 mismatch(es) between ")
+    assert len(lines) == 8
     assert any(
         line.startswith("lossless: switch Ethernet0,Ethernet4,Ethernet8,Ethernet12 DSCP 26 ")
         and "found TC 1 (queue 1) is lossy (pfc_enable: 3,4)" in line
@@ -55,8 +55,8 @@ def test_sonic_default_mismatches_exit_1(files):
     r = geryon("check-fabric", *args, "--switch-config", str(SONIC_DEFAULT), "--os", "sonic", "--json")
     assert r.returncode == 1
     out = json.loads(r.stdout)
-    assert out["consistent"] is False and len(out["mismatches"]) == 6
-    assert {m["kind"] for m in out["mismatches"]} == {"priority", "lossless", "scheduler", "unmatched"}
+    assert out["consistent"] is False and len(out["mismatches"]) == 8
+    assert {m["kind"] for m in out["mismatches"]} == {"priority", "lossless", "pg", "scheduler", "unmatched"}
     assert set(out["mismatches"][0]) == {"kind", "where", "expected", "found"}
 
 

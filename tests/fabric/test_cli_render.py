@@ -75,6 +75,8 @@ BAD: list[tuple[list[str], str]] = [
     (["--os", "linux", "--ports", "a", "--buffer", "lots"], "--buffer: expected a size like 64kb"),
     (["--os", "linux", "--ports", "a", "--burst", "10"], "--burst: 10 is out of range"),
     (["--os", "sonic", "--intent", "/nonexistent/i.yaml"], "/nonexistent/i.yaml: no such intent file"),
+    (["--os", "eos", "--base", "x.json"], "--base: only with --os sonic"),
+    (["--os", "sonic", "--base", "/nonexistent/db.json"], "--base: cannot read /nonexistent/db.json"),
 ]
 
 
@@ -135,6 +137,31 @@ def test_out_and_check(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     assert rc == 0 and out.startswith("ok: sonic config for intent 'geryon-2class': ")
     rc, _, err = _run(capsys, "--os", "eos", "--out", str(tmp_path / "missing" / "x.cfg"))
     assert rc == 2 and "--out: cannot write in" in err
+
+
+def test_base_renders_against_the_switchs_config_db(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = {
+        "PORT": {"Ethernet0": {"lanes": "0", "speed": "100000"}},
+        "BUFFER_PROFILE": {"egress_lossless_profile": {"pool": "egress_lossless_pool", "size": "0"}},
+        "BUFFER_QUEUE": {"Ethernet0|3-4": {"profile": "egress_lossless_profile"}},
+        "QUEUE": {"Ethernet0|3": {"scheduler": "scheduler.1", "wred_profile": "AZURE_LOSSLESS"}},
+        "PFC_WD": {"GLOBAL": {"POLL_INTERVAL": "200"}},
+    }
+    path = tmp_path / "config_db.json"
+    path.write_text(json.dumps(base))
+    rc, out, err = _run(capsys, "--os", "sonic", "--ports", "Ethernet0", "--base", str(path))
+    assert rc == 0, err
+    doc = json.loads(out)
+    paths = [op["path"] for op in doc["patch"]]
+    assert "/BUFFER_QUEUE/Ethernet0|5" in paths  # no range of the switch holds queue 5: its own key
+    assert "/PFC_WD/Ethernet0" in paths and "/PFC_WD" not in paths  # the switch has the table
+    rc, out, err = _run(capsys, "--os", "sonic", "--ports", "Ethernet8", "--base", str(path))
+    assert rc == 2 and out == "" and "ports: Ethernet8 not on the switch" in err
+    path.write_text("[1, 2]")
+    rc, out, err = _run(capsys, "--os", "sonic", "--base", str(path))
+    assert rc == 2 and "--base: " in err and "is not a config_db" in err
 
 
 def test_linux_print_matches_tc_commands(capsys: pytest.CaptureFixture[str]) -> None:

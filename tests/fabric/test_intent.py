@@ -97,6 +97,18 @@ def test_defaults_of_optional_fields() -> None:
     assert intent.cnp is not None and (intent.cnp.dscp, intent.cnp.priority, intent.cnp.queue) == (48, 6, 6)
     assert intent.pfc_watchdog.enabled is False  # nothing lossless to watch
     assert intent.map_name == "GERYON" and intent.unmatched == "b"
+    # platform: SONiC's buffer model from the switch (else static), Trident EOS, Cumulus 5.6
+    assert (intent.platform.sonic_buffer_model, intent.platform.eos_family) == (None, "trident")
+    assert intent.platform.nvue_version == (5, 6)
+
+
+def test_platform_fields() -> None:
+    base = {"name": "x", "classes": [{"name": "a", "dscp": 10, "priority": 4}]}
+    p = parse_intent(
+        {**base, "platform": {"sonic_buffer_model": "dynamic", "eos_family": "jericho", "nvue_version": 5.4}}
+    ).platform
+    assert (p.sonic_buffer_model, p.eos_family, p.nvue_version) == ("dynamic", "jericho", (5, 4))
+    assert parse_intent({**base, "platform": {"nvue_version": "5.10"}}).platform.nvue_version == (5, 10)
 
 
 def test_strict_queues_form() -> None:
@@ -254,6 +266,32 @@ BAD: list[tuple[str, dict[str, Any] | None, str]] = [
         with_(ports={"cumulus": ["swp1-4", "swp3"]}),
         "ports.cumulus[1]: port swp3 is selected twice",
     ),
+    (
+        "platform key",
+        with_(platform={"asic": "td3"}),
+        "platform.'asic': unknown key; allowed: sonic_buffer_model",
+    ),
+    (
+        "buffer model",
+        with_(platform={"sonic_buffer_model": "traditional"}),
+        "platform.sonic_buffer_model: expected one of static, dynamic, got a string ('traditional')",
+    ),
+    (
+        "eos family",
+        with_(platform={"eos_family": "arad"}),
+        "platform.eos_family: expected one of trident, tomahawk, jericho",
+    ),
+    (
+        "nvue old",
+        with_(platform={"nvue_version": 4.4}),
+        "platform.nvue_version: a number (4.4) is not a Cumulus",
+    ),
+    (
+        "nvue text",
+        with_(platform={"nvue_version": "5.6.1"}),
+        "platform.nvue_version: a string ('5.6.1') is not a Cumulus",
+    ),
+    ("nvue bool", with_(platform={"nvue_version": True}), "platform.nvue_version: "),
 ]
 
 

@@ -53,7 +53,8 @@ def test_config(path: Path) -> None:
     }
     assert tc_queue == intent.priority_to_queue()
     profile = text.split(f"qos profile {intent.map_name}\n", 1)[1].split("\n!\n", 1)[0]
-    queues = dict(re.findall(r"^   tx-queue (\d)\n((?:      .*\n?)*)", profile, re.M))
+    kw = "tx-queue" if intent.platform.eos_family == "jericho" else "uc-tx-queue"
+    queues = dict(re.findall(rf"^   {kw} (\d)\n((?:      .*\n?)*)", profile, re.M))
     for c in intent.classes:
         body = queues[str(c.queue)]
         if c.scheduler == "strict":
@@ -73,6 +74,26 @@ def test_watchdog_seconds() -> None:
     assert "priority-flow-control pause watchdog default timeout 1.5" in text
     assert "priority-flow-control pause watchdog default recovery-time 10" in text
     assert "priority-flow-control pause watchdog default polling-interval 0.25" in text
+
+
+def test_queue_keyword_follows_the_chip_family() -> None:
+    base = default_intent()
+    assert "\n   uc-tx-queue 5\n" in eos.render(base) and "\n   tx-queue 5\n" not in eos.render(base)
+    jericho = replace(base, platform=replace(base.platform, eos_family="jericho"))
+    assert "\n   tx-queue 5\n" in eos.render(jericho) and "uc-tx-queue" not in eos.render(jericho)
+
+
+@pytest.mark.parametrize(
+    ("detection", "restoration", "poll", "want"),
+    [(200, 200, 200, "0.1"), (200, 400, 100, "0.1"), (400, 2000, 100, "0.1"), (100, 300, 100, "0.05")],
+)
+def test_watchdog_polls_at_most_half_the_smaller_time(
+    detection: int, restoration: int, poll: int, want: str
+) -> None:
+    base = default_intent()
+    wd = replace(base.pfc_watchdog, detection_ms=detection, restoration_ms=restoration, poll_ms=poll)
+    text = eos.render(replace(base, pfc_watchdog=wd))
+    assert f"priority-flow-control pause watchdog default polling-interval {want}\n" in text
 
 
 def test_refusals() -> None:

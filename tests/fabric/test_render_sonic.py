@@ -32,7 +32,9 @@ def test_structure_is_valid(rendered: tuple[QosIntent, dict[str, Any]]) -> None:
     intent, doc = rendered
     assert sonic.check_document(doc) == []
     db = doc["config_db"]
-    assert set(doc) == {"intent", "apply_order", "config_db", "patch"} and doc["intent"] == intent.name
+    assert (
+        set(doc) == {"intent", "base", "apply_order", "config_db", "patch"} and doc["intent"] == intent.name
+    )
     assert doc["apply_order"] == [t for t in sonic.APPLY_ORDER if t in db]
     for row in db["SCHEDULER"].values():
         assert row["type"] in ("STRICT", "DWRR", "WRR")
@@ -69,8 +71,10 @@ def test_maps_say_what_the_intent_says(rendered: tuple[QosIntent, dict[str, Any]
             assert sched["type"] == ("STRICT" if c.scheduler == "strict" else "DWRR")
             if c.weight is not None:
                 assert sched["weight"] == str(c.weight)
-            assert ("wred_profile" in q) == (c.ecn is not None)
-            if c.ecn is not None:
+            # every queue names a WRED profile (load and apply-patch must end equal): all-off without ECN
+            if c.ecn is None:
+                assert db["WRED_PROFILE"][q["wred_profile"]] == sonic.NO_WRED
+            else:
                 wred = db["WRED_PROFILE"][q["wred_profile"]]
                 assert wred["ecn"] == ("ecn_all" if c.ecn.mode == "mark" else "ecn_none")
                 assert wred["green_min_threshold"] == str(c.ecn.min_bytes)
@@ -82,8 +86,14 @@ def test_patch_rebuilds_the_config_db_in_apply_order(rendered: tuple[QosIntent, 
     _, doc = rendered
     built: dict[str, dict[str, Any]] = {}
     for op in doc["patch"]:
-        _, table, key = op["path"].split("/")
-        built.setdefault(table, {})[key] = op["value"]
+        _, table, *rest = op["path"].split("/")
+        if not rest:  # a table the switch lacks (PFC_WD on SONiC's default): added whole
+            built[table] = op["value"]
+        elif len(rest) == 1:
+            built.setdefault(table, {})[rest[0]] = op["value"]
+        else:  # CABLE_LENGTH per port, never the whole AZURE key
+            assert table == "CABLE_LENGTH", op
+            built.setdefault(table, {}).setdefault(rest[0], {})[rest[1]] = op["value"]
     assert built == doc["config_db"]
     tables = [op["path"].split("/")[1] for op in doc["patch"]]
     first = {t: tables.index(t) for t in set(tables)}
@@ -103,7 +113,10 @@ def test_default_intent_fixes_sonics_lossy_dscp_26() -> None:
     db = doc["config_db"]
     assert db["DSCP_TO_TC_MAP"]["GERYON"]["26"] == "3" and "AZURE" not in db["DSCP_TO_TC_MAP"]
     assert db["PORT_QOS_MAP"]["Ethernet0"]["pfc_enable"] == "3,5"
-    assert db["QUEUE"]["Ethernet0|6"] == {"scheduler": "GERYON_cnp"}
+    assert db["QUEUE"]["Ethernet0|6"] == {"scheduler": "GERYON_cnp", "wred_profile": "GERYON_NO_WRED"}
+    # the urgent lossless queue 5 gets the egress lossless buffer (SONiC's default: queues 3-4 only)
+    assert db["BUFFER_QUEUE"]["Ethernet0|5-7"] == {"profile": "egress_lossless_profile"}
+    assert db["PORT_QOS_MAP"]["Ethernet0"]["pfcwd_sw_enable"] == "3,5"
 
 
 def test_lossless_priority_zero_is_refused() -> None:
@@ -171,10 +184,10 @@ def test_checker_catches_a_watchdog_without_pfc_and_a_bad_apply_order() -> None:
     doc = _mutate("PORT_QOS_MAP/Ethernet0/pfc_enable", "")
     assert any("a watchdog on a port without PFC" in p for p in sonic.check_document(doc))
     doc = sonic.document(default_intent(), ["Ethernet0"])
-    wd = [op for op in doc["patch"] if op["path"].startswith("/PFC_WD/")]
-    rest = [op for op in doc["patch"] if not op["path"].startswith("/PFC_WD/")]
+    wd = [op for op in doc["patch"] if op["path"].startswith("/PFC_WD")]
+    rest = [op for op in doc["patch"] if not op["path"].startswith("/PFC_WD")]
     problems = sonic.check_patch_order(wd + rest)
     assert any("DSCP_TO_TC_MAP after PFC_WD" in p for p in problems), problems
     assert sonic.check_patch_order([{"op": "remove", "path": "/QUEUE/x"}])[0].startswith(
-        "patch[0]: not an add"
+        "patch[0]: not an add of a table"
     )

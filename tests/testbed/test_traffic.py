@@ -9,7 +9,7 @@ import pytest
 from testbed.tbutil import needs_root
 
 from geryon.testbed import TestbedSpec, up
-from geryon.testbed.traffic import main, result, start_send, start_sink
+from geryon.testbed.traffic import main, result, start_bulk, start_send, start_sink, stop_bulk
 
 pytestmark = needs_root
 RATE = 40_000_000
@@ -48,3 +48,27 @@ def test_traffic_cli_refuses_bad_arguments(capsys: pytest.CaptureFixture[str]) -
     with pytest.raises(SystemExit) as e:
         main(["send", "--to", "10.77.0.1:5001", "--bytes", "10", "--dscp", "64"])
     assert e.value.code == 2 and "--dscp" in capsys.readouterr().err
+
+
+def test_bulk_background_keeps_its_rate_lands_in_the_last_class_and_stops_on_sigterm(run_id: str) -> None:
+    rate = RATE // 5  # 8 Mbit/s on a 40 Mbit/s port: paced, so well under the link
+    with up(TestbedSpec(hosts=("recv", "bg"), rate_bits=RATE, run_id=run_id)) as tb:
+        start_sink(tb, "recv")
+        before = tb.class_counters()["recv"]
+        p = start_bulk(tb, "bg", "recv", rate, dscp=8, seconds=60)
+        time.sleep(2.5)
+        got = stop_bulk(p)
+        after = tb.class_counters()["recv"]
+        assert p.returncode == 0 and "error" not in got, got
+        assert 2.0 < got["seconds"] < 10 and got["dscp"] == 8
+        assert got["mbit_s"] == pytest.approx(rate / 1e6, rel=0.10), got
+        # DSCP 8 matches no class of the default intent: the unmatched (last, bulk) queue.
+        last = max(after)
+        assert after[last]["bytes"] - before[last]["bytes"] >= 0.9 * got["bytes"]
+        assert after[0]["bytes"] - before[0]["bytes"] < 0.01 * got["bytes"]
+
+
+def test_bulk_cli_refuses_a_rate_below_1000_bits(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as e:
+        main(["bulk", "--to", "10.77.0.1:5001", "--rate-bits", "10"])
+    assert e.value.code == 2 and "--rate-bits" in capsys.readouterr().err

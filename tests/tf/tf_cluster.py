@@ -39,6 +39,10 @@ import json, os, sys, time
 import tensorflow as tf
 spec = json.loads(os.environ["GERYON_TF_CLUSTER"])
 protocol = spec["protocol"]
+device = None
+if os.environ.get("GERYON_TEST_DEVICE") == "1":  # the GERYONTEST PluggableDevice, before the server
+    from geryon.tf import test_device as device
+    device.load()
 if protocol == "grpc+geryon":
     import geryon.tf
     server = geryon.tf.server(tf.train.ClusterSpec(spec["cluster"]), spec["job"], spec["index"])
@@ -53,6 +57,13 @@ while True:
         with open(out + ".tmp", "w") as f:
             json.dump(rows, f)
         os.replace(out + ".tmp", out)
+        with open(out + ".staging.tmp", "w") as f:
+            json.dump(geryon.tf.staging_stats(), f)
+        os.replace(out + ".staging.tmp", out + ".staging")
+    if device is not None:
+        with open(out + ".device.tmp", "w") as f:
+            json.dump(device.counters(), f)
+        os.replace(out + ".device.tmp", out + ".device")
     time.sleep(0.2)
 """
 
@@ -65,6 +76,9 @@ def emit(result):
     os._exit(0)
 try:
     import tensorflow as tf
+    if os.environ.get("GERYON_TEST_DEVICE") == "1":  # so the placer knows the device type's kernels
+        from geryon.tf import test_device
+        test_device.load()
     if spec["protocol"] == "grpc+geryon":
         import geryon.tf
         geryon.tf.load()
@@ -195,6 +209,16 @@ class TfCluster:
     def counters(self, name: str) -> list[dict[str, Any]]:
         path = self.task_counters_path(name)
         return json.loads(path.read_text()) if path.exists() else []
+
+    def staging_stats(self, name: str) -> dict[str, Any]:
+        """geryon.tf.staging_stats() of a grpc+geryon server (written with its flow counters)."""
+        path = Path(f"{self.task_counters_path(name)}.staging")
+        return json.loads(path.read_text()) if path.exists() else {}
+
+    def device_counters(self, name: str) -> dict[str, int]:
+        """The GERYONTEST device's copy counters in a server started with env GERYON_TEST_DEVICE=1."""
+        path = Path(f"{self.task_counters_path(name)}.device")
+        return json.loads(path.read_text()) if path.exists() else {}
 
     def run_chief(
         self, body: str, timeout: float = 180, args: dict[str, Any] | None = None

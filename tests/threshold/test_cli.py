@@ -26,7 +26,18 @@ def profile_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     [
         (["--bandwidth=-5gbit"], "--bandwidth: '-5gbit' is not a rate"),
         (["--bandwidth", "0"], "--bandwidth: '0' must be a rate above 0"),
-        (["--mode", "warp"], "--mode: unknown mode 'warp'; allowed: fifo, end-host, network, ideal"),
+        (["--mode", "warp"], "--mode: unknown mode 'warp'; allowed: fifo, end-host, network, hybrid, ideal"),
+        (["--chunk-size", "1KiB"], "--chunk-size: expected an integer number of bytes in [4096, 1073741824]"),
+        (["--chunk-size", "lots"], "--chunk-size:"),
+        (["--endhost-gap", "-1"], "--endhost-gap: expected seconds >= 0"),
+        (["--tf-inflight", "0.5"], "--tf-inflight: expected a number >= 1 or 'all', got '0.5'"),
+        (["--background", "fast"], "--background:"),
+        (["--background", "1gbit:racks"], "--background: background.hosts: unknown 'racks'"),
+        (["--background", "1gbit:ps:sideways"], "--background: background.direction: unknown 'sideways'"),
+        (
+            ["--no-partition", "--slice-size", "1MiB"],
+            "--slice-size: --no-partition places every variable whole",
+        ),
         (["--threshold", "1.5"], "--threshold[0]: 1.5 is not a number in [0, 1]"),
         (["--threshold", "0.6", "0.2"], "--threshold must be strictly increasing"),
         (["--threshold", "0.5", "--classes", "3"], "--threshold: 3 classes need 2 thresholds, got 1"),
@@ -82,7 +93,7 @@ def test_table_lists_every_mode_and_json_orders_them(profile_file: Path) -> None
     ]
     r = geryon(*common)
     assert r.returncode == 0, r.stderr
-    for mode in ("fifo", "end-host", "network", "ideal"):
+    for mode in ("fifo", "end-host", "network", "hybrid", "ideal"):
         assert f"\n{mode} " in r.stdout
     r = geryon(*common, "--json", "--quiet")
     assert r.returncode == 0, r.stderr
@@ -90,7 +101,11 @@ def test_table_lists_every_mode_and_json_orders_them(profile_file: Path) -> None
     report = json.loads(r.stdout)
     t = {m: report["modes"][m]["iteration_s"] for m in report["modes"]}
     assert t["ideal"] <= t["network"] * (1 + 1e-9) <= t["fifo"] * (1 + 1e-9)
+    assert t["ideal"] <= t["hybrid"] * (1 + 1e-9) <= t["network"] * (1 + 1e-9)
     assert report["thresholds"] == [0.5]
+    # The defaults of the cost knobs are reported: TF's measured window, ByteScheduler's gap, a free PS.
+    assert report["knobs"]["inflight"] == 9.5 and report["knobs"]["endhost_gap_s"] == 300e-6
+    assert "ps_costs" not in report["knobs"]
 
 
 def test_trace_is_chrome_trace_json(tmp_path: Path, profile_file: Path) -> None:
@@ -156,3 +171,32 @@ def test_colocated_ps_share_the_workers_links(profile_file: Path) -> None:
     # Two hosts instead of four: the ports are named per host.
     assert set(report["modes"]["fifo"]["link_bytes"]) != set(apart["modes"]["fifo"]["link_bytes"])
     assert any(k.startswith("host") for k in report["modes"]["fifo"]["link_bytes"])
+
+
+def test_ps_costs_file_and_background_reach_the_simulator(tmp_path: Path, profile_file: Path) -> None:
+    common = ["simulate", "--profile", str(profile_file), "--workers", "2", "--ps", "2", "--json", "--quiet"]
+    base = json.loads(geryon(*common, "--mode", "hybrid").stdout)["modes"]["hybrid"]
+    costs = tmp_path / "costs.json"
+    costs.write_text(json.dumps({"update_s_per_byte": 1e-8, "per_message_s": 1e-3}))
+    r = geryon(*common, "--mode", "hybrid", "--ps-costs", str(costs), "--background", "1gbit:all:both")
+    assert r.returncode == 0, r.stderr
+    sim = json.loads(r.stdout)["modes"]["hybrid"]
+    assert sim["ps_costs"]["update_s_per_byte"] == 1e-8 and sim["ps_costs"]["per_message_s"] == 1e-3
+    assert sim["background"] == [{"rate_bps": 1e9, "hosts": "all", "direction": "both"}]
+    assert sim["iteration_s"] > base["iteration_s"]
+
+
+def test_a_ps_costs_file_with_a_bad_key_or_value_exits_2_naming_it(
+    tmp_path: Path, profile_file: Path
+) -> None:
+    for data, message in (
+        ({"per_mesage_s": 1e-3}, "unknown key 'per_mesage_s'; allowed: aggregate_s_per_byte"),
+        ({"per_slice_s": -1}, "per_slice_s: expected a finite number of seconds >= 0, got -1"),
+        ([1, 2], "expected a JSON object"),
+    ):
+        path = tmp_path / "costs.json"
+        path.write_text(json.dumps(data))
+        r = geryon("simulate", "--profile", str(profile_file), "--ps-costs", str(path), "--quiet")
+        assert r.returncode == 2, r.stderr
+        assert f"geryon simulate: error: --ps-costs: {path}: {message}" in r.stderr
+        assert r.stdout == ""

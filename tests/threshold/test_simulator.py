@@ -83,7 +83,9 @@ def test_one_transfer_at_a_time_in_layer_order_is_the_analytic_model(mode, inter
         p = random_profile(rng)
         bandwidth = rng.choice([1e6, 1e7, 1e8])
         expected = iteration_time(p, in_order(p), bandwidth).iteration_s
-        kw = dict(workers=1, num_ps=1, bandwidth_bps=bandwidth, mode=mode, interleave=interleave)
+        kw = dict(
+            workers=1, num_ps=1, bandwidth_bps=bandwidth, mode=mode, interleave=interleave, endhost_gap_s=0
+        )
         first = simulate(p, iterations=1, **kw)
         assert first.iteration_s == pytest.approx(expected, rel=1e-12)
         # With TF's iteration barrier the next iteration starts like the first: the model again.
@@ -124,16 +126,19 @@ def test_one_worker_one_ps_is_bounded_by_max_and_sum_of_comm_and_compute():
                     barrier=barrier,
                 )
                 n, c, t = r.comm_s, r.compute_s, r.iteration_s
-                assert max(n, c) * (1 - 1e-9) <= t <= (n + c) * (1 + 1e-9), (mode, iterations)
+                # end-host pays its per-transfer gap on top of moving the bytes: every pull and push once.
+                gaps = 2 * r.shards * r.endhost_gap_s if mode == "end-host" else 0.0
+                assert max(n, c) * (1 - 1e-9) <= t <= (n + c + gaps) * (1 + 1e-9), (mode, iterations)
                 assert 0 <= r.alpha <= 1
                 assert r.gpu_utilization == pytest.approx(c / t)
             # Without the barrier the next pulls overlap this iteration's pushes (full duplex):
             # still at least the compute and one direction's traffic, never more than N + C.
             r = simulate(p, workers=1, num_ps=1, bandwidth_bps=bandwidth, mode=mode, slice_bytes=slicing)
+            gaps = 2 * r.shards * r.endhost_gap_s if mode == "end-host" else 0.0
             assert (
                 max(r.comm_s / 2, r.compute_s) * (1 - 1e-9)
                 <= r.iteration_s
-                <= (r.comm_s + r.compute_s) * (1 + 1e-9)
+                <= (r.comm_s + r.compute_s + gaps) * (1 + 1e-9)
             )
 
 
@@ -145,7 +150,7 @@ def test_fig5_network_priorities_beat_end_host_scheduling_hand_computed():
     # 1000 B/s links; both 1000 B. End-host: the switch shares, both arrive at 2 s, forward 0 runs
     # 2..3. Network: the urgent one arrives at 1 s, forward 0 runs 1..2, the bulk one is there by 2.
     p = synthetic([1000, 1000], [1.0, 0.0], [0.0, 0.0])
-    common = dict(workers=1, num_ps=2, bandwidth_bps=8000, iterations=1, partition=False)
+    common = dict(workers=1, num_ps=2, bandwidth_bps=8000, iterations=1, partition=False, endhost_gap_s=0)
     end_host = simulate(p, mode="end-host", **common)
     network = simulate(p, mode="network", **common)
     ideal = simulate(p, mode="ideal", **common)
@@ -290,7 +295,7 @@ def test_layers_without_parameters_and_empty_parameters():
     params = (ParamSpec("dense/kernel", (0, 4), 4, 0.9, 1), ParamSpec("dense/bias", (250,), 4, 0.9, 1))
     p = Profile("odd", 1, layers, params)
     for mode in MODES:
-        r = simulate(p, workers=2, num_ps=2, bandwidth_bps=8000, mode=mode, iterations=2)
+        r = simulate(p, workers=2, num_ps=2, bandwidth_bps=8000, mode=mode, iterations=2, endhost_gap_s=0)
         # The bias is two 500 B shards, one per PS; two workers share each PS link, so every pull and
         # push takes 1 s. The pulls hide behind the forward of "in" (1 s); the pushes follow the
         # backward of "dense", while "in" has no backward.
@@ -325,7 +330,7 @@ OK = dict(workers=2, num_ps=2, bandwidth_bps=1e9, mode="network")
         ({"bandwidth_bps": math.nan}, "bandwidth_bps"),
         ({"bandwidth_bps": math.inf}, "bandwidth_bps"),
         ({"bandwidth_bps": "10gbit"}, "bandwidth_bps"),
-        ({"mode": "tictac"}, "mode: unknown mode 'tictac'; allowed: fifo, end-host, network, ideal"),
+        ({"mode": "tictac"}, "mode: unknown mode 'tictac'; allowed: fifo, end-host, network, hybrid, ideal"),
         ({"thresholds": (1.5,)}, r"thresholds\[0\]"),
         ({"thresholds": (0.6, 0.4)}, "strictly increasing"),
         ({"thresholds": ()}, "thresholds"),
@@ -553,7 +558,15 @@ def test_colocated_two_hosts_hand_computed():
     p = synthetic([2000], [1.0], [1.0])
     for mode in MODES:
         for barrier in (False, True):
-            kw = dict(workers=2, num_ps=2, bandwidth_bps=8000, mode=mode, iterations=3, barrier=barrier)
+            kw = dict(
+                workers=2,
+                num_ps=2,
+                bandwidth_bps=8000,
+                mode=mode,
+                iterations=3,
+                barrier=barrier,
+                endhost_gap_s=0,
+            )
             co = simulate(p, colocate=True, **kw)
             sep = simulate(p, **kw)
             assert co.iteration_ends == pytest.approx((4.0, 8.0, 12.0))

@@ -9,8 +9,21 @@ every port. PFC watchdog: `nv set qos pfc-watchdog polling-interval` and `robust
 acts = detection_time / poll_interval, rounded up) globally, `qos pfc-watchdog state enable` per port.
 NVUE has no watchdog action or restoration time: it always drops while the storm lasts and restores
 after a poll interval without pause frames, so only `action: drop` renders; restoration_time is
-ignored (noted in a comment). The script ends before `nv config apply`: that is the rollout's step
-(`nv config apply --confirm` rolls back unless confirmed).
+ignored (noted in a comment).
+
+Lossless buffers: by default Cumulus gives the whole buffer to the lossy pool, so PFC on a priority
+without a lossless pool has no headroom to pause with. The script first binds the lossless priorities to
+`qos traffic-pool default-lossless` (switch-priority, memory-percent LOSSLESS_POOL_PERCENT) and shrinks
+`default-lossy` to the rest.
+
+Version gate: the script starts by reading /etc/os-release and exits 2, before any `nv set`, on a
+release older than the features need (per-interface QoS profiles: Cumulus Linux 5.4; PFC watchdog: 5.6,
+NVUE reference "Version History"); if a command still fails part-way, the EXIT trap detaches the
+pending revision (`nv config detach`), so nothing is left half-staged. The intent's
+`platform.nvue_version` (the oldest release the fleet runs) is refused at render time when it is below
+what the intent needs. The script stages only: the rollout applies with `nv config apply --confirm
+300s -y` (NVUE rolls back by itself unless confirmed), checks, `nv config confirm`s and `nv config
+save`s (deploy/ansible, role cumulus_qos).
 """
 
 from __future__ import annotations
@@ -19,6 +32,41 @@ import math
 from collections.abc import Iterable, Sequence
 
 from geryon.fabric.intent import IntentError, QosIntent, compress_ports, parse_ports
+
+PROFILES_VERSION = (5, 4)  # `nv set interface <if> qos <feature> profile <name>`
+WATCHDOG_VERSION = (5, 6)  # `nv set qos pfc-watchdog ...`
+# Share of the shared buffer for the lossless pool: an even split, a starting point (not measured;
+# a fabric with mostly lossless traffic may raise it). The lossy pool gets the rest.
+LOSSLESS_POOL_PERCENT = 50
+
+
+def needed_version(intent: QosIntent) -> tuple[int, int]:
+    """The oldest Cumulus Linux release that takes everything the script sets."""
+    return WATCHDOG_VERSION if intent.pfc_watchdog.enabled else PROFILES_VERSION
+
+
+def _v(version: tuple[int, int]) -> str:
+    return f"{version[0]}.{version[1]}"
+
+
+def _gate(need: tuple[int, int], why: str) -> list[str]:
+    """POSIX sh: VERSION_ID from os-release (GERYON_OS_RELEASE overrides the path, for tests), exit 2
+    before anything is staged when older than `need`."""
+    major, minor = need
+    return [
+        f"# needs Cumulus Linux {_v(need)} or later ({why}); older: exit 2, nothing staged",
+        'release="${GERYON_OS_RELEASE:-/etc/os-release}"',
+        'version=$(sed -n \'s/^VERSION_ID="\\{0,1\\}\\([0-9]*\\.[0-9]*\\).*/\\1/p\' "$release" 2>/dev/null)',
+        "major=${version%%.*}; minor=${version#*.}",
+        f'if [ -z "$version" ] || [ "$major" -lt {major} ] || '
+        f'{{ [ "$major" -eq {major} ] && [ "$minor" -lt {minor} ]; }}; then',
+        f'    echo "geryon: needs Cumulus Linux {_v(need)} or later ({why}); this switch runs '
+        '${version:-an unknown release}; nothing staged" >&2',
+        "    exit 2",
+        "fi",
+        "# a command failing part-way: drop the pending revision instead of leaving it half-staged",
+        "trap 'rc=$?; [ $rc -eq 0 ] || nv config detach; exit $rc' EXIT",
+    ]
 
 
 def _ids(values: Iterable[int]) -> str:
@@ -55,10 +103,21 @@ def render(intent: QosIntent, ports: Sequence[str] | str | None = None) -> str:
             f"pfc_watchdog.action: {wd.action!r} has no Cumulus equivalent (NVUE's watchdog always drops "
             "while a storm lasts); use drop for Cumulus"
         )
+    need = needed_version(intent)
+    if intent.platform.nvue_version < need:
+        what = "the PFC watchdog" if need == WATCHDOG_VERSION else "per-interface QoS profiles"
+        hint = " (or pfc_watchdog.enabled: false)" if need == WATCHDOG_VERSION else ""
+        raise IntentError(
+            f"platform.nvue_version: {_v(intent.platform.nvue_version)} is too old: {what} needs Cumulus "
+            f"Linux {_v(need)}; raise it{hint}"
+        )
+    why = "PFC watchdog" if need == WATCHDOG_VERSION else "per-interface QoS profiles"
     lines = [
         f"#!/bin/sh\n# Geryon QoS intent {intent.name!r} for Cumulus Linux (NVUE); "
         "geryon render-switch --os cumulus",
         "set -e",
+        "",
+        *_gate(need, why),
         "",
         "# DSCP -> switch priority (trust DSCP)",
         f"nv set qos mapping {profile} trust l3",
@@ -85,6 +144,14 @@ def render(intent: QosIntent, ports: Sequence[str] | str | None = None) -> str:
             lines.append(f"{base} bw-percent {c.weight}")
     lossless = intent.lossless_priorities
     if lossless:
+        prios = ",".join(str(p) for p in lossless)
+        lines += [
+            "",
+            "# a lossless buffer pool for the lossless priorities first (by default all of it is lossy)",
+            f"nv set qos traffic-pool default-lossy memory-percent {100 - LOSSLESS_POOL_PERCENT}",
+            f"nv set qos traffic-pool default-lossless memory-percent {LOSSLESS_POOL_PERCENT}",
+            f"nv set qos traffic-pool default-lossless switch-priority {prios}",
+        ]
         lines += ["", "# PFC on the lossless switch priorities"]
         lines.append(f"nv set qos pfc {profile} switch-priority {','.join(str(p) for p in lossless)}")
         lines.append(f"nv set qos pfc {profile} tx enable")
@@ -122,7 +189,11 @@ def render(intent: QosIntent, ports: Sequence[str] | str | None = None) -> str:
         lines.append(f"nv set interface {sel} qos congestion-control profile {profile}")
     if wd.enabled:
         lines.append(f"nv set interface {sel} qos pfc-watchdog state enable")
-    lines += ["", "# review with `nv config diff`, then `nv config apply`"]
+    lines += [
+        "",
+        "# staged only; the rollout: nv config diff; nv config apply --confirm 300s -y; check;",
+        "# nv config confirm; nv config save (unconfirmed, NVUE rolls back after 300 s)",
+    ]
     return "\n".join(lines) + "\n"
 
 

@@ -3,16 +3,21 @@
 Global maps: `qos map dscp <list> to traffic-class <tc>` for all 64 DSCPs (TC = switch priority) and
 `qos map traffic-class <tc> to tx-queue <q>`. A `qos profile <map_name>` carries the per-port parts:
 `qos trust dscp`, `priority-flow-control on` with `priority-flow-control priority <p> no-drop` per
-lossless priority, and per `tx-queue`: `priority strict`, or `no priority` + `bandwidth percent
-<weight>` (DWRR), plus `random-detect ecn ...` (mark) or `random-detect drop ...` (drop) with thresholds
-in bytes. The PFC watchdog is global (`priority-flow-control pause watchdog default timeout /
-recovery-time / polling-interval` in seconds, `... action drop`); each selected port gets
-`service-profile <map_name>` (one `interface` block per port: no range syntax to get wrong).
+lossless priority, and per queue (`uc-tx-queue N` or `tx-queue N`, below): `priority strict`, or
+`no priority` + `bandwidth percent <weight>` (DWRR), plus `random-detect ecn ...` (mark) or
+`random-detect drop ...` (drop) with thresholds in bytes. The PFC watchdog is global
+(`priority-flow-control pause watchdog default timeout / recovery-time / polling-interval` in seconds,
+`... action drop`); each selected port gets `service-profile <map_name>` (one `interface` block per
+port: no range syntax to get wrong).
 
-Guesses, documented in switch-configs/README.md: `tx-queue` is the Jericho-style queue keyword;
-Broadcom Trident/Tomahawk platforms expose `uc-tx-queue` instead. EOS keeps traffic class and tx-queue 7
-for control traffic, so the intent may not use priority or queue 7 here. EOS's watchdog actions are
-errdisable (its default), drop and no-drop; only `action: drop` renders.
+Queue keyword by chip family (intent `platform.eos_family`; Arista's QoS chapter, "QoS Configuration:
+Trident and Tomahawk Platform Switches" vs "Jericho Platform Switches"): Trident/Tomahawk (7050X, 7060X,
+7260X, the usual RoCE leaves; the default) configure unicast queues as `uc-tx-queue N` and refuse
+`tx-queue N`; Jericho (7280R, 7500R) takes `tx-queue N`. The watchdog's polling interval is at most
+half the smaller of timeout and recovery-time (so a stuck queue is seen at least twice before it acts):
+the intent's poll_interval is lowered to that where it is larger, to a multiple of 10 ms. EOS keeps
+traffic class and tx-queue 7 for control traffic, so the intent may not use priority or queue 7 here.
+EOS's watchdog actions are errdisable (its default), drop and no-drop; only `action: drop` renders.
 """
 
 from __future__ import annotations
@@ -27,11 +32,27 @@ def _seconds(ms: int) -> str:
     return text
 
 
+def queue_keyword(intent: QosIntent) -> str:
+    return "tx-queue" if intent.platform.eos_family == "jericho" else "uc-tx-queue"
+
+
+def polling_ms(intent: QosIntent) -> int:
+    """The intent's poll interval, at most half of min(timeout, recovery-time), in whole 10 ms."""
+    wd = intent.pfc_watchdog
+    half = min(wd.detection_ms, wd.restoration_ms) // 2
+    return max(10, min(wd.poll_ms, half) // 10 * 10)
+
+
 def render(intent: QosIntent, ports: Sequence[str] | str | None = None) -> str:
     names = _ports(intent, ports)
     _check(intent)
     wd = intent.pfc_watchdog
-    out = [f"! Geryon QoS intent {intent.name!r} for Arista EOS; geryon render-switch --os eos", "!"]
+    queue_kw = queue_keyword(intent)
+    out = [
+        f"! Geryon QoS intent {intent.name!r} for Arista EOS ({intent.platform.eos_family} family); "
+        "geryon render-switch --os eos",
+        "!",
+    ]
     by_tc: dict[int, list[int]] = {}
     for dscp, prio in intent.dscp_to_priority().items():
         by_tc.setdefault(prio, []).append(dscp)
@@ -44,7 +65,7 @@ def render(intent: QosIntent, ports: Sequence[str] | str | None = None) -> str:
             "!",
             f"priority-flow-control pause watchdog default timeout {_seconds(wd.detection_ms)}",
             f"priority-flow-control pause watchdog default recovery-time {_seconds(wd.restoration_ms)}",
-            f"priority-flow-control pause watchdog default polling-interval {_seconds(wd.poll_ms)}",
+            f"priority-flow-control pause watchdog default polling-interval {_seconds(polling_ms(intent))}",
             "priority-flow-control pause watchdog action drop",
         ]
     out += ["!", f"qos profile {intent.map_name}", "   qos trust dscp"]
@@ -58,7 +79,7 @@ def render(intent: QosIntent, ports: Sequence[str] | str | None = None) -> str:
     if intent.cnp is not None:
         queues.append((intent.cnp.queue, None))
     for queue, c in sorted(queues, key=lambda x: x[0]):
-        out += ["   !", f"   tx-queue {queue}"]
+        out += ["   !", f"   {queue_kw} {queue}"]
         if c is None:
             out.append("      !! CNP (DCQCN congestion notifications)")
             out.append("      priority strict")

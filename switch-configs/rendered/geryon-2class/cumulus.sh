@@ -2,6 +2,17 @@
 # Geryon QoS intent 'geryon-2class' for Cumulus Linux (NVUE); geryon render-switch --os cumulus
 set -e
 
+# needs Cumulus Linux 5.6 or later (PFC watchdog); older: exit 2, nothing staged
+release="${GERYON_OS_RELEASE:-/etc/os-release}"
+version=$(sed -n 's/^VERSION_ID="\{0,1\}\([0-9]*\.[0-9]*\).*/\1/p' "$release" 2>/dev/null)
+major=${version%%.*}; minor=${version#*.}
+if [ -z "$version" ] || [ "$major" -lt 5 ] || { [ "$major" -eq 5 ] && [ "$minor" -lt 6 ]; }; then
+    echo "geryon: needs Cumulus Linux 5.6 or later (PFC watchdog); this switch runs ${version:-an unknown release}; nothing staged" >&2
+    exit 2
+fi
+# a command failing part-way: drop the pending revision instead of leaving it half-staged
+trap 'rc=$?; [ $rc -eq 0 ] || nv config detach; exit $rc' EXIT
+
 # DSCP -> switch priority (trust DSCP)
 nv set qos mapping geryon trust l3
 nv set qos mapping geryon dscp 0-45,47,49-63 switch-priority 3
@@ -19,6 +30,11 @@ nv set qos egress-scheduler geryon traffic-class 5 mode strict
 nv set qos egress-scheduler geryon traffic-class 3 mode dwrr
 nv set qos egress-scheduler geryon traffic-class 3 bw-percent 100
 
+# a lossless buffer pool for the lossless priorities first (by default all of it is lossy)
+nv set qos traffic-pool default-lossy memory-percent 50
+nv set qos traffic-pool default-lossless memory-percent 50
+nv set qos traffic-pool default-lossless switch-priority 3,5
+
 # PFC on the lossless switch priorities
 nv set qos pfc geryon switch-priority 3,5
 nv set qos pfc geryon tx enable
@@ -35,4 +51,5 @@ nv set interface swp1-swp32 qos egress-scheduler profile geryon
 nv set interface swp1-swp32 qos pfc profile geryon
 nv set interface swp1-swp32 qos pfc-watchdog state enable
 
-# review with `nv config diff`, then `nv config apply`
+# staged only; the rollout: nv config diff; nv config apply --confirm 300s -y; check;
+# nv config confirm; nv config save (unconfirmed, NVUE rolls back after 300 s)

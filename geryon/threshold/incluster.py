@@ -1,0 +1,277 @@
+"""Per-layer compute times measured inside the running cluster, from TensorFlow's profiler.
+
+The on-CPU profiler (`profiler.py`) times each Keras layer alone on an idle machine; in the demo's
+cluster five TensorFlow processes share two cores, so the same layers run slower there and the
+simulator's predictions come out short. As dPRO does with its traces, this module takes the times
+where the model really runs: a worker task started with a profiler server (the demo's task,
+`"profiler_port"` in its spec, runs `tf.profiler.experimental.server.start`) is traced for a few
+seconds while the cluster trains (`tf.profiler.experimental.client.trace`), and the trace's op
+events are summed per Keras layer:
+
+    python -m geryon.threshold.incluster --service grpc://10.0.0.2:6009 --duration-ms 3000 \\
+        --model vggmini --batch-size 8 --out vggmini-incluster.json
+    python -m geryon.threshold.incluster --trace LOGDIR_OR_XPLANE_PB --model vggmini --batch-size 8 \\
+        --out vggmini-incluster.json
+
+The trace (XSpace protobuf, ``<logdir>/plugins/profile/<run>/<host>.xplane.pb``) has one event per
+op kernel execution on the host plane's threads, named ``<op name>:<op type>`` (e.g.
+``vggmini_1/conv1_1_1/Relu:_MklNativeFusedConv2D`` or, for the backward pass,
+``gradient_tape/vggmini_1/conv1_1_1/convolution/Conv2DBackpropFilter:...``). An op belongs to the
+Keras layer whose name scope appears in its name (Keras 3 adds ``_<n>`` to a scope traced more than
+once); ops under ``gradient_tape/`` are backward. Layers fold into profile layers exactly as
+`profiles.model_structure` groups them, so the result is a regular `geryon.profile` that
+`geryon simulate --profile` reads. A layer's time is its ops' summed duration divided by the number
+of steps in the capture (the median execution count of the attributed ops): contention and the
+cluster's thread limits are in it. Ops outside any layer (the loss, the learning-rate multiply of
+the update, sends) are reported in `meta.unattributed_s_per_step`, not added to a layer.
+
+CPU host planes only: a GPU worker's kernels land on device planes this does not read yet.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import socket
+import statistics
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from geryon.threshold.profile import LayerSpec, Profile, ProfileError
+
+BACKWARD_PREFIX = "gradient_tape/"
+_SUFFIX = re.compile(r"_\d+$")
+# Events of the executor and thread pools carry no op: "ExecutorState::Process", "ThreadpoolListener::...".
+_OP_EVENT = re.compile(r"^(?P<name>[^:\s]+):(?P<type>[A-Za-z0-9_]+)$")
+# TraceMe names of the same "a:b" shape that are not op kernels: the remote eager service's
+# "EagerService:Enqueue" spans a whole function execution on the worker.
+_NOT_OPS = frozenset({"EagerService"})
+
+
+@dataclass(frozen=True)
+class OpTime:
+    total_s: float
+    count: int
+
+
+def find_xplane(path: str | Path) -> Path:
+    """`path` itself if it is a file, else the newest ``*.xplane.pb`` below it."""
+    p = Path(path)
+    if p.is_file():
+        return p
+    found = sorted(p.glob("**/*.xplane.pb"), key=lambda f: f.stat().st_mtime) if p.is_dir() else []
+    if not found:
+        raise ProfileError(f"--trace {str(path)!r}: no *.xplane.pb file there")
+    return found[-1]
+
+
+def capture(service: str, logdir: str | Path, duration_ms: int) -> Path:
+    """Traces the profiler server at `service` (``grpc://host:port``) for `duration_ms`."""
+    from geryon.tfenv import import_tensorflow
+
+    tf = import_tensorflow()
+    # Three attempts: the server answers "no trace collected" when the window caught no activity.
+    tf.profiler.experimental.client.trace(service, str(logdir), duration_ms, num_tracing_attempts=3)
+    return find_xplane(logdir)
+
+
+def op_times(xplane: str | Path) -> dict[str, OpTime]:
+    """Summed duration and count of every op (by op name) on the trace's host planes."""
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    space = xplane_pb2.XSpace()
+    try:
+        space.ParseFromString(Path(xplane).read_bytes())
+    except Exception as error:  # protobuf's DecodeError, or an unreadable file
+        raise ProfileError(f"{xplane}: not a readable XSpace trace: {error}") from None
+    totals: dict[str, list[float]] = {}
+    for plane in space.planes:
+        if not plane.name.startswith("/host:"):
+            continue
+        for line in plane.lines:
+            for event in line.events:
+                meta = plane.event_metadata.get(event.metadata_id)
+                m = _OP_EVENT.match(meta.name) if meta is not None else None
+                if not m or m.group("name") in _NOT_OPS:
+                    continue
+                entry = totals.setdefault(m.group("name"), [0.0, 0])
+                entry[0] += event.duration_ps * 1e-12
+                entry[1] += 1
+    return {name: OpTime(t, int(c)) for name, (t, c) in totals.items()}
+
+
+def layer_of(op_name: str, leaf_names: Mapping[str, int]) -> tuple[int, bool] | None:
+    """(leaf index, is backward) of an op, or None when no Keras layer scope is in its name."""
+    backward = op_name.startswith(BACKWARD_PREFIX)
+    parts = op_name[len(BACKWARD_PREFIX) :].split("/") if backward else op_name.split("/")
+    for part in parts[:-1]:  # the last part is the op itself
+        name = part
+        while True:
+            if name in leaf_names:
+                return leaf_names[name], backward
+            stripped = _SUFFIX.sub("", name)
+            if stripped == name:
+                break
+            name = stripped
+    return None
+
+
+def profile_from_ops(
+    ops: Mapping[str, OpTime],
+    model: Any,
+    *,
+    batch_size: int,
+    source: str,
+    meta: Mapping[str, Any] | None = None,
+) -> Profile:
+    """A profile of Keras `model` whose layer times are the traced ops' per-step sums."""
+    from geryon.threshold.profiles import group_flops, model_structure
+
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ProfileError(f"batch_size: expected an integer >= 1, got {batch_size!r}")
+    structure = model_structure(model)
+    # Leaf names as scopes: the last path element (nested models name leaves outer/inner).
+    leaf_names = {leaf.name.rsplit("/", 1)[-1]: i for i, leaf in enumerate(structure.leaves)}
+    group_of = {leaf: g for g, members in enumerate(structure.groups) for leaf in members}
+    forward = [0.0] * len(structure.groups)
+    backward = [0.0] * len(structure.groups)
+    counts: list[int] = []
+    rest: dict[str, float] = {}
+    for name, t in ops.items():
+        hit = layer_of(name, leaf_names)
+        if hit is None or hit[0] not in group_of:
+            rest[name] = t.total_s
+            continue
+        leaf, is_backward = hit
+        (backward if is_backward else forward)[group_of[leaf]] += t.total_s
+        counts.append(t.count)
+    if not counts:
+        raise ProfileError(
+            f"the trace has no op of model {structure.model!r}'s layers "
+            f"(layers: {', '.join(list(leaf_names)[:5])}...): was the worker training this model?"
+        )
+    steps = int(statistics.median(counts))
+    flops = group_flops(structure)
+    layers = tuple(
+        LayerSpec(name, f / steps, b / steps, fl * batch_size)
+        for name, f, b, fl in zip(structure.group_names(), forward, backward, flops, strict=True)
+    )
+    top = sorted(rest.items(), key=lambda kv: -kv[1])[:8]
+    return Profile(
+        structure.model,
+        batch_size,
+        layers,
+        structure.params,
+        structure.urgency_function,
+        source,
+        {
+            **dict(meta or {}),
+            "input_shape": list(structure.input_shape),
+            "steps": steps,
+            "statistic": "per-step sum of traced op durations (total / steps)",
+            "unattributed_s_per_step": sum(rest.values()) / steps,
+            "unattributed_top": {name: s / steps for name, s in top},
+            "folded": structure.folded(),
+        },
+    )
+
+
+def _shape(text: str) -> tuple[int, int, int]:
+    try:
+        dims = tuple(int(d) for d in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected H,W,C integers, got {text!r}") from None
+    if len(dims) != 3 or min(dims) < 1:
+        raise argparse.ArgumentTypeError(f"expected three integers >= 1 (H,W,C), got {text!r}")
+    return dims
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+    return value
+
+
+def parser() -> argparse.ArgumentParser:
+    from geryon.demo.models import MODELS
+
+    ap = argparse.ArgumentParser(
+        prog="python -m geryon.threshold.incluster",
+        description="Per-layer compute times from a TensorFlow profiler trace of a worker in the running "
+        "cluster, written as a geryon.profile JSON.",
+    )
+    where = ap.add_mutually_exclusive_group(required=True)
+    where.add_argument("--service", help="a worker's profiler server, grpc://HOST:PORT: capture now")
+    where.add_argument("--trace", help="an existing capture: a logdir or an .xplane.pb file")
+    ap.add_argument("--duration-ms", type=_positive, default=3000, help="capture length (with --service)")
+    ap.add_argument("--logdir", help="where the capture goes (default: a temporary directory)")
+    ap.add_argument(
+        "--model", required=True, choices=sorted(MODELS), help="the demo model the cluster trains"
+    )
+    ap.add_argument(
+        "--batch-size", type=_positive, required=True, help="per-worker batch of the traced steps"
+    )
+    ap.add_argument("--input-shape", type=_shape, help="H,W,C (default: the model's demo default)")
+    ap.add_argument("--num-classes", type=_positive, default=10)
+    ap.add_argument("--out", required=True, help="profile JSON to write")
+    return ap
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)  # exits 2 on bad flags
+    if args.service is not None and not re.fullmatch(r"grpc://[^:/\s]+:\d+", args.service):
+        print(f"error: --service {args.service!r}: expected grpc://HOST:PORT", file=sys.stderr)
+        return 2
+    from geryon.demo.models import ModelError, build_model, check_model
+
+    try:
+        shape = check_model(args.model, args.input_shape)
+    except ModelError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    out = Path(args.out)
+    if not out.parent.is_dir():
+        print(f"error: --out {args.out!r}: directory {str(out.parent)!r} does not exist", file=sys.stderr)
+        return 2
+    try:
+        if args.service is not None:
+            logdir = args.logdir or tempfile.mkdtemp(prefix="geryon-incluster-")
+            xplane = capture(args.service, logdir, args.duration_ms)
+            source = f"incluster:{args.service}"
+        else:
+            xplane = find_xplane(args.trace)
+            source = f"incluster:{xplane.name}"
+        ops = op_times(xplane)
+        model = build_model(args.model, shape, args.num_classes)
+        profile = profile_from_ops(
+            ops,
+            model,
+            batch_size=args.batch_size,
+            source=source,
+            meta={"trace": str(xplane), "captured_by": socket.gethostname()},
+        )
+    except ProfileError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2 if args.trace is not None else 1
+    except Exception as error:  # the profiler client: no server, nothing traced
+        print(f"error: capture from {args.service} failed: {type(error).__name__}: {error}", file=sys.stderr)
+        return 1
+    profile.save(out)
+    print(
+        f"{out}: {profile.model}, {len(profile.layers)} layers, {profile.meta['steps']} steps traced, "
+        f"C = {profile.compute_s * 1e3:.2f} ms per step "
+        f"(+ {profile.meta['unattributed_s_per_step'] * 1e3:.2f} ms outside layers)"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

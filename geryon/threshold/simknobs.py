@@ -1,0 +1,146 @@
+"""The simulator's cost and traffic knobs: what each one means, its default and where the default comes from.
+
+- `ENDHOST_GAP_S`: what an end-host scheduler (TicTac, P3, ByteScheduler) pays per transfer. It sends one
+  scheduled tensor (or partition) at a time and hands the next one to the network only once the previous
+  one is done, so every transfer carries the "partition overhead" of RPC serialization and ACK time:
+  ByteScheduler (paper 004, Sec. 4.1) measured "about 300us in our testbed", and Sec. 4.2/6.2 name P3's
+  stop-and-wait transmission as why P3 "cannot utilize the bandwidth fully". Default 300e-6 s.
+- `CHUNK_BYTES`: the hybrid data plane's preemption unit inside a class (issue 14 item 1: "about 256 KiB").
+- `TF_INFLIGHT`: how many pulls a TensorFlow gRPC channel has in flight at once, in a random order per
+  iteration (TicTac, paper 000, Sec. 1: 1000 ResNet-50 iterations, every one a different order). The
+  value, about 9.5 of 16 pulls in flight with Kendall tau about 0.05 against consumption order, was
+  measured on this machine's testbed by bench/bench_tf_order.py (written beside this change).
+- `PsCosts`: work on the parameter server. All zero by default (the PS is free, the behaviour before these
+  knobs); a calibration (geryon/threshold/calibration.py's load_knobs, or `--ps-costs FILE`) supplies
+  measured values.
+- `Background`: other traffic on the training job's links (a second job, checkpoints, storage), rate
+  limited at its source, in a class of its own below every training class where ports have priorities.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+ENDHOST_GAP_S = 300e-6  # ByteScheduler (paper 004) Sec. 4.1: partition overhead "about 300us"
+CHUNK_BYTES = 256 << 10  # issue 14 item 1: chunks of about 256 KiB
+CHUNK_MIN, CHUNK_MAX = 4 << 10, 1 << 30
+TF_INFLIGHT = 9.5  # bench/bench_tf_order.py on this machine: ~9.5 of 16 pulls in flight, tau ~0.05
+
+BACKGROUND_HOSTS = ("workers", "ps", "all")
+BACKGROUND_DIRECTIONS = ("in", "out", "both")
+
+
+@dataclass(frozen=True)
+class PsCosts:
+    """Parameter-server work, in seconds. A shard is updated once its last gradient arrived: its PS
+    spends bytes x (workers x aggregate_s_per_byte + update_s_per_byte), one shard after another (a
+    PS's update work is serial), before the next iteration may pull it. Every transfer waits
+    per_message_s (RPC set-up, serialization) before it enters its connection, or per_slice_s instead
+    when its parameter is cut into more than one slice: the calibration measures a slice's cost with
+    its message included (geryon/threshold/calibration.py), so a slice pays one or the other."""
+
+    aggregate_s_per_byte: float = 0.0
+    update_s_per_byte: float = 0.0
+    per_message_s: float = 0.0
+    per_slice_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v < 0:
+                raise ValueError(f"ps_costs.{f.name}: expected a finite number of seconds >= 0, got {v!r}")
+
+    @property
+    def free(self) -> bool:
+        return not any(asdict(self).values())
+
+    def to_dict(self) -> dict[str, float]:
+        return {k: float(v) for k, v in asdict(self).items()}
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str = "ps_costs") -> PsCosts:
+        """From a mapping with some of the four keys; an unknown key or bad value names itself."""
+        if not isinstance(data, dict):
+            raise ValueError(f"{where}: expected a JSON object with keys {', '.join(PS_COST_KEYS)}")
+        for key in data:
+            if key not in PS_COST_KEYS:
+                raise ValueError(f"{where}: unknown key {key!r}; allowed: {', '.join(PS_COST_KEYS)}")
+        try:
+            return cls(**data)
+        except ValueError as e:
+            raise ValueError(f"{where}: {str(e).removeprefix('ps_costs.')}") from None
+
+    @classmethod
+    def load(cls, path: str) -> PsCosts:
+        try:
+            with open(path) as f:
+                data = json.load(f)
+        except OSError as e:
+            raise ValueError(f"{path}: cannot read: {e.strerror or e}") from None
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}: not JSON: {e}") from None
+        if isinstance(data, dict) and data.get("format") == "geryon.ps-costs":
+            # bench/bench_ps_costs.py's document: its knobs, less the loopback rate (not a PS cost).
+            knobs = data.get("knobs")
+            if isinstance(knobs, dict):
+                data = {k: v for k, v in knobs.items() if k != "loopback_s_per_byte"}
+        return cls.from_dict(data, path)
+
+
+PS_COST_KEYS = tuple(f.name for f in fields(PsCosts))
+
+
+@dataclass(frozen=True)
+class Background:
+    """Constant-rate traffic at `rate_bps` on every chosen host's link: into it (the switch port towards
+    it), out of it (its NIC) or both. On ports with priorities (network, hybrid, ideal) it is a class of
+    its own below all training traffic, as the testbed's bulk sender's DSCP; elsewhere it shares fairly."""
+
+    rate_bps: float
+    hosts: str = "workers"
+    direction: str = "in"
+
+    def __post_init__(self) -> None:
+        r = self.rate_bps
+        if isinstance(r, bool) or not isinstance(r, int | float) or not math.isfinite(r) or r <= 0:
+            raise ValueError(
+                f"background.rate_bps: expected a finite number of bits per second > 0, got {r!r}"
+            )
+        if self.hosts not in BACKGROUND_HOSTS:
+            raise ValueError(
+                f"background.hosts: unknown {self.hosts!r}; allowed: {', '.join(BACKGROUND_HOSTS)}"
+            )
+        if self.direction not in BACKGROUND_DIRECTIONS:
+            raise ValueError(
+                f"background.direction: unknown {self.direction!r}; "
+                f"allowed: {', '.join(BACKGROUND_DIRECTIONS)}"
+            )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rate_bps": float(self.rate_bps), "hosts": self.hosts, "direction": self.direction}
+
+
+def check_chunk(value: Any, what: str = "chunk_bytes") -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not CHUNK_MIN <= value <= CHUNK_MAX:
+        raise ValueError(
+            f"{what}: expected an integer number of bytes in [{CHUNK_MIN}, {CHUNK_MAX}], got {value!r}"
+        )
+    return value
+
+
+def check_seconds(value: Any, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+        raise ValueError(f"{what}: expected a finite number of seconds >= 0, got {value!r}")
+    return float(value)
+
+
+def check_inflight(value: Any, what: str = "inflight") -> float | None:
+    """None (every pending transfer shares the connection) or a mean window >= 1."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 1:
+        raise ValueError(f"{what}: expected None or a number of transfers >= 1, got {value!r}")
+    return float(value)

@@ -1,0 +1,65 @@
+"""bench_tf_order.py and bench_ps_costs.py end to end, in miniature: real TF clusters on loopback,
+their JSON read back (the PS costs through calibration.load_knobs, as the simulator will)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from geryon.threshold.calibration import KNOBS, load_knobs
+
+pytest.importorskip("tensorflow")
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _run(script: str, *flags: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONPATH=str(REPO), TF_CPP_MIN_LOG_LEVEL="2")
+    return subprocess.run(
+        [sys.executable, str(REPO / "bench" / script), *flags],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
+
+
+def test_tf_order_small(tmp_path: Path) -> None:
+    out = tmp_path / "order.json"
+    done = _run("bench_tf_order.py", "--runs", "1", "--iterations", "3", "--num-ps", "2", "--out", str(out))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "interleave" in done.stdout
+    run = json.loads(out.read_text())["runs"][0]
+    assert run["pulls"] == 16 and len(run["iterations"]) == 3
+    for it in run["iterations"]:
+        assert sorted(it["order"]) == sorted(f"l{i}/{k}" for i in range(8) for k in ("bias", "kernel"))
+        assert -1 <= it["tau_cons"] <= 1 and 0 <= it["interleave"] <= 1
+        assert 1 <= it["in_flight"] <= 16
+
+
+def test_ps_costs_small_is_read_by_load_knobs(tmp_path: Path) -> None:
+    out = tmp_path / "costs.json"
+    done = _run("bench_ps_costs.py", "--runs", "1", "--repeats", "5", "--out", str(out))
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    knobs = load_knobs(out)
+    assert tuple(knobs) == KNOBS
+    # Loose physical bounds, orders of magnitude around what this machine measures: a byte through
+    # memory or loopback costs between 1e-12 and 1e-7 s, a message between 1 us and 100 ms.
+    for key in ("aggregate_s_per_byte", "update_s_per_byte", "loopback_s_per_byte"):
+        assert 1e-12 < knobs[key] < 1e-7, (key, knobs[key])
+    for key in ("per_message_s", "per_slice_s"):
+        assert 1e-6 < knobs[key] < 0.1, (key, knobs[key])
+    meta = json.loads(out.read_text())["meta"]
+    assert meta["runs"] == 1 and meta["repeats"] == 5 and meta["per_slice_includes_per_message"] is True
+
+
+@pytest.mark.parametrize("script", ["bench_tf_order.py", "bench_ps_costs.py"])
+def test_bad_flags_exit_2(script: str) -> None:
+    done = _run(script, "--runs", "0")
+    assert done.returncode == 2 and "--runs" in done.stderr

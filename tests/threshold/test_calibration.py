@@ -1,0 +1,87 @@
+"""load_knobs: the JSON a PS-cost bench writes, read back checked; the cited throughputs."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from geryon.threshold.calibration import (
+    ACHIEVED,
+    KNOBS,
+    CalibrationError,
+    achieved,
+    knobs_document,
+    load_knobs,
+)
+
+GOOD = {
+    "aggregate_s_per_byte": 1.2e-10,
+    "update_s_per_byte": 4.1e-10,
+    "per_message_s": 1.2e-4,
+    "per_slice_s": 1.4e-4,
+    "loopback_s_per_byte": 9.1e-10,
+}
+
+
+def _write(tmp_path: Path, doc: Any) -> Path:
+    path = tmp_path / "costs.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_round_trip_through_the_document_a_bench_writes(tmp_path: Path) -> None:
+    path = _write(tmp_path, knobs_document(GOOD, {"runs": 3, "host": "x"}))
+    assert load_knobs(path) == GOOD
+    assert tuple(load_knobs(path)) == KNOBS
+
+
+@pytest.mark.parametrize("key", KNOBS)
+def test_missing_key_is_named(tmp_path: Path, key: str) -> None:
+    knobs = {k: v for k, v in GOOD.items() if k != key}
+    path = _write(tmp_path, {"format": "geryon.ps-costs", "version": 1, "knobs": knobs, "meta": {}})
+    with pytest.raises(CalibrationError, match=rf"missing key.*{key}"):
+        load_knobs(path)
+
+
+def test_extra_key_is_named(tmp_path: Path) -> None:
+    path = _write(tmp_path, {"format": "geryon.ps-costs", "version": 1, "knobs": {**GOOD, "latency_s": 1.0}})
+    with pytest.raises(CalibrationError, match=r"unknown key.*latency_s"):
+        load_knobs(path)
+    path = _write(tmp_path, {"format": "geryon.ps-costs", "version": 1, "knobs": GOOD, "extra": 1})
+    with pytest.raises(CalibrationError, match=r"unknown key.*extra"):
+        load_knobs(path)
+
+
+@pytest.mark.parametrize("bad", [-1e-9, math.inf, math.nan, "1e-9", True, None])
+def test_bad_values_are_named(tmp_path: Path, bad: Any) -> None:
+    knobs = {**GOOD, "per_slice_s": bad}
+    # json.dumps writes inf/nan as Infinity/NaN, which json.loads reads back: the check must catch them.
+    path = _write(tmp_path, {"format": "geryon.ps-costs", "version": 1, "knobs": knobs})
+    with pytest.raises(CalibrationError, match=r"knobs\.per_slice_s: expected a finite number >= 0"):
+        load_knobs(path)
+
+
+def test_wrong_format_unreadable_and_not_json(tmp_path: Path) -> None:
+    with pytest.raises(CalibrationError, match="format"):
+        load_knobs(_write(tmp_path, {"format": "geryon.profile", "version": 1, "knobs": GOOD}))
+    with pytest.raises(CalibrationError, match="cannot read"):
+        load_knobs(tmp_path / "absent.json")
+    (tmp_path / "bad.json").write_text("{")
+    with pytest.raises(CalibrationError, match="not valid JSON"):
+        load_knobs(tmp_path / "bad.json")
+    with pytest.raises(CalibrationError, match="knobs_document"):
+        knobs_document({**GOOD, "update_s_per_byte": -1.0}, {})
+
+
+def test_cited_throughputs() -> None:
+    r50 = achieved("K80", "resnet50")
+    assert (r50.batch_size, r50.images_per_s) == (64, 51.9)
+    assert r50.step_s == pytest.approx(64 / 51.9)
+    assert all("tensorflow.org/performance/benchmarks" in a.source for a in ACHIEVED.values())
+    # TensorFlow published no K40 figures: asking for one is an error that lists what is cited.
+    with pytest.raises(CalibrationError, match="k80/resnet50"):
+        achieved("k40", "resnet50")

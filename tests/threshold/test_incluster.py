@@ -1,0 +1,222 @@
+"""In-cluster profile: a real PS cluster (demo task processes, one worker with TF's profiler server)
+trained by the demo's own chief, traced by the CLI, turned into a profile; plus the trace parsing on
+a trace written with TensorFlow's own XSpace protobuf and the CLI's bad flags."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from geryon.threshold.incluster import OpTime, layer_of, main, op_times, profile_from_ops
+from geryon.threshold.localcluster import REPO_ROOT, local_cluster
+from geryon.threshold.profile import Profile, ProfileError
+
+pytest.importorskip("tensorflow")
+
+SHAPE = (16, 16, 3)
+BATCH = 8
+
+
+def _chief_spec(cluster: dict[str, list[str]], steps: int) -> dict[str, object]:
+    # The fields geryon.demo.runner.chief_spec writes, for a vanilla (unpartitioned, no classes) run.
+    return {
+        "cluster": cluster,
+        "protocol": "grpc",
+        "model": "tiny",
+        "input_shape": list(SHAPE),
+        "batch_size": BATCH,
+        "partitioned": False,
+        "slice_bytes": None,
+        "classes_on": False,
+        "classes": 2,
+        "class_dscp": None,
+        "thresholds": None,
+        "search": None,
+        "warmup": 2,
+        "steps": steps,
+        "rate_bits": 1e9,
+        "want_params": False,
+        "intra_threads": 1,
+        "inter_threads": 2,
+        "max_seconds": 150,
+    }
+
+
+def _wait_for_step(proc: subprocess.Popen[bytes], log: Path, deadline: float) -> None:
+    """Until the chief's log (its stdout, a file: a pipe nobody reads would fill and stall it) has a step."""
+    while time.monotonic() < deadline:
+        text = log.read_text()
+        if '"event": "step"' in text:
+            return
+        if '"event": "error"' in text or proc.poll() is not None:
+            raise AssertionError(f"chief failed (exit {proc.poll()}): {text[-2000:]}")
+        time.sleep(0.5)
+    raise AssertionError("chief did not start training in time")
+
+
+def test_capture_in_running_cluster_gives_a_profile(tmp_path: Path) -> None:
+    with local_cluster(1, chief=True, profile_workers=True, timeout=150) as lc:
+        spec_file = tmp_path / "chief.json"
+        spec_file.write_text(json.dumps(_chief_spec(lc.cluster, steps=100000)))
+        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(REPO_ROOT))
+        log = tmp_path / "chief.log"
+        with log.open("wb") as log_file:
+            chief = subprocess.Popen(
+                [sys.executable, "-m", "geryon.demo.chief", str(spec_file)],
+                cwd=REPO_ROOT,
+                env=env,
+                stdout=log_file,
+                stderr=subprocess.DEVNULL,
+            )
+        try:
+            _wait_for_step(chief, log, time.monotonic() + 150)
+            out = tmp_path / "profile.json"
+            service = f"grpc://127.0.0.1:{lc.profiler_ports['worker:0']}"
+            cli = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "geryon.threshold.incluster",
+                    "--service",
+                    service,
+                    "--duration-ms",
+                    "2000",
+                    "--logdir",
+                    str(tmp_path / "trace"),
+                    "--model",
+                    "tiny",
+                    "--input-shape",
+                    "16,16,3",
+                    "--batch-size",
+                    str(BATCH),
+                    "--out",
+                    str(out),
+                ],
+                cwd=REPO_ROOT,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+        finally:
+            chief.kill()  # this chief's PID only
+            chief.wait()
+    assert cli.returncode == 0, cli.stderr[-3000:]
+    profile = Profile.load(out)
+    # The same profile layers the FLOPs- and CPU-profilers produce for this model.
+    assert [layer.name for layer in profile.layers] == ["conv1_1", "conv2_1", "fc1", "logits"]
+    assert profile.source == f"incluster:{service}"
+    assert profile.meta["steps"] >= 3  # a 2 s window of a model this small holds many steps
+    for layer in profile.layers:
+        assert layer.forward_s > 0 and layer.backward_s > 0, layer
+    # Per-step compute cannot exceed the window split over the steps times the worker's 2 threads.
+    assert profile.compute_s < 2 * 2.0 / profile.meta["steps"] * 1.5
+    assert Path(profile.meta["trace"]).is_file()
+
+
+def _xspace(path: Path) -> None:
+    """A trace shaped like the worker's (names and planes as TF 2.21 wrote them in a real capture)."""
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    space = xplane_pb2.XSpace()
+    plane = space.planes.add(name="/host:CPU", id=0)
+    names = {
+        1: "tiny_1/conv1_1_1/Relu:_MklNativeFusedConv2D",
+        2: "gradient_tape/tiny_1/conv1_1_1/convolution/Conv2DBackpropFilter:_MklNativeConv2DBackpropFilter",
+        3: "tiny_1/pool1_1/MaxPool2d:_MklNativeMaxPool",  # folded into conv1_1
+        4: "tiny_1/logits_1/BiasAdd:_MklNativeFusedMatMul",
+        5: "EagerService:Enqueue",  # not an op
+        6: "ExecutorState::Process",  # not an op
+        7: "mul_3:Mul",  # the update's learning-rate multiply: outside any layer
+    }
+    for mid, name in names.items():
+        plane.event_metadata[mid].id = mid
+        plane.event_metadata[mid].name = name
+    line = plane.lines.add(id=1, name="tf_Compute/1")
+    durations_us = {1: 100, 2: 300, 3: 20, 4: 10, 5: 5000, 6: 1, 7: 7}
+    t = 0
+    for _step in range(4):
+        for mid, us in durations_us.items():
+            line.events.add(metadata_id=mid, offset_ps=t, duration_ps=us * 1_000_000)
+            t += us * 1_000_000
+    space.planes.add(name="Task Environment", id=1)
+    path.write_bytes(space.SerializeToString())
+
+
+def test_trace_to_profile(tmp_path: Path) -> None:
+    from geryon.demo.models import build_model
+
+    trace = tmp_path / "host.xplane.pb"
+    _xspace(trace)
+    ops = op_times(trace)
+    assert "EagerService" not in ops and "ExecutorState" not in ops
+    assert ops["mul_3"] == OpTime(pytest.approx(28e-6), 4)  # type: ignore[arg-type]
+    profile = profile_from_ops(ops, build_model("tiny", SHAPE), batch_size=BATCH, source="incluster:test")
+    by_name = {layer.name: layer for layer in profile.layers}
+    assert by_name["conv1_1"].forward_s == pytest.approx(120e-6)  # conv + its folded pool
+    assert by_name["conv1_1"].backward_s == pytest.approx(300e-6)
+    assert by_name["logits"].forward_s == pytest.approx(10e-6)
+    assert by_name["fc1"].forward_s == 0
+    assert profile.meta["steps"] == 4
+    assert profile.meta["unattributed_s_per_step"] == pytest.approx(7e-6)
+
+
+def test_layer_scopes() -> None:
+    leaves = {"conv1_1": 0, "conv1": 1, "fc1": 2}
+    assert layer_of("tiny_1/conv1_1_1/Relu", leaves) == (0, False)
+    assert layer_of("tiny_1/conv1_1/Relu", leaves) == (0, False)  # exact name wins over stripping
+    assert layer_of("gradient_tape/tiny_1/fc1_1/MatMul/MatMul", leaves) == (2, True)
+    assert layer_of("sparse_categorical_crossentropy/Sum", leaves) is None
+    assert layer_of("fc1", leaves) is None  # an op named like a layer is not inside its scope
+
+
+def test_trace_of_another_model_is_a_clear_error() -> None:
+    from geryon.demo.models import build_model
+
+    ops = {"other_1/convA_1/Relu": OpTime(1e-3, 4), "gradient_tape/other_1/head/MatMul": OpTime(1e-3, 4)}
+    with pytest.raises(ProfileError, match="no op of model 'tiny'"):
+        profile_from_ops(ops, build_model("tiny", SHAPE), batch_size=1, source="x")
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--model", "tiny", "--batch-size", "8", "--out", "p.json"], "one of the arguments"),
+        (
+            ["--trace", "t", "--service", "grpc://h:1", "--model", "tiny", "--batch-size", "8", "--out", "p"],
+            "not allowed",
+        ),
+        (["--trace", "t", "--model", "nope", "--batch-size", "8", "--out", "p.json"], "invalid choice"),
+        (["--trace", "t", "--model", "tiny", "--batch-size", "0", "--out", "p.json"], "integer >= 1"),
+        (
+            ["--trace", "t", "--model", "tiny", "--batch-size", "8", "--input-shape", "16,16", "--out", "p"],
+            "H,W,C",
+        ),
+    ],
+)
+def test_bad_flags_exit_2(flags: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(flags)
+    assert exit_.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_bad_values_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    base = ["--model", "tiny", "--batch-size", "8"]
+    assert main(["--service", "localhost:1", *base, "--out", str(tmp_path / "p.json")]) == 2
+    assert "grpc://HOST:PORT" in capsys.readouterr().err
+    assert main(["--trace", str(tmp_path), *base, "--out", str(tmp_path / "p.json")]) == 2
+    assert "no *.xplane.pb" in capsys.readouterr().err
+    assert main(["--trace", str(tmp_path), *base, "--out", str(tmp_path / "absent" / "p.json")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    assert (
+        main(["--trace", str(tmp_path), *base, "--input-shape", "2,2,3", "--out", str(tmp_path / "p")]) == 2
+    )
+    assert "--input-shape" in capsys.readouterr().err
+    assert not (tmp_path / "p.json").exists()

@@ -1,0 +1,299 @@
+"""The simulator's hybrid mode and its cost and traffic knobs: hand-computed cases, invariants, bad input."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from geryon.threshold.profile import synthetic
+from geryon.threshold.simknobs import CHUNK_BYTES, ENDHOST_GAP_S, TF_INFLIGHT, Background, PsCosts
+from geryon.threshold.simulator import MODES, simulate
+
+# 8000 bit/s links move 1000 B/s: byte counts read as milliseconds x 1000.
+SLOW = dict(workers=1, num_ps=1, bandwidth_bps=8000)
+
+
+def push_end(result, layer: int) -> float:
+    (span,) = [s for s in result.spans if s.category == "push" and s.args["layer"] == layer]
+    return span.end_s
+
+
+# --- hybrid: urgency order with chunk preemption inside a class -----------------------------------------
+
+
+def test_hybrid_preempts_at_the_next_chunk_boundary_hand_computed():
+    # Two layers in one class (threshold 0.25 < both urgencies), 4 KiB chunks. Pulls go urgent first:
+    # 4096 B by 4.096 s, then 40960 B by 45.056 s. Backward of layer 1 (1 s) ends at 46.056 and its
+    # push starts; backward of layer 0 (5 s) ends at 51.056 with 5000 B of layer 1's push sent. The
+    # next boundary is 8192 B (54.248 s); layer 0's push then takes 4.096 s (ends 58.344) and layer 1's
+    # last 32768 B end at 91.112. Immediate preemption (ideal) ends layer 0's push at 55.152, FIFO
+    # inside the class (network without interleaving) at 91.112.
+    p = synthetic([4096, 40960], [0.0, 0.0], [5.0, 1.0])
+    kw = dict(**SLOW, thresholds=(0.25,), iterations=1, trace=True, chunk_bytes=4096)
+    hybrid = simulate(p, mode="hybrid", **kw)
+    ideal = simulate(p, mode="ideal", **kw)
+    network = simulate(p, mode="network", interleave=False, **kw)
+    assert {s.args["class"] for s in hybrid.spans if s.category in ("pull", "push")} == {0}
+    assert push_end(hybrid, 0) == pytest.approx(58.344)
+    assert push_end(hybrid, 1) == pytest.approx(91.112)
+    assert push_end(ideal, 0) == pytest.approx(55.152)
+    assert push_end(network, 0) == pytest.approx(91.112)
+    for r in (hybrid, ideal, network):  # every mode keeps the link busy: the same last byte
+        assert r.iteration_s == pytest.approx(91.112)
+
+
+def test_hybrid_keeps_strict_priority_between_classes_like_network():
+    # Threshold 0.75 puts layer 0 alone in class 0: it never waits behind class 1 at any port.
+    p = synthetic([4096, 40960], [0.0, 0.0], [5.0, 1.0])
+    kw = dict(**SLOW, thresholds=(0.75,), iterations=1, trace=True, chunk_bytes=4096)
+    hybrid = simulate(p, mode="hybrid", **kw)
+    network = simulate(p, mode="network", **kw)
+    # Layer 0's push is alone in its class, so it takes the link at once: 51.056 + 4.096.
+    assert push_end(hybrid, 0) == pytest.approx(55.152)
+    assert push_end(network, 0) == pytest.approx(55.152)
+
+
+def test_hybrid_is_never_slower_than_network_without_interleaving_and_bounded_by_ideal():
+    rng = random.Random(11)
+    for _ in range(30):
+        n = rng.randint(2, 6)
+        p = synthetic(
+            [4 * rng.randint(500, 20000) for _ in range(n)],
+            [rng.uniform(1e-4, 3e-3) for _ in range(n)],
+            [rng.uniform(1e-4, 5e-3) for _ in range(n)],
+        )
+        kw = dict(
+            workers=rng.choice([1, 2, 4]),
+            num_ps=rng.choice([1, 2]),
+            bandwidth_bps=rng.choice([1e7, 1e8]),
+            thresholds=(rng.choice([0.3, 0.5, 0.9]),),
+            chunk_bytes=4096,
+            barrier=True,
+            iterations=2,
+        )
+        hybrid = simulate(p, mode="hybrid", **kw)
+        n_, c = hybrid.comm_s, hybrid.compute_s
+        assert max(n_, c) * (1 - 1e-9) <= hybrid.first_iteration_s <= (n_ + c) * (1 + 1e-9)
+        assert max(n_, c) * (1 - 1e-9) <= hybrid.iteration_s <= (n_ + c) * (1 + 1e-9)
+
+
+def test_hybrid_moves_exactly_the_bytes_of_the_plan_and_chunks_bound_the_events():
+    p = synthetic([400_000, 800_000, 4_000_000], [1e-3, 1e-3, 1e-3], [2e-3, 2e-3, 2e-3])
+    r = simulate(p, workers=4, num_ps=2, bandwidth_bps=1e9, mode="hybrid", iterations=3, symmetric=False)
+    total = p.total_bytes * 4 * 3
+    assert sum(v for k, v in r.link_bytes.items() if k.endswith(".nic")) == pytest.approx(2 * total)
+    assert r.chunk_bytes == CHUNK_BYTES
+
+
+# --- end-host: its per-transfer cost ---------------------------------------------------------------------
+
+
+def test_end_host_waits_its_gap_before_every_transfer_hand_computed():
+    # Two 1000 B layers, no compute: each pull waits 0.5 s then moves in 1 s (3.0); each push the same
+    # on the worker's connection: 4.5 and 6.0.
+    p = synthetic([1000, 1000], [0.0, 0.0], [0.0, 0.0])
+    r = simulate(p, **SLOW, mode="end-host", iterations=1, endhost_gap_s=0.5)
+    assert r.iteration_s == pytest.approx(6.0)
+    assert simulate(p, **SLOW, mode="end-host", iterations=1, endhost_gap_s=0).iteration_s == pytest.approx(
+        4.0
+    )
+    assert r.endhost_gap_s == 0.5
+    assert ENDHOST_GAP_S == 300e-6  # ByteScheduler Sec. 4.1, cited in simknobs
+    # Only end-host pays it.
+    for mode in ("fifo", "network", "hybrid", "ideal"):
+        assert simulate(p, **SLOW, mode=mode, iterations=1, endhost_gap_s=0.5).iteration_s == pytest.approx(
+            4.0
+        )
+
+
+def test_smaller_slices_cost_end_host_more():
+    p = synthetic([4_000_000, 4_000_000], [1e-3, 1e-3], [1e-3, 1e-3])
+    kw = dict(workers=2, num_ps=2, bandwidth_bps=1e10, mode="end-host")
+    coarse = simulate(p, slice_bytes=1 << 20, **kw).iteration_s
+    fine = simulate(p, slice_bytes=64 << 10, **kw).iteration_s
+    free_fine = simulate(p, slice_bytes=64 << 10, endhost_gap_s=0, **kw).iteration_s
+    assert fine > coarse and fine > free_fine
+
+
+# --- PS costs ----------------------------------------------------------------------------------------------
+
+
+def test_ps_update_and_per_message_costs_hand_computed():
+    # 1000 B, 1 s forward and backward: pull 0..1, forward 1..2, backward 2..3, push 3..4, then the
+    # update (1000 B x 1e-3 s/B = 1 s) ends the iteration at 5. Two workers add a second gradient to
+    # aggregate: 1000 x (2 x 0.5e-3 + 1e-3) = 2 s of PS work, and each 1000 B now takes 2 s (the PS
+    # link is shared): 2 + 1 + 1 + 2 + 2 = 8. A per-message cost of 0.25 s delays the pull and the push.
+    p = synthetic([1000], [1.0], [1.0])
+    upd = PsCosts(update_s_per_byte=1e-3)
+    assert simulate(p, **SLOW, mode="fifo", iterations=1, ps_costs=upd).iteration_s == pytest.approx(5.0)
+    both = PsCosts(aggregate_s_per_byte=0.5e-3, update_s_per_byte=1e-3)
+    two = dict(SLOW, workers=2)
+    for symmetric in (True, False):
+        r = simulate(p, **two, mode="fifo", iterations=1, ps_costs=both, symmetric=symmetric)
+        assert r.iteration_s == pytest.approx(8.0)
+    msg = PsCosts(update_s_per_byte=1e-3, per_message_s=0.25)
+    assert simulate(p, **SLOW, mode="fifo", iterations=1, ps_costs=msg).iteration_s == pytest.approx(5.5)
+    # per_slice_s applies only to pieces of a sliced parameter: 4 slices of 250 B here.
+    sl = PsCosts(per_slice_s=0.25)
+    whole = simulate(p, **SLOW, mode="fifo", iterations=1, ps_costs=sl).iteration_s
+    sliced = simulate(p, **SLOW, mode="fifo", iterations=1, ps_costs=sl, slice_bytes=250).iteration_s
+    assert whole == pytest.approx(4.0) and sliced > 4.0
+
+
+def test_ps_updates_are_serial_per_ps_and_steady_state_pays_them():
+    p = synthetic([1000, 1000], [0.0, 0.0], [0.0, 0.0])
+    costs = PsCosts(update_s_per_byte=1e-3)
+    # Both gradients reach the one PS; its two 1 s updates run one after the other.
+    r = simulate(p, **SLOW, mode="ideal", iterations=3, barrier=True, ps_costs=costs)
+    free = simulate(p, **SLOW, mode="ideal", iterations=3, barrier=True)
+    assert r.iteration_s >= free.iteration_s + 1.0 - 1e-9
+
+
+def test_ps_costs_load_and_bad_values_name_the_key(tmp_path: Path):
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"aggregate_s_per_byte": 1e-10, "per_message_s": 5e-5}))
+    assert PsCosts.load(str(path)) == PsCosts(aggregate_s_per_byte=1e-10, per_message_s=5e-5)
+    with pytest.raises(ValueError, match=r"ps_costs\.update_s_per_byte: expected a finite number"):
+        PsCosts(update_s_per_byte=float("nan"))
+    with pytest.raises(ValueError, match="unknown key 'update'"):
+        PsCosts.from_dict({"update": 1.0})
+    assert PsCosts().free and not PsCosts(per_slice_s=1e-6).free
+    # bench/bench_ps_costs.py's calibration document loads too; its loopback rate is no PS cost.
+    doc = {
+        "format": "geryon.ps-costs",
+        "version": 1,
+        "knobs": {
+            "aggregate_s_per_byte": 1e-10,
+            "update_s_per_byte": 2e-10,
+            "per_message_s": 1e-4,
+            "per_slice_s": 2e-4,
+            "loopback_s_per_byte": 1e-9,
+        },
+        "meta": {},
+    }
+    path.write_text(json.dumps(doc))
+    assert PsCosts.load(str(path)) == PsCosts(1e-10, 2e-10, 1e-4, 2e-4)
+
+
+# --- TensorFlow's transfer order ----------------------------------------------------------------------------
+
+
+def test_a_tf_window_serves_that_many_at_once_in_a_seeded_random_order():
+    # Ten 1000 B layers, all pulls ready at once: with a window of 1 they go one at a time in a random
+    # order (so the first forward waits a random number of seconds), the same for the same seed.
+    p = synthetic([1000] * 10, [0.01] * 10, [0.01] * 10)
+    kw = dict(**SLOW, mode="fifo", iterations=1, trace=True)
+    orders = set()
+    for seed in range(6):
+        r = simulate(p, inflight=1, seed=seed, **kw)
+        pulls = sorted((s.start_s, s.args["layer"]) for s in r.spans if s.category == "pull")
+        ends = sorted(s.end_s for s in r.spans if s.category == "pull")
+        assert ends == pytest.approx([float(i) for i in range(1, 11)])  # one at a time, line rate
+        orders.add(tuple(layer for _, layer in pulls))
+        again = simulate(p, inflight=1, seed=seed, **kw)
+        assert again.iteration_s == r.iteration_s
+    assert len(orders) > 1
+    # A window at least as wide as the pending transfers is fair sharing, the order does not matter.
+    fair = simulate(p, inflight=None, **kw).iteration_s
+    assert simulate(p, inflight=10, seed=3, **kw).iteration_s == pytest.approx(fair)
+    assert TF_INFLIGHT == 9.5
+
+
+def test_a_tf_window_keeps_the_invariants():
+    rng = random.Random(5)
+    for _ in range(20):
+        n = rng.randint(3, 12)
+        p = synthetic(
+            [4 * rng.randint(50, 4000) for _ in range(n)],
+            [rng.uniform(1e-4, 3e-3) for _ in range(n)],
+            [rng.uniform(1e-4, 5e-3) for _ in range(n)],
+        )
+        for mode in ("fifo", "network"):
+            r = simulate(
+                p,
+                workers=1,
+                num_ps=1,
+                bandwidth_bps=1e7,
+                mode=mode,
+                inflight=rng.choice([1, 2.5, 9.5]),
+                seed=rng.randint(0, 99),
+                barrier=True,
+                iterations=3,
+            )
+            assert max(r.comm_s, r.compute_s) * (1 - 1e-9) <= r.iteration_s
+            assert r.iteration_s <= (r.comm_s + r.compute_s) * (1 + 1e-9)
+
+
+# --- background traffic -------------------------------------------------------------------------------------
+
+
+def test_background_shares_fairly_without_priorities_and_yields_to_training_with_them():
+    # 1000 B pull with 500 B/s of background into the worker: a fifo port shares 500/500, the pull
+    # takes 2 s; priority ports serve training first: 1 s. Pushes leave the worker: untouched.
+    p = synthetic([1000], [0.0], [0.0])
+    bg = (Background(4000, "workers", "in"),)
+    t = {
+        m: simulate(p, **SLOW, mode=m, iterations=1, background=bg, endhost_gap_s=0).iteration_s
+        for m in MODES
+    }
+    assert t["fifo"] == pytest.approx(3.0) and t["end-host"] == pytest.approx(3.0)
+    assert (
+        t["network"] == pytest.approx(2.0)
+        and t["hybrid"] == pytest.approx(2.0)
+        and t["ideal"] == pytest.approx(2.0)
+    )
+    out = (Background(4000, "workers", "out"),)
+    assert simulate(p, **SLOW, mode="fifo", iterations=1, background=out).iteration_s == pytest.approx(3.0)
+    both = (Background(4000, "all", "both"),)
+    r = simulate(p, **SLOW, mode="fifo", iterations=1, background=both)
+    assert r.iteration_s == pytest.approx(4.0)
+    assert r.to_dict()["background"] == [{"rate_bps": 4000.0, "hosts": "all", "direction": "both"}]
+
+
+def test_background_on_ps_links_agrees_between_representative_and_every_worker():
+    p = synthetic([40_000, 80_000], [1e-3, 1e-3], [2e-3, 2e-3])
+    bg = (Background(2e6, "ps", "both"),)
+    for mode in MODES:
+        kw = dict(workers=4, num_ps=2, bandwidth_bps=1e7, mode=mode, background=bg, iterations=2)
+        rep = simulate(p, symmetric=True, **kw).iteration_s
+        every = simulate(p, symmetric=False, **kw).iteration_s
+        assert rep == pytest.approx(every, rel=1e-9), mode
+
+
+# --- bad input ---------------------------------------------------------------------------------------------
+
+P = synthetic([400, 400], [1e-3, 1e-3], [1e-3, 1e-3])
+OK = dict(workers=2, num_ps=2, bandwidth_bps=1e9, mode="hybrid")
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"chunk_bytes": 1024}, r"chunk_bytes: expected an integer number of bytes in \[4096, 1073741824\]"),
+        ({"chunk_bytes": 4096.0}, "chunk_bytes"),
+        ({"endhost_gap_s": -1}, "endhost_gap_s: expected a finite number of seconds >= 0"),
+        ({"inflight": 0.5}, "inflight: expected None or a number of transfers >= 1"),
+        ({"seed": "x"}, "seed: expected an integer"),
+        ({"ps_costs": {"per_message_s": 1}}, "ps_costs: expected a PsCosts"),
+        ({"background": ["5gbit"]}, "background: expected Background entries"),
+    ],
+)
+def test_bad_knobs_name_the_argument(change, message):
+    with pytest.raises(ValueError, match=message):
+        simulate(P, **{**OK, **change})
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"rate_bps": 0}, "background.rate_bps"),
+        ({"rate_bps": 1e9, "hosts": "racks"}, "background.hosts: unknown 'racks'; allowed: workers, ps, all"),
+        ({"rate_bps": 1e9, "direction": "up"}, "background.direction: unknown 'up'; allowed: in, out, both"),
+    ],
+)
+def test_bad_background_names_the_field(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        Background(**kwargs)
