@@ -26,6 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from agent.dcb_fake import FakeDcbKernel, FakeNic
+from agent.ethtool_fake import FakeEthtool, FakeEthtoolNic
 from agent.kernel_tree import create_rdma_cm_group, mlx5_host
 from benchlib import print_table, write_json
 
@@ -33,6 +34,7 @@ from geryon.agent.config import parse_config
 from geryon.agent.dcb_driver import DcbDriver
 from geryon.agent.dcbnl import DcbnlClient, DcbUnsupported, encode_request
 from geryon.agent.engine import Slot, apply_plan, make_plan
+from geryon.agent.ethtool import Ethtool
 from geryon.agent.sysfs_driver import SysfsDriver
 
 IFACES = ["eth0", "eth1", "eth2", "eth3"]
@@ -54,7 +56,12 @@ def nic_host() -> tuple[list[Slot], FakeDcbKernel, Path]:
         mlx5_host(root, ifname, f"mlx5_{n}")
         create_rdma_cm_group(root, f"mlx5_{n}")
     slots = [
-        Slot(DcbDriver(client_factory=lambda: DcbnlClient(sock_factory=kernel.socket))),
+        Slot(
+            DcbDriver(
+                client_factory=lambda: DcbnlClient(sock_factory=kernel.socket),
+                ethtool=Ethtool(FakeEthtool({i: FakeEthtoolNic() for i in IFACES})),
+            )
+        ),
         Slot(SysfsDriver(root)),
     ]
     return slots, kernel, root

@@ -182,16 +182,33 @@ def run_verify(args: argparse.Namespace) -> int:
         except EngineError as e:
             print(f"geryon agent verify: failed: {e}", file=sys.stderr)
             return 1
+        peer = peer_lines(config, slots)
     lines = drift(plan)
     if args.json:
-        print(json.dumps({"drift": lines, "in_sync": list(plan.in_sync)}, indent=1))
-    elif lines:
-        print(f"drift on {len(lines)} target(s):")
-        for line in lines:
-            print(f"  {line}")
+        print(json.dumps({"drift": lines, "in_sync": list(plan.in_sync), "peer": peer}, indent=1))
     else:
-        print(f"in sync: {len(plan.in_sync)} target(s) as configured")
+        if lines:
+            print(f"drift on {len(lines)} target(s):")
+            for line in lines:
+                print(f"  {line}")
+        else:
+            print(f"in sync: {len(plan.in_sync)} target(s) as configured")
+        if peer:
+            # The host may be exactly as configured and the switch not: say so, but it is not host drift.
+            print(f"the switch disagrees on {len(peer)} point(s) (geryon check-fabric --peer):")
+            for line in peer:
+                print(f"  {line}")
     return 1 if lines else 0
+
+
+def peer_lines(config: AgentConfig, slots: Any) -> list[str]:
+    """The switch-vs-config mismatches the DCB driver can read (nothing where no NIC reports peer state)."""
+    out: list[str] = []
+    for slot in slots:
+        report = getattr(slot.driver, "peer_report", None)
+        if report is not None:
+            out += report(config)
+    return out
 
 
 def run_restore(args: argparse.Namespace) -> int:

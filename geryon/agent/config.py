@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from geryon import units
 from geryon.agent.names import is_ifname, is_net_sysctl, is_rdma_device
+from geryon.agent.sysfs import DCQCN_PARAMS
 from geryon.fields import Fields, kind, load_yaml
 
 Trust = Literal["dscp", "pcp"]
@@ -128,6 +129,8 @@ class AgentConfig:
     cable_length: int | None = None  # metres, for the NIC's PFC headroom (mlx5: ieee_pfc.delay); None = leave
     buffer_sizes: tuple[int, ...] | None = None  # bytes of NIC receive buffers 0-7 (dcb buffer); None = leave
     pfc_storm_timeout: int | None = None  # ms, 0 = off (ethtool pfc-prevention-tout); None = leave
+    # DCQCN parameters (mlx5 sysfs ecn/<kind>/<name>): {(kind, name): value}; empty = leave them alone
+    dcqcn: Mapping[tuple[str, str], int] = field(default_factory=lambda: MappingProxyType({}))
 
     def prio2buffer(self) -> tuple[int, ...] | None:
         """The NIC's priority -> receive buffer map, when a class or buffer_sizes asks for one: each class
@@ -227,6 +230,7 @@ _TOP_KEYS = (
     "cable_length",
     "buffer_sizes",
     "pfc_storm_timeout",
+    "dcqcn",
 )
 _CLASS_KEYS = (
     "name",
@@ -269,6 +273,7 @@ def _parse(data: Any) -> AgentConfig:
     cable = _int(m["cable_length"], "cable_length", 1, 999) if m.get("cable_length") is not None else None
     buffer_sizes = _buffer_sizes(m["buffer_sizes"]) if m.get("buffer_sizes") is not None else None
     storm = _storm_timeout(m["pfc_storm_timeout"]) if m.get("pfc_storm_timeout") is not None else None
+    dcqcn = _dcqcn(m.get("dcqcn"))
     _check_classes(classes, cnp, max_lossless)
     _check_rates(classes, egress)
     lossless = tuple(sorted(c.priority for c in classes if c.lossless))
@@ -292,6 +297,7 @@ def _parse(data: Any) -> AgentConfig:
         cable_length=cable,
         buffer_sizes=buffer_sizes,
         pfc_storm_timeout=storm,
+        dcqcn=dcqcn,
     )
     _check_ets(cfg)
     return cfg
@@ -427,6 +433,18 @@ def _maxrate(value: Any, name: str) -> int:
             "steps of 100mbit, or up to 255gbit in steps of 1gbit (what mlx5 can hold)"
         )
     return bits
+
+
+def _dcqcn(value: Any) -> Mapping[tuple[str, str], int]:
+    if value is None:
+        return MappingProxyType({})
+    m = _mapping(value, "dcqcn", tuple(DCQCN_PARAMS))
+    out: dict[tuple[str, str], int] = {}
+    for side, params in m.items():
+        pm = _mapping(params, f"dcqcn.{side}", DCQCN_PARAMS[side])
+        for name, v in pm.items():
+            out[(side, name)] = _int(v, f"dcqcn.{side}.{name}", 0, 2**32 - 1)
+    return MappingProxyType(out)
 
 
 def _storm_timeout(value: Any) -> int:

@@ -276,6 +276,22 @@ class DcbDriver:
             return all(have.get(k) == v for k, v in want.items())  # autoneg only when asked for
         return _canon(have) == _canon(want)
 
+    def peer_report(self, config: AgentConfig) -> list[str]:
+        """Where the switch's DCBX advertisement disagrees with the config, one line each; interfaces
+        whose NIC reports no peer state (no DCB, or a driver without the peer ops) say nothing."""
+        from geryon.agent.peer import peer_mismatches
+
+        lines: list[str] = []
+        for ifname in config.interfaces:
+            try:
+                state = self._client.get_ieee(ifname)
+            except OSError:
+                continue
+            if state.peer_ets is None and state.peer_pfc is None and not state.peer_apps:
+                continue
+            lines += [m.line() for m in peer_mismatches(config, ifname, state)]
+        return lines
+
     # -- observe --
 
     def _state(self, target: str, ifname: str) -> IeeeState:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import re
 
+from geryon.agent.sysfs import DCQCN_PARAMS
+
 # Linux interface names (dev_valid_name): 1-15 bytes, no '/', no whitespace, not "." or "..".
 IFNAME = r"[A-Za-z0-9_.:@+-]{1,15}"
 # RDMA device names (ib_device_rename refuses '/'; configfs makes one directory per device).
@@ -29,6 +31,8 @@ _TARGETS = {
     "sysfs": re.compile(
         rf"^(?:rdma/(?P<dev>{RDMA_DEV})/[0-9]{{1,3}}/roce_tos"
         rf"|(?P<if>{IFNAME})/ecn/(?:roce_rp|roce_np)/[0-7]"
+        rf"|(?P<if3>{IFNAME})/ecn/roce_rp/(?:{'|'.join(DCQCN_PARAMS['roce_rp'])})"
+        rf"|(?P<if4>{IFNAME})/ecn/roce_np/(?:{'|'.join(DCQCN_PARAMS['roce_np'])})"
         rf"|(?P<if2>{IFNAME})/ecn/(?:cnp_dscp|cnp_prio))$"
     ),
 }
@@ -60,7 +64,7 @@ def target_problem(driver: object, target: object) -> str | None:
     m = _TARGETS[driver].match(target)
     if m is None:
         return f"{target!r} is not a {driver} target"
-    for key in ("if", "if2", "dev"):
+    for key in ("if", "if2", "if3", "if4", "dev"):
         name = m.groupdict().get(key)
         if name is not None and not _not_dots(name):
             return f"{target!r}: {name!r} is not a device name"

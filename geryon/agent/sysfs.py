@@ -6,6 +6,7 @@ Paths (relative to the root):
     sys/class/net/<if>/ecn/roce_rp/enable/<prio>                    DCQCN reaction point on/off (mlx5)
     sys/class/net/<if>/ecn/roce_np/enable/<prio>                    DCQCN notification point on/off
     sys/class/net/<if>/ecn/roce_np/cnp_dscp, cnp_802p_prio          CNP marking (mlx5)
+    sys/class/net/<if>/ecn/roce_rp|roce_np/<parameter>              DCQCN parameters (mlx5, MLNX_OFED sysfs)
 """
 
 from __future__ import annotations
@@ -32,6 +33,37 @@ def ecn_enable_path(ifname: str, kind: str, priority: int) -> str:
     if kind not in ECN_KINDS:
         raise ValueError(f"ECN kind {kind!r} is not one of {ECN_KINDS}")
     return f"{NET_CLASS}/{ifname}/ecn/{kind}/enable/{priority}"
+
+
+# DCQCN parameters the mlx5 sysfs has per interface (NVIDIA's "DCQCN Parameters", MLNX_OFED names), each
+# one integer file; their ranges are the NIC's, so a refused value shows as a failed read-back.
+DCQCN_PARAMS = {
+    "roce_rp": (
+        "clamp_tgt_rate",
+        "clamp_tgt_rate_after_time_inc",
+        "dce_tcp_g",
+        "dce_tcp_rtt",
+        "initial_alpha_value",
+        "rate_reduce_monitor_period",
+        "rate_to_set_on_first_cnp",
+        "rpg_ai_rate",
+        "rpg_byte_reset",
+        "rpg_gd",
+        "rpg_hai_rate",
+        "rpg_max_rate",
+        "rpg_min_dec_fac",
+        "rpg_min_rate",
+        "rpg_threshold",
+        "rpg_time_reset",
+    ),
+    "roce_np": ("min_time_between_cnps",),
+}
+
+
+def dcqcn_param_path(ifname: str, kind: str, name: str) -> str:
+    if name not in DCQCN_PARAMS.get(kind, ()):
+        raise ValueError(f"DCQCN parameter {kind}/{name} is not one of {DCQCN_PARAMS}")
+    return f"{NET_CLASS}/{ifname}/ecn/{kind}/{name}"
 
 
 def cnp_dscp_path(ifname: str) -> str:

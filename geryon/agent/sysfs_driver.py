@@ -6,6 +6,7 @@ Targets and values (files in geryon.agent.sysfs):
     <if>/ecn/roce_np/<prio>      0/1: DCQCN notification point (sending CNPs) for this priority
     <if>/ecn/cnp_dscp            int 0-63: the DSCP of CNPs this NIC sends
     <if>/ecn/cnp_prio            int 0-7: their 802.1p priority
+    <if>/ecn/roce_rp|roce_np/<p> int: a DCQCN parameter (geryon.agent.sysfs.DCQCN_PARAMS), when configured
 
 A missing file means the hardware or module is not there (veth, no mlx5, no rdma_cm): Unsupported.
 """
@@ -20,18 +21,20 @@ from geryon.agent.config import AgentConfig
 from geryon.agent.driver import DriverError, Unsupported
 from geryon.agent.rdma import discover_rdma
 from geryon.agent.sysfs import (
+    DCQCN_PARAMS,
     ECN_KINDS,
     IB_CLASS_DIR,
     RDMA_CM,
     SysfsTree,
     cnp_dscp_path,
     cnp_prio_path,
+    dcqcn_param_path,
     ecn_enable_path,
     roce_tos_group,
     roce_tos_path,
 )
 
-RANGES = {"roce_tos": 255, "ecn": 1, "cnp_dscp": 63, "cnp_prio": 7}
+RANGES = {"roce_tos": 255, "ecn": 1, "cnp_dscp": 63, "cnp_prio": 7, "dcqcn": 2**32 - 1}
 
 
 def parse_target(target: str) -> tuple[str, str, str, int | None]:
@@ -41,6 +44,8 @@ def parse_target(target: str) -> tuple[str, str, str, int | None]:
         return "roce_tos", p[1], roce_tos_path(p[1], int(p[2])), int(p[2])
     if len(p) == 4 and p[1] == "ecn" and p[2] in ECN_KINDS and p[3].isdigit() and int(p[3]) < 8:
         return "ecn", p[0], ecn_enable_path(p[0], p[2], int(p[3])), int(p[3])
+    if len(p) == 4 and p[1] == "ecn" and p[3] in DCQCN_PARAMS.get(p[2], ()):
+        return "dcqcn", p[0], dcqcn_param_path(p[0], p[2], p[3]), None
     if len(p) == 3 and p[1] == "ecn" and p[2] == "cnp_dscp":
         return "cnp_dscp", p[0], cnp_dscp_path(p[0]), None
     if len(p) == 3 and p[1] == "ecn" and p[2] == "cnp_prio":
@@ -71,6 +76,8 @@ class SysfsDriver:
             for prio in config.ecn_priorities:
                 for kind in ECN_KINDS:
                     out[f"{ifname}/ecn/{kind}/{prio}"] = 1
+            for (kind, name), value in config.dcqcn.items():
+                out[f"{ifname}/ecn/{kind}/{name}"] = value
             if config.cnp is not None:
                 out[f"{ifname}/ecn/cnp_dscp"] = config.cnp.dscp
                 out[f"{ifname}/ecn/cnp_prio"] = config.cnp.priority

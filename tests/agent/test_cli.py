@@ -87,6 +87,17 @@ def test_plan_apply_verify_drift_restore(ns: VethNs, tmp_path: Path) -> None:
         ("interfaces: [ga0]\ntrust: pcp\ntrust: dscp\n", "line 3, column 1: duplicate key 'trust'"),
         ("interfaces: [ga0]\ncnp: {dscp: 046, priority: 6}\n", "'046' is read by YAML 1.1"),
         ("interfaces: [ga0]\nroce_tos: [{device: '..', tos: 8}]\n", "roce_tos[0].device"),
+        # the NIC knobs: each bad value exits 2 naming the field, before anything is written
+        (
+            "interfaces: [ga0]\nclasses: [{name: u, dscp: 46, priority: 5, tsa: strict, maxrate: 150mbit}]\n"
+            "best_effort_bandwidth: 100\n",
+            "classes[0].maxrate: 150 Mbit/s is not a NIC TC rate",
+        ),
+        ("interfaces: [ga0]\ncable_length: 1000\n", "cable_length: 1000 is out of range"),
+        ("interfaces: [ga0]\ndcbx: lld_managed\n", "dcbx: expected one of host"),
+        ("interfaces: [ga0]\nbuffer_sizes: [0, 12]\n", "buffer_sizes[1]: 12 is out of range"),
+        ("interfaces: [ga0]\npfc_storm_timeout: 50\n", "pfc_storm_timeout: 50 ms"),
+        ("interfaces: [ga0]\ndcqcn: {roce_rp: {rpg_speed: 1}}\n", "dcqcn.roce_rp.'rpg_speed': unknown key"),
         (
             "interfaces: [ga0]\n"
             "classes: [{name: u, dscp: 46, priority: 5}, {name: b, dscp: 46, priority: 3}]\n",

@@ -81,6 +81,7 @@ def _journal_with(driver: str, target: str) -> str:
         ("sysfs", "rdma/../1/roce_tos"),
         ("sysfs", "rdma/mlx5_0/1/../../roce_tos"),
         ("sysfs", "../ecn/cnp_dscp"),
+        ("sysfs", "eth0/ecn/roce_rp/no_such_param"),
         ("shell", "eth0/qdisc"),
     ],
 )
@@ -103,6 +104,8 @@ def test_journal_targets_that_could_leave_their_tree_are_refused(
         ("dcb", "eth0/dcb/app/dscp/46"),
         ("sysfs", "rdma/mlx5_0/1/roce_tos"),
         ("sysfs", "eth0/ecn/roce_np/3"),
+        ("sysfs", "eth0/ecn/roce_rp/rpg_ai_rate"),
+        ("dcb", "eth0/dcb/pfc_storm_timeout"),
     ],
 )
 def test_every_target_the_drivers_make_is_accepted(tmp_path: Path, driver: str, target: str) -> None:

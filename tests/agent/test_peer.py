@@ -113,3 +113,40 @@ def test_check_fabric_peer(
     )
     assert main([*files, "--netns", "x"]) == 2
     assert "--netns: only with --peer" in capsys.readouterr().err
+
+
+def test_agent_verify_reports_the_switch_but_it_is_not_host_drift() -> None:
+    from agent.ethtool_fake import FakeEthtool, FakeEthtoolNic
+
+    from geryon.agent.cli import peer_lines
+    from geryon.agent.dcb_driver import DcbDriver
+    from geryon.agent.engine import Slot
+    from geryon.agent.ethtool import Ethtool
+
+    nic = switch_agrees()
+    kernel = FakeDcbKernel({"eth0": nic})
+    drv = DcbDriver(
+        client_factory=lambda: DcbnlClient(sock_factory=kernel.socket),
+        ethtool=Ethtool(FakeEthtool({"eth0": FakeEthtoolNic()})),
+    )
+    assert peer_lines(CFG, [Slot(drv)]) == []
+    nic.peer_pfc = pfc_bytes(pfc_en=0b0010_0000)
+    assert peer_lines(CFG, [Slot(drv)]) == [
+        "peer: eth0 priority 3: expected PFC on (class 'bulk'), found off"
+    ]
+    # a NIC that reports no peer state says nothing here (check-fabric --peer says it)
+    assert (
+        peer_lines(
+            CFG,
+            [
+                Slot(
+                    DcbDriver(
+                        client_factory=lambda: DcbnlClient(
+                            sock_factory=FakeDcbKernel({"eth0": FakeNic()}).socket
+                        )
+                    )
+                )
+            ],
+        )
+        == []
+    )

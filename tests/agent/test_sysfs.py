@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from agent.kernel_tree import add_plain_netdev, create_rdma_cm_group, mlx5_host
 
-from geryon.agent.config import parse_config
+from geryon.agent.config import ConfigError, parse_config
 from geryon.agent.driver import DriverError, Unsupported
 from geryon.agent.engine import ApplyError, EngineError, Slot, apply_plan, make_plan, restore
 from geryon.agent.journal import Journal
@@ -151,3 +151,40 @@ def test_bad_values_and_targets(tmp_path: Path) -> None:
     (tmp_path / "sys/class/net/eth0/ecn/roce_np/cnp_dscp").write_text("garbage\n")
     with pytest.raises(DriverError, match="expected a number"):
         drv.observe(["eth0/ecn/cnp_dscp"])
+
+
+def test_dcqcn_parameters_plan_apply_restore(tmp_path: Path) -> None:
+    root = mlx5_host(tmp_path)
+    create_rdma_cm_group(root, "mlx5_0")  # what configfs makes on mkdir (a plain directory cannot)
+    rp = root / "sys/class/net/eth0/ecn/roce_rp"
+    (rp / "rpg_ai_rate").write_text("5\n")  # the mlx5 sysfs files exist with the NIC's values
+    (rp / "rate_reduce_monitor_period").write_text("4\n")
+    (root / "sys/class/net/eth0/ecn/roce_np/min_time_between_cnps").write_text("4\n")
+    cfg = parse_config(
+        {
+            "interfaces": ["eth0"],
+            "dcqcn": {
+                "roce_rp": {"rpg_ai_rate": 50, "rate_reduce_monitor_period": 2},
+                "roce_np": {"min_time_between_cnps": 0},
+            },
+        }
+    )
+    drv = SysfsDriver(root)
+    journal = Journal.load(tmp_path / "j.json")
+    apply_plan(make_plan([Slot(drv)], cfg, journal), [Slot(drv)], journal)
+    assert (rp / "rpg_ai_rate").read_text().strip() == "50"
+    assert (root / "sys/class/net/eth0/ecn/roce_np/min_time_between_cnps").read_text().strip() == "0"
+    assert make_plan([Slot(drv)], cfg, journal).empty
+    restore([Slot(SysfsDriver(root))], Journal.load(tmp_path / "j.json"))
+    assert (rp / "rpg_ai_rate").read_text().strip() == "5"
+
+
+def test_dcqcn_config_errors() -> None:
+    with pytest.raises(
+        ConfigError, match=r"dcqcn\.roce_rp\.'rpg_speed': unknown key; allowed: clamp_tgt_rate"
+    ):
+        parse_config({"interfaces": ["eth0"], "dcqcn": {"roce_rp": {"rpg_speed": 1}}})
+    with pytest.raises(ConfigError, match=r"dcqcn\.'roce_xx': unknown key; allowed: roce_rp, roce_np"):
+        parse_config({"interfaces": ["eth0"], "dcqcn": {"roce_xx": {}}})
+    with pytest.raises(ConfigError, match=r"dcqcn\.roce_rp\.rpg_gd: -1 is out of range"):
+        parse_config({"interfaces": ["eth0"], "dcqcn": {"roce_rp": {"rpg_gd": -1}}})
