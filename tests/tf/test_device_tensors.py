@@ -121,6 +121,17 @@ with tf.device("/job:worker/task:0/device:GERYONTEST:0"):
     on_device = [tf.identity(v, name=f"{v.op.name}_on_device") for v in (weights, slow, failing)]
 with tf.device("/job:worker/task:0/device:CPU:0"):
     total, slow_sum, failing_sum = [tf.reduce_sum(t) for t in on_device]
+# A dead tensor into device memory: the PS's Switch sends `taken` dead unless `flag`; exactly one of
+# the Merge's inputs is alive.
+with tf.device("/job:ps/task:0/device:CPU:0"):
+    flag = tf.compat.v1.placeholder(tf.bool, [], name="flag")
+    _, taken = tf.raw_ops.Switch(data=weights.value(), pred=flag)
+with tf.device("/job:worker/task:0/device:GERYONTEST:0"):
+    taken_on_device = tf.identity(taken, name="taken_on_device")
+with tf.device("/job:worker/task:0/device:CPU:0"):
+    not_taken, _ = tf.raw_ops.Switch(data=tf.zeros([1000]), pred=flag)
+    merged, _ = tf.raw_ops.Merge(inputs=[taken_on_device, not_taken])
+    merged_sum = tf.reduce_sum(merged)
 config = tf.compat.v1.ConfigProto(device_filters=["/job:ps", "/job:worker/task:0"])
 target = "grpc://" + cluster_spec.task_address("worker", 0)
 out = {}
@@ -143,6 +154,8 @@ with tf.compat.v1.Session(target, config=config) as sess:
         out["failing_message"] = e.message
     out["after_failure"] = float(sess.run(total))
     out["slow_again"] = float(sess.run(slow_sum))  # no deadline: the slow copy completes
+    out["dead"] = float(sess.run(merged_sum, {flag: False}))
+    out["alive"] = float(sess.run(merged_sum, {flag: True}))
 emit(out)
 """
 
@@ -182,6 +195,8 @@ def test_abort_mid_copy_and_a_failed_copy_fail_only_their_receive() -> None:
     assert re.search(key, message), message
     assert result["after_failure"] == pytest.approx(1000.0)
     assert result["slow_again"] == pytest.approx(float(SLOW_FLOATS))
+    # A dead tensor into device memory arrives dead (no copy); the live one arrives copied.
+    assert result["dead"] == 0.0 and result["alive"] == pytest.approx(1000.0), result
     assert staging["copy_failures"] == 1 and device["injected_failures"] == 1, (staging, device)
     (pool,) = staging["pools"]
     assert pool["limit_bytes"] == 0 and pool["cached_bytes"] == 0 and pool["hits"] == 0, pool
