@@ -17,6 +17,8 @@ Per run it prints (medians over iterations unless said):
               near 1 means a fair share (small tensors finish first), near 0 one-at-a-time in an
               order unrelated to size
   in_flight   pulls requested and not yet arrived, time-averaged over the pull phase (of 16)
+  per_ps      the same per PS connection (over that PS's own span), averaged over the PSes: how
+              many pulls one gRPC channel has outstanding
   interleave  fraction of summed pull wire time (`transfer_order.wire_intervals`: per PS connection,
               from the later of request and the previous arrival, to arrival) during which another
               pull is also on the wire (`transfer_order.interleave`: 0 = one at a time, near 1 =
@@ -106,6 +108,7 @@ def run_once(num_ps: int, iterations: int, progress: Progress) -> dict[str, Any]
                 "tau_cons",
                 "tau_size",
                 "in_flight",
+                "in_flight_per_ps",
                 "interleave",
                 "outstanding_overlap",
                 "push_in_flight",
@@ -135,6 +138,9 @@ def _iteration(
         if len(names) > 1
     ]
     spans = [(r.start_us, r.end_us) for _, r in pulls]
+    per_ps = [
+        mean_in_flight([(r.start_us, r.end_us) for name, r in pulls if ps_of[name] == ps]) for ps in by_ps
+    ]
     wire = wire_intervals([r for _, r in pulls])
     push_spans = [(r.start_us, r.end_us) for r in pushes]
     push_wire = wire_intervals(pushes)
@@ -143,6 +149,7 @@ def _iteration(
         "tau_cons": kendall_tau(order, variables),
         "tau_size": statistics.fmean(size_taus) if size_taus else None,
         "in_flight": mean_in_flight(spans),
+        "in_flight_per_ps": statistics.fmean(per_ps),
         "interleave": interleave(wire),
         "outstanding_overlap": interleave(spans),
         "push_in_flight": mean_in_flight(push_spans) if push_spans else None,
@@ -180,6 +187,7 @@ def main() -> int:
             ("tau_cons", "tau_cons", ".3f"),
             ("tau_size", "tau_size", ".3f"),
             ("in_flight", "in_flight", ".2f"),
+            ("in_flight_per_ps", "per_ps", ".2f"),
             ("interleave", "interleave", ".3f"),
             ("push_in_flight", "push_in_flight", ".2f"),
             ("push_interleave", "push_interleave", ".3f"),
@@ -199,6 +207,7 @@ def main() -> int:
                 "tau_cons": "median Kendall tau-a, arrival order vs consumption (layer) order",
                 "tau_size": "median of the mean over PSes of Kendall tau, arrival vs ascending size",
                 "in_flight": "median of the time-average number of pulls requested and not arrived",
+                "in_flight_per_ps": "the same per PS connection over its own span, mean over PSes",
                 "interleave": "median fraction of summed pull wire time shared with another pull on the wire",
                 "outstanding_overlap": "the same over [request, arrival] spans",
             },

@@ -41,6 +41,7 @@ def test_tf_order_small(tmp_path: Path) -> None:
         assert sorted(it["order"]) == sorted(f"l{i}/{k}" for i in range(8) for k in ("bias", "kernel"))
         assert -1 <= it["tau_cons"] <= 1 and 0 <= it["interleave"] <= 1
         assert 1 <= it["in_flight"] <= 16
+        assert 0 < it["in_flight_per_ps"] <= 16
 
 
 def test_ps_costs_small_is_read_by_load_knobs(tmp_path: Path) -> None:

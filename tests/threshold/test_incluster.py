@@ -4,17 +4,15 @@ a trace written with TensorFlow's own XSpace protobuf and the CLI's bad flags.""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from geryon.threshold.incluster import OpTime, layer_of, main, op_times, profile_from_ops
-from geryon.threshold.localcluster import REPO_ROOT, local_cluster
+from geryon.threshold.localcluster import REPO_ROOT, local_cluster, training_chief
 from geryon.threshold.profile import Profile, ProfileError
 
 pytest.importorskip("tensorflow")
@@ -23,90 +21,40 @@ SHAPE = (16, 16, 3)
 BATCH = 8
 
 
-def _chief_spec(cluster: dict[str, list[str]], steps: int) -> dict[str, object]:
-    # The fields geryon.demo.runner.chief_spec writes, for a vanilla (unpartitioned, no classes) run.
-    return {
-        "cluster": cluster,
-        "protocol": "grpc",
-        "model": "tiny",
-        "input_shape": list(SHAPE),
-        "batch_size": BATCH,
-        "partitioned": False,
-        "slice_bytes": None,
-        "classes_on": False,
-        "classes": 2,
-        "class_dscp": None,
-        "thresholds": None,
-        "search": None,
-        "warmup": 2,
-        "steps": steps,
-        "rate_bits": 1e9,
-        "want_params": False,
-        "intra_threads": 1,
-        "inter_threads": 2,
-        "max_seconds": 150,
-    }
-
-
-def _wait_for_step(proc: subprocess.Popen[bytes], log: Path, deadline: float) -> None:
-    """Until the chief's log (its stdout, a file: a pipe nobody reads would fill and stall it) has a step."""
-    while time.monotonic() < deadline:
-        text = log.read_text()
-        if '"event": "step"' in text:
-            return
-        if '"event": "error"' in text or proc.poll() is not None:
-            raise AssertionError(f"chief failed (exit {proc.poll()}): {text[-2000:]}")
-        time.sleep(0.5)
-    raise AssertionError("chief did not start training in time")
-
-
 def test_capture_in_running_cluster_gives_a_profile(tmp_path: Path) -> None:
-    with local_cluster(1, chief=True, profile_workers=True, timeout=150) as lc:
-        spec_file = tmp_path / "chief.json"
-        spec_file.write_text(json.dumps(_chief_spec(lc.cluster, steps=100000)))
+    with (
+        local_cluster(1, chief=True, profile_workers=True, timeout=150) as lc,
+        training_chief(lc, tmp_path, model="tiny", input_shape=SHAPE, batch_size=BATCH),
+    ):
+        out = tmp_path / "profile.json"
+        service = f"grpc://127.0.0.1:{lc.profiler_ports['worker:0']}"
         env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(REPO_ROOT))
-        log = tmp_path / "chief.log"
-        with log.open("wb") as log_file:
-            chief = subprocess.Popen(
-                [sys.executable, "-m", "geryon.demo.chief", str(spec_file)],
-                cwd=REPO_ROOT,
-                env=env,
-                stdout=log_file,
-                stderr=subprocess.DEVNULL,
-            )
-        try:
-            _wait_for_step(chief, log, time.monotonic() + 150)
-            out = tmp_path / "profile.json"
-            service = f"grpc://127.0.0.1:{lc.profiler_ports['worker:0']}"
-            cli = subprocess.run(
-                [
-                    sys.executable,
-                    "-m",
-                    "geryon.threshold.incluster",
-                    "--service",
-                    service,
-                    "--duration-ms",
-                    "2000",
-                    "--logdir",
-                    str(tmp_path / "trace"),
-                    "--model",
-                    "tiny",
-                    "--input-shape",
-                    "16,16,3",
-                    "--batch-size",
-                    str(BATCH),
-                    "--out",
-                    str(out),
-                ],
-                cwd=REPO_ROOT,
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=120,
-            )
-        finally:
-            chief.kill()  # this chief's PID only
-            chief.wait()
+        cli = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "geryon.threshold.incluster",
+                "--service",
+                service,
+                "--duration-ms",
+                "2000",
+                "--logdir",
+                str(tmp_path / "trace"),
+                "--model",
+                "tiny",
+                "--input-shape",
+                "16,16,3",
+                "--batch-size",
+                str(BATCH),
+                "--out",
+                str(out),
+            ],
+            cwd=REPO_ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     assert cli.returncode == 0, cli.stderr[-3000:]
     profile = Profile.load(out)
     # The same profile layers the FLOPs- and CPU-profilers produce for this model.
