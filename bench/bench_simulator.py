@@ -293,6 +293,7 @@ def load_baseline(path: str) -> Any:
     if spec is None or spec.loader is None:
         raise SystemExit(f"--baseline: cannot import {path}")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
     spec.loader.exec_module(module)
     return module
 

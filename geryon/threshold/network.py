@@ -11,6 +11,9 @@ it has a level, no unfrozen flow of a more urgent level remains, so a port serve
 first and gives lower levels only what the urgent ones cannot use (they are bottlenecked elsewhere).
 With one level per flow on both ports this is the classic level-by-level water-filling of strict
 priority queues; with levels on no port it is plain max-min fairness.
+
+Optional weights say how much of a port a flow uses per unit of its rate: a flow standing for m
+identical flows (a representative) uses m times its rate there. Without weights every flow uses 1.
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ def allocate(
     level_up: Sequence[int | None],
     level_down: Sequence[int | None],
     capacity: Sequence[float],
+    weight_up: Sequence[float] | None = None,
+    weight_down: Sequence[float] | None = None,
 ) -> list[float]:
     """Rates (bytes/s) of flows i = 0..n-1 crossing ports up[i] then down[i].
 
@@ -63,17 +68,19 @@ def allocate(
                 if b is None or ld < b:
                     best[port] = ld
         growing: list[int] = []
-        count: dict[int, int] = {}
+        count: dict[int, float] = {}
         for f in unfrozen:
             lu = level_up[f]
             ld = level_down[f]
             if (lu is None or lu == best[up[f]]) and (ld is None or ld == best[down[f]]):
                 growing.append(f)
-                count[up[f]] = count.get(up[f], 0) + 1
-                count[down[f]] = count.get(down[f], 0) + 1
+                wu = 1 if weight_up is None else weight_up[f]
+                wd = 1 if weight_down is None else weight_down[f]
+                count[up[f]] = count.get(up[f], 0) + wu
+                count[down[f]] = count.get(down[f], 0) + wd
         if not growing:
             raise AllocationError("no flow may grow: port levels order the flows in a cycle")
-        delta = min(residual[port] / c for port, c in count.items())
+        delta = min(residual[port] / c for port, c in count.items() if c > 0)
         for f in growing:
             rates[f] += delta
         saturated = set()

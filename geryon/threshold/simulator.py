@@ -128,6 +128,7 @@ class SimResult:
     interleave: bool
     barrier: bool
     colocate: bool = False
+    cohost_fast: bool = False
     chunk_bytes: int = CHUNK_BYTES
     endhost_gap_s: float = ENDHOST_GAP_S
     inflight: float | None = None
@@ -163,6 +164,7 @@ class SimResult:
             "interleave": self.interleave,
             "barrier": self.barrier,
             "colocate": self.colocate,
+            "cohost_fast": self.cohost_fast,
             "chunk_bytes": self.chunk_bytes,
             "endhost_gap_s": self.endhost_gap_s,
             "inflight": self.inflight,
@@ -200,6 +202,7 @@ def simulate(
     seed: int = 0,
     ps_costs: PsCosts | None = None,
     background: Sequence[Background] = (),
+    cohost_fast: bool = False,
 ) -> SimResult:
     """Simulates `iterations` BSP iterations of `profile` on the cluster; see the module docstring.
 
@@ -210,6 +213,8 @@ def simulate(
     hold (the streams of a gRPC/HTTP2 channel).
     `colocate=True` runs PS i on worker i's host and link (needs num_ps <= workers); transfers
     between a worker and its own host's PS are free, and every worker is simulated.
+    `cohost_fast=True` (with colocate) simulates two hosts standing for all by symmetry (see
+    `_Replay._cohost_fast_hosts`): seconds for a thousand hosts, an approximation of the exact path.
     `chunk_bytes` is hybrid's preemption unit, `endhost_gap_s` end-host's per-transfer cost, `inflight`
     the TF channel window of fifo and network (None: all pending transfers share), `seed` its random
     order; `ps_costs` and `background` as in the module docstring.
@@ -233,6 +238,7 @@ def simulate(
         ("partition", partition),
         ("interleave", interleave),
         ("colocate", colocate),
+        ("cohost_fast", cohost_fast),
     ):
         if not isinstance(flag, bool):
             raise ValueError(f"{name}: expected True or False, got {flag!r}")
@@ -272,7 +278,7 @@ def simulate(
         partition,
         interleave,
         colocate,
-        _Knobs(chunk_bytes, endhost_gap_s, inflight, seed, ps_costs, background),
+        _Knobs(chunk_bytes, endhost_gap_s, inflight, seed, ps_costs, background, cohost_fast),
     )
     replay.run()
     wall = time.perf_counter() - start
@@ -299,6 +305,7 @@ class _Knobs:
     seed: int
     ps_costs: PsCosts
     background: tuple[Background, ...]
+    cohost_fast: bool = False
 
 
 class _Flow:
@@ -335,7 +342,9 @@ class _Flow:
         "up",
         "version",
         "waiting",
+        "wd",
         "window",
+        "wu",
     )
 
     def __init__(
@@ -368,6 +377,8 @@ class _Flow:
         self.cut: float | None = None  # hybrid: the head's bytes left after the chunk it now finishes
         self.paused = False  # end-host: waiting out the per-transfer gap
         self.bg = False  # a background flow: always active, never finishes
+        self.wu = 1.0  # share of its up and down ports per unit of rate (cohost_fast's mirrors)
+        self.wd = 1.0
 
     @property
     def busy(self) -> bool:
@@ -405,11 +416,16 @@ class _Replay:
         self.trace = trace
         self.barrier = barrier
         # Colocated workers differ (each has its own PS's shards at hand): no representative one.
-        self.symmetric = symmetric and not colocate
+        # cohost_fast: a mean-field stand-in for large co-hosted clusters (see _cohost_fast_hosts).
+        self.fast = colocate and knobs.cohost_fast
+        self.symmetric = (symmetric and not colocate) or self.fast
         self.partition = partition
         self.interleave = interleave
         self.colocate = colocate
-        self.sim_workers = 1 if self.symmetric else workers
+        if self.fast:
+            self.sim_workers = 2 if workers > num_ps else 1  # a co-hosted host, then a worker-only host
+        else:
+            self.sim_workers = 1 if self.symmetric else workers
         self.events = 0
         self.spans: list[Span] = []
 
@@ -463,7 +479,11 @@ class _Replay:
         # Colocated, host h holds worker h and (for h < P) PS h, so PS k's ports are worker k's.
         W = self.sim_workers
         cap = bandwidth_bps / 8.0
-        if colocate:
+        self.w_up: dict[tuple[int, int], float] = {}  # (side, worker) -> port weight, fast path only
+        self.w_down: dict[tuple[int, int], float] = {}
+        if self.fast:
+            self._cohost_fast_hosts(cap)
+        elif colocate:
             self.ps_host = list(range(num_ps))
             self.capacity = [cap] * (2 * W)
             self.port_names = [f"host{h}" for h in range(W)]
@@ -476,6 +496,12 @@ class _Replay:
             self.port_names = [f"worker{i}" for i in range(W)] + [f"ps{i}" for i in range(num_ps)]
             self.host_names = self.port_names
         self.link_moved = [0.0] * len(self.capacity)
+        # Transfers between a worker and a PS on its own host never touch the network (see _send).
+        self.is_local = [
+            [self.ps_host[ps] == wk and not self.fast for wk in range(W)] for ps in range(num_ps)
+        ]
+        if self.fast and num_ps == 1:
+            self.is_local[0][0] = True  # the co-hosted worker's only PS is its own
 
         # fifo and network connections interleave their transfers, or send them in ready order.
         self.shared = interleave and mode in ("fifo", "network")
@@ -491,15 +517,21 @@ class _Replay:
         for side in (PULL, PUSH):
             for ps in range(num_ps):
                 for wk in range(W):
-                    if self.ps_host[ps] == wk:
+                    if self.is_local[ps][wk]:
                         continue  # same host: the transfer never touches the network (see _send)
                     src, dst = (self.ps_host[ps], wk) if side == PULL else (wk, self.ps_host[ps])
+                    up, down = 2 * src, 2 * dst + 1
+                    if self.fast and wk == 1:
+                        # The worker-only host's own NIC (pushes) or port (pulls), and host 0's as the mirror.
+                        up, down = (0, 3) if side == PULL else (2, 1)
                     for cls in range(len(thresholds) + 1) if per_class else (0,):
                         to = f"worker{wk}" if side == PULL else f"ps{ps}"
                         tid = f"to {to}" + (f" class {cls}" if per_class else "")
-                        self.flows[(side, ps, wk, cls)] = _Flow(
-                            side, 0 if colocate else side, src, dst, 2 * src, 2 * dst + 1, tid, self.shared
-                        )
+                        flow = _Flow(side, 0 if colocate else side, src, dst, up, down, tid, self.shared)
+                        if self.fast:
+                            flow.wu = self.w_up[(side, wk)]
+                            flow.wd = self.w_down[(side, wk)]
+                        self.flows[(side, ps, wk, cls)] = flow
         self.per_class = per_class
         # Allocation groups: flows that share no port are allocated apart. Pulls and pushes do not
         # meet on separate hosts (PS NIC -> worker port, worker NIC -> PS port); colocated, they do.
@@ -522,6 +554,32 @@ class _Replay:
         self.iteration_end = [0.0] * iterations
         self.heap: list[tuple[float, int, int, Any, int]] = []
         self.seq = 0
+
+    def _cohost_fast_hosts(self, cap: float) -> None:
+        """cohost_fast: two simulated hosts stand for a co-hosted cluster of W hosts, the first P of
+        them each holding a worker and a PS, the rest a worker only (the paper's testbed at scale).
+
+        Host 0 is a co-hosted host; by symmetry every co-hosted host's NIC and switch port carry what
+        host 0's carry, so a transfer from or to any PS uses host 0's ports as its mirror. Its worker
+        pulls and pushes every shard, of which 1/P stays on its host on average: its flows use (P-1)/P
+        of their rate on host 0's ports (PS 0's pulls to the P-1 other co-hosted workers mirror host 0's
+        pulls from the P-1 other PSes, and the same for pushes). Host 1, when W > P, is a worker-only host
+        standing for all m = W - P of them: its own NIC and port carry its own transfers (weight 1) and
+        host 0's ports the mirror of PS 0's share of all m, m / P per unit of its rate. Exact only
+        where PSes hold equal and alike shards (partitioned, many PSes); the every-worker path is the
+        reference (bench_simulator.py sets the two side by side)."""
+        P, W_all = self.num_ps, self.workers
+        self.ps_host = [0] * P
+        n = self.sim_workers
+        self.capacity = [cap] * (2 * n)
+        self.port_names = ["host0", f"host{P}"][:n]
+        self.host_names = [f"host0 (worker+ps, for {P})", f"host{P} (worker, for {W_all - P})"][:n]
+        share = (P - 1) / P
+        mirror = (W_all - P) / P
+        for side in (PULL, PUSH):
+            self.w_up[(side, 0)] = self.w_down[(side, 0)] = share
+        self.w_up[(PULL, 1)], self.w_down[(PULL, 1)] = mirror, 1.0
+        self.w_up[(PUSH, 1)], self.w_down[(PUSH, 1)] = 1.0, mirror
 
     def _add_background(
         self, background: tuple[Background, ...], n_classes: int | None, n_ranks: int, cap: float
@@ -648,7 +706,7 @@ class _Replay:
     def _send(self, side: int, j: int, it: int, wk: int, t: float) -> None:
         """Starts worker wk's pull or push of shard j; between a worker and its host's PS it is done now."""
         ps = self.s_ps[j]
-        if self.ps_host[ps] == wk:
+        if self.is_local[ps][wk]:
             # A copy in host memory, free next to the network (its cost is taken as 0).
             self._arrived(side, j, it, wk, t)
         else:
@@ -753,8 +811,8 @@ class _Replay:
                 flow.served += moved / len(flow.members)
             else:
                 flow.remaining -= moved
-            self.link_moved[flow.up] += moved
-            self.link_moved[flow.down] += moved
+            self.link_moved[flow.up] += moved * flow.wu
+            self.link_moved[flow.down] += moved * flow.wd
         flow.last_t = t
 
     def _levels(self, flow: _Flow, j: int) -> tuple[int | None, int | None]:
@@ -933,6 +991,8 @@ class _Replay:
                 [f.level_up for f in flows],
                 [f.level_down for f in flows],
                 self.capacity,
+                [f.wu for f in flows] if self.fast else None,
+                [f.wd for f in flows] if self.fast else None,
             )
             for flow, rate in zip(flows, rates, strict=True):
                 if flow.bg:
@@ -997,6 +1057,7 @@ class _Replay:
             interleave=self.interleave,
             barrier=self.barrier,
             colocate=self.colocate,
+            cohost_fast=self.fast,
             chunk_bytes=self.knobs.chunk_bytes,
             endhost_gap_s=self.knobs.endhost_gap_s,
             inflight=self.knobs.inflight,

@@ -297,3 +297,50 @@ def test_bad_knobs_name_the_argument(change, message):
 def test_bad_background_names_the_field(kwargs, message):
     with pytest.raises(ValueError, match=message):
         Background(**kwargs)
+
+
+# --- cohost_fast: two hosts standing for a co-hosted cluster ------------------------------------------------
+
+
+def test_cohost_fast_moves_the_bytes_each_host_moves_and_stays_small():
+    p = synthetic([40_000, 80_000, 400_000], [1e-3, 1e-3, 1e-3], [2e-3, 2e-3, 2e-3])
+    total = p.total_bytes
+    for mode in MODES:
+        r = simulate(
+            p,
+            workers=12,
+            num_ps=4,
+            bandwidth_bps=1e9,
+            mode=mode,
+            colocate=True,
+            cohost_fast=True,
+            barrier=True,
+        )
+        assert r.cohost_fast and r.symmetric and r.to_dict()["cohost_fast"]
+        it = r.iterations
+        # The worker-only host pulls and pushes the whole model each iteration on its own ports.
+        assert r.link_bytes["switch->host4"] == pytest.approx(total * it)
+        assert r.link_bytes["host4.nic"] == pytest.approx(total * it)
+        # Host 0's NIC: its worker's pushes to the 3 other PSes ((P-1)/P of the model), PS 0's pulls to the
+        # 3 other co-hosted workers (the same, by the mirror) and to the 8 worker-only hosts (8/4 models).
+        assert r.link_bytes["host0.nic"] == pytest.approx(total * it * (3 / 4 + 3 / 4 + 8 / 4))
+        assert max(r.compute_s, r.comm_s / 2) * (1 - 1e-9) <= r.iteration_s
+
+
+def test_cohost_fast_with_one_ps_keeps_the_co_hosted_workers_transfers_at_home():
+    p = synthetic([1000], [1.0], [1.0])
+    one = simulate(p, workers=1, num_ps=1, bandwidth_bps=8000, mode="fifo", colocate=True, cohost_fast=True)
+    assert one.iteration_s == pytest.approx(p.compute_s)
+    # Three workers on hosts of their own pull 1000 B each from PS 0's one link: 3 s, as the exact path.
+    kw = dict(workers=4, num_ps=1, bandwidth_bps=8000, mode="fifo", colocate=True, iterations=1)
+    fast = simulate(p, cohost_fast=True, **kw)
+    exact = simulate(p, **kw)
+    assert fast.iteration_s == pytest.approx(exact.iteration_s)
+
+
+def test_cohost_fast_takes_a_thousand_hosts_in_few_events():
+    p = synthetic([4 * 100_000] * 16, [1e-3] * 16, [2e-3] * 16)
+    r = simulate(
+        p, workers=1024, num_ps=64, bandwidth_bps=1e10, mode="hybrid", colocate=True, cohost_fast=True
+    )
+    assert r.events <= r.iterations * (2 * 2 * r.shards + 2 * 2 * p.num_layers) * 4
