@@ -66,7 +66,7 @@ def test_table_lists_every_mode_with_aligned_columns_and_the_targets() -> None:
     assert re.search(r"geryon >= 1\.15x ps\s+1\.25x\s+met", text)
     assert re.search(r"geryon >= 1\.5x vanilla\s+1\.56x\s+met", text)
     assert re.search(r"geryon > endhost\s+1\.03x\s+met\s+2 PSes", text)
-    assert "Targets (medians over 3 repeats):" in text
+    assert "Targets (ratios: paired where 2+ pairs, else medians over 3 repeats):" in text
 
 
 def test_a_missed_target_is_shown_as_not_met_with_its_number() -> None:
