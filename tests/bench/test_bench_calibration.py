@@ -1,5 +1,6 @@
-"""bench_tf_order.py and bench_ps_costs.py end to end, in miniature: real TF clusters on loopback,
-their JSON read back (the PS costs through calibration.load_knobs, as the simulator will)."""
+"""bench_tf_order.py, bench_ps_costs.py and bench_incluster.py end to end, in miniature: real TF
+clusters on loopback, their JSON read back (the PS costs through calibration.load_knobs, as the
+simulator will)."""
 
 from __future__ import annotations
 
@@ -60,7 +61,20 @@ def test_ps_costs_small_is_read_by_load_knobs(tmp_path: Path) -> None:
     assert meta["runs"] == 1 and meta["repeats"] == 5 and meta["per_slice_includes_per_message"] is True
 
 
-@pytest.mark.parametrize("script", ["bench_tf_order.py", "bench_ps_costs.py"])
+@pytest.mark.parametrize("script", ["bench_tf_order.py", "bench_ps_costs.py", "bench_incluster.py"])
 def test_bad_flags_exit_2(script: str) -> None:
     done = _run(script, "--runs", "0")
     assert done.returncode == 2 and "--runs" in done.stderr
+
+
+def test_incluster_small(tmp_path: Path) -> None:
+    out = tmp_path / "incluster.json"
+    done = _run(
+        "bench_incluster.py",
+        *("--runs", "1", "--model", "tiny", "--batch-size", "8", "--workers", "1", "--ps", "1"),
+        *("--duration-ms", "1500", "--out", str(out)),
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    run = json.loads(out.read_text())["runs"][0]
+    assert run["c_cluster_s"] > 0 and run["c_alone_s"] > 0 and run["steps_traced"] >= 3
+    assert set(run["layers"]) == set(run["layers_alone"]) == {"conv1_1", "conv2_1", "fc1", "logits"}

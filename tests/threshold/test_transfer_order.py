@@ -58,7 +58,8 @@ def test_recvs_of_a_real_traced_step() -> None:
         sess = tf1.Session(_servers[0].target, graph=g)
         sess.run(init)
         md = tf1.RunMetadata()
-        sess.run([train, loss], options=tf1.RunOptions(trace_level=tf1.RunOptions.FULL_TRACE), run_metadata=md)
+        trace = tf1.RunOptions(trace_level=tf1.RunOptions.FULL_TRACE)
+        sess.run([train, loss], options=trace, run_metadata=md)
         pulls = [r for r in recvs(md.step_stats, "/job:worker/")
                  if g.get_operation_by_name(r.node).type == "ReadVariableOp"]
         emit({
