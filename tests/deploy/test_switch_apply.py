@@ -33,14 +33,20 @@ def test_a_failed_apply_is_rolled_back_and_the_next_run_applies_it(tmp_path: Pat
     nv = tmp_path / "nv-state"
     default = json.loads((state / "running.json").read_text())
 
-    # 1. Both applies fail: SONiC's `config load` half-writes, NVUE refuses a command part-way.
-    doc = playbook(tmp_path, inv, env={**env, "FAKE_SONIC_FAIL": "apply", "FAKE_NV_FAIL": "pfc-watchdog"})
+    # 1. Both fail: SONiC's `config load` half-writes; on Cumulus the apply goes through but the check
+    #    after it fails (a command refused while the apply awaits confirmation).
+    doc = playbook(
+        tmp_path, inv, env={**env, "FAKE_SONIC_FAIL": "apply", "FAKE_NV_FAIL_APPLIED": "pfc-watchdog"}
+    )
     assert doc["rc"] != 0
     bad = "\n".join(failures(doc))
     assert "rolled back to checkpoint geryon-qos; the next run applies again" in bad
     assert json.loads((state / "running.json").read_text()) == default  # the half-written load undone
     assert "config rollback geryon-qos" in _calls(state / "calls.log")
-    assert not (nv / "applied.txt").exists() and (nv / "pending.txt").read_text() == ""  # nothing staged
+    nv_calls = _calls(nv / "calls.log")
+    assert "config apply --confirm 300s -y" in nv_calls and nv_calls[-1] == "config apply --confirm-no"
+    assert _calls(nv / "applied.txt") == [] and _calls(nv / "pending.txt") == []  # rolled back, none staged
+    assert not (nv / "startup.txt").exists()
 
     # 2. The next run applies both (nothing keys on a file left from run 1).
     doc = playbook(tmp_path, inv, env=env)

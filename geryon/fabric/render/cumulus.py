@@ -22,8 +22,9 @@ NVUE reference "Version History"); if a command still fails part-way, the EXIT t
 pending revision (`nv config detach`), so nothing is left half-staged. The intent's
 `platform.nvue_version` (the oldest release the fleet runs) is refused at render time when it is below
 what the intent needs. The script stages only: the rollout applies with `nv config apply --confirm
-300s -y` (NVUE rolls back by itself unless confirmed), checks, `nv config confirm`s and `nv config
-save`s (deploy/ansible, role cumulus_qos).
+300s -y` (NVUE rolls back by itself unless confirmed), checks, confirms with `nv config apply
+--confirm-yes` and `nv config save`s (deploy/ansible, role switch_qos; the confirm flags as NVUE's
+reference and NAPALM's Cumulus driver use them).
 """
 
 from __future__ import annotations
@@ -192,7 +193,7 @@ def render(intent: QosIntent, ports: Sequence[str] | str | None = None) -> str:
     lines += [
         "",
         "# staged only; the rollout: nv config diff; nv config apply --confirm 300s -y; check;",
-        "# nv config confirm; nv config save (unconfirmed, NVUE rolls back after 300 s)",
+        "# nv config apply --confirm-yes; nv config save (unconfirmed, NVUE rolls back after 300 s)",
     ]
     return "\n".join(lines) + "\n"
 

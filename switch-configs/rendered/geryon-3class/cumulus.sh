@@ -64,4 +64,4 @@ nv set interface swp1-swp32 qos congestion-control profile geryon
 nv set interface swp1-swp32 qos pfc-watchdog state enable
 
 # staged only; the rollout: nv config diff; nv config apply --confirm 300s -y; check;
-# nv config confirm; nv config save (unconfirmed, NVUE rolls back after 300 s)
+# nv config apply --confirm-yes; nv config save (unconfirmed, NVUE rolls back after 300 s)

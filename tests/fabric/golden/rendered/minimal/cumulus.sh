@@ -28,4 +28,4 @@ nv set interface swp1-swp2 qos mapping profile geryon
 nv set interface swp1-swp2 qos egress-scheduler profile geryon
 
 # staged only; the rollout: nv config diff; nv config apply --confirm 300s -y; check;
-# nv config confirm; nv config save (unconfirmed, NVUE rolls back after 300 s)
+# nv config apply --confirm-yes; nv config save (unconfirmed, NVUE rolls back after 300 s)
