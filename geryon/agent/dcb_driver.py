@@ -303,6 +303,12 @@ class DcbDriver:
             raise DriverError(target, f"reading DCB state: {e.strerror or e}") from None
 
     def _ethtool_value(self, target: str, ifname: str, kind: str) -> Any:
+        if kind == "pause":
+            # Only where PFC can be on: a NIC without DCB PFC keeps its link-level pause (its only flow
+            # control); turning that off would lose frames the host could have paused.
+            pfc = self._state(target, ifname).pfc
+            if pfc is None:
+                raise Unsupported(target, f"{ifname} reports no IEEE PFC: link-level pause is left as it is")
         try:
             if kind == "pause":
                 p = self._ethtool.get_pause(ifname)

@@ -395,3 +395,13 @@ def test_pfc_storm_timeout(tmp_path: Path) -> None:
     veth = FakeDcbKernel({"eth0": FakeNic(dcb=False)})
     plan = make_plan([Slot(driver(veth), on_unsupported="auto")], config(pfc_storm_timeout=500))
     assert "eth0/dcb/pfc_storm_timeout" in [s.target for s in plan.skipped]
+
+
+def test_a_nic_without_dcb_keeps_its_link_level_pause() -> None:
+    # e.g. a plain NIC with pause but no dcbnl ops: PFC cannot replace its flow control, so pause stays
+    kernel = FakeDcbKernel({"eth0": FakeNic(dcb=False)})
+    eth = FakeEthtool({"eth0": FakeEthtoolNic(ops=True)})
+    plan = make_plan([Slot(driver(kernel, eth), on_unsupported="auto")], config())
+    skip = next(s for s in plan.skipped if s.target == "eth0/dcb/pause")
+    assert "no DCB operations" in skip.reason or "link-level pause is left" in skip.reason
+    assert (eth.nics["eth0"].rx_pause, eth.nics["eth0"].tx_pause) == (True, True)
