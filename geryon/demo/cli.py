@@ -39,11 +39,27 @@ def add_demo(sub: Any) -> None:
         help="background traffic toward every worker's switch port, e.g. 50mbit (DSCP 8, its own host; "
         "default none)",
     )
+    add_prediction_flags(p)
     p.add_argument(
         "--out", default="out/demo", metavar="DIR", help="where JSON and charts go (default out/demo)"
     )
     p.add_argument("--json", action="store_true", help="print the result JSON instead of the table")
     p.set_defaults(run=run_demo_cmd)
+
+
+def add_prediction_flags(p: Any) -> None:
+    p.add_argument(
+        "--profile-source",
+        metavar="S",
+        help="compute profile of the prediction: cluster (worker 0 traced during the ps mode's run; "
+        "falls back to alone if that fails) or alone (each layer on an idle machine); default cluster",
+    )
+    p.add_argument(
+        "--ps-costs",
+        metavar="FILE",
+        help="PS-cost calibration for the prediction (bench/bench_ps_costs.py's JSON; default "
+        "out/bench/ps_costs.json when it exists, else none)",
+    )
 
 
 def add_bench(sub: Any) -> None:
@@ -69,6 +85,7 @@ def add_bench(sub: Any) -> None:
     p.add_argument("--search", metavar="S", help="sweep|guided|bayes|fixed:T (default sweep)")
     p.add_argument("--background", metavar="RATE", help="background traffic per worker port (default none)")
     p.add_argument("--quick", action="store_true", help="start from the --quick settings")
+    add_prediction_flags(p)
     p.add_argument("--out", default="out/bench", metavar="DIR", help="where JSON goes (default out/bench)")
     p.add_argument("--json", action="store_true", help="print the results JSON instead of the tables")
     p.set_defaults(run=run_bench_cmd)
@@ -140,6 +157,8 @@ def demo_config(args: argparse.Namespace) -> dict[str, Any]:
         "model": args.model,
         "steps": _one(args.steps, "--steps", _int),
         "background_bits": _one(args.background, "--background", _rate),
+        "profile_source": args.profile_source,
+        "ps_costs": args.ps_costs,
     }
     if args.modes is not None:
         overrides["modes"] = args.modes
@@ -167,6 +186,8 @@ def bench_config(args: argparse.Namespace) -> dict[str, Any]:
         "search": args.search,
         "modes": args.modes,
         "background_bits": _one(args.background, "--background", _rate),
+        "profile_source": args.profile_source,
+        "ps_costs": args.ps_costs,
     }
     cfg: dict[str, Any] = dict(DEFAULTS)
     if args.quick:
@@ -233,7 +254,12 @@ def _in_user_namespace(argv: list[str], command: str) -> None:
 def _demo_argv(args: argparse.Namespace) -> list[str]:
     argv = ["demo", "--out", args.out]
     flags = (("--model", args.model), ("--steps", args.steps), ("--modes", args.modes))
-    for flag, value in (*flags, ("--background", args.background)):
+    more = (
+        ("--background", args.background),
+        ("--profile-source", args.profile_source),
+        ("--ps-costs", args.ps_costs),
+    )
+    for flag, value in (*flags, *more):
         if value is not None:
             argv += [flag, value]
     return argv + [flag for flag, on in (("--quick", args.quick), ("--json", args.json)) if on]

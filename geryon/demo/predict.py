@@ -79,6 +79,7 @@ from geryon.demo.timeline import arrivals
 from geryon.progress import Progress
 from geryon.tagger.map_table import default_thresholds
 from geryon.threshold.profile import Profile
+from geryon.threshold.simknobs import PS_COST_KEYS, PsCosts
 from geryon.threshold.simulator import simulate
 from geryon.threshold.trace import write_chrome_trace
 
@@ -107,18 +108,26 @@ def predict(
     profile_path: Path | None = None,
     progress: Progress | None = None,
     trace_path: Path | None = None,
+    profile_source: str = "cluster",
+    ps_costs_path: str | Path | None = None,
 ) -> dict:
     """Predicted vs measured iteration time per mode of `result`, and the arrival timeline of P+S and
-    Geryon (Geryon's Chrome trace to `trace_path` when given); see the module docstring."""
+    Geryon (Geryon's Chrome trace to `trace_path` when given); see the module docstring.
+
+    `profile_source` "cluster" uses the result's in-cluster profile (`result["incluster"]`), else one
+    cached for the same cluster shape, else falls back to the profile measured alone; "alone" measures
+    alone. `ps_costs_path`: a bench/bench_ps_costs.py JSON; None: DEFAULT_PS_COSTS if it exists."""
     progress = progress if progress is not None else Progress("geryon predict")
     config = _config(result)
-    profile, cached = load_or_measure_profile(config, profile_path, progress)
+    profile, cached, chosen = choose_profile(result, config, profile_path, progress, profile_source)
+    ps_costs, ps_info = resolve_ps_costs(ps_costs_path)
+    progress.say(f"profile: {chosen['used']} ({profile.source}); {ps_info['note']}")
     summary = summarize(result)
     runs = [r for r in result.get("runs") or [] if isinstance(r, Mapping)]
     modes: dict[str, Any] = {}
     for mode, m in summary["modes"].items():
         setting = sim_setting(mode, [r for r in runs if r.get("mode") == mode], m["thresholds"], config)
-        sim = simulate(profile, iterations=ITERATIONS, **setting)
+        sim = simulate(profile, iterations=ITERATIONS, ps_costs=ps_costs, **setting)
         measured = m["median_step_s"]
         modes[mode] = {
             "predicted_s": sim.iteration_s,
@@ -138,7 +147,7 @@ def predict(
             + (f", measured {measured:.3f} s ({modes[mode]['error']:+.1%})" if measured else ", not measured")
         )
     try:
-        timeline = arrival_timeline(profile, config, runs, summary["modes"], trace_path)
+        timeline = arrival_timeline(profile, config, runs, summary["modes"], trace_path, ps_costs)
     except Exception as e:  # the per-mode prediction stands; the chart says why there is no timeline
         timeline = {"error": f"{type(e).__name__}: {e}"}
     return {
@@ -157,7 +166,9 @@ def predict(
             "bytes": profile.total_bytes,
             "cache": str(profile_path) if profile_path is not None else None,
             "cached": cached,
+            **chosen,
         },
+        "ps_costs": ps_info,
         "bandwidth_bps": config["rate_bits"],
     }
 
@@ -242,6 +253,7 @@ def arrival_timeline(
     runs: list[Mapping[str, Any]],
     summary_modes: Mapping[str, Any],
     trace_path: Path | None = None,
+    ps_costs: PsCosts | None = None,
 ) -> dict[str, Any]:
     """Arrival rows at worker 0 in the last simulated iteration for the ps and geryon settings.
 
@@ -259,7 +271,7 @@ def arrival_timeline(
     for mode, label in TIMELINE_MODES.items():
         mode_runs = [r for r in runs if r.get("mode") == mode]
         setting = sim_setting(mode, mode_runs, thresholds if mode == "geryon" else None, config)
-        sim = simulate(profile, iterations=ITERATIONS, trace=True, **setting)
+        sim = simulate(profile, iterations=ITERATIONS, trace=True, ps_costs=ps_costs, **setting)
         assert sim.spans is not None
         out["modes"][mode] = {
             "label": label,
@@ -274,7 +286,81 @@ def arrival_timeline(
     return out
 
 
+# --- PS costs --------------------------------------------------------------------------------------
+DEFAULT_PS_COSTS = Path("out/bench/ps_costs.json")  # bench/bench_ps_costs.py's default --out
+UNCALIBRATED = "PS costs: not calibrated — run bench/bench_ps_costs.py"
+
+
+def resolve_ps_costs(path: str | Path | None) -> tuple[PsCosts | None, dict[str, Any]]:
+    """The PS costs for simulate() and what the report says of them. An explicit `path` must load (a
+    CalibrationError names the key); the default one, when present but unreadable, is reported and
+    left out rather than failing the whole prediction."""
+    from geryon.threshold.calibration import CalibrationError, load_knobs
+
+    explicit = path is not None
+    where = Path(path) if path is not None else DEFAULT_PS_COSTS
+    if not explicit and not where.is_file():
+        return None, {"calibrated": False, "path": None, "knobs": None, "note": UNCALIBRATED}
+    try:
+        knobs = load_knobs(where)
+    except CalibrationError as e:
+        if explicit:
+            raise
+        return None, {"calibrated": False, "path": str(where), "knobs": None, "note": f"{UNCALIBRATED} ({e})"}
+    costs = PsCosts(**{k: knobs[k] for k in PS_COST_KEYS})
+    return costs, {
+        "calibrated": True,
+        "path": str(where),
+        "knobs": costs.to_dict(),
+        "note": f"PS costs: {where}",
+    }
+
+
 # --- the profile -----------------------------------------------------------------------------------
+def cluster_profile_key(config: Mapping[str, Any]) -> str:
+    """The in-cluster profile's cache key: contention depends on the cluster's shape and links too."""
+    return (
+        f"cluster|{profile_key(config)}|workers{config['workers']}|ps{config['ps']}"
+        f"|rate{int(config['rate_bits'])}"
+    )
+
+
+def choose_profile(
+    result: Mapping[str, Any],
+    config: Mapping[str, Any],
+    profile_path: Path | None,
+    progress: Progress,
+    source: str,
+) -> tuple[Profile, bool, dict[str, Any]]:
+    """(profile, cached, what was used and why) for `source` "cluster" or "alone" (see predict)."""
+    if source not in ("cluster", "alone"):
+        raise PredictError(f"profile_source: expected cluster or alone, got {source!r}")
+    fallback = None
+    if source == "cluster":
+        key = cluster_profile_key(config)
+        incluster = result.get("incluster")
+        incluster = incluster if isinstance(incluster, Mapping) else {}
+        data = incluster.get("profile")
+        if isinstance(data, Mapping):
+            profile = Profile.from_dict(dict(data), where="incluster.profile")
+            if profile_path is not None:
+                cache = _read_cache(profile_path)
+                cache[key] = profile.to_dict()
+                _write_cache(profile_path, cache)
+            return profile, False, {"used": "cluster", "from": f"this run's {incluster.get('mode')} mode"}
+        cache = _read_cache(profile_path) if profile_path is not None else {}
+        if key in cache:
+            profile = Profile.from_dict(cache[key], where=f"{profile_path}: {key}")
+            why = incluster.get("error") or "this result has no in-cluster capture"
+            return profile, True, {"used": "cluster", "from": f"cache (this run: {why})"}
+        fallback = incluster.get("error") or "this result has no in-cluster capture"
+    profile, cached = load_or_measure_profile(config, profile_path, progress)
+    chosen: dict[str, Any] = {"used": "alone", "from": "measured alone on this machine"}
+    if fallback is not None:
+        chosen["fallback"] = f"in-cluster profile unavailable: {fallback}"
+    return profile, cached, chosen
+
+
 def profile_key(config: Mapping[str, Any]) -> str:
     shape = "x".join(str(d) for d in config["input_shape"])
     threads = config["threads"] if config["threads"] is not None else "default"

@@ -88,6 +88,21 @@ def _ordering_note(runs: Sequence[Mapping[str, Any]]) -> str | None:
     )
 
 
+def prediction_notes(prediction: Mapping[str, Any]) -> list[str]:
+    """Which compute profile and which PS costs the prediction used (issue 15: say which)."""
+    out = []
+    profile = _mapping(prediction.get("profile"))
+    if profile.get("used"):
+        text = f"prediction profile: {profile['used']}, {profile.get('from')}"
+        if profile.get("fallback"):
+            text += f" ({profile['fallback']})"
+        out.append(text)
+    ps_costs = _mapping(prediction.get("ps_costs"))
+    if ps_costs.get("note"):
+        out.append(str(ps_costs["note"]))
+    return out
+
+
 def format_table(result: Mapping[str, Any]) -> str:
     """The paper-like table, then the targets (each with its measured number and met / NOT met)."""
     summary = summarize(result)
@@ -151,6 +166,7 @@ def format_table(result: Mapping[str, Any]) -> str:
     out = [_title(config), *_aligned([header, *rows], right)]
     if prediction.get("error"):
         notes.append(f"prediction: failed: {_first_line(prediction['error'])}")
+    notes += prediction_notes(prediction)
     if summary["ordering"]:
         notes.append(summary["ordering"])
     out += [f"  note: {n}" for n in notes]

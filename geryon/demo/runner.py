@@ -92,7 +92,20 @@ DEFAULTS: dict[str, Any] = {
     "threads": 1,
     "background_bits": 0,  # background traffic toward every worker's switch port, bits/s (0: none)
     "settle_rounds": 1,  # paired modes: unmeasured rounds of a mode before each measured one
+    # The prediction's compute profile: "cluster" (worker 0 traced in the CAPTURE_MODES run, falling
+    # back to "alone" when that fails) or "alone" (each layer on an idle machine, as before issue 15).
+    "profile_source": "cluster",
+    # The PS-cost calibration (bench/bench_ps_costs.py's JSON) for the prediction; None: predict's
+    # DEFAULT_PS_COSTS (out/bench/ps_costs.json) when it exists, else none (the PS is free).
+    "ps_costs": None,
 }
+PROFILE_SOURCES = ("alone", "cluster")
+# Where the in-cluster profile is captured, first one the config runs: `ps` is one class, plain gRPC,
+# no threshold search and no switch changes, so every traced step is the same kind of step, and its
+# partitioned plan moves the bytes the Geryon modes move; vanilla is the fallback.
+CAPTURE_MODES = ("ps", "vanilla")
+CAPTURE_MS = 3000  # traced window: 2-3 default steps, most of a --quick run's
+PROFILER_PORT = 6009
 # --quick (CI): the tiny model, few steps, a 3-point sweep; every mode still runs.
 QUICK: dict[str, Any] = {
     "model": "tiny",
@@ -150,6 +163,18 @@ def validate(cfg: dict[str, Any]) -> dict[str, Any]:
     _int(cfg, "settle_rounds", "--settle", 0, 10)
     if cfg["background_bits"] != 0:
         _int(cfg, "background_bits", "--background", 1_000_000, cfg["rate_bits"])
+    if cfg["profile_source"] not in PROFILE_SOURCES:
+        raise UsageError(
+            f"--profile-source {cfg['profile_source']!r}: expected one of {', '.join(PROFILE_SOURCES)}"
+        )
+    if cfg["ps_costs"] is not None:
+        from geryon.threshold.calibration import CalibrationError, load_knobs
+
+        try:
+            load_knobs(cfg["ps_costs"])
+        except CalibrationError as e:
+            raise UsageError(f"--ps-costs: {e}") from None
+        cfg["ps_costs"] = str(cfg["ps_costs"])
     cfg["modes"] = list(modes_mod.parse_modes(cfg["modes"]))
     search = modes_mod.parse_search(str(cfg["search"]), cfg["classes"])
     cfg["search"] = search.label()
@@ -354,6 +379,13 @@ class ModeRun:
         self.workers = 1 if mode.single_worker else cfg["workers"]
         self.procs: dict[str, subprocess.Popen[str]] = {}
         self.params: list[dict[str, Any]] | None = None
+        # capture=True: trace worker 0 during this run (see geryon.demo.capture); the outcome goes to
+        # `incluster` ({"mode", "service", "duration_ms", "profile" | None, "error" | None}).
+        self.capture = False
+        self.incluster: dict[str, Any] | None = None
+        self._capture_reader: LineReader | None = None
+        self._trace_asked = False
+        self._capture_spec: dict[str, Any] = {}
 
     def say(self, message: str) -> None:
         self.progress.say(f"mode {self.mode.name}: {message}")
@@ -406,6 +438,7 @@ class ModeRun:
         after = tb.class_counters()
         record["switch_counters"] = counter_delta(before, after)
         self._fill(record, done)
+        self._finish_capture()
 
     def _start_tasks(self, cluster: dict[str, list[str]]) -> dict[str, int]:
         """One task per PS and worker in its host; returns once every one printed READY."""
@@ -426,10 +459,14 @@ class ModeRun:
                     "inter_threads": 2,
                     "class_dscp": class_dscp(cfg["classes"]) if self.mode.classes else None,
                 }
+                if self.capture and job == "worker" and index == 0:
+                    spec["profiler_port"] = PROFILER_PORT
                 self.procs[host] = self._popen(
                     host, [sys.executable, "-m", "geryon.demo.task", json.dumps(spec)], env
                 )
                 readers[host] = LineReader(self.procs[host])
+        if self.capture:
+            self._start_capture(env)
         deadline = time.monotonic() + TASK_START_S
         for host, reader in readers.items():
             while True:
@@ -444,6 +481,117 @@ class ModeRun:
                 if line.startswith(READY):
                     break
         return {h: p.pid for h, p in self.procs.items()}
+
+    # --- the in-cluster profile (geryon.demo.capture's protocol) ----------------------------------
+    def _start_capture(self, env: dict[str, str]) -> None:
+        """The capture process in worker 0's host: it imports TF while the cluster starts."""
+        cfg = self.cfg
+        label = f"{self._label()}-capture"
+        spec = {
+            "service": f"grpc://127.0.0.1:{PROFILER_PORT}",  # worker 0's loopback: off the shaped links
+            "duration_ms": CAPTURE_MS,
+            "model": cfg["model"],
+            "input_shape": cfg["input_shape"],
+            "batch_size": cfg["batch_size"],
+            "mode": self.mode.name,
+            "logdir": str(self.log_dir / f"{label}-trace"),
+            "out": str(self.log_dir / f"{label}-profile.json"),
+        }
+        self.incluster = {
+            "mode": self.mode.name,
+            "host": "worker0",
+            "service": spec["service"],
+            "duration_ms": CAPTURE_MS,
+            "profile": None,
+            "error": "the capture did not finish",
+        }
+        self._capture_spec = spec
+        log = (self.log_dir / f"{label}.log").open("w")
+        try:
+            proc: subprocess.Popen[str] = self.tb.popen(
+                "worker0",
+                [sys.executable, "-m", "geryon.demo.capture", json.dumps(spec)],
+                env=env,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                cwd=str(REPO_ROOT),
+                text=True,
+            )
+        finally:
+            log.close()
+        self.procs["capture"] = proc
+        self._capture_reader = LineReader(proc)
+
+    def _tell_capture(self, line: str | None) -> None:
+        """A line to the capture process's stdin (None: close it); a dead capture is not an error here."""
+        proc = self.procs.get("capture")
+        if proc is None or proc.stdin is None:
+            return
+        with contextlib.suppress(OSError, ValueError):
+            if line is None:
+                proc.stdin.close()
+            else:
+                proc.stdin.write(line + "\n")
+                proc.stdin.flush()
+
+    def _on_first_step(self) -> None:
+        # After the first round (function tracing, connections): the trace sees steady steps.
+        if self._capture_reader is not None and not self._trace_asked:
+            self._trace_asked = True
+            self._tell_capture("trace")
+            self.say(f"tracing worker 0 for {CAPTURE_MS} ms (in-cluster profile)")
+
+    def _finish_capture(self) -> None:
+        """Waits for the trace, has it converted, loads the profile; failures only record why."""
+        reader, rec = self._capture_reader, self.incluster
+        if reader is None or rec is None:
+            return
+        try:
+            if not self._trace_asked:
+                raise RuntimeError("the run ended before its first step event")
+            self._capture_wait(reader, "TRACED", CAPTURE_MS / 1000 + 120)
+            self._tell_capture("convert")
+            self._tell_capture(None)
+            self._capture_wait(reader, "DONE", 180)
+            from geryon.threshold.profile import Profile
+
+            profile = Profile.load(self._capture_spec["out"])
+            rec["profile"] = profile.to_dict()
+            rec["error"] = None
+            rec["steps"] = profile.meta.get("steps")
+            rec["compute_s"] = profile.compute_s
+            rec["unattributed_s_per_step"] = profile.meta.get("unattributed_s_per_step")
+            self.say(
+                f"in-cluster profile: C = {profile.compute_s * 1e3:.1f} ms per step over "
+                f"{profile.meta.get('steps')} traced step(s) of worker 0"
+            )
+        except Exception as e:
+            rec["error"] = str(e) or type(e).__name__
+            self.say(f"in-cluster profile not captured ({rec['error']}); the prediction falls back")
+        finally:
+            if "capture" in self.procs:
+                stop(self.procs["capture"])
+
+    def _capture_wait(self, reader: LineReader, word: str, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                line = reader.get(deadline - time.monotonic())
+            except queue.Empty:
+                raise RuntimeError(f"capture: no {word} within {timeout_s:.0f} s") from None
+            if line is None:
+                raise RuntimeError(f"capture exited before {word}: {self._capture_tail()}")
+            if line.startswith("ERROR"):
+                raise RuntimeError(f"capture: {line[6:]}")
+            if line.startswith(word):
+                return
+
+    def _capture_tail(self) -> str:
+        path = self.log_dir / f"{self._label()}-capture.log"
+        text = path.read_text(errors="replace") if path.exists() else ""
+        lines = [ln for ln in text.splitlines() if ln.strip() and "oneDNN" not in ln]
+        return " | ".join(lines)[-800:]
 
     def _chief(self, spec: dict[str, Any], record: dict[str, Any]) -> dict[str, Any]:
         """Runs the chief on `spec` and follows it to its "done" event (returned)."""
@@ -515,6 +663,7 @@ class ModeRun:
             if kind == "round":
                 self._on_round(event)
             if kind == "step":
+                self._on_first_step()
                 # Every 2 s, and at every new search trial (a quick run would skip them all).
                 now = time.monotonic()
                 trial = event.get("trial")
@@ -821,6 +970,7 @@ def new_result(cfg: dict[str, Any]) -> dict[str, Any]:
         "runs": [],
         "summary": None,
         "prediction": None,
+        "incluster": None,
     }
 
 
@@ -834,6 +984,16 @@ def run_modes(tb: Any, cfg: dict[str, Any], log_dir: Path, progress: Progress) -
         start = list(search.thresholds or ())
     else:
         start = list(modes_mod.initial_thresholds(cfg["classes"]))
+    # The in-cluster profile: traced in the first run of the capture mode, again in the next repeat's
+    # only if that one failed.
+    capture_mode = next((m for m in CAPTURE_MODES if m in cfg["modes"]), None)
+    captured = False
+    if cfg["profile_source"] == "cluster" and capture_mode is None:
+        result["incluster"] = {
+            "mode": None,
+            "profile": None,
+            "error": f"no mode to trace in: the in-cluster profile needs one of {', '.join(CAPTURE_MODES)}",
+        }
     for repeat in range(cfg["repeats"]):
         # The grpc modes alternate with the paired group run by run, in MODES' order.
         for name in cfg["modes"]:
@@ -850,9 +1010,13 @@ def run_modes(tb: Any, cfg: dict[str, Any], log_dir: Path, progress: Progress) -
                     progress.say(f"mode {run['mode']}: {result_line(run)}")
                 continue
             runner = ModeRun(tb, cfg, mode, repeat, None, not result["params"], log_dir, progress)
+            runner.capture = cfg["profile_source"] == "cluster" and name == capture_mode and not captured
             run = runner.run()
             if runner.params:
                 result["params"] = runner.params
+            if runner.incluster is not None:
+                captured = runner.incluster["profile"] is not None
+                result["incluster"] = runner.incluster
             result["runs"].append(run)
             progress.say(f"mode {mode.name}: {result_line(run)}")
     return result
@@ -878,8 +1042,14 @@ def finish(result: dict[str, Any], out_dir: Path, name: str, progress: Progress)
         from geryon.demo import predict
 
         profile = out_dir / f"profile-{result['config']['model']}-b{result['config']['batch_size']}.json"
+        cfg = result["config"]
         result["prediction"] = predict.predict(
-            result, profile_path=profile, progress=progress, trace_path=trace
+            result,
+            profile_path=profile,
+            progress=progress,
+            trace_path=trace,
+            profile_source=cfg.get("profile_source", "cluster"),
+            ps_costs_path=cfg.get("ps_costs"),
         )
     except Exception as e:
         result["prediction"] = {"error": f"{type(e).__name__}: {e}"}
