@@ -276,7 +276,7 @@ def arrival_timeline(
         out["modes"][mode] = {
             "label": label,
             "iteration_s": sim.iteration_s,
-            "thresholds": list(setting["thresholds"]) if setting["mode"] == "network" else None,
+            "thresholds": list(setting["thresholds"]) if setting["mode"] in ("network", HYBRID) else None,
             "simulated": {k: (list(v) if isinstance(v, tuple) else v) for k, v in setting.items()},
             "rows": arrivals(sim.spans, profile, iteration=ITERATIONS - 1, worker=0),
         }

@@ -186,3 +186,39 @@ def test_each_sweep_gets_a_chart_beside_the_rows_json(e2e: ModuleType, tmp_path:
     assert (images[0] != images[1]).any()  # two sweeps, two pictures
     # Only the sweeps that ran get one.
     assert e2e.write_sweep_charts({"targets": [two], "fig8-9": [], "table-iv": []}, out) == []
+
+
+def test_prediction_rows_put_each_modes_error_beside_the_alone_profiles(
+    e2e: ModuleType, capsys: pytest.CaptureFixture[str]
+) -> None:
+    prediction = {
+        "modes": {
+            "ps": {"predicted_s": 0.5, "measured_s": 0.52, "error": 0.02 / 0.52},
+            "geryon": {"predicted_s": 0.4, "measured_s": 0.5, "error": 0.2},
+            "single": {"predicted_s": 0.3, "measured_s": None, "error": None},
+        },
+        "profile": {"used": "cluster", "from": "this run's ps mode"},
+        "ps_costs": {"calibrated": False, "note": "PS costs: not calibrated — run bench/bench_ps_costs.py"},
+    }
+    alone = {
+        "modes": {
+            "ps": {"predicted_s": 0.35, "error": 0.15 / 0.52},
+            "geryon": {"predicted_s": 0.3, "error": 0.4},
+        }
+    }
+    rows = {r["mode"]: r for r in e2e.prediction_rows(result({"ps": [0.52]}, prediction=prediction), alone)}
+    assert (rows["ps"]["met"], rows["geryon"]["met"], rows["single"]["met"]) == ("met", "NOT met", "n/a")
+    assert rows["ps"]["profile"] == "cluster" and rows["ps"]["alone_error"] == pytest.approx(0.15 / 0.52)
+    assert rows["single"]["alone_predicted_s"] is None
+    from benchlib import print_table
+
+    print_table(list(rows.values()), e2e.PREDICTION_COLUMNS)
+    out = capsys.readouterr().out
+    assert "+3.8%" in out and "+20.0%" in out and "alone error" in out
+
+
+def test_prediction_flags_reach_the_runner_config(e2e: ModuleType, tmp_path: Path) -> None:
+    args = e2e.parse_args(["--profile-source", "alone", "--ps-costs", str(tmp_path / "c.json")])
+    ((_, _, overrides),) = e2e.plan(args)
+    assert overrides["profile_source"] == "alone" and overrides["ps_costs"] == str(tmp_path / "c.json")
+    assert e2e.plan(e2e.parse_args([]))[0][2]["profile_source"] is None  # the runner's default: cluster

@@ -42,6 +42,9 @@ from geryon.cli import main
         (["bench", "--input-shape", "32,32"], "--input-shape '32,32': expected H,W,C"),
         (["bench", "--model", "resnet50", "--input-shape", "16,16,3"], "resnet50 needs at least 32x32"),
         (["bench", "--repeats", "0"], "--repeats 0: expected an integer in 1..100"),
+        (["demo", "--profile-source", "both"], "--profile-source 'both': expected one of alone, cluster"),
+        (["bench", "--profile-source", ""], "--profile-source '': expected one of alone, cluster"),
+        (["demo", "--ps-costs", "/nonexistent/ps.json"], "--ps-costs: cannot read calibration"),
     ],
 )
 def test_bad_knobs_exit_2_naming_the_flag(

@@ -10,8 +10,13 @@ from demo_results import result
 
 from geryon.demo.predict import PredictError, predict, profile_key, relative_error, sim_setting
 from geryon.progress import Progress
+from geryon.threshold import simulator
 
 pytest.importorskip("tensorflow")
+
+# The geryon mode asks for urgency order inside a class: the simulator's hybrid mode where it has one
+# (issue 14), else network with a note.
+GERYON_SIM = "hybrid" if "hybrid" in simulator.MODES else "network"
 
 # A comm-bound setting for the tiny model (142 KB of parameters, a few ms of compute): 20 Mbit/s.
 STEPS = {
@@ -52,7 +57,7 @@ def test_each_mode_maps_onto_the_simulator() -> None:
     ps = sim_setting("ps", runs["ps"], None, config)
     assert (ps["mode"], ps["partition"], ps["slice_bytes"], ps["workers"]) == ("fifo", True, 1048576, 2)
     geryon = sim_setting("geryon", runs["geryon"], [0.3], config)
-    assert (geryon["mode"], geryon["thresholds"], geryon["interleave"]) == ("network", (0.3,), False)
+    assert (geryon["mode"], geryon["thresholds"], geryon["interleave"]) == (GERYON_SIM, (0.3,), False)
     endhost = sim_setting("endhost", runs["endhost"], [0.3], config)
     assert endhost["mode"] == "end-host"
     single = sim_setting("single", runs["single"], None, config)
@@ -82,7 +87,7 @@ def test_predicts_every_mode_from_a_profile_measured_here_then_cached(tmp_path: 
     assert p["modes"]["vanilla"]["measured_s"] == pytest.approx(0.21)  # median over the two repeats
     # Comm-bound: whole variables on one PS each are slower than partition + slicing.
     assert p["modes"]["vanilla"]["predicted_s"] >= p["modes"]["ps"]["predicted_s"]
-    assert p["modes"]["geryon"]["simulated"]["mode"] == "network"
+    assert p["modes"]["geryon"]["simulated"]["mode"] == GERYON_SIM
     prof = p["profile"]
     assert prof["source"].startswith("measured:") and prof["cached"] is False
     assert prof["bytes"] > 100_000 and prof["params"] > 0 and prof["compute_s"] > 0
@@ -97,7 +102,7 @@ def test_predicts_every_mode_from_a_profile_measured_here_then_cached(tmp_path: 
     timeline = p["timeline"]
     assert list(timeline["modes"]) == ["ps", "geryon"] and timeline["trace"] == str(trace)
     geryon = timeline["modes"]["geryon"]
-    assert geryon["thresholds"] == [0.5] and geryon["simulated"]["mode"] == "network"
+    assert geryon["thresholds"] == [0.5] and geryon["simulated"]["mode"] == GERYON_SIM
     assert geryon["iteration_s"] == pytest.approx(p["modes"]["geryon"]["predicted_s"])
     for panel in timeline["modes"].values():
         rows = panel["rows"]
@@ -161,3 +166,115 @@ def test_geryon_is_simulated_as_the_hybrid_only_where_both_the_simulator_and_the
     runs["geryon"][0]["ordering_available"] = True
     assert sim_setting("geryon", runs["geryon"], [0.3], config)["mode"] == "hybrid"
     assert sim_note("geryon", runs["geryon"]) is None
+
+
+def _in_cluster_like(cache: Path, res: dict) -> dict:
+    """A profile shaped like geryon.demo.capture's: the tiny model's layers from the cached alone
+    profile, every layer twice as slow (contention), its source an in-cluster one. The real capture
+    (TF's profiler on worker 0 of a real demo cluster) is tested end to end in test_demo_quick.py."""
+    import dataclasses
+
+    from geryon.threshold.profile import Profile
+
+    (entry,) = json.loads(cache.read_text())["profiles"].values()
+    alone = Profile.from_dict(entry)
+    layers = tuple(
+        dataclasses.replace(la, forward_s=2 * la.forward_s, backward_s=2 * la.backward_s)
+        for la in alone.layers
+    )
+    return Profile(
+        alone.model,
+        alone.batch_size,
+        layers,
+        alone.params,
+        alone.urgency_function,
+        "incluster:ps:worker0",
+        {},
+    ).to_dict()
+
+
+def test_the_in_cluster_profile_is_used_cached_per_cluster_shape_with_alone_as_fallback(
+    tmp_path: Path,
+) -> None:
+    cache = tmp_path / "profiles.json"
+    alone = predict(tiny(), cache, quiet(), profile_source="alone")
+    assert alone["profile"]["used"] == "alone" and "fallback" not in alone["profile"]
+
+    res = tiny()
+    res["incluster"] = {"mode": "ps", "profile": _in_cluster_like(cache, res), "error": None}
+    p = predict(res, cache, quiet(), profile_source="cluster")
+    prof = p["profile"]
+    assert (prof["used"], prof["from"], prof["source"]) == (
+        "cluster",
+        "this run's ps mode",
+        "incluster:ps:worker0",
+    )
+    assert prof["compute_s"] == pytest.approx(2 * alone["profile"]["compute_s"])
+    for mode, m in p["modes"].items():  # slower compute, never a faster step
+        assert m["predicted_s"] >= alone["modes"][mode]["predicted_s"], mode
+    keys = list(json.loads(cache.read_text())["profiles"])
+    assert len(keys) == 2 and any(k.startswith("cluster|") and "|workers2|ps2|" in k for k in keys)
+
+    # A later run whose capture failed: the cached in-cluster profile of the same cluster shape.
+    failed = tiny()
+    failed["incluster"] = {"mode": "ps", "profile": None, "error": "capture: no TRACED within 123 s"}
+    again = predict(failed, cache, quiet())
+    assert again["profile"]["used"] == "cluster" and again["profile"]["cached"] is True
+    assert "no TRACED within 123 s" in again["profile"]["from"]
+    assert again["modes"]["ps"]["predicted_s"] == p["modes"]["ps"]["predicted_s"]
+
+    # Another shape (4 workers) is not served that profile: alone, saying why.
+    other = tiny()
+    other["config"]["workers"] = 4
+    other["incluster"] = failed["incluster"]
+    fallback = predict(other, cache, quiet())
+    assert fallback["profile"]["used"] == "alone"
+    assert (
+        fallback["profile"]["fallback"] == "in-cluster profile unavailable: capture: no TRACED within 123 s"
+    )
+
+    # --profile-source alone ignores a capture; a bad source is named.
+    assert predict(res, cache, quiet(), profile_source="alone")["profile"]["used"] == "alone"
+    with pytest.raises(PredictError, match="profile_source: expected cluster or alone, got 'both'"):
+        predict(res, cache, quiet(), profile_source="both")
+
+
+def test_ps_costs_come_from_the_calibration_file_or_the_report_says_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from geryon.threshold.calibration import CalibrationError, knobs_document
+
+    cache = tmp_path / "profiles.json"
+    monkeypatch.chdir(tmp_path)  # the default out/bench/ps_costs.json is looked up from here
+    free = predict(tiny(), cache, quiet())
+    assert free["ps_costs"] == {
+        "calibrated": False,
+        "path": None,
+        "knobs": None,
+        "note": "PS costs: not calibrated — run bench/bench_ps_costs.py",
+    }
+    knobs = {
+        "aggregate_s_per_byte": 1e-9,
+        "update_s_per_byte": 2e-9,
+        "per_message_s": 1e-3,
+        "per_slice_s": 2e-3,
+        "loopback_s_per_byte": 1e-10,
+    }
+    default = tmp_path / "out" / "bench" / "ps_costs.json"
+    default.parent.mkdir(parents=True)
+    default.write_text(json.dumps(knobs_document(knobs, {"runs": 1})))
+    costed = predict(tiny(), cache, quiet())
+    assert (
+        costed["ps_costs"]["calibrated"] is True and costed["ps_costs"]["path"] == "out/bench/ps_costs.json"
+    )
+    assert costed["ps_costs"]["knobs"] == {k: v for k, v in knobs.items() if k != "loopback_s_per_byte"}
+    for mode, m in costed["modes"].items():  # 1 ms per message at least: every step is slower
+        assert m["predicted_s"] > free["modes"][mode]["predicted_s"], mode
+    # An explicit file must load; a broken default one is reported and left out.
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({**knobs_document(knobs, {}), "knobs": {**knobs, "per_slice_s": -1}}))
+    with pytest.raises(CalibrationError, match=r"knobs\.per_slice_s"):
+        predict(tiny(), cache, quiet(), ps_costs_path=bad)
+    default.write_text("{}")
+    broken = predict(tiny(), cache, quiet())
+    assert broken["ps_costs"]["calibrated"] is False and "format" in broken["ps_costs"]["note"]
