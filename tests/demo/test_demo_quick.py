@@ -126,6 +126,29 @@ def test_every_mode_completes_with_consistent_numbers(quick: dict[str, Any]) -> 
     assert kinds == {"forward", "backward", "pull", "push"}
 
 
+def test_the_prediction_used_worker_0s_profile_traced_in_the_ps_run(quick: dict[str, Any]) -> None:
+    from geryon.threshold.profile import Profile
+
+    result = quick["result"]
+    incluster = result["incluster"]
+    assert incluster["error"] is None and incluster["mode"] == "ps" and incluster["host"] == "worker0"
+    profile = Profile.from_dict(incluster["profile"])
+    # Real op times from TF's profiler: every layer of the tiny model computed, over several steps.
+    assert profile.source == "incluster:ps:worker0" and profile.meta["steps"] >= 2
+    assert profile.compute_s > 0 and all(la.forward_s > 0 and la.backward_s > 0 for la in profile.layers)
+    assert profile.total_bytes == sum(p["bytes"] for p in result["params"])
+    used = result["prediction"]["profile"]
+    assert (used["used"], used["from"], used["source"]) == ("cluster", "this run's ps mode", profile.source)
+    assert used["compute_s"] == pytest.approx(profile.compute_s)
+    # Cached for the next run of this cluster shape, beside the demo's JSON.
+    cache = json.loads((quick["out"] / "profile-tiny-b32.json").read_text())
+    assert any(k.startswith("cluster|tiny|16x16x3|batch32|") for k in cache["profiles"])
+    # Progress (and the table) say which profile and which PS costs the prediction used.
+    assert "profile: cluster (incluster:ps:worker0); PS costs: " in quick["stderr"]
+    assert result["prediction"]["ps_costs"]["note"].startswith("PS costs: ")
+    assert "tracing worker 0" in quick["stderr"] and "in-cluster profile: C = " in quick["stderr"]
+
+
 def class_of(urgency: float, thresholds: list[float]) -> int:
     return sum(1 for t in thresholds if t >= urgency)  # the tagger's rule: class 0 most urgent
 
@@ -178,7 +201,9 @@ def test_nothing_is_left_behind(quick: dict[str, Any]) -> None:
     run_id = result["testbed"]["run_id"]
     assert leftovers(run_id, quick["state"]) == []
     pids = {pid for run in result["runs"] for pid in run["pids"].values()}
-    assert len(pids) == 4 * 5 - 1  # 2 PS + 2 workers + chief per cluster (paired: one); single: one worker
+    # 2 PS + 2 workers + chief per cluster (paired: one); single: one worker; ps: the capture process.
+    assert len(pids) == 4 * 5 - 1 + 1
+    assert "capture" in {h for run in result["runs"] if run["mode"] == "ps" for h in run["pids"]}
     assert [pid for pid in pids if alive(pid)] == []
     assert quick["seconds"] < 180
 
