@@ -1,6 +1,16 @@
 """The simulator's iteration time for each mode of a demo run, beside the measured one.
 
-For the setting of `result["config"]` (the same model, input shape and batch), the layer profile is
+The layer profile is, by default (`profile_source="cluster"`), the one the runner traced on worker 0
+during the ps mode's run (`result["incluster"]`, geryon.demo.capture): compute as the cluster runs
+it, contention included. It is cached under `cluster_profile_key` (the profile key below plus
+workers, PSes and link rate), so a run whose capture failed uses the last one of the same cluster
+shape; without either (or with `profile_source="alone"`) the profile is measured alone, as follows.
+`prediction["profile"]` says which was used (`used`, `from`, and `fallback` with the reason).
+PS costs (`simknobs.PsCosts`) come from a bench/bench_ps_costs.py calibration (`ps_costs_path`,
+default `out/bench/ps_costs.json` when it exists); `prediction["ps_costs"]` says which, or notes that
+none is calibrated.
+
+For the setting of `result["config"]` (the same model, input shape and batch), the alone profile is
 measured on this machine with `geryon.threshold.profiler.measure_profile`, in a child process whose
 TensorFlow uses the worker tasks' intra-op thread count (`config["threads"]`, else the runner's
 default), so the caller's TensorFlow (if any) is untouched. Profiles are cached in one JSON file
@@ -38,8 +48,10 @@ What the simulator models: link serialization at the configured rate on every NI
 max-min sharing among connections, strict priority classes, partitioning/slicing, overlap of
 communication with per-layer compute, and BSP dependencies (a layer waits for its parameters).
 What it does not model, so where to look when the error is large:
-- CPU contention: the profile is each layer alone on an idle machine; the demo runs 2 PSes, 2 workers
-  and a chief (plus the kernel's veth/HTB shaping and softirqs) on 2 cores, so workers compute
+- CPU contention (alone profile only; the in-cluster profile has worker 0's share of it, though not
+  the unattributed ops outside layers, `meta.unattributed_s_per_step`, nor the PSes' own CPU unless
+  PS costs are calibrated): the alone profile is each layer on an idle machine; the demo runs 2
+  PSes, 2 workers and a chief (plus the kernel's veth/HTB shaping and softirqs) on 2 cores, so workers compute
   concurrently, PSes spend CPU serving and aggregating, and the emulated network itself costs CPU.
   This makes measured steps slower than predicted (positive error), most for the modes that move the
   most bytes.

@@ -11,6 +11,11 @@ that fails records its error and the others still run; the testbed always comes 
 plus SIGTERM turned into an exception so the `with` unwinds; `geryon testbed down` cleans up after
 a kill -9). The result JSON follows demo_common's schema ("format": "geryon.demo", version 1).
 
+With `profile_source` "cluster" (the default) the first run of CAPTURE_MODES also traces worker 0
+(its task gets a profiler server; geryon.demo.capture runs beside it in worker0's host, protocol in
+that module) from the first step event on for CAPTURE_MS; the profile (or why there is none) goes to
+`result["incluster"]` and from there into the prediction (geryon.demo.predict).
+
 The paired modes (geryon, paper, endhost: modes.Mode.paired) share one cluster instead (PairedRun):
 the chief alternates them round by round and, before each round, asks the runner (a "round" line;
 the runner answers "go" on its stdin) to set the switch's queue mode and read the counters, so each
