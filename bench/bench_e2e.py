@@ -22,6 +22,13 @@ round by round (switch queues and classes changed between rounds), so noise fall
   end-host scheduling (one class, FIFO switch) for each of --sweep-slices (default 1MiB,512KiB,256KiB),
   with the paired geryon/endhost ratio and its interval.
 
+After the targets, a Prediction table: per mode the measured median step, the simulator's predicted
+step and the relative error (measured - predicted) / measured against issue 15's 10%, with the
+profile the prediction used (by default worker 0's in-cluster profile traced in the ps run;
+`--profile-source alone` for the old way) and, beside it, the prediction from the profile measured
+alone (skip with --no-alone); `--ps-costs FILE` passes a bench/bench_ps_costs.py calibration
+(default out/bench/ps_costs.json when it exists). Reported, not tuned.
+
 Writes the demo results (each run's demo.json with its charts, timeline.png and trace-geryon.json)
 under <out without .json>/ and the tables' rows as JSON to --out (default out/bench/e2e.json); each
 sweep also gets a chart beside it, images/s per mode for every point: <out stem>-fig8-9.png and
