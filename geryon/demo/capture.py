@@ -9,7 +9,9 @@ spec, geryon.demo.task). SPEC_JSON:
 The service is the worker's loopback: the trace's bytes never cross the emulated (shaped) links. The
 protocol on stdin/stdout lets the runner place the costly parts where they disturb the run least:
     -> "READY"           TensorFlow is imported (done while the cluster starts, not during steps)
-    <- "trace"           the chief reported its first measured step: trace `duration_ms` now
+    <- "trace"           the chief finished its measured steps and waits: trace `duration_ms` now
+    -> "TRACING"         the trace call starts; the runner tells the chief to run its unmeasured tail
+                         rounds (spec "trace_tail_s", geryon.demo.chief), which the trace sees
     -> "TRACED <xplane>"
     <- "convert" or EOF  the mode is over: convert the trace into a profile (geryon.threshold.incluster)
     -> "DONE <out>"      exit 0; on any failure "ERROR <message>" and exit 1
@@ -40,6 +42,7 @@ def run(spec: dict[str, Any]) -> int:
     if sys.stdin.readline().strip() != "trace":
         say("ERROR the runner did not ask for a trace (the mode ended first)")
         return 1
+    say("TRACING")  # the runner lets the chief's tail rounds start now
     xplane = capture(spec["service"], spec["logdir"], int(spec["duration_ms"]))
     say(f"TRACED {xplane}")
     sys.stdin.readline()  # "convert", or EOF when the runner closed our stdin

@@ -265,6 +265,7 @@ def train(spec: dict[str, Any], emit: Emit, wait_go: Callable[[], None] | None =
         if time.monotonic() > deadline:
             raise TimeoutError(f"max_seconds {spec['max_seconds']} reached after {i + 1} rounds")
 
+    trace_rounds = _trace_tail(spec, session, emit, wait_go or _stdin_go)
     search = None
     if searcher is not None:
         after = step_times[converged_step:] if converged_step is not None else []
@@ -292,10 +293,30 @@ def train(spec: dict[str, Any], emit: Emit, wait_go: Callable[[], None] | None =
             "search": search,
             "params": params,
             "losses": losses,
+            "trace_rounds": trace_rounds,
             "variables": len(session.model.trainable_variables),
             "seconds": time.perf_counter() - session.started,
         }
     )
+
+
+def _trace_tail(
+    spec: dict[str, Any], session: Session, emit: Emit, wait_go: Callable[[], None]
+) -> int | None:
+    """With spec["trace_tail_s"]: after the measured steps, unmeasured rounds for that long while the
+    runner traces worker 0 (geryon.demo.capture), so the profiler's overhead never lands on a measured
+    step. Emits {"event": "trace"} and waits for "go" (the trace has started); returns the rounds run."""
+    tail = spec.get("trace_tail_s")
+    if not tail:
+        return None
+    emit({"event": "trace", "seconds": float(tail)})
+    wait_go()
+    rounds = 0
+    end = time.monotonic() + float(tail)
+    while rounds == 0 or time.monotonic() < end:
+        session.round()
+        rounds += 1
+    return rounds
 
 
 def spec_shape(spec: dict[str, Any]) -> tuple[int, ...]:

@@ -13,8 +13,9 @@ a kill -9). The result JSON follows demo_common's schema ("format": "geryon.demo
 
 With `profile_source` "cluster" (the default) the first run of CAPTURE_MODES also traces worker 0
 (its task gets a profiler server; geryon.demo.capture runs beside it in worker0's host, protocol in
-that module) from the first step event on for CAPTURE_MS; the profile (or why there is none) goes to
-`result["incluster"]` and from there into the prediction (geryon.demo.predict).
+that module) for CAPTURE_MS over unmeasured rounds the chief runs after the measured ones
+("trace_tail_s" in its spec); the profile (or why there is none) goes to `result["incluster"]` and
+from there into the prediction (geryon.demo.predict).
 
 The paired modes (geryon, paper, endhost: modes.Mode.paired) share one cluster instead (PairedRun):
 the chief alternates them round by round and, before each round, asks the runner (a "round" line;
@@ -109,7 +110,11 @@ PROFILE_SOURCES = ("alone", "cluster")
 # no threshold search and no switch changes, so every traced step is the same kind of step, and its
 # partitioned plan moves the bytes the Geryon modes move; vanilla is the fallback.
 CAPTURE_MODES = ("ps", "vanilla")
-CAPTURE_MS = 3000  # traced window: 2-3 default steps, most of a --quick run's
+CAPTURE_MS = 3000  # traced window: 2-3 default steps, about a hundred --quick ones
+# The chief's unmeasured tail rounds last the window plus this: the trace RPC starts a little after
+# the capture process says TRACING. Tracing costs the traced worker time (measured: a --quick ps run
+# whose measured steps were all traced ran 1.22x slower), so it never overlaps a measured step.
+TRACE_MARGIN_S = 2.0
 PROFILER_PORT = 6009
 # --quick (CI): the tiny model, few steps, a 3-point sweep; every mode still runs.
 QUICK: dict[str, Any] = {
@@ -439,6 +444,8 @@ class ModeRun:
         cluster = cluster_for(tb, cfg, self.workers)
         self._start_tasks(cluster)
         spec = chief_spec(cfg, self.mode, cluster, self.thresholds, self.want_params)
+        if self.capture:
+            spec["trace_tail_s"] = CAPTURE_MS / 1000 + TRACE_MARGIN_S
         done = self._chief(spec, record)
         after = tb.class_counters()
         record["switch_counters"] = counter_delta(before, after)
@@ -540,12 +547,24 @@ class ModeRun:
                 proc.stdin.write(line + "\n")
                 proc.stdin.flush()
 
-    def _on_first_step(self) -> None:
-        # After the first round (function tracing, connections): the trace sees steady steps.
-        if self._capture_reader is not None and not self._trace_asked:
+    def _on_trace(self) -> None:
+        """The chief's measured steps are over and it waits: start the trace, then let it run its
+        tail rounds. A capture that is not ready only loses the profile; the chief always goes on."""
+        try:
+            if self._capture_reader is None or self.incluster is None:
+                raise RuntimeError("no capture process")
+            self._capture_wait(self._capture_reader, "READY", TASK_START_S)
             self._trace_asked = True
             self._tell_capture("trace")
-            self.say(f"tracing worker 0 for {CAPTURE_MS} ms (in-cluster profile)")
+            self._capture_wait(self._capture_reader, "TRACING", 30)
+            self.say(f"tracing worker 0 for {CAPTURE_MS} ms over unmeasured rounds (in-cluster profile)")
+        except Exception as e:
+            if self.incluster is not None:
+                self.incluster["error"] = str(e) or type(e).__name__
+        chief = self.procs["chief"]
+        assert chief.stdin is not None
+        chief.stdin.write("go\n")
+        chief.stdin.flush()
 
     def _finish_capture(self) -> None:
         """Waits for the trace, has it converted, loads the profile; failures only record why."""
@@ -554,7 +573,7 @@ class ModeRun:
             return
         try:
             if not self._trace_asked:
-                raise RuntimeError("the run ended before its first step event")
+                raise RuntimeError(rec["error"] or "the chief never asked for the trace")
             self._capture_wait(reader, "TRACED", CAPTURE_MS / 1000 + 120)
             self._tell_capture("convert")
             self._tell_capture(None)
@@ -603,7 +622,7 @@ class ModeRun:
         spec_path = self.log_dir / f"{self._label()}-chief.json"
         spec_path.write_text(json.dumps(spec, indent=1))
         self.say("tasks ready; training")
-        extra = {"stdin": subprocess.PIPE} if spec.get("rotation") else {}
+        extra = {"stdin": subprocess.PIPE} if spec.get("rotation") or spec.get("trace_tail_s") else {}
         chief = self._popen(
             "chief", [sys.executable, "-m", "geryon.demo.chief", str(spec_path)], base_env(), **extra
         )
@@ -667,8 +686,9 @@ class ModeRun:
                 self.say(f"cluster connected, model built in {event['seconds']:.1f} s")
             if kind == "round":
                 self._on_round(event)
+            if kind == "trace":
+                self._on_trace()
             if kind == "step":
-                self._on_first_step()
                 # Every 2 s, and at every new search trial (a quick run would skip them all).
                 now = time.monotonic()
                 trial = event.get("trial")
@@ -684,6 +704,8 @@ class ModeRun:
         record["round_thresholds"] = done.get("round_thresholds")
         record["losses"] = done.get("losses")
         record["thresholds"] = done.get("thresholds")
+        if done.get("trace_rounds") is not None:
+            record["trace_rounds"] = done["trace_rounds"]  # unmeasured, traced (in-cluster profile)
         search = done.get("search")
         median_all = _median(times)
         median = median_all

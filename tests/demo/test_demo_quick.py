@@ -147,6 +147,9 @@ def test_the_prediction_used_worker_0s_profile_traced_in_the_ps_run(quick: dict[
     assert "profile: cluster (incluster:ps:worker0); PS costs: " in quick["stderr"]
     assert result["prediction"]["ps_costs"]["note"].startswith("PS costs: ")
     assert "tracing worker 0" in quick["stderr"] and "in-cluster profile: C = " in quick["stderr"]
+    # Traced over unmeasured rounds after the measured steps (the profiler slows the worker it traces).
+    ps_run = next(r for r in result["runs"] if r["mode"] == "ps")
+    assert ps_run["trace_rounds"] >= profile.meta["steps"] // 2 and len(ps_run["step_times"]) == 10
 
 
 def class_of(urgency: float, thresholds: list[float]) -> int:
