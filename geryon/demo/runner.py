@@ -396,6 +396,7 @@ class ModeRun:
         self._capture_reader: LineReader | None = None
         self._trace_asked = False
         self._capture_spec: dict[str, Any] = {}
+        self._capture_ready = False
 
     def say(self, message: str) -> None:
         self.progress.say(f"mode {self.mode.name}: {message}")
@@ -492,6 +493,14 @@ class ModeRun:
                     )
                 if line.startswith(READY):
                     break
+        if self._capture_reader is not None:
+            # Its TF import done before the chief starts: not competing with any timed round.
+            try:
+                self._capture_wait(self._capture_reader, "READY", max(deadline - time.monotonic(), 10))
+                self._capture_ready = True
+            except RuntimeError as e:
+                if self.incluster is not None:
+                    self.incluster["error"] = str(e)
         return {h: p.pid for h, p in self.procs.items()}
 
     # --- the in-cluster profile (geryon.demo.capture's protocol) ----------------------------------
@@ -551,9 +560,8 @@ class ModeRun:
         """The chief's measured steps are over and it waits: start the trace, then let it run its
         tail rounds. A capture that is not ready only loses the profile; the chief always goes on."""
         try:
-            if self._capture_reader is None or self.incluster is None:
-                raise RuntimeError("no capture process")
-            self._capture_wait(self._capture_reader, "READY", TASK_START_S)
+            if self._capture_reader is None or self.incluster is None or not self._capture_ready:
+                raise RuntimeError((self.incluster or {}).get("error") or "the capture process did not start")
             self._trace_asked = True
             self._tell_capture("trace")
             self._capture_wait(self._capture_reader, "TRACING", 30)
