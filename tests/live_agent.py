@@ -48,6 +48,9 @@ class View:
     def last_apply(self) -> float | None:
         return self.applied
 
+    def peer(self) -> None:
+        return None  # no switch check here
+
 
 @dataclass
 class LiveAgent:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import errno
 import json
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -44,6 +45,7 @@ from geryon.agent.dcbnl import (
 )
 from geryon.agent.driver import DriverError, Unsupported
 from geryon.agent.ethtool import Ethtool, EthtoolUnsupported, Pause, kernel_ioctl
+from geryon.agent.peer import PeerCheck, PeerMismatch, peer_mismatches
 
 TSA_BY_NAME = {name: num for num, name in TSA_NAMES.items()}
 TRUST_SELECTORS = {"dscp": IEEE_8021QAZ_APP_SEL_DSCP, "pcp": DCB_APP_SEL_PCP}
@@ -276,12 +278,11 @@ class DcbDriver:
             return all(have.get(k) == v for k, v in want.items())  # autoneg only when asked for
         return _canon(have) == _canon(want)
 
-    def peer_report(self, config: AgentConfig) -> list[str]:
-        """Where the switch's DCBX advertisement disagrees with the config, one line each; interfaces
-        whose NIC reports no peer state (no DCB, or a driver without the peer ops) say nothing."""
-        from geryon.agent.peer import peer_mismatches
-
-        lines: list[str] = []
+    def peer_check(self, config: AgentConfig) -> PeerCheck:
+        """The switch's DCBX advertisement against the config on every interface whose NIC reports it
+        (no DCB, or a driver without the peer ops: left out, nothing is known about that port)."""
+        checked: list[str] = []
+        found: list[PeerMismatch] = []
         for ifname in config.interfaces:
             try:
                 state = self._client.get_ieee(ifname)
@@ -289,8 +290,13 @@ class DcbDriver:
                 continue
             if state.peer_ets is None and state.peer_pfc is None and not state.peer_apps:
                 continue
-            lines += [m.line() for m in peer_mismatches(config, ifname, state)]
-        return lines
+            checked.append(ifname)
+            found += peer_mismatches(config, ifname, state)
+        return PeerCheck(tuple(checked), tuple(found), time.time())
+
+    def peer_report(self, config: AgentConfig) -> list[str]:
+        """Where the switch's DCBX advertisement disagrees with the config, one line each."""
+        return [m.line() for m in self.peer_check(config).mismatches]
 
     # -- observe --
 
