@@ -131,6 +131,9 @@ class AgentConfig:
     pfc_storm_timeout: int | None = None  # ms, 0 = off (ethtool pfc-prevention-tout); None = leave
     # DCQCN parameters (mlx5 sysfs ecn/<kind>/<name>): {(kind, name): value}; empty = leave them alone
     dcqcn: Mapping[tuple[str, str], int] = field(default_factory=lambda: MappingProxyType({}))
+    # VLAN device -> {skb priority: PCP}: the entries of its egress priority map Geryon owns (PCP trust,
+    # RoCEv1); empty = leave every VLAN map alone
+    vlan_egress_qos: Mapping[str, Mapping[int, int]] = field(default_factory=lambda: MappingProxyType({}))
 
     def prio2buffer(self) -> tuple[int, ...] | None:
         """The NIC's priority -> receive buffer map, when a class or buffer_sizes asks for one: each class
@@ -231,6 +234,7 @@ _TOP_KEYS = (
     "buffer_sizes",
     "pfc_storm_timeout",
     "dcqcn",
+    "vlan_egress_qos",
 )
 _CLASS_KEYS = (
     "name",
@@ -274,6 +278,7 @@ def _parse(data: Any) -> AgentConfig:
     buffer_sizes = _buffer_sizes(m["buffer_sizes"]) if m.get("buffer_sizes") is not None else None
     storm = _storm_timeout(m["pfc_storm_timeout"]) if m.get("pfc_storm_timeout") is not None else None
     dcqcn = _dcqcn(m.get("dcqcn"))
+    vlan_egress_qos = _vlan_egress_qos(m.get("vlan_egress_qos"))
     _check_classes(classes, cnp, max_lossless)
     _check_rates(classes, egress)
     lossless = tuple(sorted(c.priority for c in classes if c.lossless))
@@ -298,6 +303,7 @@ def _parse(data: Any) -> AgentConfig:
         buffer_sizes=buffer_sizes,
         pfc_storm_timeout=storm,
         dcqcn=dcqcn,
+        vlan_egress_qos=vlan_egress_qos,
     )
     _check_ets(cfg)
     return cfg
@@ -444,6 +450,36 @@ def _dcqcn(value: Any) -> Mapping[tuple[str, str], int]:
         pm = _mapping(params, f"dcqcn.{side}", DCQCN_PARAMS[side])
         for name, v in pm.items():
             out[(side, name)] = _int(v, f"dcqcn.{side}.{name}", 0, 2**32 - 1)
+    return MappingProxyType(out)
+
+
+def _vlan_egress_qos(value: Any) -> Mapping[str, Mapping[int, int]]:
+    """{VLAN device: {skb priority: PCP}}. The kernel keys the map by the full 32-bit skb->priority and
+    keeps 3 bits of PCP (vlan_dev_set_egress_priority masks a PCP of 8 to 0 without a word): both are
+    checked here, so nothing out of range reaches it."""
+    if value is None:
+        return MappingProxyType({})
+    if not isinstance(value, Mapping):
+        raise ConfigError(
+            f"vlan_egress_qos: expected a mapping of VLAN device to {{skb priority: PCP}}, got {_kind(value)}"
+        )
+    out: dict[str, Mapping[int, int]] = {}
+    for dev, entries in value.items():
+        if not is_ifname(dev):
+            raise ConfigError(
+                f"vlan_egress_qos: {_kind(dev)} is not an interface name (a VLAN device such as eth0.100)"
+            )
+        n = f"vlan_egress_qos[{dev}]"
+        if not isinstance(entries, Mapping) or not entries:
+            raise ConfigError(
+                f"{n}: expected a non-empty mapping of skb priority to PCP (e.g. {{3: 3, 5: 5}})"
+            )
+        m: dict[int, int] = {}
+        for prio, pcp in entries.items():
+            if not isinstance(prio, int) or isinstance(prio, bool) or not 0 <= prio <= 2**32 - 1:
+                raise ConfigError(f"{n}: key {_kind(prio)} is not an skb priority (an integer 0-4294967295)")
+            m[prio] = _int(pcp, f"{n}[{prio}]", 0, 7)
+        out[dev] = MappingProxyType(dict(sorted(m.items())))
     return MappingProxyType(out)
 
 
