@@ -125,7 +125,9 @@ class AgentConfig:
     egress: EgressSpec = field(default_factory=lambda: DEFAULT_EGRESS)
     dcb: Policy = "auto"  # auto: skip with a note where the NIC has no DCB ops; required: error
     rdma: Policy = "auto"  # same for RoCE ToS / ECN / CNP (configfs, sysfs)
-    dcbx: Literal["host"] | None = None  # DCBX mode the NIC must be in; None = leave it alone
+    # DCBX mode: host = Geryon writes the NIC's DCB (and sets host mode); lld_managed = an LLDP agent owns
+    # it and Geryon only verifies ETS/PFC/APP; None = Geryon writes DCB and leaves the mode alone
+    dcbx: Literal["host", "lld_managed"] | None = None
     cable_length: int | None = None  # metres, for the NIC's PFC headroom (mlx5: ieee_pfc.delay); None = leave
     buffer_sizes: tuple[int, ...] | None = None  # bytes of NIC receive buffers 0-7 (dcb buffer); None = leave
     pfc_storm_timeout: int | None = None  # ms, 0 = off (ethtool pfc-prevention-tout); None = leave
@@ -269,15 +271,33 @@ def _parse(data: Any) -> AgentConfig:
     egress = _egress(m.get("egress"))
     dcb = _policy(m.get("dcb", "auto"), "dcb")
     rdma = _policy(m.get("rdma", "auto"), "rdma")
-    # Only host mode for now: with an LLDP agent in charge (lld_managed) the NIC refuses the host's DCB
-    # writes, and Geryon would have to stop managing ETS/PFC/APP (see geryon/agent/README.md).
-    dcbx = _choice(m["dcbx"], "dcbx", ("host",)) if m.get("dcbx") is not None else None
+    # host: Geryon writes the NIC's DCB. lld_managed: an LLDP agent (lldpad, the NIC firmware's) owns it
+    # and the NIC refuses host writes (ice: -EINVAL), so Geryon only verifies ETS/PFC/APP against the
+    # classes and writes none of the DCB objects (see geryon/agent/README.md).
+    dcbx = _choice(m["dcbx"], "dcbx", ("host", "lld_managed")) if m.get("dcbx") is not None else None
     # mlx5e_dcbnl_ieee_setpfc takes ieee_pfc.delay as the cable length in metres when 0 < delay < 1000
     # (MLX5E_MAX_CABLE_LENGTH) and sizes the lossless buffers' headroom from it.
     cable = _int(m["cable_length"], "cable_length", 1, 999) if m.get("cable_length") is not None else None
     buffer_sizes = _buffer_sizes(m["buffer_sizes"]) if m.get("buffer_sizes") is not None else None
     storm = _storm_timeout(m["pfc_storm_timeout"]) if m.get("pfc_storm_timeout") is not None else None
     dcqcn = _dcqcn(m.get("dcqcn"))
+    if dcbx == "lld_managed":
+        # These are DCB writes too (DCB_ATTR_IEEE_MAXRATE, DCB_ATTR_DCB_BUFFER, ieee_pfc.delay), which the
+        # LLDP agent's NIC would refuse or the agent overwrite: asking for them with lld_managed is a
+        # contradiction, said at load time rather than as a failed apply.
+        named = [k for k in ("cable_length", "buffer_sizes") if m.get(k) is not None]
+        named += [
+            f"classes[{i}].{k}"
+            for i, c in enumerate(classes)
+            for k in ("maxrate", "nic_buffer")
+            if getattr(c, "maxrate_bits" if k == "maxrate" else k) is not None
+        ]
+        if named:
+            raise ConfigError(
+                f"dcbx: lld_managed leaves the NIC's DCB to the LLDP agent (Geryon only verifies it), but "
+                f"the config also sets {', '.join(named)}, which only a write can do; drop them or use "
+                "dcbx: host"
+            )
     vlan_egress_qos = _vlan_egress_qos(m.get("vlan_egress_qos"))
     _check_classes(classes, cnp, max_lossless)
     _check_rates(classes, egress)

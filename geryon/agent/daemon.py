@@ -119,6 +119,7 @@ class Agent:
         self._lock = threading.Lock()
         self._drift: list[str] = []
         self._peer: PeerCheck | None = None
+        self._lld_logged: set[str] = set()
         self._slots, self._close = open_slots(config)
 
     # -- AgentView ------------------------------------------------------------------------------
@@ -152,7 +153,28 @@ class Agent:
                 self.log("verify_failed", "error", reason=reason, error=e)
                 return False
             self._check_peer(reason)
-            return ok
+            return self._check_lld(reason) and ok
+
+    def _check_lld(self, reason: str) -> bool:
+        """Under dcbx: lld_managed the NIC's DCB is verified, never written: a disagreement is drift
+        (reported in metrics, the API and the page) that no apply can repair, so none is attempted."""
+        lines: list[str] = []
+        for slot in self._slots:
+            report = getattr(slot.driver, "lld_report", None)
+            if report is None:
+                continue
+            try:
+                lines += report(self._config)
+            except Exception as e:
+                lines.append(f"lld: reading the NIC's DCB failed: {e}")
+        new = [line for line in lines if line not in self._lld_logged]
+        for line in new:
+            self.log(
+                "drift", "warning", reason=reason, target="lld", detail=line, repair="none (lld_managed)"
+            )
+        self._lld_logged = set(lines)
+        self._drift = [d for d in self._drift if not d.startswith("lld: ")] + lines
+        return not lines
 
     def _check_peer(self, reason: str) -> None:
         """The switch check at the verify cadence: the peer's DCBX state against the config. Not drift

@@ -26,9 +26,12 @@ class PeerMismatch:
     where: str  # "eth0 priority 3", "eth0 DSCP 26", "eth0"
     expected: str
     found: str
+    # whose DCB state this is: "peer" (the switch's advertisement) or "lld" (the NIC's own, as the LLDP
+    # agent set it under dcbx: lld_managed)
+    side: str = "peer"
 
     def line(self) -> str:
-        return f"peer: {self.where}: expected {self.expected}, found {self.found}"
+        return f"{self.side}: {self.where}: expected {self.expected}, found {self.found}"
 
     def as_json(self) -> dict[str, str]:
         return {
@@ -37,6 +40,7 @@ class PeerMismatch:
             "where": self.where,
             "expected": self.expected,
             "found": self.found,
+            "side": self.side,
         }
 
 

@@ -237,6 +237,7 @@ def test_the_daemon_checks_the_switch_at_each_verify_and_reports_it(tmp_path: Pa
                 "where": "eth0 priority 3",
                 "expected": "PFC on (class 'bulk')",
                 "found": "off",
+                "side": "peer",
             } in doc["peer"]["mismatches"]
 
             # Logged once when it changes, not at every verify; and once when the switch agrees again.
