@@ -3,7 +3,8 @@
 With PCP trust (RoCEv1, or a switch that classifies by the VLAN tag) the priority a frame is queued
 under at the switch and in the peer's NIC is the PCP in its 802.1Q tag, and Linux writes that PCP
 from the VLAN device's egress map: vlan_dev_get_egress_qos_mask(dev, skb->priority). RDMA-CM takes
-the same map for RoCE (iboe_tos_to_sl: egress map of rt_tos2priority(tos)).
+the same map for RoCE (iboe_tos_to_sl: egress map of rt_tos2priority(tos), unless the real device has
+tc traffic classes, num_tc, whose prio->TC map it then uses).
 
 The requests are the ones iproute2 sends (`ip link set DEV type vlan egress-qos-map FROM:TO ...`, 6.1,
 captured with an LD_PRELOAD shim; tests/agent/test_vlan.py compares them byte for byte):
