@@ -6,6 +6,7 @@ plan/apply/verify/restore against the fake kernel at the socket (tests/agent/vla
 from __future__ import annotations
 
 import errno
+import json
 import os
 import shutil
 import struct
@@ -160,6 +161,40 @@ def test_the_fake_reports_the_map_as_vlan_fill_info_does() -> None:
     assert client.get_link("eth0.100").egress == {}  # no nonzero entry: no egress nest at all
     with pytest.raises(ValueError, match="PCP 0-7"):
         vlan.encode_egress_qos(7, [(5, 8)], 1)  # ours never sends a PCP the kernel would silently mask
+
+
+def test_iproute2_reads_the_fakes_reply_as_geryon_does(nlshim: Path, tmp_path: Path) -> None:
+    """`ip -d -j link show` on the fake's RTM_GETLINK reply (answered through the shim, no kernel): the
+    fake's shape is one iproute2 parses, and it reads the same map out of it as our decoder."""
+    link = FakeLink(index=7, vlan_id=100)
+    for prio, pcp in ((3, 3), (19, 5), (5, 0), (6, 6)):  # 19 and 3 share a bucket; 5 is kept at 0
+        link.set_egress(prio, pcp)
+    (reply,) = FakeRtnlKernel({"eth0.100": link}).handle(vlan.encode_getlink("eth0.100", 1))
+    env = {
+        **os.environ,
+        "LD_PRELOAD": str(nlshim),
+        "NLSHIM_LOG": str(tmp_path / "log"),
+        "NLSHIM_REPLY": reply.hex(),
+    }
+    run = subprocess.run(
+        ["ip", "-d", "-j", "link", "show", "dev", "eth0.100"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert run.returncode == 0, run.stderr
+    (shown,) = json.loads(run.stdout)
+    info = shown["linkinfo"]
+    ours = vlan.decode_link(reply)
+    assert (shown["ifindex"], info["info_kind"], info["info_data"]["id"]) == (
+        ours.index,
+        ours.kind,
+        ours.vlan_id,
+    )
+    assert info["info_data"]["protocol"] == "802.1Q"
+    ip_map = [(e["from"], e["to"]) for e in info["info_data"]["egress_qos"]]
+    assert ip_map == list(ours.egress.items()) == [(19, 5), (3, 3), (5, 0), (6, 6)]  # vlan_fill_info's order
 
 
 def test_plan_apply_verify_restore(tmp_path: Path) -> None:
