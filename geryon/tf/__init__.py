@@ -178,7 +178,8 @@ def flow_counters() -> list[FlowCounter]:
 
 
 def staging_stats() -> dict[str, Any]:
-    """Device-tensor staging of this process: staged receives and sends, copy failures, and per
+    """Device-tensor staging of this process: staged receives and sends, copy failures, receives
+    aborted while their host->device copy ran (aborted_during_copy), and per
     accelerator device its pool (limit, cached and in-use bytes, hits, misses, evictions, over_bound)."""
     cdll = load().cdll
     size = cdll.geryon_staging_stats(None, 0)

@@ -188,7 +188,8 @@ class GeryonRemoteRendezvous : public BaseRemoteRendezvous {
       CountStaging(StagingEvent::kReceive);
       copy_context->CopyCPUTensorToDevice(
           staged.get(), dst_device, on_device.get(),
-          [complete, recv_args, staged, on_device, dst_device, key](const absl::Status& copied) {
+          [complete, call, recv_args, staged, on_device, dst_device, key](const absl::Status& copied) {
+            if (!call->status().ok()) CountStaging(StagingEvent::kAbortedDuringCopy);
             absl::Status s = copied.ok() ? copied : CopyFailed(copied, "into", dst_device->name(), key);
             (*complete)(s, Args(), recv_args, *on_device, false);
           },

@@ -122,7 +122,7 @@ class StagingPool : public tensorflow::Allocator {
 
 tensorflow::mutex registry_mu(tensorflow::LINKER_INITIALIZED);
 std::atomic<int64_t> pool_limit{kDefaultStagingPoolBytes};
-std::atomic<int64_t> staged_receives{0}, staged_sends{0}, copy_failures{0};
+std::atomic<int64_t> staged_receives{0}, staged_sends{0}, copy_failures{0}, aborted_during_copy{0};
 
 // By device name: a session may see a device through its own wrapper (RenamedDevice), and the
 // producer side sees the worker's; both are one device with one host allocator.
@@ -180,6 +180,9 @@ void CountStaging(StagingEvent event) {
     case StagingEvent::kCopyFailure:
       ++copy_failures;
       break;
+    case StagingEvent::kAbortedDuringCopy:
+      ++aborted_during_copy;
+      break;
   }
 }
 
@@ -192,7 +195,8 @@ std::string StagingStatsJson() {
     }
   }
   return absl::StrCat("{\"staged_receives\":", staged_receives.load(), ",\"staged_sends\":", staged_sends.load(),
-                      ",\"copy_failures\":", copy_failures.load(), ",\"pool_limit_bytes\":", pool_limit.load(),
+                      ",\"copy_failures\":", copy_failures.load(),
+                      ",\"aborted_during_copy\":", aborted_during_copy.load(), ",\"pool_limit_bytes\":", pool_limit.load(),
                       ",\"pools\":[", pools, "]}");
 }
 

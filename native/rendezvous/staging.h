@@ -35,7 +35,8 @@ absl::Status ConfigureStagingPools();
 absl::Status StagingAllocatorFor(tensorflow::Device* device, tensorflow::Allocator** out);
 
 // What went through staging, for tests and benchmarks.
-enum class StagingEvent { kReceive, kSend, kCopyFailure };
+// kAbortedDuringCopy: a receive whose step was aborted while its host->device copy ran.
+enum class StagingEvent { kReceive, kSend, kCopyFailure, kAbortedDuringCopy };
 void CountStaging(StagingEvent event);
 
 // Per-device pool counters and the staged transfer counts, as a JSON object.

@@ -198,6 +198,9 @@ def test_abort_mid_copy_and_a_failed_copy_fail_only_their_receive() -> None:
     # A dead tensor into device memory arrives dead (no copy); the live one arrives copied.
     assert result["dead"] == 0.0 and result["alive"] == pytest.approx(1000.0), result
     assert staging["copy_failures"] == 1 and device["injected_failures"] == 1, (staging, device)
+    # The session gave up at its 0.5 s deadline while the 2 s copy ran: the abort reached the receive
+    # mid-copy, and the receive ended with it once the copy was done.
+    assert result["slow_waited"] < 1.5 and staging["aborted_during_copy"] == 1, (result, staging)
     (pool,) = staging["pools"]
     assert pool["limit_bytes"] == 0 and pool["cached_bytes"] == 0 and pool["hits"] == 0, pool
     assert pool["over_bound"] >= staging["staged_receives"] >= 5, (pool, staging)
