@@ -18,6 +18,8 @@ import pytest
 from agent.agent_netns import VethNs, veth_ns
 from agent.vlan_fake import FakeLink, FakeRtnlKernel
 from geryon_cli import geryon
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from geryon.agent import vlan
 from geryon.agent.config import ConfigError, parse_config
@@ -245,3 +247,34 @@ def test_no_knob_no_netlink() -> None:
     )
     assert make_plan([Slot(drv)], parse_config({"interfaces": ["eth0"]})).empty
     assert opened == []
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=200), st.integers(0, 3))
+def test_a_malformed_reply_is_ebadmsg_never_another_error(junk: bytes, cut: int) -> None:
+    """Replies the decoder cannot read (truncated, random attributes, a short VLAN id) end as EBADMSG,
+    never as an exception the driver does not expect."""
+    link = FakeLink(index=7)
+    link.set_egress(3, 3)
+    (good,) = FakeRtnlKernel({"eth0.100": link}).handle(vlan.encode_getlink("eth0.100", 1))
+    body = good[16:] if cut == 0 else good[16 : len(good) - cut * 7] + junk
+    raw = struct.pack("=IHHII", 16 + len(body), vlan.RTM_NEWLINK, 0, 1, 0) + body
+
+    class Sock:
+        def send(self, data: bytes, /) -> int:
+            return len(data)
+
+        def recv(self, bufsize: int, /) -> bytes:
+            return raw
+
+        def close(self) -> None:
+            pass
+
+    client = VlanClient(sock_factory=Sock)
+    client._seq = iter([1])  # type: ignore[assignment]  # the reply's sequence number
+    try:
+        got = client.get_link("eth0.100")
+    except OSError as e:
+        assert e.errno == errno.EBADMSG
+    else:
+        assert isinstance(got.egress, dict)
