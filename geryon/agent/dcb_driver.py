@@ -14,6 +14,10 @@ Targets per interface, with the JSON value each holds:
 
 One target per DSCP (not one for the whole APP table) so Geryon owns only the DSCPs its config names
 and leaves an operator's other entries alone. A device without DCB ops (veth) raises Unsupported.
+
+Under `dcbx: lld_managed` an LLDP agent owns ETS/PFC/APP/trust/DCBX: `desired` names none of them (only
+pause and the storm timeout, which are ethtool's) and `lld_check` compares the NIC's own state with the
+classes instead; `peer_check` compares the switch's advertisement, in every mode.
 """
 
 from __future__ import annotations
