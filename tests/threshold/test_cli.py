@@ -39,6 +39,7 @@ def profile_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "--slice-size: --no-partition places every variable whole",
         ),
         (["--threshold", "1.5"], "--threshold[0]: 1.5 is not a number in [0, 1]"),
+        (["--cohost-fast"], "--cohost-fast: only with --colocate"),
         (["--threshold", "0.6", "0.2"], "--threshold must be strictly increasing"),
         (["--threshold", "0.5", "--classes", "3"], "--threshold: 3 classes need 2 thresholds, got 1"),
         (["--threshold", "soon"], "--threshold: 'soon' is not 'auto' or a list of numbers"),
