@@ -79,6 +79,12 @@ def main() -> int:
         "--baseline", metavar="FILE", help="another simulator.py to run interleaved with this one"
     )
     ap.add_argument("--grid", action="store_true", help="issue 14's mode grid instead of the speed table")
+    ap.add_argument(
+        "--paths",
+        nargs="+",
+        default=["representative", "every worker", "colocated"],
+        help="speed table: which settings to run, by path (default all)",
+    )
     args = ap.parse_args()
     if args.repeats < 1 or args.iterations < 1:
         ap.error("--repeats and --iterations must be >= 1")
@@ -98,10 +104,11 @@ def main() -> int:
     )
 
     rows: list[dict[str, Any]] = []
-    for n, (workers, num_ps, slice_bytes, path) in enumerate(SETTINGS, 1):
+    settings = [s for s in SETTINGS if s[3] in args.paths]
+    for n, (workers, num_ps, slice_bytes, path) in enumerate(settings, 1):
         label = "none" if slice_bytes is None else f"{slice_bytes // MiB}MiB"
         print(
-            f"[{n}/{len(SETTINGS)}] {workers} workers x {num_ps} PSes, slices {label}, {path}",
+            f"[{n}/{len(settings)}] {workers} workers x {num_ps} PSes, slices {label}, {path}",
             file=sys.stderr,
             flush=True,
         )
@@ -252,8 +259,11 @@ def main() -> int:
         for r in rows
         if (r["workers"], r["ps"], r["slice"], r["path"]) == (64, 16, "4MiB", "representative")
     ]
-    worst = max(r["wall_ms"] for r in target)
-    print(f"\nVGG-19, 4 MiB slices, 64 x 16 PSes: slowest mode {worst:.1f} ms (median, {args.repeats} runs)")
+    worst = max((r["wall_ms"] for r in target), default=None)
+    if worst is not None:
+        print(
+            f"\nVGG-19, 4 MiB slices, 64 x 16 PSes: slowest mode {worst:.1f} ms (median, {args.repeats} runs)"
+        )
     co8 = [r["wall_ms"] for r in rows if (r["workers"], r["slice"], r["path"]) == (8, "4MiB", "colocated")]
     worst_colocated = max(co8) if co8 else None
     if worst_colocated is not None:
