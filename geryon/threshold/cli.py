@@ -86,11 +86,11 @@ def register(sub: Any) -> None:
     )
     p.add_argument(
         "--tf-inflight",
-        default="9.5",
+        default="3.5",
         metavar="N",
         help="fifo and network modes: TensorFlow pulls in flight per channel, served in a random order per "
-        "iteration (default 9.5, measured on this machine by bench/bench_tf_order.py), or 'all' for fair "
-        "sharing of every pending transfer",
+        "iteration (default 3.5 per PS connection, measured on this machine by bench/bench_tf_order.py), "
+        "or 'all' for fair sharing of every pending transfer",
     )
     p.add_argument("--seed", type=int, default=0, help="seed of the random TensorFlow order (default 0)")
     p.add_argument(

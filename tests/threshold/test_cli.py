@@ -105,7 +105,7 @@ def test_table_lists_every_mode_and_json_orders_them(profile_file: Path) -> None
     assert t["ideal"] <= t["hybrid"] * (1 + 1e-9) <= t["network"] * (1 + 1e-9)
     assert report["thresholds"] == [0.5]
     # The defaults of the cost knobs are reported: TF's measured window, ByteScheduler's gap, a free PS.
-    assert report["knobs"]["inflight"] == 9.5 and report["knobs"]["endhost_gap_s"] == 300e-6
+    assert report["knobs"]["inflight"] == 3.5 and report["knobs"]["endhost_gap_s"] == 300e-6
     assert "ps_costs" not in report["knobs"]
 
 
