@@ -19,8 +19,8 @@ made no mode slower.
 --grid runs issue 14's grid instead: AlexNet (batch 512), VGG-19 and ResNet-50 (batch 64) x workers 1, 2,
 8, 64 x PSes 1, 4, 8, 16 x 1/10/40 Gbit/s x K40 and V100 (FLOP-derived compute), 4 MiB slices, separate
 PS hosts, every mode at its defaults (fifo: TF's measured window of 3.5 pulls in flight per connection;
-end-host: ByteScheduler's 300 us per transfer; hybrid: 256 KiB chunks). network and hybrid each take their best
-of four thresholds (0: one class; 0.25, 0.5, 0.75), standing for the adaptive search; network's classes
+end-host: ByteScheduler's 300 us per transfer; hybrid: 256 KiB chunks). network and hybrid each take their
+best of four thresholds (0: one class; 0.25, 0.5, 0.75), standing for the adaptive search; network's classes
 carry TF's window too. It prints per model and device how many cells meet the targets (hybrid never
 more than 1% slower than the best of fifo, end-host and network; within 3% of the best mode, ideal
 included, in at least 95% of cells) and the worst cells, and writes every cell to JSON (default
