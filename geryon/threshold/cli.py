@@ -120,7 +120,7 @@ def register(sub: Any) -> None:
         "--cohost-fast",
         action="store_true",
         help="with --colocate: simulate one co-hosted and one worker-only host standing for all by symmetry "
-        "(seconds for 1024 hosts; an approximation: 2-38%% off the exact path on VGG-19 at 8-32 hosts, "
+        "(seconds for 1024 hosts; an approximation: 1-38%% off the exact path on VGG-19 at 8-32 hosts, "
         "see bench/bench_simulator.py --cohost)",
     )
     p.add_argument("--batch-size", type=int, default=64, metavar="N", help="per-worker batch (default 64)")
