@@ -54,6 +54,9 @@ class View:
     def last_apply(self) -> float | None:
         return time.time()
 
+    def peer(self) -> None:
+        return None  # no switch check here
+
 
 @contextlib.contextmanager
 def inside(ns: str) -> Iterator[None]:

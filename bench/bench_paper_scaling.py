@@ -9,7 +9,7 @@ puts the PSes on hosts of their own), K40 compute (FLOP-derived x --efficiency),
 and 64 otherwise, 10 and 40 Gbit/s. Columns:
 - vanilla: fifo, every variable whole on one PS round-robin and no slicing (TF without a partitioner);
 - P+S: fifo with partition over the 8 PSes and 4 MiB slices (the paper's "1024K" elements);
-  both TF baselines replay TensorFlow's transfer order: a gRPC channel serves about 9.5 pulls at once
+  both TF baselines replay TensorFlow's transfer order: a gRPC channel serves about 3.5 pulls at once
   in a random order per iteration (simknobs.TF_INFLIGHT, measured on this machine);
 - P+S+Geryon: network mode (2 strict-priority classes, FIFO inside a class) at the best threshold over
   every cut between distinct urgencies (what the adaptive search converges to). Geryon's RDMA data plane

@@ -16,6 +16,7 @@ from obs_netns import Transfer, build_htb, connect, listen, veth_pair
 
 from geryon.agent.config import AgentConfig, parse_config
 from geryon.agent.jobs import make_job
+from geryon.agent.peer import PeerCheck
 from geryon.agent.service import Services, start_services
 
 PS_IP, WORKER_IP = "10.77.0.2", "10.77.0.1"
@@ -34,6 +35,7 @@ class View:
         self.applied = applied
         self.fail = False
         self.config_fail = False
+        self.peer_check: PeerCheck | None = None  # what the daemon's last switch check found
 
     def config(self) -> AgentConfig:
         if self.config_fail:
@@ -47,6 +49,9 @@ class View:
 
     def last_apply(self) -> float | None:
         return self.applied
+
+    def peer(self) -> PeerCheck | None:
+        return self.peer_check
 
 
 @dataclass

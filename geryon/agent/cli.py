@@ -183,7 +183,9 @@ def run_verify(args: argparse.Namespace) -> int:
             print(f"geryon agent verify: failed: {e}", file=sys.stderr)
             return 1
         peer = peer_lines(config, slots)
-    lines = drift(plan)
+        # dcbx: lld_managed: the NIC's DCB is the LLDP agent's, verified here, never written. A
+        # disagreement is the host not being as configured (exit 1), though no apply can repair it.
+        lines = drift(plan) + driver_lines(config, slots, "lld_report")
     if args.json:
         print(json.dumps({"drift": lines, "in_sync": list(plan.in_sync), "peer": peer}, indent=1))
     else:
@@ -203,9 +205,13 @@ def run_verify(args: argparse.Namespace) -> int:
 
 def peer_lines(config: AgentConfig, slots: Any) -> list[str]:
     """The switch-vs-config mismatches the DCB driver can read (nothing where no NIC reports peer state)."""
+    return driver_lines(config, slots, "peer_report")
+
+
+def driver_lines(config: AgentConfig, slots: Any, method: str) -> list[str]:
     out: list[str] = []
     for slot in slots:
-        report = getattr(slot.driver, "peer_report", None)
+        report = getattr(slot.driver, method, None)
         if report is not None:
             out += report(config)
     return out

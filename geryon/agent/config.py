@@ -125,12 +125,17 @@ class AgentConfig:
     egress: EgressSpec = field(default_factory=lambda: DEFAULT_EGRESS)
     dcb: Policy = "auto"  # auto: skip with a note where the NIC has no DCB ops; required: error
     rdma: Policy = "auto"  # same for RoCE ToS / ECN / CNP (configfs, sysfs)
-    dcbx: Literal["host"] | None = None  # DCBX mode the NIC must be in; None = leave it alone
+    # DCBX mode: host = Geryon writes the NIC's DCB (and sets host mode); lld_managed = an LLDP agent owns
+    # it and Geryon only verifies ETS/PFC/APP; None = Geryon writes DCB and leaves the mode alone
+    dcbx: Literal["host", "lld_managed"] | None = None
     cable_length: int | None = None  # metres, for the NIC's PFC headroom (mlx5: ieee_pfc.delay); None = leave
     buffer_sizes: tuple[int, ...] | None = None  # bytes of NIC receive buffers 0-7 (dcb buffer); None = leave
     pfc_storm_timeout: int | None = None  # ms, 0 = off (ethtool pfc-prevention-tout); None = leave
     # DCQCN parameters (mlx5 sysfs ecn/<kind>/<name>): {(kind, name): value}; empty = leave them alone
     dcqcn: Mapping[tuple[str, str], int] = field(default_factory=lambda: MappingProxyType({}))
+    # VLAN device -> {skb priority: PCP}: the entries of its egress priority map Geryon owns (PCP trust,
+    # RoCEv1); empty = leave every VLAN map alone
+    vlan_egress_qos: Mapping[str, Mapping[int, int]] = field(default_factory=lambda: MappingProxyType({}))
 
     def prio2buffer(self) -> tuple[int, ...] | None:
         """The NIC's priority -> receive buffer map, when a class or buffer_sizes asks for one: each class
@@ -231,6 +236,7 @@ _TOP_KEYS = (
     "buffer_sizes",
     "pfc_storm_timeout",
     "dcqcn",
+    "vlan_egress_qos",
 )
 _CLASS_KEYS = (
     "name",
@@ -265,15 +271,34 @@ def _parse(data: Any) -> AgentConfig:
     egress = _egress(m.get("egress"))
     dcb = _policy(m.get("dcb", "auto"), "dcb")
     rdma = _policy(m.get("rdma", "auto"), "rdma")
-    # Only host mode for now: with an LLDP agent in charge (lld_managed) the NIC refuses the host's DCB
-    # writes, and Geryon would have to stop managing ETS/PFC/APP (see geryon/agent/README.md).
-    dcbx = _choice(m["dcbx"], "dcbx", ("host",)) if m.get("dcbx") is not None else None
+    # host: Geryon writes the NIC's DCB. lld_managed: an LLDP agent (lldpad, the NIC firmware's) owns it
+    # and the NIC refuses host writes (ice: -EINVAL), so Geryon only verifies ETS/PFC/APP against the
+    # classes and writes none of the DCB objects (see geryon/agent/README.md).
+    dcbx = _choice(m["dcbx"], "dcbx", ("host", "lld_managed")) if m.get("dcbx") is not None else None
     # mlx5e_dcbnl_ieee_setpfc takes ieee_pfc.delay as the cable length in metres when 0 < delay < 1000
     # (MLX5E_MAX_CABLE_LENGTH) and sizes the lossless buffers' headroom from it.
     cable = _int(m["cable_length"], "cable_length", 1, 999) if m.get("cable_length") is not None else None
     buffer_sizes = _buffer_sizes(m["buffer_sizes"]) if m.get("buffer_sizes") is not None else None
     storm = _storm_timeout(m["pfc_storm_timeout"]) if m.get("pfc_storm_timeout") is not None else None
     dcqcn = _dcqcn(m.get("dcqcn"))
+    if dcbx == "lld_managed":
+        # These are DCB writes too (DCB_ATTR_IEEE_MAXRATE, DCB_ATTR_DCB_BUFFER, ieee_pfc.delay), which the
+        # LLDP agent's NIC would refuse or the agent overwrite: asking for them with lld_managed is a
+        # contradiction, said at load time rather than as a failed apply.
+        named = [k for k in ("cable_length", "buffer_sizes") if m.get(k) is not None]
+        named += [
+            f"classes[{i}].{k}"
+            for i, c in enumerate(classes)
+            for k in ("maxrate", "nic_buffer")
+            if getattr(c, "maxrate_bits" if k == "maxrate" else k) is not None
+        ]
+        if named:
+            raise ConfigError(
+                f"dcbx: lld_managed leaves the NIC's DCB to the LLDP agent (Geryon only verifies it), but "
+                f"the config also sets {', '.join(named)}, which only a write can do; drop them or use "
+                "dcbx: host"
+            )
+    vlan_egress_qos = _vlan_egress_qos(m.get("vlan_egress_qos"))
     _check_classes(classes, cnp, max_lossless)
     _check_rates(classes, egress)
     lossless = tuple(sorted(c.priority for c in classes if c.lossless))
@@ -298,6 +323,7 @@ def _parse(data: Any) -> AgentConfig:
         buffer_sizes=buffer_sizes,
         pfc_storm_timeout=storm,
         dcqcn=dcqcn,
+        vlan_egress_qos=vlan_egress_qos,
     )
     _check_ets(cfg)
     return cfg
@@ -444,6 +470,36 @@ def _dcqcn(value: Any) -> Mapping[tuple[str, str], int]:
         pm = _mapping(params, f"dcqcn.{side}", DCQCN_PARAMS[side])
         for name, v in pm.items():
             out[(side, name)] = _int(v, f"dcqcn.{side}.{name}", 0, 2**32 - 1)
+    return MappingProxyType(out)
+
+
+def _vlan_egress_qos(value: Any) -> Mapping[str, Mapping[int, int]]:
+    """{VLAN device: {skb priority: PCP}}. The kernel keys the map by the full 32-bit skb->priority and
+    keeps 3 bits of PCP (vlan_dev_set_egress_priority masks a PCP of 8 to 0 without a word): both are
+    checked here, so nothing out of range reaches it."""
+    if value is None:
+        return MappingProxyType({})
+    if not isinstance(value, Mapping):
+        raise ConfigError(
+            f"vlan_egress_qos: expected a mapping of VLAN device to {{skb priority: PCP}}, got {_kind(value)}"
+        )
+    out: dict[str, Mapping[int, int]] = {}
+    for dev, entries in value.items():
+        if not is_ifname(dev):
+            raise ConfigError(
+                f"vlan_egress_qos: {_kind(dev)} is not an interface name (a VLAN device such as eth0.100)"
+            )
+        n = f"vlan_egress_qos[{dev}]"
+        if not isinstance(entries, Mapping) or not entries:
+            raise ConfigError(
+                f"{n}: expected a non-empty mapping of skb priority to PCP (e.g. {{3: 3, 5: 5}})"
+            )
+        m: dict[int, int] = {}
+        for prio, pcp in entries.items():
+            if not isinstance(prio, int) or isinstance(prio, bool) or not 0 <= prio <= 2**32 - 1:
+                raise ConfigError(f"{n}: key {_kind(prio)} is not an skb priority (an integer 0-4294967295)")
+            m[prio] = _int(pcp, f"{n}[{prio}]", 0, 7)
+        out[dev] = MappingProxyType(dict(sorted(m.items())))
     return MappingProxyType(out)
 
 

@@ -19,12 +19,15 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from geryon.agent.config import AgentConfig, ConfigError, load_config
 from geryon.agent.engine import ApplyError, EngineError, Plan, Slot, apply_plan, drift, make_plan
 from geryon.agent.journal import Busy, Journal, JournalError, exclusive
 from geryon.errors import UsageError
+
+if TYPE_CHECKING:  # peer.py needs pyroute2 (the agent extra), which run() reports missing by itself
+    from geryon.agent.peer import PeerCheck
 
 # Netlink messages that can mean our queues changed: links (re)appearing, qdiscs, classes, filters.
 _WATCHED = {
@@ -115,6 +118,8 @@ class Agent:
         self.log = log
         self._lock = threading.Lock()
         self._drift: list[str] = []
+        self._peer: PeerCheck | None = None
+        self._lld_logged: set[str] = set()
         self._slots, self._close = open_slots(config)
 
     # -- AgentView ------------------------------------------------------------------------------
@@ -129,6 +134,11 @@ class Agent:
     def last_apply(self) -> float | None:
         return self.journal.last_apply
 
+    def peer(self) -> PeerCheck | None:
+        """The last check of the switch's DCBX advertisement (cached like drift); None before the first
+        check or where no driver can read peer state (dcb: off)."""
+        return self._peer
+
     # -- reconcile ------------------------------------------------------------------------------
 
     def reconcile(self, reason: str) -> bool:
@@ -138,10 +148,58 @@ class Agent:
                 with exclusive(self.journal.path, timeout=30):
                     # A CLI apply/restore may have changed the journal since we last read it.
                     self.journal = Journal.load(self.journal.path)
-                    return self._reconcile(reason)
+                    ok = self._reconcile(reason)
             except (Busy, JournalError) as e:
                 self.log("verify_failed", "error", reason=reason, error=e)
                 return False
+            self._check_peer(reason)
+            return self._check_lld(reason) and ok
+
+    def _check_lld(self, reason: str) -> bool:
+        """Under dcbx: lld_managed the NIC's DCB is verified, never written: a disagreement is drift
+        (reported in metrics, the API and the page) that no apply can repair, so none is attempted."""
+        lines: list[str] = []
+        for slot in self._slots:
+            report = getattr(slot.driver, "lld_report", None)
+            if report is None:
+                continue
+            try:
+                lines += report(self._config)
+            except Exception as e:
+                lines.append(f"lld: reading the NIC's DCB failed: {e}")
+        new = [line for line in lines if line not in self._lld_logged]
+        for line in new:
+            self.log(
+                "drift", "warning", reason=reason, target="lld", detail=line, repair="none (lld_managed)"
+            )
+        self._lld_logged = set(lines)
+        self._drift = [d for d in self._drift if not d.startswith("lld: ")] + lines
+        return not lines
+
+    def _check_peer(self, reason: str) -> None:
+        """The switch check at the verify cadence: the peer's DCBX state against the config. Not drift
+        (the host cannot repair the switch), so it never triggers an apply; a change is logged once."""
+        check: PeerCheck | None = None
+        for slot in self._slots:
+            peer_check = getattr(slot.driver, "peer_check", None)
+            if peer_check is None:
+                continue
+            try:
+                check = peer_check(self._config)
+            except Exception as e:  # the peer check must never stop the reconcile loop
+                self.log("peer_check_failed", "warning", reason=reason, error=e)
+                return
+        before = self._peer
+        self._peer = check
+        if check is None:
+            return
+        lines = [m.line() for m in check.mismatches]
+        if before is not None and [m.line() for m in before.mismatches] == lines:
+            return
+        for line in lines:
+            self.log("peer_mismatch", "warning", reason=reason, detail=line)
+        if not lines and before is not None and before.mismatches:
+            self.log("peer_agrees", reason=reason, interfaces=",".join(check.interfaces) or "-")
 
     def _reconcile(self, reason: str) -> bool:
         start = time.perf_counter()

@@ -14,12 +14,18 @@ Targets per interface, with the JSON value each holds:
 
 One target per DSCP (not one for the whole APP table) so Geryon owns only the DSCPs its config names
 and leaves an operator's other entries alone. A device without DCB ops (veth) raises Unsupported.
+
+Under `dcbx: lld_managed` an LLDP agent owns ETS/PFC/APP/trust/DCBX: `desired` names none of them (only
+pause and the storm timeout, which are ethtool's) and `lld_check` compares the NIC's own state with the
+classes instead; `peer_check` compares the switch's advertisement, in every mode.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import json
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -44,6 +50,7 @@ from geryon.agent.dcbnl import (
 )
 from geryon.agent.driver import DriverError, Unsupported
 from geryon.agent.ethtool import Ethtool, EthtoolUnsupported, Pause, kernel_ioctl
+from geryon.agent.peer import PeerCheck, PeerMismatch, peer_mismatches
 
 TSA_BY_NAME = {name: num for num, name in TSA_NAMES.items()}
 TRUST_SELECTORS = {"dscp": IEEE_8021QAZ_APP_SEL_DSCP, "pcp": DCB_APP_SEL_PCP}
@@ -211,6 +218,15 @@ class DcbDriver:
         }
         out: dict[str, Any] = {}
         for ifname in config.interfaces:
+            if config.dcbx == "lld_managed":
+                # The LLDP agent owns ETS/PFC/APP/trust (the NIC refuses host writes): nothing of DCB is
+                # written, `lld_check` compares it with the classes instead. Link-level pause and the
+                # storm timeout are ethtool settings no DCBX TLV carries: still Geryon's.
+                if config.lossless_priorities:
+                    out[f"{ifname}/dcb/pause"] = {"rx": False, "tx": False}
+                if config.pfc_storm_timeout is not None:
+                    out[f"{ifname}/dcb/pfc_storm_timeout"] = config.pfc_storm_timeout
+                continue
             if config.dcbx == "host":
                 # First, so the rest is written in host mode: a NIC whose firmware runs DCBX (mlx5's
                 # default) would otherwise let the switch's advertisements override it.
@@ -276,12 +292,11 @@ class DcbDriver:
             return all(have.get(k) == v for k, v in want.items())  # autoneg only when asked for
         return _canon(have) == _canon(want)
 
-    def peer_report(self, config: AgentConfig) -> list[str]:
-        """Where the switch's DCBX advertisement disagrees with the config, one line each; interfaces
-        whose NIC reports no peer state (no DCB, or a driver without the peer ops) say nothing."""
-        from geryon.agent.peer import peer_mismatches
-
-        lines: list[str] = []
+    def peer_check(self, config: AgentConfig) -> PeerCheck:
+        """The switch's DCBX advertisement against the config on every interface whose NIC reports it
+        (no DCB, or a driver without the peer ops: left out, nothing is known about that port)."""
+        checked: list[str] = []
+        found: list[PeerMismatch] = []
         for ifname in config.interfaces:
             try:
                 state = self._client.get_ieee(ifname)
@@ -289,8 +304,54 @@ class DcbDriver:
                 continue
             if state.peer_ets is None and state.peer_pfc is None and not state.peer_apps:
                 continue
-            lines += [m.line() for m in peer_mismatches(config, ifname, state)]
-        return lines
+            checked.append(ifname)
+            found += peer_mismatches(config, ifname, state)
+        return PeerCheck(tuple(checked), tuple(found), time.time())
+
+    def lld_check(self, config: AgentConfig) -> PeerCheck | None:
+        """Under `dcbx: lld_managed`, the NIC's own ETS/PFC/APP (as the LLDP agent set them) against the
+        classes, with the rules of the peer check, and the DCBX mode (the LLDP agent must be in charge,
+        or nobody keeps the NIC's DCB as configured). None in any other mode."""
+        if config.dcbx != "lld_managed":
+            return None
+        checked: list[str] = []
+        found: list[PeerMismatch] = []
+        for ifname in config.interfaces:
+            try:
+                state = self._client.get_ieee(ifname)
+            except OSError as e:
+                found.append(
+                    PeerMismatch(
+                        ifname, "none", ifname, "DCB managed by an LLDP agent", e.strerror or str(e), "lld"
+                    )
+                )
+                continue
+            checked.append(ifname)
+            if state.dcbx is not None and not state.dcbx & DCB_CAP_DCBX_LLD_MANAGED:
+                found.append(
+                    PeerMismatch(
+                        ifname,
+                        "dcbx",
+                        ifname,
+                        "DCBX mode lld_managed",
+                        " ".join(dcbx_names(state.dcbx)),
+                        "lld",
+                    )
+                )
+            if state.ets is None and state.pfc is None:
+                found.append(PeerMismatch(ifname, "none", ifname, "IEEE ETS/PFC", "none reported", "lld"))
+                continue
+            own = dataclasses.replace(state, peer_ets=state.ets, peer_pfc=state.pfc, peer_apps=state.apps)
+            found += [dataclasses.replace(m, side="lld") for m in peer_mismatches(config, ifname, own)]
+        return PeerCheck(tuple(checked), tuple(found), time.time())
+
+    def lld_report(self, config: AgentConfig) -> list[str]:
+        check = self.lld_check(config)
+        return [m.line() for m in check.mismatches] if check is not None else []
+
+    def peer_report(self, config: AgentConfig) -> list[str]:
+        """Where the switch's DCBX advertisement disagrees with the config, one line each."""
+        return [m.line() for m in self.peer_check(config).mismatches]
 
     # -- observe --
 

@@ -55,6 +55,7 @@ def open_slots(
     from geryon.agent.engine import Slot
     from geryon.agent.linux_driver import LinuxDriver
     from geryon.agent.sysfs_driver import SysfsDriver
+    from geryon.agent.vlan_driver import VlanDriver
 
     def policy(setting: str | None) -> Literal["auto", "required"]:
         return "required" if setting == "required" else "auto"
@@ -81,6 +82,11 @@ def open_slots(
             sysfs = SysfsDriver(root)
             closers.append(sysfs.close)
             slots.append(Slot(sysfs, policy(config.rdma if config else None)))
+        # Always present (its socket opens on first use), so a VLAN map entry dropped from the config
+        # is still released; a VLAN device the config names must be one (its check: exit 2).
+        vlan = VlanDriver(netns)
+        closers.append(vlan.close)
+        slots.append(Slot(vlan, "required"))
     except BaseException:
         close()
         raise

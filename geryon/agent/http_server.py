@@ -90,6 +90,7 @@ class StatusSource:
         queues = attempt("classes", c.class_samples_by_interface)
         drift = attempt("config", c.agent.drift)
         last_apply = attempt("last_apply", c.agent.last_apply)
+        peer = attempt("peer", c.agent.peer)
         observed = attempt("flows", lambda: observe_jobs(c.jobs, c.discovery))
         return Observed(
             host=self.host,
@@ -100,6 +101,7 @@ class StatusSource:
             queues=queues,
             drift=drift,
             last_apply=last_apply,
+            peer=peer.as_json() if peer is not None else None,
             jobs=c.jobs.states(),
             pairs=observed[1] if observed is not None else None,
             errors=errors,

@@ -11,7 +11,8 @@ Sections, each timed and with its own error counter so one failing source never 
   jobs     iteration time and thresholds reported over the API, how many iterations were reported and
            how often (and when last) the thresholds changed, i.e. the threshold search's trials;
   config   drift and the last successful apply (from the daemon); the configured classes as
-           geryon_class_info{class,dscp,priority,lossless} = 1 (for joins in rules) and geryon_agent_info.
+           geryon_class_info{class,dscp,priority,lossless} = 1 (for joins in rules) and geryon_agent_info;
+           the daemon's last switch check as geryon_peer_mismatch{interface,kind} (peer PFC/ETS/APP).
 
 The HTTP endpoint (/metrics, and the status page beside it) is geryon/agent/http_server.py.
 """
@@ -46,6 +47,10 @@ DEFAULT_MAX_FLOW_SERIES = 200
 OTHER = "other"
 # Not "job": Prometheus sets `job` to the scrape job's name and would rename ours to `exported_job`.
 JOB_LABEL = "geryon_job"
+
+# geryon.agent.peer.KINDS without "none" (that one is per interface, not per point; it never occurs for an
+# interface in a check, since those are the interfaces that report peer state).
+PEER_KINDS = ("pfc", "ets", "app")
 
 # mlx5 (and other drivers following its names): rx_prio3_bytes, tx_prio5_pause, rx_prio3_pause_duration ...
 _PRIO_STAT = re.compile(r"^(rx|tx)_prio([0-7])_(bytes|packets|pause|pause_duration|pause_transition)$")
@@ -559,6 +564,7 @@ class AgentCollector(Collector):
                 "geryon_config_drifted_targets", "Targets that differ from the config", value=len(drift)
             ),
         ]
+        out += self._peer()
         last = self.agent.last_apply()
         if last is not None:
             out.append(
@@ -569,6 +575,29 @@ class AgentCollector(Collector):
                 )
             )
         return out
+
+    def _peer(self) -> list[Metric]:
+        """The switch check the daemon made at its last verify: per interface whose NIC reports the
+        peer's DCBX state, the disagreements of each kind (0 = agrees), so `> 0` alerts and a
+        missing series means nothing is known about that port."""
+        check = self.agent.peer()
+        if check is None:
+            return []
+        mismatch = GaugeMetricFamily(
+            "geryon_peer_mismatch",
+            "Points where the switch's DCBX advertisement (peer PFC/ETS/APP) disagrees with the config",
+            labels=["interface", "kind"],
+        )
+        counts = {(ifname, kind): 0 for ifname in check.interfaces for kind in PEER_KINDS}
+        for m in check.mismatches:
+            counts[(m.interface, m.kind)] = counts.get((m.interface, m.kind), 0) + 1
+        for (ifname, kind), n in sorted(counts.items()):
+            mismatch.add_metric([ifname, kind], n)
+        checked = GaugeMetricFamily(
+            "geryon_peer_checked_timestamp_seconds", "Unix time of the last switch (DCBX peer) check"
+        )
+        checked.add_metric([], check.at)
+        return [mismatch, checked]
 
     def close(self) -> None:
         self.kernel.close()

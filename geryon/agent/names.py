@@ -35,6 +35,8 @@ _TARGETS = {
         rf"|(?P<if4>{IFNAME})/ecn/roce_np/(?:{'|'.join(DCQCN_PARAMS['roce_np'])})"
         rf"|(?P<if2>{IFNAME})/ecn/(?:cnp_dscp|cnp_prio))$"
     ),
+    # a VLAN device's egress map entry: skb priority (u32) -> PCP
+    "vlan": re.compile(rf"^(?P<if>{IFNAME})/vlan/egress_qos/(?:0|[1-9][0-9]{{0,9}})$"),
 }
 DRIVERS = tuple(_TARGETS)
 

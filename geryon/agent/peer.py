@@ -14,15 +14,52 @@ from dataclasses import dataclass
 from geryon.agent.config import AgentConfig
 from geryon.agent.dcbnl import ETS, IEEE_8021QAZ_APP_SEL_DSCP, STRICT, TSA_NAMES, IeeeState
 
+# What a disagreement is about: PFC per priority, the ETS TC/TSA of a class, the DSCP APP map, or no
+# advertisement at all (the metric's `kind` label).
+KINDS = ("pfc", "ets", "app", "none")
+
 
 @dataclass(frozen=True)
 class PeerMismatch:
+    interface: str
+    kind: str  # one of KINDS
     where: str  # "eth0 priority 3", "eth0 DSCP 26", "eth0"
     expected: str
     found: str
+    # whose DCB state this is: "peer" (the switch's advertisement) or "lld" (the NIC's own, as the LLDP
+    # agent set it under dcbx: lld_managed)
+    side: str = "peer"
 
     def line(self) -> str:
-        return f"peer: {self.where}: expected {self.expected}, found {self.found}"
+        return f"{self.side}: {self.where}: expected {self.expected}, found {self.found}"
+
+    def as_json(self) -> dict[str, str]:
+        return {
+            "interface": self.interface,
+            "kind": self.kind,
+            "where": self.where,
+            "expected": self.expected,
+            "found": self.found,
+            "side": self.side,
+        }
+
+
+@dataclass(frozen=True)
+class PeerCheck:
+    """One check of every configured interface: those whose NIC reported the switch's DCBX state, and
+    where it disagrees with the config. Interfaces without peer state (no DCB, a driver without the
+    peer ops) are not in `interfaces`: nothing is known about their switch port."""
+
+    interfaces: tuple[str, ...]
+    mismatches: tuple[PeerMismatch, ...]
+    at: float  # unix seconds
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "interfaces": list(self.interfaces),
+            "mismatches": [m.as_json() for m in self.mismatches],
+            "checked_at": self.at,
+        }
 
 
 def peer_mismatches(config: AgentConfig, ifname: str, state: IeeeState) -> list[PeerMismatch]:
@@ -30,6 +67,8 @@ def peer_mismatches(config: AgentConfig, ifname: str, state: IeeeState) -> list[
     if state.peer_ets is None and state.peer_pfc is None and not state.peer_apps:
         return [
             PeerMismatch(
+                ifname,
+                "none",
                 ifname,
                 "the switch's DCBX advertisement (peer ETS/PFC/APP)",
                 "none (the NIC driver reports no peer state, or the switch sends no DCBX TLVs)",
@@ -41,9 +80,15 @@ def peer_mismatches(config: AgentConfig, ifname: str, state: IeeeState) -> list[
         on = set(state.peer_pfc.priorities)
         for prio, name in sorted(lossless.items()):
             if prio not in on:
-                out.append(PeerMismatch(f"{ifname} priority {prio}", f"PFC on (class {name!r})", "off"))
+                out.append(
+                    PeerMismatch(
+                        ifname, "pfc", f"{ifname} priority {prio}", f"PFC on (class {name!r})", "off"
+                    )
+                )
         for prio in sorted(on - set(lossless)):
-            out.append(PeerMismatch(f"{ifname} priority {prio}", "PFC off (no lossless class)", "on"))
+            out.append(
+                PeerMismatch(ifname, "pfc", f"{ifname} priority {prio}", "PFC off (no lossless class)", "on")
+            )
     if state.peer_ets is not None:
         ets = state.peer_ets
         tc_owner: dict[int, str] = {}
@@ -55,6 +100,8 @@ def peer_mismatches(config: AgentConfig, ifname: str, state: IeeeState) -> list[
                 shown = TSA_NAMES.get(tsa, str(tsa)) if tsa is not None else "no such TC"
                 out.append(
                     PeerMismatch(
+                        ifname,
+                        "ets",
                         f"{ifname} priority {c.priority}",
                         f"a {c.tsa} TC (class {c.name!r})",
                         f"TC {tc}, {shown}",
@@ -63,6 +110,8 @@ def peer_mismatches(config: AgentConfig, ifname: str, state: IeeeState) -> list[
             if tc in tc_owner:
                 out.append(
                     PeerMismatch(
+                        ifname,
+                        "ets",
                         f"{ifname} priority {c.priority}",
                         f"a TC of its own (class {c.name!r})",
                         f"TC {tc}, shared with class {tc_owner[tc]!r}",
@@ -80,6 +129,8 @@ def peer_mismatches(config: AgentConfig, ifname: str, state: IeeeState) -> list[
                 if have is not None and have != {prio}:
                     out.append(
                         PeerMismatch(
+                            ifname,
+                            "app",
                             f"{ifname} DSCP {dscp}",
                             f"priority {prio}",
                             f"priority {', '.join(map(str, sorted(have)))}",

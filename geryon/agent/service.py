@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
     from geryon.agent.config import AgentConfig
+    from geryon.agent.peer import PeerCheck
 
 log = logging.getLogger("geryon.agent.service")
 
@@ -34,6 +35,7 @@ class AgentView(Protocol):
     def config(self) -> AgentConfig: ...
     def drift(self) -> list[str]: ...  # human-readable drifted targets, [] when in sync
     def last_apply(self) -> float | None: ...  # unix time of the last successful apply
+    def peer(self) -> PeerCheck | None: ...  # the last switch (DCBX peer) check; None = none made
 
 
 @dataclass(frozen=True)

@@ -96,6 +96,7 @@ class Observed:
     jobs: Sequence[JobState]
     pairs: Sequence[PairReport] | None
     errors: Mapping[str, str] = field(default_factory=dict)
+    peer: Mapping[str, Any] | None = None  # PeerCheck.as_json() of the daemon's last switch check
 
 
 def flow_id(jf: JobFlow) -> FlowId:
@@ -244,6 +245,7 @@ def snapshot(obs: Observed, base: Reading | None) -> dict[str, Any]:
             "drift": list(obs.drift or ()),
             "last_apply": obs.last_apply,
         },
+        "peer": dict(obs.peer) if obs.peer is not None else None,
         "classes": _classes(obs, queue_bps),
         "jobs": [_job(s, by_job.get(s.spec.job_id, [])) for s in obs.jobs],
         "errors": dict(obs.errors),

@@ -237,7 +237,9 @@ def _wants_hybrid(mode: str, first: Mapping[str, Any]) -> bool:
 def _hybrid_usable(first: Mapping[str, Any]) -> bool:
     from geryon.threshold import simulator
 
-    return HYBRID in simulator.MODES and first.get("ordering_available") is not False
+    # Only a run that recorded the order in force counts: results from before the field existed ran
+    # without it, as does every run of a data plane without per-connection ordering.
+    return HYBRID in simulator.MODES and first.get("ordering_available") is True
 
 
 def sim_note(mode: str, runs: list[Mapping[str, Any]]) -> str | None:
@@ -251,7 +253,7 @@ def sim_note(mode: str, runs: list[Mapping[str, Any]]) -> str | None:
         return None
     if HYBRID not in simulator.MODES:
         return "simulated as network: the simulator has no hybrid mode yet"
-    if first.get("ordering_available") is False:
+    if first.get("ordering_available") is not True:
         return "simulated as network: the data plane ran without urgency order (issue 14 item 1)"
     return None
 
@@ -288,7 +290,7 @@ def arrival_timeline(
         out["modes"][mode] = {
             "label": label,
             "iteration_s": sim.iteration_s,
-            "thresholds": list(setting["thresholds"]) if setting["mode"] in ("network", HYBRID) else None,
+            "thresholds": (list(setting["thresholds"]) if setting["mode"] in ("network", HYBRID) else None),
             "simulated": {k: (list(v) if isinstance(v, tuple) else v) for k, v in setting.items()},
             "rows": arrivals(sim.spans, profile, iteration=ITERATIONS - 1, worker=0),
         }

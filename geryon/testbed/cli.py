@@ -160,11 +160,18 @@ def run_up(args: argparse.Namespace) -> int:
             print(f"geryon testbed: error: {e}", file=sys.stderr)
             return 1
     progress = Progress("geryon testbed")
+    if args.exec is not None:
+        # A SIGTERM between the testbed being marked ready and _exec_with's handler would kill this
+        # process with the default action and leave the testbed up: hold it until the handler is in.
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
     try:
         tb = up(spec, progress)  # inside a user namespace it makes /run private first
-    except TestbedError as e:
-        print(f"geryon testbed: error: {e}", file=sys.stderr)
-        return 1
+    except BaseException as e:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+        if isinstance(e, TestbedError):
+            print(f"geryon testbed: error: {e}", file=sys.stderr)
+            return 1
+        raise
     info = describe(tb)
     if args.exec is None:
         _print_up(info, args.json)
@@ -193,6 +200,7 @@ def _exec_with(tb: Any, info: dict[str, Any], cmd: list[str], as_json: bool, pro
     old = signal.signal(signal.SIGTERM, stop)
     child: subprocess.Popen[bytes] | None = None
     try:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})  # a held SIGTERM lands here
         _print_up(info, as_json)
         sys.stdout.flush()
         env = dict(os.environ, GERYON_TESTBED_RUN=tb.run_id, GERYON_TESTBED_STATE=str(state.state_dir()))

@@ -86,11 +86,11 @@ def register(sub: Any) -> None:
     )
     p.add_argument(
         "--tf-inflight",
-        default="9.5",
+        default="3.5",
         metavar="N",
         help="fifo and network modes: TensorFlow pulls in flight per channel, served in a random order per "
-        "iteration (default 9.5, measured on this machine by bench/bench_tf_order.py), or 'all' for fair "
-        "sharing of every pending transfer",
+        "iteration (default 3.5 per PS connection, measured on this machine by bench/bench_tf_order.py), "
+        "or 'all' for fair sharing of every pending transfer",
     )
     p.add_argument("--seed", type=int, default=0, help="seed of the random TensorFlow order (default 0)")
     p.add_argument(
@@ -120,7 +120,7 @@ def register(sub: Any) -> None:
         "--cohost-fast",
         action="store_true",
         help="with --colocate: simulate one co-hosted and one worker-only host standing for all by symmetry "
-        "(seconds for 1024 hosts; an approximation: 2-38%% off the exact path on VGG-19 at 8-32 hosts, "
+        "(seconds for 1024 hosts; an approximation: 1-38%% off the exact path on VGG-19 at 8-32 hosts, "
         "see bench/bench_simulator.py --cohost)",
     )
     p.add_argument("--batch-size", type=int, default=64, metavar="N", help="per-worker batch (default 64)")

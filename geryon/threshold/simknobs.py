@@ -6,10 +6,13 @@
   ByteScheduler (paper 004, Sec. 4.1) measured "about 300us in our testbed", and Sec. 4.2/6.2 name P3's
   stop-and-wait transmission as why P3 "cannot utilize the bandwidth fully". Default 300e-6 s.
 - `CHUNK_BYTES`: the hybrid data plane's preemption unit inside a class (issue 14 item 1: "about 256 KiB").
-- `TF_INFLIGHT`: how many pulls a TensorFlow gRPC channel has in flight at once, in a random order per
-  iteration (TicTac, paper 000, Sec. 1: 1000 ResNet-50 iterations, every one a different order). The
-  value, about 9.5 of 16 pulls in flight with Kendall tau about 0.05 against consumption order, was
-  measured on this machine's testbed by bench/bench_tf_order.py (written beside this change).
+- `TF_INFLIGHT`: how many pulls one TensorFlow gRPC channel (a worker-PS pair) has in flight at once, in
+  a random order per iteration (TicTac, paper 000, Sec. 1: 1000 ResNet-50 iterations, every one a
+  different order). Measured on this machine by bench/bench_tf_order.py (written beside this change;
+  its out/bench/tf_order.json of this session): a worker pulling 16 tensors from 3 PSes had a median of
+  3.49 pulls in flight per PS connection ("in_flight_per_ps"; 7.2-7.4 over all its connections,
+  "in_flight"), every iteration a different arrival order, Kendall tau -0.12 to 0.03 against
+  consumption order. The simulator's window is per connection, so the default is 3.5.
 - `PsCosts`: work on the parameter server. All zero by default (the PS is free, the behaviour before these
   knobs); a calibration (geryon/threshold/calibration.py's load_knobs, or `--ps-costs FILE`) supplies
   measured values.
@@ -27,7 +30,7 @@ from typing import Any
 ENDHOST_GAP_S = 300e-6  # ByteScheduler (paper 004) Sec. 4.1: partition overhead "about 300us"
 CHUNK_BYTES = 256 << 10  # issue 14 item 1: chunks of about 256 KiB
 CHUNK_MIN, CHUNK_MAX = 4 << 10, 1 << 30
-TF_INFLIGHT = 9.5  # bench/bench_tf_order.py on this machine: ~9.5 of 16 pulls in flight, tau ~0.05
+TF_INFLIGHT = 3.5  # bench/bench_tf_order.py on this machine: 3.49 pulls in flight per PS connection
 
 BACKGROUND_HOSTS = ("workers", "ps", "all")
 BACKGROUND_DIRECTIONS = ("in", "out", "both")

@@ -94,7 +94,12 @@ def test_plan_apply_verify_drift_restore(ns: VethNs, tmp_path: Path) -> None:
             "classes[0].maxrate: 150 Mbit/s is not a NIC TC rate",
         ),
         ("interfaces: [ga0]\ncable_length: 1000\n", "cable_length: 1000 is out of range"),
-        ("interfaces: [ga0]\ndcbx: lld_managed\n", "dcbx: expected one of host"),
+        ("interfaces: [ga0]\ndcbx: cee\n", "dcbx: expected one of host, lld_managed"),
+        (
+            "interfaces: [ga0]\ndcbx: lld_managed\ncable_length: 7\n",
+            "dcbx: lld_managed leaves the NIC's DCB to the LLDP agent",
+        ),
+        ("interfaces: [ga0]\nvlan_egress_qos: {ga0.7: {3: 8}}\n", "vlan_egress_qos[ga0.7][3]: 8 is out"),
         ("interfaces: [ga0]\nbuffer_sizes: [0, 12]\n", "buffer_sizes[1]: 12 is out of range"),
         ("interfaces: [ga0]\npfc_storm_timeout: 50\n", "pfc_storm_timeout: 50 ms"),
         ("interfaces: [ga0]\ndcqcn: {roce_rp: {rpg_speed: 1}}\n", "dcqcn.roce_rp.'rpg_speed': unknown key"),

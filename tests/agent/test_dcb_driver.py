@@ -290,10 +290,79 @@ def test_dcbx_host_mode_first_then_the_rest_and_restore(drv_name: str, tmp_path:
     assert nic.dcbx == fresh
 
 
-def test_dcbx_modes_other_than_host_are_refused_in_the_config() -> None:
-    with pytest.raises(ConfigError, match=r"dcbx: expected one of host, got a string \('lld_managed'\)"):
-        config(dcbx="lld_managed")
+def test_dcbx_lld_managed_is_verify_only_and_refuses_dcb_writes_in_the_config() -> None:
+    assert config(dcbx="lld_managed").dcbx == "lld_managed"
     assert config().dcbx is None and config(dcbx=None).dcbx is None
+    with pytest.raises(ConfigError, match=r"dcbx: expected one of host, lld_managed, got a string \('cee'\)"):
+        config(dcbx="cee")
+    with pytest.raises(ConfigError) as err:
+        config(dcbx="lld_managed", cable_length=7, buffer_sizes=["64kb"])
+    assert "dcbx: lld_managed leaves the NIC's DCB to the LLDP agent" in str(err.value)
+    assert "cable_length, buffer_sizes, which only a write can do" in str(err.value)
+
+
+def _lld_nic(agrees: bool) -> FakeNic:
+    """An ice port whose firmware LLDP agent is in charge (ice_dcbnl_getdcbx: DCB_CAP_DCBX_LLD_MANAGED)
+    and has taken the switch's ETS/PFC/APP, as the default classes want them or not."""
+    tsa = [2] * 8
+    tsa[5] = tsa[6] = 0
+    nic = FakeNic(driver="ice", dcbx=0x02 | 0x08)
+    from agent.dcb_fake import ets_bytes, pfc_bytes
+
+    nic.ets = ets_bytes(
+        willing=1, tc_tsa=tuple(tsa), tc_tx_bw=(50, 0, 0, 50, 0, 0, 0, 0), prio_tc=(0, 0, 0, 3, 0, 5, 6, 0)
+    )
+    nic.pfc = pfc_bytes(pfc_en=0b0010_1000 if agrees else 0b0010_0000)
+    nic.apps = [(SEL_DSCP, 3, 26), (SEL_DSCP, 5, 46)]
+    return nic
+
+
+def test_lld_managed_writes_no_dcb_and_reports_where_the_lldp_agent_disagrees(tmp_path: Path) -> None:
+    nic = _lld_nic(agrees=True)
+    kernel = FakeDcbKernel({"eth0": nic})
+    drv = driver(kernel)
+    cfg = config(dcbx="lld_managed")
+    assert set(drv.desired(cfg)) == {"eth0/dcb/pause"}  # ethtool, not DCB: still Geryon's
+    ets, pfc, apps = nic.ets, nic.pfc, list(nic.apps)
+    slots = [Slot(drv)]
+    apply_plan(make_plan(slots, cfg), slots, Journal.load(tmp_path / "j.json"))
+    assert (nic.ets, nic.pfc, nic.apps) == (ets, pfc, apps)  # nothing of DCB written
+    assert drv.lld_report(cfg) == []
+    assert drv.lld_report(config()) == [] and drv.lld_check(config()) is None  # other modes: no check
+
+    nic.pfc = _lld_nic(agrees=False).pfc  # the LLDP agent took a switch config without PFC on 3
+    nic.dcbx = 0x01 | 0x08  # and someone put the port back in host mode
+    assert drv.lld_report(cfg) == [
+        "lld: eth0: expected DCBX mode lld_managed, found host ieee",
+        "lld: eth0 priority 3: expected PFC on (class 'bulk'), found off",
+    ]
+    assert make_plan(slots, cfg).empty  # verify-only: nothing to apply, so the daemon never fights lldpad
+
+
+def test_the_daemon_reports_lld_disagreement_as_drift_without_applying(tmp_path: Path) -> None:
+    import io
+
+    from geryon.agent.daemon import Agent, Log
+
+    nic = _lld_nic(agrees=False)
+    kernel = FakeDcbKernel({"eth0": nic})
+    logs = io.StringIO()
+    agent = Agent(
+        str(tmp_path / "agent.yaml"),
+        config(dcbx="lld_managed"),
+        Journal.load(tmp_path / "j.json"),
+        lambda cfg: ([Slot(driver(kernel))], lambda: None),
+        Log(logs),
+    )
+    pfc = nic.pfc
+    assert not agent.reconcile("start")
+    assert agent.drift() == ["lld: eth0 priority 3: expected PFC on (class 'bulk'), found off"]
+    applied = [line for line in logs.getvalue().splitlines() if "event=applied" in line]
+    assert nic.pfc == pfc and all("targets=eth0/dcb/pause " in line for line in applied)  # pause only
+    assert not agent.reconcile("periodic")
+    assert logs.getvalue().count('repair="none (lld_managed)"') == 1  # logged once, not every verify
+    nic.pfc = _lld_nic(agrees=True).pfc
+    assert agent.reconcile("periodic") and agent.drift() == []
 
 
 def test_cable_length_on_mlx5_and_a_clear_error_where_the_driver_ignores_it(tmp_path: Path) -> None:

@@ -150,3 +150,118 @@ def test_agent_verify_reports_the_switch_but_it_is_not_host_drift() -> None:
         )
         == []
     )
+
+
+# --- the daemon's switch check: at its verify cadence, in its metrics and on its status page ---------
+
+
+def _daemon_on(kernel: FakeDcbKernel, tmp_path: Path, log_stream: object):  # type: ignore[no-untyped-def]
+    from agent.ethtool_fake import FakeEthtool, FakeEthtoolNic
+
+    from geryon.agent.daemon import Agent, Log
+    from geryon.agent.dcb_driver import DcbDriver
+    from geryon.agent.engine import Slot
+    from geryon.agent.ethtool import Ethtool
+    from geryon.agent.journal import Journal
+
+    def open_slots(cfg: object) -> tuple[list[Slot], object]:
+        drv = DcbDriver(
+            client_factory=lambda: DcbnlClient(sock_factory=kernel.socket),
+            ethtool=Ethtool(FakeEthtool({"eth0": FakeEthtoolNic()})),
+        )
+        return [Slot(drv, "auto")], drv.close
+
+    return Agent(
+        str(tmp_path / "agent.yaml"),
+        CFG,
+        Journal.load(tmp_path / "journal.json"),
+        open_slots,  # type: ignore[arg-type]
+        Log(log_stream),  # type: ignore[arg-type]
+    )
+
+
+def test_the_daemon_checks_the_switch_at_each_verify_and_reports_it(tmp_path: Path) -> None:
+    import io
+
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from geryon.agent.flows import FlowDiscovery
+    from geryon.agent.http_server import StatusSource
+    from geryon.agent.jobs import JobRegistry
+    from geryon.agent.metrics import AgentCollector
+
+    kernel = FakeDcbKernel({"eth0": switch_agrees()})
+    logs = io.StringIO()
+    agent = _daemon_on(kernel, tmp_path, logs)
+    try:
+        assert agent.peer() is None  # before the first verify: unknown, not "agrees"
+        assert agent.reconcile("start")
+        check = agent.peer()
+        assert check is not None and check.interfaces == ("eth0",) and check.mismatches == ()
+
+        disc = FlowDiscovery()
+        collector = AgentCollector(agent, JobRegistry(), disc)
+        registry = CollectorRegistry()
+        registry.register(collector)
+        try:
+            text = generate_latest(registry).decode()
+            for kind in ("pfc", "ets", "app"):
+                assert f'geryon_peer_mismatch{{interface="eth0",kind="{kind}"}} 0.0' in text
+
+            # The switch port loses PFC on priority 3 and maps DSCP 26 elsewhere: seen at the next verify
+            # (the host is still in sync, so nothing is re-applied), counted per kind.
+            nic = kernel.nics["eth0"]
+            nic.peer_pfc = pfc_bytes(pfc_en=0b0010_0000)
+            nic.peer_apps = [(SEL_DSCP, 0, 26), (SEL_DSCP, 5, 46)]
+            text = generate_latest(registry).decode()
+            assert 'geryon_peer_mismatch{interface="eth0",kind="pfc"} 0.0' in text  # cached until verify
+            assert agent.reconcile("periodic")
+            check = agent.peer()
+            assert check is not None
+            assert sorted((m.kind, m.where) for m in check.mismatches) == [
+                ("app", "eth0 DSCP 26"),
+                ("pfc", "eth0 priority 3"),
+            ]
+            assert agent.drift() == []  # the switch is not host drift
+            text = generate_latest(registry).decode()
+            assert 'geryon_peer_mismatch{interface="eth0",kind="pfc"} 1.0' in text
+            assert 'geryon_peer_mismatch{interface="eth0",kind="app"} 1.0' in text
+            assert 'geryon_peer_mismatch{interface="eth0",kind="ets"} 0.0' in text
+            assert "geryon_peer_checked_timestamp_seconds" in text
+
+            doc = StatusSource(collector).snapshot()
+            assert doc["peer"]["interfaces"] == ["eth0"]
+            assert {
+                "interface": "eth0",
+                "kind": "pfc",
+                "where": "eth0 priority 3",
+                "expected": "PFC on (class 'bulk')",
+                "found": "off",
+                "side": "peer",
+            } in doc["peer"]["mismatches"]
+
+            # Logged once when it changes, not at every verify; and once when the switch agrees again.
+            assert agent.reconcile("periodic")
+            assert logs.getvalue().count("event=peer_mismatch") == 2
+            nic.peer_pfc, nic.peer_apps = switch_agrees().peer_pfc, switch_agrees().peer_apps
+            assert agent.reconcile("periodic")
+            assert "event=peer_agrees" in logs.getvalue()
+            assert 'kind="pfc"} 0.0' in generate_latest(registry).decode()
+        finally:
+            collector.close()
+            disc.close()
+    finally:
+        agent.close()
+
+
+def test_a_nic_without_peer_state_gives_no_series(tmp_path: Path) -> None:
+    import io
+
+    kernel = FakeDcbKernel({"eth0": FakeNic(driver="mlx5")})  # mlx5's fake: no peer ops
+    agent = _daemon_on(kernel, tmp_path, io.StringIO())
+    try:
+        assert agent.reconcile("start")
+        check = agent.peer()
+        assert check is not None and check.interfaces == () and check.mismatches == ()
+    finally:
+        agent.close()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 import struct
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from obs_netns import connect
 from waiting import wait_until
 
 from geryon import __version__
+from geryon.agent.peer import PeerCheck, PeerMismatch
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
@@ -146,6 +148,18 @@ def test_page_shows_the_flows_of_a_prioritized_transfer(browser: Any) -> None:
         ]
         badge = browser.find_element(By.ID, "sync-badge")
         assert (badge.text, badge.get_attribute("data-in-sync")) == ("config: in sync", "true")
+        peer_badge = browser.find_element(By.ID, "peer-badge")
+        assert (peer_badge.text, peer_badge.get_attribute("data-peer")) == ("switch: not reported", "unknown")
+        # The daemon's switch check finds the port without PFC on the bulk priority: badge and line.
+        ifname = agent.view.cfg.interfaces[0]
+        miss = PeerMismatch(ifname, "pfc", f"{ifname} priority 3", "PFC on (class 'bulk')", "off")
+        agent.view.peer_check = PeerCheck((ifname,), (miss,), time.time())
+        wait_until("the switch badge", lambda: peer_badge.get_attribute("data-peer") == "bad")
+        assert peer_badge.text == "switch: disagrees (1)"
+        assert read('#peer-list [data-kind="pfc"]') == [
+            f"switch: {ifname} priority 3: expected PFC on (class 'bulk'), found off",
+            None,
+        ]
 
         thresholds = '[data-job="jb"] [data-field="thresholds"]'
         assert read(thresholds) == ["not reported", None]

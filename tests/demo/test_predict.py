@@ -10,13 +10,8 @@ from demo_results import result
 
 from geryon.demo.predict import PredictError, predict, profile_key, relative_error, sim_setting
 from geryon.progress import Progress
-from geryon.threshold import simulator
 
 pytest.importorskip("tensorflow")
-
-# The geryon mode asks for urgency order inside a class: the simulator's hybrid mode where it has one
-# (issue 14), else network with a note.
-GERYON_SIM = "hybrid" if "hybrid" in simulator.MODES else "network"
 
 # A comm-bound setting for the tiny model (142 KB of parameters, a few ms of compute): 20 Mbit/s.
 STEPS = {
@@ -57,7 +52,7 @@ def test_each_mode_maps_onto_the_simulator() -> None:
     ps = sim_setting("ps", runs["ps"], None, config)
     assert (ps["mode"], ps["partition"], ps["slice_bytes"], ps["workers"]) == ("fifo", True, 1048576, 2)
     geryon = sim_setting("geryon", runs["geryon"], [0.3], config)
-    assert (geryon["mode"], geryon["thresholds"], geryon["interleave"]) == (GERYON_SIM, (0.3,), False)
+    assert (geryon["mode"], geryon["thresholds"], geryon["interleave"]) == ("network", (0.3,), False)
     endhost = sim_setting("endhost", runs["endhost"], [0.3], config)
     assert endhost["mode"] == "end-host"
     single = sim_setting("single", runs["single"], None, config)
@@ -87,7 +82,7 @@ def test_predicts_every_mode_from_a_profile_measured_here_then_cached(tmp_path: 
     assert p["modes"]["vanilla"]["measured_s"] == pytest.approx(0.21)  # median over the two repeats
     # Comm-bound: whole variables on one PS each are slower than partition + slicing.
     assert p["modes"]["vanilla"]["predicted_s"] >= p["modes"]["ps"]["predicted_s"]
-    assert p["modes"]["geryon"]["simulated"]["mode"] == GERYON_SIM
+    assert p["modes"]["geryon"]["simulated"]["mode"] == "network"
     prof = p["profile"]
     assert prof["source"].startswith("measured:") and prof["cached"] is False
     assert prof["bytes"] > 100_000 and prof["params"] > 0 and prof["compute_s"] > 0
@@ -102,7 +97,7 @@ def test_predicts_every_mode_from_a_profile_measured_here_then_cached(tmp_path: 
     timeline = p["timeline"]
     assert list(timeline["modes"]) == ["ps", "geryon"] and timeline["trace"] == str(trace)
     geryon = timeline["modes"]["geryon"]
-    assert geryon["thresholds"] == [0.5] and geryon["simulated"]["mode"] == GERYON_SIM
+    assert geryon["thresholds"] == [0.5] and geryon["simulated"]["mode"] == "network"
     assert geryon["iteration_s"] == pytest.approx(p["modes"]["geryon"]["predicted_s"])
     for panel in timeline["modes"].values():
         rows = panel["rows"]

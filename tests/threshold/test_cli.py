@@ -39,6 +39,7 @@ def profile_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "--slice-size: --no-partition places every variable whole",
         ),
         (["--threshold", "1.5"], "--threshold[0]: 1.5 is not a number in [0, 1]"),
+        (["--cohost-fast"], "--cohost-fast: only with --colocate"),
         (["--threshold", "0.6", "0.2"], "--threshold must be strictly increasing"),
         (["--threshold", "0.5", "--classes", "3"], "--threshold: 3 classes need 2 thresholds, got 1"),
         (["--threshold", "soon"], "--threshold: 'soon' is not 'auto' or a list of numbers"),
@@ -104,7 +105,7 @@ def test_table_lists_every_mode_and_json_orders_them(profile_file: Path) -> None
     assert t["ideal"] <= t["hybrid"] * (1 + 1e-9) <= t["network"] * (1 + 1e-9)
     assert report["thresholds"] == [0.5]
     # The defaults of the cost knobs are reported: TF's measured window, ByteScheduler's gap, a free PS.
-    assert report["knobs"]["inflight"] == 9.5 and report["knobs"]["endhost_gap_s"] == 300e-6
+    assert report["knobs"]["inflight"] == 3.5 and report["knobs"]["endhost_gap_s"] == 300e-6
     assert "ps_costs" not in report["knobs"]
 
 

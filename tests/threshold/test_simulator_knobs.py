@@ -199,7 +199,7 @@ def test_a_tf_window_serves_that_many_at_once_in_a_seeded_random_order():
     # A window at least as wide as the pending transfers is fair sharing, the order does not matter.
     fair = simulate(p, inflight=None, **kw).iteration_s
     assert simulate(p, inflight=10, seed=3, **kw).iteration_s == pytest.approx(fair)
-    assert TF_INFLIGHT == 9.5
+    assert TF_INFLIGHT == 3.5
 
 
 def test_a_tf_window_keeps_the_invariants():

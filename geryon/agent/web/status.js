@@ -60,6 +60,18 @@
       : inSync ? "config: in sync" : "config: drift (" + s.config.drift.length + ")";
     document.getElementById("drift-list").replaceChildren(
       ...s.config.drift.map((d) => el("li", { "data-field": "drift" }, d)));
+    // The switch check (DCBX peer state vs the config) at the daemon's last verify; null = none made
+    // (no DCB driver), no interfaces = no NIC reported the switch's advertisement.
+    const peer = s.peer;
+    const peerBadge = document.getElementById("peer-badge");
+    const peerState = !peer || peer.interfaces.length === 0 ? "unknown" : peer.mismatches.length ? "bad" : "ok";
+    peerBadge.className = "badge " + peerState;
+    peerBadge.dataset.peer = peerState;
+    peerBadge.textContent = peerState === "unknown" ? "switch: not reported"
+      : peerState === "ok" ? "switch: agrees" : "switch: disagrees (" + peer.mismatches.length + ")";
+    document.getElementById("peer-list").replaceChildren(
+      ...(peer ? peer.mismatches : []).map((m) => el("li", { "data-field": "peer", "data-kind": m.kind },
+        "switch: " + m.where + ": expected " + m.expected + ", found " + m.found)));
     document.getElementById("section-errors").replaceChildren(
       ...Object.entries(s.errors).map(([k, v]) => el("li", { "data-section": k }, "reading " + k + " failed: " + v)));
   }
