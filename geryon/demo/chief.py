@@ -278,11 +278,7 @@ def train(spec: dict[str, Any], emit: Emit, wait_go: Callable[[], None] | None =
             "trials": trials,
             "median_converged_s": statistics.median(after) if after else None,
         }
-    params = None
-    if spec.get("want_params"):
-        params = param_rows(
-            local_model if local_model is not None else session.make_model(), spec_shape(spec)
-        )
+    params = _wanted_params(spec, session, local_model)
     emit(
         {
             "event": "done",
@@ -317,6 +313,13 @@ def _trace_tail(
         session.round()
         rounds += 1
     return rounds
+
+
+def _wanted_params(spec: dict[str, Any], session: Session, local_model: Any) -> list[dict[str, Any]] | None:
+    """The parameter rows the runner asked for (`want_params`), from the traced model if there is one."""
+    if not spec.get("want_params"):
+        return None
+    return param_rows(local_model if local_model is not None else session.make_model(), spec_shape(spec))
 
 
 def spec_shape(spec: dict[str, Any]) -> tuple[int, ...]:
@@ -451,11 +454,7 @@ def train_paired(session: Session, emit: Emit, wait_go: Callable[[], None]) -> N
             "trials": trials,
             "median_converged_s": None,  # the measured rounds all run on the chosen thresholds
         }
-    params = None
-    if spec.get("want_params"):
-        params = param_rows(
-            local_model if local_model is not None else session.make_model(), spec_shape(spec)
-        )
+    params = _wanted_params(spec, session, local_model)
     emit(
         {
             "event": "done",

@@ -28,6 +28,19 @@ from typing import Any
 CHUNK = 64 * 1024
 
 
+def _connect_retrying(s: socket.socket, host: str, port: int, deadline: float) -> None:
+    """Connects, retrying refused connects until `deadline` (monotonic): the sink may still be starting."""
+    for _ in range(100):
+        try:
+            s.connect((host, port))
+            return
+        except ConnectionRefusedError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+    s.connect((host, port))  # the last try raises what refuses it
+
+
 def _recv_exact(conn: socket.socket, n: int) -> bytes:
     buf = b""
     while len(buf) < n:
@@ -81,14 +94,7 @@ def send(to: str, nbytes: int, dscp: int, cc: str | None, timeout: float) -> dic
             s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, cc.encode())
         s.settimeout(timeout)
         deadline = time.monotonic() + timeout
-        for _ in range(100):  # the sink may still be starting: retry refused connects for a while
-            try:
-                s.connect((host, int(port)))
-                break
-            except ConnectionRefusedError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
+        _connect_retrying(s, host, int(port), deadline)
         start = time.monotonic()
         s.sendall(struct.pack("!Q", nbytes))
         chunk = b"\0" * CHUNK
@@ -125,14 +131,7 @@ def bulk(to: str, rate_bits: int, dscp: int, seconds: float, cc: str | None = No
             s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, cc.encode())
         s.settimeout(5.0)
         deadline = time.monotonic() + seconds
-        for _ in range(100):  # the sink may still be starting
-            try:
-                s.connect((host, int(port)))
-                break
-            except ConnectionRefusedError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
+        _connect_retrying(s, host, int(port), deadline)
         start = time.monotonic()
         s.sendall(struct.pack("!Q", BULK_TOTAL))
         step = max(1, int(rate_bits / 8 * PACE_S))
