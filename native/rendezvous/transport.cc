@@ -30,6 +30,7 @@
 #include "tensorflow/core/framework/tensor_shape.h"
 #include "tensorflow/core/framework/types.h"
 #include "tsl/platform/logging.h"
+#include "tsl/platform/thread_annotations.h"
 
 namespace geryon {
 namespace {
@@ -59,9 +60,25 @@ constexpr int kConnectAttempts = 8;
 constexpr int kFirstBackoffMs = 25;
 // A connect that failed this recently fails the next request at once instead of retrying again.
 constexpr auto kFailFastWindow = std::chrono::milliseconds(1000);
+// Keepalive: a peer silent for kKeepIdleSeconds gets kKeepCount probes kKeepIntervalSeconds apart;
+// none answered -> the flow fails (about 10 s in all). See MarkSocket for why not TCP_USER_TIMEOUT.
+constexpr int kKeepIdleSeconds = 4;
+constexpr int kKeepIntervalSeconds = 2;
+constexpr int kKeepCount = 3;
 
 std::atomic<int> g_dscp[kMaxClasses] = {46, 26, 18, 10, 12, 20, 28, 8};
-std::atomic<int> g_priority[kMaxClasses] = {5, 3, 2, 1, 1, 2, 3, 1};
+// SO_PRIORITY per class. Without the host agent the qdisc is usually pfifo_fast (or the default
+// `prio`), which picks its band from the priority with prio2band = {1, 2, 2, 2, 1, 2, 0, 0, 1, ...}
+// (net/sched/sch_generic.c): only 6 (TC_PRIO_INTERACTIVE) and 7 (TC_PRIO_CONTROL) reach band 0, 0
+// (unmarked traffic, TC_PRIO_BESTEFFORT) is band 1, and 1, 2, 3, 5 all land in band 2, below
+// unmarked traffic. So: class 0 -> 6 (band 0, ahead of everything but control), class 1 -> 0 (band 1,
+// with unmarked traffic such as TF's own gRPC), classes 2-7 -> 2 (TC_PRIO_BULK, band 2). 7 stays
+// free for the kernel's own control traffic. With the agent, set_class_marks replaces these with the
+// priorities its DCB config maps to traffic classes.
+std::atomic<int> g_priority[kMaxClasses] = {6, 0, 2, 2, 2, 2, 2, 2};
+// Request ids are unique in the process, not per connection: a request (or its response) left over
+// from a connection that failed can never match a receive on the connection that replaced it.
+std::atomic<uint64_t> g_next_request_id{1};
 
 int64_t NowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -137,14 +154,29 @@ void MarkSocket(int fd, int cls) {
   setsockopt(fd, IPPROTO_IPV6, IPV6_TCLASS, &tos, sizeof(tos));
   int prio = PriorityForClass(cls);
   setsockopt(fd, SOL_SOCKET, SO_PRIORITY, &prio, sizeof(prio));
-  // A dead peer must fail pending receives within seconds, also when its host vanished silently.
+  // Dead peers are found by TCP keepalive, not by how long sent data waits for its ACK. Under strict
+  // priority, a PFC pause or incast backoff, a low class may legitimately wait many seconds for its
+  // ACKs; TCP_USER_TIMEOUT (which bounds exactly that wait) would then kill a live flow and the
+  // error would name a healthy PS as dead. Keepalive measures silence instead: it probes only after
+  // nothing at all arrived from the peer for kKeepIdleSeconds, and any byte from the peer (data, ACK,
+  // probe answer, answered by the peer's kernel) resets it. So a flow whose data moves slowly, or
+  // waits behind other classes while its ACKs and the peer's other bytes still arrive, is never
+  // declared dead, however long the priority makes it wait. A peer silent for about
+  // kKeepIdleSeconds + kKeepCount * kKeepIntervalSeconds = 10 s is declared dead; a class starved of
+  // every byte in both directions for that long cannot be told from a dead host.
+  // Not set on purpose: TCP_USER_TIMEOUT. Besides the false positives above, Linux lets it override
+  // the keepalive count (tcp_keepalive_timer in net/ipv4/tcp_timer.c), so it would also stretch or
+  // shrink this bound. What keepalive cannot see: the kernel suspends probes while data it sent is
+  // unacknowledged (a request written after the peer's host vanished); then that receive ends when
+  // TF aborts the step (its control plane notices the dead task) or at the kernel's retransmission
+  // limit (tcp_retries2).
   setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
-  int idle = 2, interval = 1, count = 3;
+  int idle = kKeepIdleSeconds, interval = kKeepIntervalSeconds, count = kKeepCount;
   setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
   setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof(interval));
   setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof(count));
-  unsigned int user_timeout_ms = 5000;
-  setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms, sizeof(user_timeout_ms));
+  unsigned int no_user_timeout = 0;  // the kernel default; set explicitly so nothing inherits one
+  setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &no_user_timeout, sizeof(no_user_timeout));
 }
 
 int LocalPort(int fd) {
@@ -291,16 +323,22 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
 
   // Registers `p` and writes its request frame. On a broken connection, fails `p`.
   void Send(const std::shared_ptr<PendingRecv>& p, int64_t step_id, const std::string& key) {
+    std::string broken_reason;
     {
       std::lock_guard<std::mutex> l(mu_);
       if (broken_) {
-        p->Finish(absl::UnavailableError(broken_reason_), Tensor(), false);
-        return;
+        broken_reason = broken_reason_;
+      } else {
+        p->id_ = g_next_request_id.fetch_add(1, std::memory_order_relaxed);
+        p->start_ns_ = NowNs();  // before the reader can see it in pending_
+        p->conn_ = weak_from_this();
+        p->counters_ = counters_;
+        pending_[p->id_] = p;
       }
-      p->id_ = next_id_++;
-      p->conn_ = weak_from_this();
-      p->counters_ = counters_;
-      pending_[p->id_] = p;
+    }
+    if (!broken_reason.empty()) {  // finished outside mu_: RecvDone runs TF code
+      p->Finish(absl::UnavailableError(broken_reason), Tensor(), false);
+      return;
     }
     std::string frame;
     frame.reserve(24 + key.size());
@@ -311,11 +349,17 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
     frame += key;
     iovec iov{frame.data(), frame.size()};
     std::string error;
-    p->start_ns_ = NowNs();
     bool ok;
     {
+      // The descriptor is closed only under write_mu_ (ReadLoop), so while we hold it fd_ is still
+      // this connection's socket and not a number the kernel gave to a newer one.
       std::lock_guard<std::mutex> l(write_mu_);
-      ok = WriteAll(fd_, &iov, 1, &error);
+      if (fd_closed_) {
+        ok = false;
+        error = "the connection is closed";
+      } else {
+        ok = WriteAll(fd_, &iov, 1, &error);
+      }
     }
     if (!ok) {
       Fail(absl::StrCat("sending a request failed: ", error));
@@ -340,8 +384,10 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
     return p;
   }
 
-  // Closes the connection and fails every pending receive with a message naming the flow.
-  void Fail(const std::string& what) {
+  // Closes the connection and fails every pending receive with a message naming the flow, and
+  // `taken` too: the receive whose response was being read when the flow broke (ReadOne had
+  // already removed it from pending_, so without this it would wait forever).
+  void Fail(const std::string& what, std::shared_ptr<PendingRecv> taken = nullptr) {
     std::unordered_map<uint64_t, std::shared_ptr<PendingRecv>> pending;
     std::string reason;
     {
@@ -357,20 +403,27 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
       reason = broken_reason_;
       pending.swap(pending_);
     }
+    if (taken != nullptr) taken->Finish(absl::UnavailableError(reason), Tensor(), false);
     for (auto& [id, p] : pending) p->Finish(absl::UnavailableError(reason), Tensor(), false);
   }
 
   void ReadLoop() {
     std::string error;
-    while (ReadOne(&error)) {
-    }
-    Fail(error);
-    // The reader is the last user of the descriptor: close it only here.
+    std::shared_ptr<PendingRecv> taken;
+    while (ReadOne(&taken, &error)) taken.reset();
+    Fail(error, std::move(taken));
+    // Close under write_mu_: Fail's shutdown() has woken any writer blocked in sendmsg, and no
+    // writer can start once fd_closed_ is set, so the number is never closed under a live write
+    // (a redial may get the same number at once).
+    std::lock_guard<std::mutex> w(write_mu_);
+    fd_closed_ = true;
     close(fd_);
   }
 
-  // Reads one response frame; false with `error` on a socket error or a malformed frame.
-  bool ReadOne(std::string* error) {
+  // Reads one response frame; false with `error` on a socket error or a malformed frame. The
+  // receive the frame answers is removed from pending_ before its body is read and handed back in
+  // `*taken`, so that the caller fails it if the flow breaks mid-frame.
+  bool ReadOne(std::shared_ptr<PendingRecv>* taken, std::string* error) {
     uint32_t magic;
     uint64_t id;
     uint8_t head[4];
@@ -384,6 +437,7 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
     const bool is_dead = head[1] != 0;
     uint64_t header_bytes = 16;
     std::shared_ptr<PendingRecv> p = Take(id);
+    *taken = p;
     if (p != nullptr) counters_->queue_ns += NowNs() - p->start_ns_;
     absl::Status status;
     Tensor tensor;
@@ -447,9 +501,13 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
       if (!ReadFull(fd_, buf.data(), nbytes, error)) return false;
       if (p != nullptr && !p->finished()) {
         tensorflow::TensorProto proto;
+        // The frame was read whole, so the flow is still in step: only this receive fails, with
+        // Internal as TF's own RPC rendezvous does for a tensor it cannot decode.
         if (!proto.ParseFromString(buf) || !tensor.FromProto(p->allocator_, proto)) {
-          *error = "malformed tensor frame (the TensorProto does not parse)";
-          return false;
+          status = absl::InternalError(absl::StrCat("Geryon data plane: a tensor from ", peer_,
+                                                    " could not be decoded (malformed TensorProto, ", nbytes,
+                                                    " bytes)"));
+          tensor = Tensor();
         }
       }
     } else {
@@ -466,12 +524,12 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
   const std::string peer_;
   const int cls_;
   std::shared_ptr<FlowCounters> counters_;
-  std::mutex write_mu_;
+  std::mutex write_mu_;  // held by whoever writes to fd_, and by the close
+  bool fd_closed_ TF_GUARDED_BY(write_mu_) = false;
   std::mutex mu_;
-  bool broken_ = false;
-  std::string broken_reason_;
-  uint64_t next_id_ = 1;
-  std::unordered_map<uint64_t, std::shared_ptr<PendingRecv>> pending_;
+  bool broken_ TF_GUARDED_BY(mu_) = false;
+  std::string broken_reason_ TF_GUARDED_BY(mu_);
+  std::unordered_map<uint64_t, std::shared_ptr<PendingRecv>> pending_ TF_GUARDED_BY(mu_);
 };
 
 void PendingRecv::Abort(const absl::Status& status) {
