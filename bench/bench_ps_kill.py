@@ -70,7 +70,8 @@ def step(x):
     def replica(x):
         with tf.GradientTape() as tape:
             loss = tf.reduce_mean(model(x) ** 2)
-        optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
         return loss
     return strategy.run(replica, args=(x,))
 
@@ -81,7 +82,8 @@ try:
         coordinator.schedule(step, args=(x,)).fetch()
         print(json.dumps({"step": i + 1, "seconds": time.time() - started}), flush=True)
 except Exception as error:
-    print(json.dumps({"error": f"{type(error).__name__}: {str(error)[:300]}", "error_at": time.time()}), flush=True)
+    row = {"error": f"{type(error).__name__}: {str(error)[:300]}", "error_at": time.time()}
+    print(json.dumps(row), flush=True)
 os._exit(0)
 """
 
@@ -126,7 +128,8 @@ def one_try(index: int, rng: random.Random, tmp: Path) -> dict[str, Any]:
         for job, proc in procs.items():
             assert proc.stdout is not None
             if not proc.stdout.readline().startswith("READY"):
-                raise RuntimeError(f"{job} did not start: {(tmp / f'{index}-{job}.stderr').read_text()[-2000:]}")
+                log = (tmp / f"{index}-{job}.stderr").read_text()[-2000:]
+                raise RuntimeError(f"{job} did not start: {log}")
         chief_env = dict(env, TF_COORDINATOR_IGNORE_TRANSIENT_PS_FAILURES="0")
         chief = _start(_CHIEF, {"cluster": cluster}, chief_env, tmp / f"{index}-chief.stderr")
         assert chief.stdout is not None
@@ -175,7 +178,9 @@ def one_try(index: int, rng: random.Random, tmp: Path) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--tries", type=int, default=20)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="out/bench/ps_kill.json")
@@ -189,7 +194,8 @@ def main(argv: list[str] | None = None) -> int:
         for i in range(args.tries):
             row = one_try(i, rng, Path(tmp))
             rows.append(row)
-            print(f"try {row['try']}: {'hang' if row['hang'] else format(row['seconds'], '.2f') + ' s'}", flush=True)
+            outcome = "hang" if row["hang"] else f"{row['seconds']:.2f} s"
+            print(f"try {row['try']}: {outcome}", flush=True)
     print_table(
         rows,
         [
@@ -212,7 +218,8 @@ def main(argv: list[str] | None = None) -> int:
     }
     print(
         f"\n{within}/{len(rows)} tries failed the chief within {TARGET_SECONDS:.0f} s "
-        f"(hangs: {summary['hangs']}; median {summary['median_s']}, min {summary['min_s']}, max {summary['max_s']} s)"
+        f"(hangs: {summary['hangs']}; median {summary['median_s']}, min {summary['min_s']}, "
+        f"max {summary['max_s']} s)"
     )
     write_json(args.out, {"summary": summary, "rows": rows, "hang_after_s": HANG_SECONDS})
     return 0 if within == len(rows) else 1

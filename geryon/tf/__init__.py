@@ -85,6 +85,10 @@ class FlowCounter:
     connections: int
     errors: int
     aborted: int  # consumer: receives ended by a step abort or cancellation before their tensor came
+    # consumer: responses whose edge carries no parameter id (the graph pass could not trace it, or it
+    # carries no parameter); they take the map_table's default class (the least urgent by default)
+    unresolved_bytes: int = 0
+    unresolved_messages: int = 0
 
     @classmethod
     def from_json(cls, item: dict[str, Any]) -> FlowCounter:

@@ -55,6 +55,9 @@ constexpr int kHelloTimeoutSeconds = 10;
 // Responses up to this size are written by the thread that produced them when the socket is idle.
 constexpr int64_t kInlineResponseBytes = 64 * 1024;
 constexpr uint8_t kRaw = 0, kProto = 1, kError = 2;
+// An error response with this id (never a request's: ids start at 1) answers the hello: the producer
+// refuses the connection (the task is not in its cluster spec, or not at that address) and closes.
+constexpr uint64_t kRefusalId = 0;
 // Lazy connect: bounded retries with exponential backoff (about 3 s in all), then Unavailable.
 constexpr int kConnectAttempts = 8;
 constexpr int kFirstBackoffMs = 25;
@@ -93,6 +96,16 @@ std::string PeerTag(const std::string& peer_task) {
   return absl::StrCat(" [GRPC error information from remote target ", peer_task, "]");
 }
 
+// The edge name of a rendezvous key "<src>;<incarnation>;<dst>;<edge>;<frame:iter>", or "".
+absl::string_view EdgeOfKey(absl::string_view key) {
+  for (int field = 0; field < 3; ++field) {
+    size_t at = key.find(';');
+    if (at == absl::string_view::npos) return "";
+    key.remove_prefix(at + 1);
+  }
+  return key.substr(0, key.find(';'));
+}
+
 // ---- per-flow counters -------------------------------------------------------------------------
 
 struct FlowCounters {
@@ -104,6 +117,10 @@ struct FlowCounters {
   std::atomic<uint64_t> queue_ns{0};  // producer: response waited for the socket; consumer: round trip
   std::atomic<uint64_t> connections{0}, errors{0};
   std::atomic<uint64_t> aborted{0};  // consumer: receives ended by StartAbort/cancellation before their tensor
+  // consumer: responses whose edge resolves to no parameter (no graph-pass annotation, no TF1
+  // binding): what the pass could not trace, plus tensors that carry no parameter at all. They
+  // take the map_table's default class; these counters make a model that defeats the pass visible.
+  std::atomic<uint64_t> unresolved_bytes{0}, unresolved_messages{0};
   std::atomic<int> dscp{-1};
   std::atomic<int> local_port{0}, peer_port{0};
 };
@@ -296,6 +313,7 @@ class PendingRecv : public RecvHandle {
   }
 
   tensorflow::Allocator* const allocator_;
+  bool unresolved_ = false;  // the key's edge carries no parameter id (counted per flow)
   std::shared_ptr<FlowCounters> counters_;
   std::weak_ptr<ClientConn> conn_;
   uint64_t id_ = 0;
@@ -324,10 +342,12 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
   // Registers `p` and writes its request frame. On a broken connection, fails `p`.
   void Send(const std::shared_ptr<PendingRecv>& p, int64_t step_id, const std::string& key) {
     std::string broken_reason;
+    absl::StatusCode broken_code = absl::StatusCode::kUnavailable;
     {
       std::lock_guard<std::mutex> l(mu_);
       if (broken_) {
         broken_reason = broken_reason_;
+        broken_code = broken_code_;
       } else {
         p->id_ = g_next_request_id.fetch_add(1, std::memory_order_relaxed);
         p->start_ns_ = NowNs();  // before the reader can see it in pending_
@@ -337,7 +357,7 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
       }
     }
     if (!broken_reason.empty()) {  // finished outside mu_: RecvDone runs TF code
-      p->Finish(absl::UnavailableError(broken_reason), Tensor(), false);
+      p->Finish(absl::Status(broken_code, broken_reason), Tensor(), false);
       return;
     }
     std::string frame;
@@ -387,13 +407,17 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
   // Closes the connection and fails every pending receive with a message naming the flow, and
   // `taken` too: the receive whose response was being read when the flow broke (ReadOne had
   // already removed it from pending_, so without this it would wait forever).
-  void Fail(const std::string& what, std::shared_ptr<PendingRecv> taken = nullptr) {
+  // `code`: Unavailable for a lost flow (TF's ClusterCoordinator then treats the peer as failed
+  // and may retry); a permanent refusal keeps the code the producer sent (see kRefusalId).
+  void Fail(const std::string& what, std::shared_ptr<PendingRecv> taken = nullptr,
+            absl::StatusCode code = absl::StatusCode::kUnavailable) {
     std::unordered_map<uint64_t, std::shared_ptr<PendingRecv>> pending;
     std::string reason;
     {
       std::lock_guard<std::mutex> l(mu_);
       if (!broken_) {
         broken_ = true;
+        broken_code_ = code;
         broken_reason_ = absl::StrCat("Geryon data plane: flow to ", peer_, " (class ", cls_, ") failed: ", what,
                                       PeerTag(peer_));
         LOG(ERROR) << broken_reason_;
@@ -401,17 +425,20 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
         shutdown(fd_, SHUT_RDWR);
       }
       reason = broken_reason_;
+      code = broken_code_;
       pending.swap(pending_);
     }
-    if (taken != nullptr) taken->Finish(absl::UnavailableError(reason), Tensor(), false);
-    for (auto& [id, p] : pending) p->Finish(absl::UnavailableError(reason), Tensor(), false);
+    if (taken != nullptr) taken->Finish(absl::Status(code, reason), Tensor(), false);
+    for (auto& [id, p] : pending) p->Finish(absl::Status(code, reason), Tensor(), false);
   }
 
   void ReadLoop() {
     std::string error;
     std::shared_ptr<PendingRecv> taken;
     while (ReadOne(&taken, &error)) taken.reset();
-    Fail(error, std::move(taken));
+    // gRPC's words for a lost connection, which TF's own PS tests look for in the error.
+    if (error == "connection closed by peer") error = "connection closed by peer (Socket closed)";
+    Fail(error, std::move(taken), refusal_code_);
     // Close under write_mu_: Fail's shutdown() has woken any writer blocked in sendmsg, and no
     // writer can start once fd_closed_ is set, so the number is never closed under a live write
     // (a redial may get the same number at once).
@@ -453,6 +480,15 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
       if (!ReadFull(fd_, msg.data(), len, error)) return false;
       header_bytes += 8;
       payload = len;
+      if (id == kRefusalId) {
+        // The producer will not serve this task at all: a permanent error, not a lost flow.
+        refusal_code_ = static_cast<absl::StatusCode>(code);
+        *error = msg;
+        return false;
+      }
+      // As TF's gRPC does for every error of a remote call, the message names the remote target
+      // (ClusterCoordinator tells a failed PS from a failed worker by it).
+      if (msg.find("error information from remote target") == std::string::npos) msg += PeerTag(peer_);
       status = absl::Status(static_cast<absl::StatusCode>(code), msg);
     } else if (kind == kRaw) {
       uint32_t dtype, ndims;
@@ -516,6 +552,10 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
     }
     counters_->bytes_received += header_bytes + payload;
     counters_->messages_received += 1;
+    if (p != nullptr && p->unresolved_) {
+      counters_->unresolved_bytes += header_bytes + payload;
+      counters_->unresolved_messages += 1;
+    }
     if (p != nullptr) p->Finish(status, tensor, is_dead);
     return true;
   }
@@ -529,6 +569,9 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
   std::mutex mu_;
   bool broken_ TF_GUARDED_BY(mu_) = false;
   std::string broken_reason_ TF_GUARDED_BY(mu_);
+  absl::StatusCode broken_code_ TF_GUARDED_BY(mu_) = absl::StatusCode::kUnavailable;
+  // Set by the reader thread only (before it calls Fail): the code of a refusal frame.
+  absl::StatusCode refusal_code_ = absl::StatusCode::kUnavailable;
   std::unordered_map<uint64_t, std::shared_ptr<PendingRecv>> pending_ TF_GUARDED_BY(mu_);
 };
 
@@ -626,7 +669,24 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
     cv_.notify_all();
   }
 
-  bool ReadHello(const ClusterView* view, std::mutex* view_mu, std::string* error) {
+  // Tells the consumer why it is refused, as an error frame with kRefusalId, so that its receives
+  // fail with FailedPrecondition (permanent) instead of looking like a lost flow (Unavailable, which
+  // TF's ClusterCoordinator retries forever). Best effort: the socket is new and the frame small.
+  void WriteRefusal(const std::string& local_task, const std::string& why) {
+    std::string msg = absl::StrCat("Geryon data plane: ", local_task, " ", why);
+    std::string frame;
+    Put<uint32_t>(&frame, kResponseMagic);
+    Put<uint64_t>(&frame, kRefusalId);
+    frame += std::string{static_cast<char>(kError), 0, 0, 0};
+    Put<uint32_t>(&frame, static_cast<uint32_t>(absl::StatusCode::kFailedPrecondition));
+    Put<uint32_t>(&frame, static_cast<uint32_t>(msg.size()));
+    frame += msg;
+    std::lock_guard<std::mutex> w(write_mu_);
+    ssize_t ignored = send(fd_, frame.data(), frame.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    (void)ignored;
+  }
+
+  bool ReadHello(const ClusterView* view, std::mutex* view_mu, std::string* error, bool* refused) {
     uint32_t magic;
     uint16_t version, cls, task_len;
     if (!Get(fd_, &magic, error)) return false;
@@ -648,6 +708,7 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
       auto it = view->tasks.find(task);
       if (it == view->tasks.end()) {
         *error = absl::StrCat("refused: ", task, " is not a task of the cluster spec");
+        *refused = true;
         return false;
       }
       host = it->second.host;
@@ -655,6 +716,7 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
     // Only the host the cluster spec names for that task may speak for it.
     if (ResolveHost(host).count(peer_ip_) == 0) {
       *error = absl::StrCat("refused: ", task, " is at ", host, " in the cluster spec, not at ", peer_ip_);
+      *refused = true;
       return false;
     }
     peer_task_ = task;
@@ -666,7 +728,9 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
     std::string error;
     timeval hello_timeout{kHelloTimeoutSeconds, 0}, none{0, 0};
     setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &hello_timeout, sizeof(hello_timeout));
-    if (!ReadHello(view, view_mu, &error)) {
+    bool refused = false;
+    if (!ReadHello(view, view_mu, &error, &refused)) {
+      if (refused) WriteRefusal(local_task, error);
       Close(error, error != "connection closed by peer");  // a port probe that left is no error
       close(fd_);
       g_accepted -= 1;
@@ -844,6 +908,7 @@ class TcpTransport : public Transport {
   std::shared_ptr<RecvHandle> Recv(const std::string& peer_task, int cls, int64_t step_id, const std::string& key,
                                    tensorflow::Allocator* allocator, RecvDone done) override {
     auto p = std::make_shared<PendingRecv>(allocator, std::move(done));
+    p->unresolved_ = ResolveParamId(EdgeOfKey(key)) < 0;
     if (cls < 0 || cls >= kMaxClasses) cls = kMaxClasses - 1;
     absl::Status s;
     std::shared_ptr<ClientConn> conn = Connection(peer_task, cls, &s);
@@ -892,8 +957,10 @@ class TcpTransport : public Transport {
     std::string error;
     int fd = Dial(peer, cls, local_task, &error);
     if (fd < 0) {
+      // "failed to connect to all addresses" is gRPC's phrase for this, which TF's own PS tests expect.
       slot->failure = absl::StrCat("Geryon data plane: cannot reach ", peer_task, " at ", peer.host, ":",
-                                   peer.data_port, " (class ", cls, "): ", error, PeerTag(peer_task));
+                                   peer.data_port, " (class ", cls, "): failed to connect to all addresses; last error: ",
+                                   error, PeerTag(peer_task));
       slot->failed_at = now;
       counters->errors += 1;
       *status = absl::UnavailableError(slot->failure);
@@ -1093,7 +1160,8 @@ std::string FlowCountersJson() {
                     ",\"messages_sent\":", c.messages_sent.load(),
                     ",\"messages_received\":", c.messages_received.load(), ",\"queue_ns\":", c.queue_ns.load(),
                     ",\"connections\":", c.connections.load(), ",\"errors\":", c.errors.load(),
-                    ",\"aborted\":", c.aborted.load(), "}");
+                    ",\"aborted\":", c.aborted.load(), ",\"unresolved_bytes\":", c.unresolved_bytes.load(),
+                    ",\"unresolved_messages\":", c.unresolved_messages.load(), "}");
   }
   return out + "]";
 }

@@ -104,7 +104,8 @@ def proxy():
         client, _ = listener.accept()
         upstream = socket.create_connection(("127.0.0.1", ps_port + PS_OFFSET))
         threading.Thread(target=pump, args=(client, upstream, None, True), daemon=True).start()
-        threading.Thread(target=pump, args=(upstream, client, CUT if cut else None, False), daemon=True).start()
+        limit = CUT if cut else None
+        threading.Thread(target=pump, args=(upstream, client, limit, False), daemon=True).start()
         cut = False
 
 threading.Thread(target=proxy, daemon=True).start()
@@ -241,3 +242,111 @@ def test_flows_use_keepalive_not_user_timeout_and_class_0_is_pfifo_fast_band_0()
     # Unmarked traffic (priority 0) is band 1: class 0 is ahead of it, class 1 beside it, the rest after.
     bands = [priomap[prio] for _dscp, prio in facts["marks"]]
     assert bands[0] == 0 and bands[1] == priomap[0] == 1 and all(b == 2 for b in bands[2:]), (priomap, bands)
+
+
+# TF1 in one process (PS and worker servers), classes from Tf1Classes with its default: the PS sends
+# the worker reads of `w` (consumed first: class 0) and `w2` (class 1), and a tensor computed on the
+# PS that carries no parameter (unresolved: the least urgent class, 1, counted per flow).
+UNRESOLVED_SCRIPT = r"""
+import json, os, sys
+sys.path.insert(0, os.environ["TESTS_TF"])
+from tf_cluster import DATA_OFFSET, pick_ports
+import tensorflow as tf
+import geryon.tf
+from geryon.tf.tf1 import Tf1Classes
+
+v1 = tf.compat.v1
+ps_port, worker_port = pick_ports(2)
+spec = tf.train.ClusterSpec({"ps": [f"127.0.0.1:{ps_port}"], "worker": [f"127.0.0.1:{worker_port}"]})
+servers = [geryon.tf.server(spec, job, 0, data_port_offset=DATA_OFFSET) for job in ("ps", "worker")]
+graph = tf.Graph()
+with graph.as_default():
+    with v1.device("/job:ps/task:0"):
+        with v1.variable_scope("first"):  # the tagger's layers are variable scopes
+            w = v1.get_variable("w", [1000, 1], use_resource=True, initializer=v1.ones_initializer())
+        with v1.variable_scope("second"):
+            w2 = v1.get_variable("w", [1, 1000], use_resource=True, initializer=v1.ones_initializer())
+        made = tf.random.uniform([250]) + 1.0  # stateful: not folded away; no parameter behind it
+    with v1.device("/job:worker/task:0"):
+        x = v1.placeholder(tf.float32, [1, 1000], name="x")  # the model's input (the tagger needs one)
+        total = tf.reduce_sum(tf.matmul(tf.matmul(x, w), w2)) + tf.reduce_sum(made)
+    init = v1.global_variables_initializer()
+classes = Tf1Classes(graph, spec, thresholds=[0.25])  # urgencies 0.5 and 0
+target = servers[1].target
+classes.install(target)
+with v1.Session(target, graph=graph) as sess:
+    sess.run(init)
+    value = float(sess.run(total, {x: [[1.0] * 1000]}))
+rows = [dict(c.__dict__) for c in geryon.tf.flow_counters() if c.role == "consumer"]
+print(json.dumps({"value": value, "rows": rows, "default": classes.map_table.default_class,
+                  "classes": {e.name: e.cls for e in classes.map_table.entries}}), flush=True)
+os._exit(0)
+"""
+
+
+def test_unresolved_edges_take_the_least_urgent_class_and_their_bytes_are_counted_per_flow() -> None:
+    facts = _run(UNRESOLVED_SCRIPT)
+    assert 1e6 + 250 <= facts["value"] <= 1e6 + 500  # `made` is 250 values in [1, 2)
+    assert (
+        facts["classes"] == {"first/w": 0, "second/w": 1} and facts["default"] == 1
+    )  # k = 2: 1 is the least urgent
+    by_class: dict[int, dict[str, int]] = {}
+    for row in facts["rows"]:
+        slot = by_class.setdefault(row["klass"], {"bytes": 0, "unresolved": 0, "messages": 0})
+        slot["bytes"] += row["bytes_received"]
+        slot["unresolved"] += row["unresolved_bytes"]
+        slot["messages"] += row["unresolved_messages"]
+    # The parameter's pull (4000 bytes and a header) on class 0, counted as resolved.
+    assert 4000 <= by_class[0]["bytes"] < 4200 and by_class[0]["unresolved"] == 0, by_class
+    # Class 1: w2's pull (resolved) and the tensor that carries no parameter (1000 bytes and a header,
+    # the only bytes counted as unresolved).
+    assert 1000 <= by_class[1]["unresolved"] < 1200, by_class
+    assert 5000 <= by_class[1]["bytes"] < 5400, by_class
+    assert by_class[1]["messages"] >= 1
+
+
+# A worker the PS's cluster spec does not list: the PS refuses its hello with a refusal frame, and the
+# worker's receive fails with FailedPrecondition (permanent), not Unavailable (which TF's
+# ClusterCoordinator would take for a lost PS and retry forever).
+REFUSED_SCRIPT = r"""
+import json, os, sys, time
+sys.path.insert(0, os.environ["TESTS_TF"])
+from tf_cluster import DATA_OFFSET, pick_ports
+import tensorflow as tf
+import geryon.tf
+
+ps_port, w0_port, w1_port = pick_ports(3)
+ps, w0, w1 = (f"127.0.0.1:{p}" for p in (ps_port, w0_port, w1_port))
+ps_server = geryon.tf.server(tf.train.ClusterSpec({"ps": [ps], "worker": [w0]}), "ps", 0,
+                             data_port_offset=DATA_OFFSET)
+worker = geryon.tf.server(tf.train.ClusterSpec({"ps": [ps], "worker": [w0, w1]}), "worker", 1,
+                          data_port_offset=DATA_OFFSET)
+tf.compat.v1.disable_eager_execution()
+with tf.device("/job:ps/task:0"):
+    v = tf.Variable(tf.ones([1000]))
+with tf.device("/job:worker/task:1"):
+    total = tf.reduce_sum(tf.identity(v))
+config = tf.compat.v1.ConfigProto(device_filters=["/job:ps", "/job:worker/task:1"])
+out = {}
+with tf.compat.v1.Session(worker.target, config=config) as sess:
+    sess.run(v.initializer)
+    for attempt in range(2):  # the second meets the failed flow (fail-fast) or redials: same error
+        started = time.time()
+        try:
+            sess.run(total, options=tf.compat.v1.RunOptions(timeout_in_ms=30000))
+            out[f"error{attempt}"] = None
+        except tf.errors.OpError as e:
+            out[f"error{attempt}"] = [type(e).__name__, e.message[:1500], time.time() - started]
+print(json.dumps(out), flush=True)
+os._exit(0)
+"""
+
+
+def test_a_refused_consumer_gets_a_permanent_error_naming_the_ps() -> None:
+    facts = _run(REFUSED_SCRIPT)
+    for attempt in ("error0", "error1"):
+        kind, message, seconds = facts[attempt]
+        assert kind == "FailedPreconditionError", facts
+        assert "refused: /job:worker/replica:0/task:1 is not a task of the cluster spec" in message
+        assert "GRPC error information from remote target /job:ps/replica:0/task:0" in message
+        assert seconds < 10
