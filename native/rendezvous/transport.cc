@@ -64,10 +64,12 @@ constexpr int kFirstBackoffMs = 25;
 // A connect that failed this recently fails the next request at once instead of retrying again.
 constexpr auto kFailFastWindow = std::chrono::milliseconds(1000);
 // Keepalive: a peer silent for kKeepIdleSeconds gets kKeepCount probes kKeepIntervalSeconds apart;
-// none answered -> the flow fails (about 10 s in all). See MarkSocket for why not TCP_USER_TIMEOUT.
+// none answered -> the flow fails (about 10 s in all). The consumer also bounds how long a request
+// may wait for its ACK (TCP_USER_TIMEOUT), the producer does not: see MarkSocket.
 constexpr int kKeepIdleSeconds = 4;
 constexpr int kKeepIntervalSeconds = 2;
 constexpr int kKeepCount = 3;
+constexpr unsigned int kConsumerUserTimeoutMs = 10000;
 
 std::atomic<int> g_dscp[kMaxClasses] = {46, 26, 18, 10, 12, 20, 28, 8};
 // SO_PRIORITY per class. Without the host agent the qdisc is usually pfifo_fast (or the default
@@ -162,7 +164,7 @@ std::string JsonString(const std::string& s) {
 
 std::string ErrnoText(int err) { return std::string(strerror(err)); }
 
-void MarkSocket(int fd, int cls) {
+void MarkSocket(int fd, int cls, bool consumer) {
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
   int tos = DscpForClass(cls) << 2;
@@ -171,29 +173,30 @@ void MarkSocket(int fd, int cls) {
   setsockopt(fd, IPPROTO_IPV6, IPV6_TCLASS, &tos, sizeof(tos));
   int prio = PriorityForClass(cls);
   setsockopt(fd, SOL_SOCKET, SO_PRIORITY, &prio, sizeof(prio));
-  // Dead peers are found by TCP keepalive, not by how long sent data waits for its ACK. Under strict
-  // priority, a PFC pause or incast backoff, a low class may legitimately wait many seconds for its
-  // ACKs; TCP_USER_TIMEOUT (which bounds exactly that wait) would then kill a live flow and the
-  // error would name a healthy PS as dead. Keepalive measures silence instead: it probes only after
-  // nothing at all arrived from the peer for kKeepIdleSeconds, and any byte from the peer (data, ACK,
-  // probe answer, answered by the peer's kernel) resets it. So a flow whose data moves slowly, or
-  // waits behind other classes while its ACKs and the peer's other bytes still arrive, is never
-  // declared dead, however long the priority makes it wait. A peer silent for about
-  // kKeepIdleSeconds + kKeepCount * kKeepIntervalSeconds = 10 s is declared dead; a class starved of
-  // every byte in both directions for that long cannot be told from a dead host.
-  // Not set on purpose: TCP_USER_TIMEOUT. Besides the false positives above, Linux lets it override
-  // the keepalive count (tcp_keepalive_timer in net/ipv4/tcp_timer.c), so it would also stretch or
-  // shrink this bound. What keepalive cannot see: the kernel suspends probes while data it sent is
-  // unacknowledged (a request written after the peer's host vanished); then that receive ends when
-  // TF aborts the step (its control plane notices the dead task) or at the kernel's retransmission
-  // limit (tcp_retries2).
+  // Dead peers are found by silence, not by how long the tensor bytes wait for their ACKs. Under
+  // strict priority, a PFC pause or incast backoff, a low class may legitimately wait many seconds
+  // for its ACKs; TCP_USER_TIMEOUT on the producer (5 s until issue 16) killed such live flows, and
+  // the consumer's error named a healthy PS as dead. So:
+  // - both ends: keepalive. It probes only after nothing at all arrived from the peer for
+  //   kKeepIdleSeconds, and any byte from the peer (data, ACK, probe answer from its kernel) resets
+  //   it; no answer to kKeepCount probes kKeepIntervalSeconds apart -> dead (about 10 s of silence).
+  // - the producer (the bulk sender): no TCP_USER_TIMEOUT at all, so its responses may wait for
+  //   ACKs as long as priority makes them wait.
+  // - the consumer: TCP_USER_TIMEOUT kConsumerUserTimeoutMs. Linux suspends keepalive probes while
+  //   sent data is unacknowledged (tcp_keepalive_timer, net/ipv4/tcp_timer.c), and a consumer
+  //   almost always has a request in flight when its peer's host vanishes; without a bound it would
+  //   wait for tcp_retries2 (about 15 min). A request is acknowledged by any segment from the
+  //   producer (every data segment carries the cumulative ACK), so this too fires only after about
+  //   10 s in which nothing at all came from the producer: the same bound as keepalive (Linux then
+  //   also ends an unanswered keepalive at this timeout instead of after kKeepCount probes).
+  // Limit: a class starved of every byte from the producer for 10 s cannot be told from a dead host.
   setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
   int idle = kKeepIdleSeconds, interval = kKeepIntervalSeconds, count = kKeepCount;
   setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
   setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof(interval));
   setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof(count));
-  unsigned int no_user_timeout = 0;  // the kernel default; set explicitly so nothing inherits one
-  setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &no_user_timeout, sizeof(no_user_timeout));
+  unsigned int user_timeout_ms = consumer ? kConsumerUserTimeoutMs : 0;  // 0: the kernel's default, off
+  setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms, sizeof(user_timeout_ms));
 }
 
 int LocalPort(int fd) {
@@ -737,7 +740,7 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
       return;
     }
     setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof(none));  // requests may be far apart
-    MarkSocket(fd_, cls_);
+    MarkSocket(fd_, cls_, /*consumer=*/false);
     counters_ = CountersFor("producer", local_task, peer_task_, cls_);
     counters_->connections += 1;
     counters_->dscp = DscpForClass(cls_);
@@ -998,7 +1001,7 @@ class TcpTransport : public Transport {
       for (addrinfo* ai = res; ai != nullptr && fd < 0; ai = ai->ai_next) {
         fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
         if (fd < 0) continue;
-        MarkSocket(fd, cls);
+        MarkSocket(fd, cls, /*consumer=*/true);
         if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
           *error = ErrnoText(errno);
           close(fd);
