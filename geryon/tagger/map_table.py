@@ -99,7 +99,9 @@ class MapTable:
     def with_thresholds(self, thresholds: Iterable[float]) -> MapTable:
         """The next version for new thresholds: ids, names and urgencies stay, only classes move."""
         ts = validate_thresholds(thresholds)
-        default = min(self.default_class, len(ts))
+        # A default that was the least urgent class stays the least urgent when k changes.
+        least = self.default_class == len(self.thresholds)
+        default = len(ts) if least else min(self.default_class, len(ts))
         entries = tuple(MapEntry(e.id, e.name, e.urgency, class_of(e.urgency, ts)) for e in self.entries)
         return MapTable(self.version + 1, ts, self.urgency_function, entries, default)
 

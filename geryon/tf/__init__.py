@@ -45,6 +45,13 @@ PROTOCOL = "grpc+geryon"
 # The data plane of a task listens on its gRPC port + this offset (env GERYON_DATA_PORT_OFFSET).
 DEFAULT_DATA_PORT_OFFSET = 1000
 MAX_CLASSES = 8
+# SO_PRIORITY of classes 0..7 unless told otherwise (the native library's defaults too). Without the
+# host agent the qdisc is pfifo_fast (or `prio` with its default priomap), whose prio2band table
+# (net/sched/sch_generic.c) is 1 2 2 2 1 2 0 0 1 ...: priority 6 (TC_PRIO_INTERACTIVE) is band 0, 0
+# (unmarked traffic) band 1, 2 (TC_PRIO_BULK) band 2. So class 0 goes first, class 1 with unmarked
+# traffic, the rest after it. DSCP >> 3 (EF 46 -> 5, AF31 26 -> 3) would put every class in band 2,
+# below unmarked traffic.
+DEFAULT_CLASS_PRIORITY = (6, 0, 2, 2, 2, 2, 2, 2)
 
 
 class VersionMismatch(BuildError):
@@ -78,6 +85,10 @@ class FlowCounter:
     connections: int
     errors: int
     aborted: int  # consumer: receives ended by a step abort or cancellation before their tensor came
+    # consumer: responses whose edge carries no parameter id (the graph pass could not trace it, or it
+    # carries no parameter); they take the map_table's default class (the least urgent by default)
+    unresolved_bytes: int = 0
+    unresolved_messages: int = 0
 
     @classmethod
     def from_json(cls, item: dict[str, Any]) -> FlowCounter:
@@ -193,9 +204,11 @@ def staging_stats() -> dict[str, Any]:
 
 
 def set_class_marks(dscp: Sequence[int], priority: Sequence[int] | None = None) -> None:
-    """DSCP (0-63) and SO_PRIORITY (0-7, default DSCP >> 3) of classes 0..n-1, for flows opened later."""
+    """DSCP (0-63) and SO_PRIORITY (0-7) of classes 0..n-1, for flows opened later.
+
+    The priority defaults to DEFAULT_CLASS_PRIORITY (by class, not derived from the DSCP): see there."""
     dscp = list(dscp)
-    prio = list(priority) if priority is not None else [d >> 3 if isinstance(d, int) else d for d in dscp]
+    prio = list(priority) if priority is not None else list(DEFAULT_CLASS_PRIORITY[: len(dscp)])
     if not 1 <= len(dscp) <= MAX_CLASSES:
         raise UsageError(f"dscp: give 1 to {MAX_CLASSES} values (one per class), got {len(dscp)}")
     if len(prio) != len(dscp):

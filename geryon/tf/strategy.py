@@ -182,6 +182,11 @@ class GeryonStrategy:
         return read_map_tables(self.devices)
 
 
+def least_urgent_default(thresholds: Sequence[float], default_class: int | None) -> int:
+    """`default_class`, or when None the least urgent of the len(thresholds) + 1 classes."""
+    return len(thresholds) if default_class is None else default_class
+
+
 def strategy(
     cluster_resolver: Any,
     model_fn: Callable[[], Any],
@@ -189,15 +194,17 @@ def strategy(
     *,
     urgency: str = "layer",
     input_shape: Sequence[int] | None = None,
-    default_class: int = 0,
+    default_class: int | None = None,
     variable_partitioner: Any = None,
 ) -> GeryonStrategy:
     """A ParameterServerStrategy, the model `model_fn()` builds in its scope, tagged and installed.
 
     `thresholds`: k-1 increasing values in [0, 1] (default: one threshold, 0.5, two classes).
     `urgency`: the tagger's urgency function; `input_shape`: the model's input shape without the
-    batch dimension, when the model is not built yet. Tensors that carry no parameter take
-    `default_class` (0, the most urgent, unless told otherwise).
+    batch dimension, when the model is not built yet. Tensors that carry no parameter, and those the
+    graph pass cannot trace to one, take `default_class` (default: the least urgent class, so that
+    what the pass misses never competes with the most urgent parameters; their bytes are counted per
+    flow, `FlowCounter.unresolved_bytes`).
     """
     import tensorflow as tf
 
@@ -222,7 +229,7 @@ def adopt(
     *,
     urgency: str = "layer",
     input_shape: Sequence[int] | None = None,
-    default_class: int = 0,
+    default_class: int | None = None,
 ) -> GeryonStrategy:
     """Classifies a model already built in `tf_strategy`'s scope and installs its map_table.
 
@@ -248,7 +255,7 @@ def adopt(
     # outlived it): tasks refuse to go back to an older version.
     first = max(t.version for t in read_map_tables(devices).values()) + 1
     tagging = tag_model(model, urgency=urgency, input_shape=input_shape)
-    table = tagging.map_table(ts, version=first, default_class=default_class)
+    table = tagging.map_table(ts, version=first, default_class=least_urgent_default(ts, default_class))
     ids = {e.name: e.id for e in table.entries}
     params, variables = parameters_of(model.trainable_variables)
     register_variables((v, ids[p.name]) for p, v in zip(params, variables, strict=True))

@@ -99,7 +99,7 @@ class Tf1Classes:
         thresholds: Sequence[float] = (0.5,),
         *,
         urgency: str = "layer",
-        default_class: int = 0,
+        default_class: int | None = None,
     ) -> None:
         import tensorflow as tf
 
@@ -107,7 +107,10 @@ class Tf1Classes:
         from geryon.tagger.tf_graph import parameters_of
 
         self.tagging = tag_model(graph, urgency=urgency)
-        self.map_table: MapTable = self.tagging.map_table(list(thresholds), default_class=default_class)
+        # Unbound edges (no parameter, or one the bindings miss) take the least urgent class by default.
+        ts = list(thresholds)
+        default = len(ts) if default_class is None else default_class
+        self.map_table: MapTable = self.tagging.map_table(ts, default_class=default)
         with graph.as_default():
             _, variables = parameters_of(tf.compat.v1.trainable_variables())
         ids = {e.name: e.id for e in self.map_table.entries}

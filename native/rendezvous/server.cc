@@ -226,8 +226,13 @@ void Serve(const WorkerEnv* env, int64_t step_id, const std::string& key, ServeD
   Device* src_device = nullptr;
   if (s.ok()) s = env->device_mgr->LookupDevice(parsed.src_device, &src_device);
   if (s.ok() && src_device->attributes().incarnation() != parsed.src_incarnation) {
-    s = absl::AbortedError(absl::StrCat("Geryon data plane: ", parsed.src_device,
-                                        " was restarted (device incarnation differs); the step must be re-run"));
+    // TF's own words (Worker::PrepareRecvTensor), which ClusterCoordinator and TF's PS tests look for;
+    // the consumer adds the remote-target tag, as gRPC does.
+    const std::string device(parsed.src_device);
+    s = absl::AbortedError(absl::StrCat(
+        "Geryon data plane: RecvTensor expects a different device incarnation: ", parsed.src_incarnation, " vs. ",
+        src_device->attributes().incarnation(), ". Your worker job (\"", device.substr(0, device.find("/device:")),
+        "\") was probably restarted. Check your worker job for the reason why it was restarted."));
   }
   if (!s.ok()) {
     done(s, Tensor(), false);

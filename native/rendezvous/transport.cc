@@ -30,6 +30,7 @@
 #include "tensorflow/core/framework/tensor_shape.h"
 #include "tensorflow/core/framework/types.h"
 #include "tsl/platform/logging.h"
+#include "tsl/platform/thread_annotations.h"
 
 namespace geryon {
 namespace {
@@ -54,14 +55,35 @@ constexpr int kHelloTimeoutSeconds = 10;
 // Responses up to this size are written by the thread that produced them when the socket is idle.
 constexpr int64_t kInlineResponseBytes = 64 * 1024;
 constexpr uint8_t kRaw = 0, kProto = 1, kError = 2;
+// An error response with this id (never a request's: ids start at 1) answers the hello: the producer
+// refuses the connection (the task is not in its cluster spec, or not at that address) and closes.
+constexpr uint64_t kRefusalId = 0;
 // Lazy connect: bounded retries with exponential backoff (about 3 s in all), then Unavailable.
 constexpr int kConnectAttempts = 8;
 constexpr int kFirstBackoffMs = 25;
 // A connect that failed this recently fails the next request at once instead of retrying again.
 constexpr auto kFailFastWindow = std::chrono::milliseconds(1000);
+// Keepalive: a peer silent for kKeepIdleSeconds gets kKeepCount probes kKeepIntervalSeconds apart;
+// none answered -> the flow fails (about 10 s in all). The consumer also bounds how long a request
+// may wait for its ACK (TCP_USER_TIMEOUT), the producer does not: see MarkSocket.
+constexpr int kKeepIdleSeconds = 4;
+constexpr int kKeepIntervalSeconds = 2;
+constexpr int kKeepCount = 3;
+constexpr unsigned int kConsumerUserTimeoutMs = 10000;
 
 std::atomic<int> g_dscp[kMaxClasses] = {46, 26, 18, 10, 12, 20, 28, 8};
-std::atomic<int> g_priority[kMaxClasses] = {5, 3, 2, 1, 1, 2, 3, 1};
+// SO_PRIORITY per class. Without the host agent the qdisc is usually pfifo_fast (or the default
+// `prio`), which picks its band from the priority with prio2band = {1, 2, 2, 2, 1, 2, 0, 0, 1, ...}
+// (net/sched/sch_generic.c): only 6 (TC_PRIO_INTERACTIVE) and 7 (TC_PRIO_CONTROL) reach band 0, 0
+// (unmarked traffic, TC_PRIO_BESTEFFORT) is band 1, and 1, 2, 3, 5 all land in band 2, below
+// unmarked traffic. So: class 0 -> 6 (band 0, ahead of everything but control), class 1 -> 0 (band 1,
+// with unmarked traffic such as TF's own gRPC), classes 2-7 -> 2 (TC_PRIO_BULK, band 2). 7 stays
+// free for the kernel's own control traffic. With the agent, set_class_marks replaces these with the
+// priorities its DCB config maps to traffic classes.
+std::atomic<int> g_priority[kMaxClasses] = {6, 0, 2, 2, 2, 2, 2, 2};
+// Request ids are unique in the process, not per connection: a request (or its response) left over
+// from a connection that failed can never match a receive on the connection that replaced it.
+std::atomic<uint64_t> g_next_request_id{1};
 
 int64_t NowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -76,6 +98,16 @@ std::string PeerTag(const std::string& peer_task) {
   return absl::StrCat(" [GRPC error information from remote target ", peer_task, "]");
 }
 
+// The edge name of a rendezvous key "<src>;<incarnation>;<dst>;<edge>;<frame:iter>", or "".
+absl::string_view EdgeOfKey(absl::string_view key) {
+  for (int field = 0; field < 3; ++field) {
+    size_t at = key.find(';');
+    if (at == absl::string_view::npos) return "";
+    key.remove_prefix(at + 1);
+  }
+  return key.substr(0, key.find(';'));
+}
+
 // ---- per-flow counters -------------------------------------------------------------------------
 
 struct FlowCounters {
@@ -87,6 +119,10 @@ struct FlowCounters {
   std::atomic<uint64_t> queue_ns{0};  // producer: response waited for the socket; consumer: round trip
   std::atomic<uint64_t> connections{0}, errors{0};
   std::atomic<uint64_t> aborted{0};  // consumer: receives ended by StartAbort/cancellation before their tensor
+  // consumer: responses whose edge resolves to no parameter (no graph-pass annotation, no TF1
+  // binding): what the pass could not trace, plus tensors that carry no parameter at all. They
+  // take the map_table's default class; these counters make a model that defeats the pass visible.
+  std::atomic<uint64_t> unresolved_bytes{0}, unresolved_messages{0};
   std::atomic<int> dscp{-1};
   std::atomic<int> local_port{0}, peer_port{0};
 };
@@ -128,7 +164,7 @@ std::string JsonString(const std::string& s) {
 
 std::string ErrnoText(int err) { return std::string(strerror(err)); }
 
-void MarkSocket(int fd, int cls) {
+void MarkSocket(int fd, int cls, bool consumer) {
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
   int tos = DscpForClass(cls) << 2;
@@ -137,13 +173,29 @@ void MarkSocket(int fd, int cls) {
   setsockopt(fd, IPPROTO_IPV6, IPV6_TCLASS, &tos, sizeof(tos));
   int prio = PriorityForClass(cls);
   setsockopt(fd, SOL_SOCKET, SO_PRIORITY, &prio, sizeof(prio));
-  // A dead peer must fail pending receives within seconds, also when its host vanished silently.
+  // Dead peers are found by silence, not by how long the tensor bytes wait for their ACKs. Under
+  // strict priority, a PFC pause or incast backoff, a low class may legitimately wait many seconds
+  // for its ACKs; TCP_USER_TIMEOUT on the producer (5 s until issue 16) killed such live flows, and
+  // the consumer's error named a healthy PS as dead. So:
+  // - both ends: keepalive. It probes only after nothing at all arrived from the peer for
+  //   kKeepIdleSeconds, and any byte from the peer (data, ACK, probe answer from its kernel) resets
+  //   it; no answer to kKeepCount probes kKeepIntervalSeconds apart -> dead (about 10 s of silence).
+  // - the producer (the bulk sender): no TCP_USER_TIMEOUT at all, so its responses may wait for
+  //   ACKs as long as priority makes them wait.
+  // - the consumer: TCP_USER_TIMEOUT kConsumerUserTimeoutMs. Linux suspends keepalive probes while
+  //   sent data is unacknowledged (tcp_keepalive_timer, net/ipv4/tcp_timer.c), and a consumer
+  //   almost always has a request in flight when its peer's host vanishes; without a bound it would
+  //   wait for tcp_retries2 (about 15 min). A request is acknowledged by any segment from the
+  //   producer (every data segment carries the cumulative ACK), so this too fires only after about
+  //   10 s in which nothing at all came from the producer: the same bound as keepalive (Linux then
+  //   also ends an unanswered keepalive at this timeout instead of after kKeepCount probes).
+  // Limit: a class starved of every byte from the producer for 10 s cannot be told from a dead host.
   setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
-  int idle = 2, interval = 1, count = 3;
+  int idle = kKeepIdleSeconds, interval = kKeepIntervalSeconds, count = kKeepCount;
   setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
   setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof(interval));
   setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof(count));
-  unsigned int user_timeout_ms = 5000;
+  unsigned int user_timeout_ms = consumer ? kConsumerUserTimeoutMs : 0;  // 0: the kernel's default, off
   setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms, sizeof(user_timeout_ms));
 }
 
@@ -264,6 +316,7 @@ class PendingRecv : public RecvHandle {
   }
 
   tensorflow::Allocator* const allocator_;
+  bool unresolved_ = false;  // the key's edge carries no parameter id (counted per flow)
   std::shared_ptr<FlowCounters> counters_;
   std::weak_ptr<ClientConn> conn_;
   uint64_t id_ = 0;
@@ -291,16 +344,24 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
 
   // Registers `p` and writes its request frame. On a broken connection, fails `p`.
   void Send(const std::shared_ptr<PendingRecv>& p, int64_t step_id, const std::string& key) {
+    std::string broken_reason;
+    absl::StatusCode broken_code = absl::StatusCode::kUnavailable;
     {
       std::lock_guard<std::mutex> l(mu_);
       if (broken_) {
-        p->Finish(absl::UnavailableError(broken_reason_), Tensor(), false);
-        return;
+        broken_reason = broken_reason_;
+        broken_code = broken_code_;
+      } else {
+        p->id_ = g_next_request_id.fetch_add(1, std::memory_order_relaxed);
+        p->start_ns_ = NowNs();  // before the reader can see it in pending_
+        p->conn_ = weak_from_this();
+        p->counters_ = counters_;
+        pending_[p->id_] = p;
       }
-      p->id_ = next_id_++;
-      p->conn_ = weak_from_this();
-      p->counters_ = counters_;
-      pending_[p->id_] = p;
+    }
+    if (!broken_reason.empty()) {  // finished outside mu_: RecvDone runs TF code
+      p->Finish(absl::Status(broken_code, broken_reason), Tensor(), false);
+      return;
     }
     std::string frame;
     frame.reserve(24 + key.size());
@@ -311,11 +372,17 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
     frame += key;
     iovec iov{frame.data(), frame.size()};
     std::string error;
-    p->start_ns_ = NowNs();
     bool ok;
     {
+      // The descriptor is closed only under write_mu_ (ReadLoop), so while we hold it fd_ is still
+      // this connection's socket and not a number the kernel gave to a newer one.
       std::lock_guard<std::mutex> l(write_mu_);
-      ok = WriteAll(fd_, &iov, 1, &error);
+      if (fd_closed_) {
+        ok = false;
+        error = "the connection is closed";
+      } else {
+        ok = WriteAll(fd_, &iov, 1, &error);
+      }
     }
     if (!ok) {
       Fail(absl::StrCat("sending a request failed: ", error));
@@ -340,14 +407,20 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
     return p;
   }
 
-  // Closes the connection and fails every pending receive with a message naming the flow.
-  void Fail(const std::string& what) {
+  // Closes the connection and fails every pending receive with a message naming the flow, and
+  // `taken` too: the receive whose response was being read when the flow broke (ReadOne had
+  // already removed it from pending_, so without this it would wait forever).
+  // `code`: Unavailable for a lost flow (TF's ClusterCoordinator then treats the peer as failed
+  // and may retry); a permanent refusal keeps the code the producer sent (see kRefusalId).
+  void Fail(const std::string& what, std::shared_ptr<PendingRecv> taken = nullptr,
+            absl::StatusCode code = absl::StatusCode::kUnavailable) {
     std::unordered_map<uint64_t, std::shared_ptr<PendingRecv>> pending;
     std::string reason;
     {
       std::lock_guard<std::mutex> l(mu_);
       if (!broken_) {
         broken_ = true;
+        broken_code_ = code;
         broken_reason_ = absl::StrCat("Geryon data plane: flow to ", peer_, " (class ", cls_, ") failed: ", what,
                                       PeerTag(peer_));
         LOG(ERROR) << broken_reason_;
@@ -355,22 +428,32 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
         shutdown(fd_, SHUT_RDWR);
       }
       reason = broken_reason_;
+      code = broken_code_;
       pending.swap(pending_);
     }
-    for (auto& [id, p] : pending) p->Finish(absl::UnavailableError(reason), Tensor(), false);
+    if (taken != nullptr) taken->Finish(absl::Status(code, reason), Tensor(), false);
+    for (auto& [id, p] : pending) p->Finish(absl::Status(code, reason), Tensor(), false);
   }
 
   void ReadLoop() {
     std::string error;
-    while (ReadOne(&error)) {
-    }
-    Fail(error);
-    // The reader is the last user of the descriptor: close it only here.
+    std::shared_ptr<PendingRecv> taken;
+    while (ReadOne(&taken, &error)) taken.reset();
+    // gRPC's words for a lost connection, which TF's own PS tests look for in the error.
+    if (error == "connection closed by peer") error = "connection closed by peer (Socket closed)";
+    Fail(error, std::move(taken), refusal_code_);
+    // Close under write_mu_: Fail's shutdown() has woken any writer blocked in sendmsg, and no
+    // writer can start once fd_closed_ is set, so the number is never closed under a live write
+    // (a redial may get the same number at once).
+    std::lock_guard<std::mutex> w(write_mu_);
+    fd_closed_ = true;
     close(fd_);
   }
 
-  // Reads one response frame; false with `error` on a socket error or a malformed frame.
-  bool ReadOne(std::string* error) {
+  // Reads one response frame; false with `error` on a socket error or a malformed frame. The
+  // receive the frame answers is removed from pending_ before its body is read and handed back in
+  // `*taken`, so that the caller fails it if the flow breaks mid-frame.
+  bool ReadOne(std::shared_ptr<PendingRecv>* taken, std::string* error) {
     uint32_t magic;
     uint64_t id;
     uint8_t head[4];
@@ -384,6 +467,7 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
     const bool is_dead = head[1] != 0;
     uint64_t header_bytes = 16;
     std::shared_ptr<PendingRecv> p = Take(id);
+    *taken = p;
     if (p != nullptr) counters_->queue_ns += NowNs() - p->start_ns_;
     absl::Status status;
     Tensor tensor;
@@ -399,6 +483,15 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
       if (!ReadFull(fd_, msg.data(), len, error)) return false;
       header_bytes += 8;
       payload = len;
+      if (id == kRefusalId) {
+        // The producer will not serve this task at all: a permanent error, not a lost flow.
+        refusal_code_ = static_cast<absl::StatusCode>(code);
+        *error = msg;
+        return false;
+      }
+      // As TF's gRPC does for every error of a remote call, the message names the remote target
+      // (ClusterCoordinator tells a failed PS from a failed worker by it).
+      if (msg.find("error information from remote target") == std::string::npos) msg += PeerTag(peer_);
       status = absl::Status(static_cast<absl::StatusCode>(code), msg);
     } else if (kind == kRaw) {
       uint32_t dtype, ndims;
@@ -447,9 +540,13 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
       if (!ReadFull(fd_, buf.data(), nbytes, error)) return false;
       if (p != nullptr && !p->finished()) {
         tensorflow::TensorProto proto;
+        // The frame was read whole, so the flow is still in step: only this receive fails, with
+        // Internal as TF's own RPC rendezvous does for a tensor it cannot decode.
         if (!proto.ParseFromString(buf) || !tensor.FromProto(p->allocator_, proto)) {
-          *error = "malformed tensor frame (the TensorProto does not parse)";
-          return false;
+          status = absl::InternalError(absl::StrCat("Geryon data plane: a tensor from ", peer_,
+                                                    " could not be decoded (malformed TensorProto, ", nbytes,
+                                                    " bytes)"));
+          tensor = Tensor();
         }
       }
     } else {
@@ -458,6 +555,10 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
     }
     counters_->bytes_received += header_bytes + payload;
     counters_->messages_received += 1;
+    if (p != nullptr && p->unresolved_) {
+      counters_->unresolved_bytes += header_bytes + payload;
+      counters_->unresolved_messages += 1;
+    }
     if (p != nullptr) p->Finish(status, tensor, is_dead);
     return true;
   }
@@ -466,12 +567,15 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
   const std::string peer_;
   const int cls_;
   std::shared_ptr<FlowCounters> counters_;
-  std::mutex write_mu_;
+  std::mutex write_mu_;  // held by whoever writes to fd_, and by the close
+  bool fd_closed_ TF_GUARDED_BY(write_mu_) = false;
   std::mutex mu_;
-  bool broken_ = false;
-  std::string broken_reason_;
-  uint64_t next_id_ = 1;
-  std::unordered_map<uint64_t, std::shared_ptr<PendingRecv>> pending_;
+  bool broken_ TF_GUARDED_BY(mu_) = false;
+  std::string broken_reason_ TF_GUARDED_BY(mu_);
+  absl::StatusCode broken_code_ TF_GUARDED_BY(mu_) = absl::StatusCode::kUnavailable;
+  // Set by the reader thread only (before it calls Fail): the code of a refusal frame.
+  absl::StatusCode refusal_code_ = absl::StatusCode::kUnavailable;
+  std::unordered_map<uint64_t, std::shared_ptr<PendingRecv>> pending_ TF_GUARDED_BY(mu_);
 };
 
 void PendingRecv::Abort(const absl::Status& status) {
@@ -568,7 +672,24 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
     cv_.notify_all();
   }
 
-  bool ReadHello(const ClusterView* view, std::mutex* view_mu, std::string* error) {
+  // Tells the consumer why it is refused, as an error frame with kRefusalId, so that its receives
+  // fail with FailedPrecondition (permanent) instead of looking like a lost flow (Unavailable, which
+  // TF's ClusterCoordinator retries forever). Best effort: the socket is new and the frame small.
+  void WriteRefusal(const std::string& local_task, const std::string& why) {
+    std::string msg = absl::StrCat("Geryon data plane: ", local_task, " ", why);
+    std::string frame;
+    Put<uint32_t>(&frame, kResponseMagic);
+    Put<uint64_t>(&frame, kRefusalId);
+    frame += std::string{static_cast<char>(kError), 0, 0, 0};
+    Put<uint32_t>(&frame, static_cast<uint32_t>(absl::StatusCode::kFailedPrecondition));
+    Put<uint32_t>(&frame, static_cast<uint32_t>(msg.size()));
+    frame += msg;
+    std::lock_guard<std::mutex> w(write_mu_);
+    ssize_t ignored = send(fd_, frame.data(), frame.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    (void)ignored;
+  }
+
+  bool ReadHello(const ClusterView* view, std::mutex* view_mu, std::string* error, bool* refused) {
     uint32_t magic;
     uint16_t version, cls, task_len;
     if (!Get(fd_, &magic, error)) return false;
@@ -590,6 +711,7 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
       auto it = view->tasks.find(task);
       if (it == view->tasks.end()) {
         *error = absl::StrCat("refused: ", task, " is not a task of the cluster spec");
+        *refused = true;
         return false;
       }
       host = it->second.host;
@@ -597,6 +719,7 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
     // Only the host the cluster spec names for that task may speak for it.
     if (ResolveHost(host).count(peer_ip_) == 0) {
       *error = absl::StrCat("refused: ", task, " is at ", host, " in the cluster spec, not at ", peer_ip_);
+      *refused = true;
       return false;
     }
     peer_task_ = task;
@@ -608,14 +731,16 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
     std::string error;
     timeval hello_timeout{kHelloTimeoutSeconds, 0}, none{0, 0};
     setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &hello_timeout, sizeof(hello_timeout));
-    if (!ReadHello(view, view_mu, &error)) {
+    bool refused = false;
+    if (!ReadHello(view, view_mu, &error, &refused)) {
+      if (refused) WriteRefusal(local_task, error);
       Close(error, error != "connection closed by peer");  // a port probe that left is no error
       close(fd_);
       g_accepted -= 1;
       return;
     }
     setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof(none));  // requests may be far apart
-    MarkSocket(fd_, cls_);
+    MarkSocket(fd_, cls_, /*consumer=*/false);
     counters_ = CountersFor("producer", local_task, peer_task_, cls_);
     counters_->connections += 1;
     counters_->dscp = DscpForClass(cls_);
@@ -786,6 +911,7 @@ class TcpTransport : public Transport {
   std::shared_ptr<RecvHandle> Recv(const std::string& peer_task, int cls, int64_t step_id, const std::string& key,
                                    tensorflow::Allocator* allocator, RecvDone done) override {
     auto p = std::make_shared<PendingRecv>(allocator, std::move(done));
+    p->unresolved_ = ResolveParamId(EdgeOfKey(key)) < 0;
     if (cls < 0 || cls >= kMaxClasses) cls = kMaxClasses - 1;
     absl::Status s;
     std::shared_ptr<ClientConn> conn = Connection(peer_task, cls, &s);
@@ -834,8 +960,10 @@ class TcpTransport : public Transport {
     std::string error;
     int fd = Dial(peer, cls, local_task, &error);
     if (fd < 0) {
+      // "failed to connect to all addresses" is gRPC's phrase for this, which TF's own PS tests expect.
       slot->failure = absl::StrCat("Geryon data plane: cannot reach ", peer_task, " at ", peer.host, ":",
-                                   peer.data_port, " (class ", cls, "): ", error, PeerTag(peer_task));
+                                   peer.data_port, " (class ", cls, "): failed to connect to all addresses; last error: ",
+                                   error, PeerTag(peer_task));
       slot->failed_at = now;
       counters->errors += 1;
       *status = absl::UnavailableError(slot->failure);
@@ -873,7 +1001,7 @@ class TcpTransport : public Transport {
       for (addrinfo* ai = res; ai != nullptr && fd < 0; ai = ai->ai_next) {
         fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
         if (fd < 0) continue;
-        MarkSocket(fd, cls);
+        MarkSocket(fd, cls, /*consumer=*/true);
         if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
           *error = ErrnoText(errno);
           close(fd);
@@ -1035,7 +1163,8 @@ std::string FlowCountersJson() {
                     ",\"messages_sent\":", c.messages_sent.load(),
                     ",\"messages_received\":", c.messages_received.load(), ",\"queue_ns\":", c.queue_ns.load(),
                     ",\"connections\":", c.connections.load(), ",\"errors\":", c.errors.load(),
-                    ",\"aborted\":", c.aborted.load(), "}");
+                    ",\"aborted\":", c.aborted.load(), ",\"unresolved_bytes\":", c.unresolved_bytes.load(),
+                    ",\"unresolved_messages\":", c.unresolved_messages.load(), "}");
   }
   return out + "]";
 }

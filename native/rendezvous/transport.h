@@ -23,7 +23,10 @@ namespace geryon {
 
 // DSCP and SO_PRIORITY for each class; settable from Python (geryon_set_class_marks).
 // Defaults: class 0 EF (46), 1 AF31 (26), 2 AF21 (18), 3 AF11 (10), 4 AF12 (12), 5 AF22 (20),
-// 6 AF32 (28), 7 CS1 (8); priority = DSCP >> 3 (the IP precedence, Linux's own TOS mapping).
+// 6 AF32 (28), 7 CS1 (8). SO_PRIORITY: class 0 -> 6, class 1 -> 0, classes 2-7 -> 2, so that
+// without the agent pfifo_fast puts class 0 in band 0, class 1 in band 1 with unmarked traffic and
+// the rest in band 2 (see g_priority in transport.cc). Not DSCP >> 3: Linux derives a priority
+// from the TOS byte with ip_tos2prio, and 5, 3, 2, 1 would all land in band 2, below unmarked traffic.
 int DscpForClass(int cls);
 int PriorityForClass(int cls);
 // Returns false (and changes nothing) when a value is out of range.

@@ -111,3 +111,11 @@ def test_malformed_map_table_is_rejected_with_the_field(mutate, message) -> None
 def test_not_json_at_all() -> None:
     with pytest.raises(ValueError, match="not valid JSON"):
         MapTable.from_json("{")
+
+
+def test_a_least_urgent_default_stays_least_urgent_when_k_changes() -> None:
+    t1 = MapTable.build(NAMES, URGENCY, [0.5], "layer", default_class=1)  # k = 2: class 1 is the least urgent
+    assert t1.with_thresholds([0.3, 0.6]).default_class == 2
+    assert t1.with_thresholds([0.3, 0.6]).with_thresholds([0.5]).default_class == 1
+    t0 = MapTable.build(NAMES, URGENCY, [0.5], "layer", default_class=0)  # an explicit urgent default stays
+    assert t0.with_thresholds([0.3, 0.6]).default_class == 0

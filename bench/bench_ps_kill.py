@@ -1,0 +1,233 @@
+"""How fast a PS killed mid-transfer fails the chief, over N tries (issue 16's target: 20 of 20 within 10 s).
+
+    .venv/bin/python bench/bench_ps_kill.py [--tries 20] [--out out/bench/ps_kill.json]
+
+Each try starts a fresh cluster on loopback (1 PS, 1 worker, `grpc+geryon`), and a chief that trains
+a model with one 16 MB dense kernel under ParameterServerStrategy + ClusterCoordinator, so every
+step pulls and pushes 16 MB through the data plane and a transfer is in flight most of the time.
+After 3 steps the PS is killed (SIGKILL by PID) at a random moment within a step (uniform over the
+median step time so far). The chief runs with TF_COORDINATOR_IGNORE_TRANSIENT_PS_FAILURES=0, as in
+tests/tf/test_faults.py, so the time measured is the failure's own, not TF's retry policy. A try
+whose chief has not failed 30 s after the kill counts as a hang. Prints one row per try and a
+summary (median, max, how many within 10 s); writes JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchlib import print_table, write_json
+
+from geryon.tf.build import build
+from geryon.tf.ports import free_port_pairs
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+DATA_OFFSET = -7000
+HANG_SECONDS = 30.0
+TARGET_SECONDS = 10.0
+
+_SERVER = r"""
+import json, os, time
+import tensorflow as tf
+import geryon.tf
+spec = json.loads(os.environ["BENCH_SPEC"])
+server = geryon.tf.server(tf.train.ClusterSpec(spec["cluster"]), spec["job"], 0)
+print("READY", flush=True)
+while True:
+    time.sleep(1)
+"""
+
+_CHIEF = r"""
+import json, os, sys, time
+import numpy as np
+import tensorflow as tf
+import keras
+import geryon.tf
+geryon.tf.load()
+spec = json.loads(os.environ["BENCH_SPEC"])
+resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
+    tf.train.ClusterSpec(spec["cluster"]), rpc_layer="grpc+geryon")
+strategy = tf.distribute.experimental.ParameterServerStrategy(resolver)
+coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
+with strategy.scope():
+    model = keras.Sequential([keras.Input((2048,)), keras.layers.Dense(2048), keras.layers.Dense(1)])
+    optimizer = keras.optimizers.SGD(0.001)
+
+@tf.function
+def step(x):
+    def replica(x):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(model(x) ** 2)
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        return loss
+    return strategy.run(replica, args=(x,))
+
+x = tf.constant(np.ones((4, 2048), dtype="float32"))
+try:
+    for i in range(100000):
+        started = time.time()
+        coordinator.schedule(step, args=(x,)).fetch()
+        print(json.dumps({"step": i + 1, "seconds": time.time() - started}), flush=True)
+except Exception as error:
+    row = {"error": f"{type(error).__name__}: {str(error)[:300]}", "error_at": time.time(),
+           "names_ps": "GRPC error information from remote target /job:ps" in str(error)}
+    print(json.dumps(row), flush=True)
+os._exit(0)
+"""
+
+
+def _start(script: str, spec: dict[str, Any], env: dict[str, str], stderr: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-c", script],
+        env={**env, "BENCH_SPEC": json.dumps(spec)},
+        cwd=REPO_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=stderr.open("w"),
+        text=True,
+    )
+
+
+def _kill(proc: subprocess.Popen[str]) -> None:
+    if proc.poll() is None:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+
+
+def one_try(index: int, rng: random.Random, tmp: Path) -> dict[str, Any]:
+    ports = free_port_pairs(3, DATA_OFFSET)
+    cluster = {
+        "chief": [f"127.0.0.1:{ports[0]}"],
+        "worker": [f"127.0.0.1:{ports[1]}"],
+        "ps": [f"127.0.0.1:{ports[2]}"],
+    }
+    env = dict(
+        os.environ,
+        TF_CPP_MIN_LOG_LEVEL="2",
+        KERAS_BACKEND="tensorflow",
+        GERYON_DATA_PORT_OFFSET=str(DATA_OFFSET),
+        PYTHONPATH=os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p),
+    )
+    procs = {
+        job: _start(_SERVER, {"cluster": cluster, "job": job}, env, tmp / f"{index}-{job}.stderr")
+        for job in ("ps", "worker")
+    }
+    chief = None
+    try:
+        for job, proc in procs.items():
+            assert proc.stdout is not None
+            if not proc.stdout.readline().startswith("READY"):
+                log = (tmp / f"{index}-{job}.stderr").read_text()[-2000:]
+                raise RuntimeError(f"{job} did not start: {log}")
+        chief_env = dict(env, TF_COORDINATOR_IGNORE_TRANSIENT_PS_FAILURES="0")
+        chief = _start(_CHIEF, {"cluster": cluster}, chief_env, tmp / f"{index}-chief.stderr")
+        assert chief.stdout is not None
+        step_seconds: list[float] = []
+        while len(step_seconds) < 3:
+            line = chief.stdout.readline()
+            if not line:
+                raise RuntimeError(f"chief ended: {(tmp / f'{index}-chief.stderr').read_text()[-2000:]}")
+            row = json.loads(line)
+            if "error" in row:
+                raise RuntimeError(f"chief failed before the kill: {row['error']}")
+            step_seconds.append(row["seconds"])
+        delay = rng.uniform(0, statistics.median(step_seconds))
+        time.sleep(delay)
+        killed_at = time.time()
+        _kill(procs["ps"])
+        # The chief prints one line per step and one with the error; a hang prints nothing more.
+        found: list[dict[str, Any]] = []
+        stdout = chief.stdout
+
+        def read_lines() -> None:
+            for line in stdout:
+                row = json.loads(line) if line.startswith("{") else {}
+                if "error" in row:
+                    found.append(row)
+                    return
+
+        reader = threading.Thread(target=read_lines, daemon=True)
+        reader.start()
+        reader.join(timeout=max(0.0, killed_at + HANG_SECONDS - time.time()))
+        error = found[0]["error"] if found else None
+        error_at = found[0]["error_at"] if found else None
+        seconds = None if error_at is None else error_at - killed_at
+        return {
+            "try": index + 1,
+            "step_ms": 1000 * statistics.median(step_seconds),
+            "kill_after_ms": 1000 * delay,
+            "seconds": seconds,
+            "hang": error is None,
+            "names_ps": bool(found and found[0].get("names_ps")),  # judged on the whole message
+            "error": (error or "")[:200],
+        }
+    finally:
+        if chief is not None:
+            _kill(chief)
+        for proc in procs.values():
+            _kill(proc)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--tries", type=int, default=20)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", default="out/bench/ps_kill.json")
+    args = parser.parse_args(argv)
+    if args.tries < 1:
+        parser.error("--tries must be at least 1")
+    build()
+    rng = random.Random(args.seed)
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="geryon-ps-kill-") as tmp:
+        for i in range(args.tries):
+            row = one_try(i, rng, Path(tmp))
+            rows.append(row)
+            outcome = "hang" if row["hang"] else f"{row['seconds']:.2f} s"
+            print(f"try {row['try']}: {outcome}", flush=True)
+    print_table(
+        rows,
+        [
+            ("try", "try", "d"),
+            ("step_ms", "step ms", ".0f"),
+            ("kill_after_ms", "kill at ms", ".0f"),
+            ("seconds", "chief error after s", ".2f"),
+            ("names_ps", "names /job:ps", ""),
+        ],
+    )
+    failed = [r["seconds"] for r in rows if not r["hang"]]
+    within = sum(1 for s in failed if s < TARGET_SECONDS)
+    summary = {
+        "tries": len(rows),
+        "within_10_s": within,
+        "hangs": sum(r["hang"] for r in rows),
+        "median_s": statistics.median(failed) if failed else None,
+        "max_s": max(failed) if failed else None,
+        "min_s": min(failed) if failed else None,
+    }
+    print(
+        f"\n{within}/{len(rows)} tries failed the chief within {TARGET_SECONDS:.0f} s "
+        f"(hangs: {summary['hangs']}; median {summary['median_s']}, min {summary['min_s']}, "
+        f"max {summary['max_s']} s)"
+    )
+    write_json(args.out, {"summary": summary, "rows": rows, "hang_after_s": HANG_SECONDS})
+    return 0 if within == len(rows) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
