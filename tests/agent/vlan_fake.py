@@ -26,34 +26,18 @@ import struct
 from collections import deque
 from dataclasses import dataclass, field
 
-HDR = struct.Struct("=IHHII")
+# The netlink header and attribute framing are the same on every netlink family: one copy, dcb_fake's.
+from agent.dcb_fake import HDR, nla, parse_nlas
+
 IFINFO = struct.Struct("=BxHiII")
 RTM_NEWLINK, RTM_GETLINK = 16, 18
 NLMSG_ERROR = 2
 NLM_F_ACK, NLM_F_CAPPED = 0x4, 0x100
-NLA_TYPE_MASK = 0x3FFF
 IFLA_IFNAME, IFLA_LINKINFO = 3, 18
 IFLA_INFO_KIND, IFLA_INFO_DATA = 1, 2
 IFLA_VLAN_ID, IFLA_VLAN_FLAGS, IFLA_VLAN_EGRESS_QOS, IFLA_VLAN_PROTOCOL = 1, 2, 3, 5
 IFLA_VLAN_QOS_MAPPING = 1
 VLAN_FLAG_REORDER_HDR = 0x1
-
-
-def nla(attr_type: int, payload: bytes) -> bytes:
-    raw = struct.pack("=HH", 4 + len(payload), attr_type) + payload
-    return raw + b"\0" * (-len(raw) % 4)
-
-
-def parse_nlas(data: bytes) -> list[tuple[int, bytes]]:
-    out = []
-    off = 0
-    while off + 4 <= len(data):
-        length, atype = struct.unpack_from("=HH", data, off)
-        if length < 4 or off + length > len(data):
-            raise OSError(errno.EINVAL, "malformed attribute")
-        out.append((atype & NLA_TYPE_MASK, data[off + 4 : off + length]))
-        off += (length + 3) & ~3
-    return out
 
 
 @dataclass
