@@ -1,9 +1,11 @@
-"""Field checks shared by the YAML loaders (agent config, QoS intent): each names the field and what
-is allowed, and raises the caller's error class, so every loader reports bad input the same way."""
+"""Field checks shared by the file loaders (agent config, QoS intent, profiles, calibration): each names
+the field or file and what is allowed, and raises the caller's error class, so every loader reports bad
+input the same way."""
 
 from __future__ import annotations
 
 import functools
+import os
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -130,6 +132,21 @@ def load_yaml(path: str | Path, error: type[ValueError], what: str) -> Any:
         raise error(f"{p}: malformed YAML{where}: {problem}") from None
     except RecursionError:
         raise error(f"{p}: malformed YAML: nested too deeply") from None
+
+
+def read_json(path: str | os.PathLike[str], error: type[ValueError], what: str) -> Any:
+    """A JSON file's data; an unreadable file or malformed JSON raises `error` naming the file (`what`
+    names its role: "profile", "calibration")."""
+    import json
+
+    try:
+        text = Path(path).read_text()
+    except OSError as e:
+        raise error(f"cannot read {what} {str(path)!r}: {e.strerror or e}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise error(f"{path}: not valid JSON: {e}") from None
 
 
 def kind(value: Any) -> str:

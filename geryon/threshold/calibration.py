@@ -32,13 +32,13 @@ step spends (kernel efficiency, launch overheads, the input pipeline on syntheti
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
+
+from geryon.fields import read_json
 
 FORMAT = "geryon.ps-costs"
 FORMAT_VERSION = 1
@@ -51,15 +51,7 @@ class CalibrationError(ValueError):
 
 def load_knobs(path: str | os.PathLike[str]) -> dict[str, float]:
     """The five cost knobs of a ``geryon.ps-costs`` JSON file (see the module docstring)."""
-    try:
-        text = Path(path).read_text()
-    except OSError as error:
-        raise CalibrationError(f"cannot read calibration {str(path)!r}: {error.strerror or error}") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise CalibrationError(f"{path}: not valid JSON: {error}") from None
-    return knobs_from_dict(data, where=str(path))
+    return knobs_from_dict(read_json(path, CalibrationError, "calibration"), where=str(path))
 
 
 def knobs_from_dict(data: Any, where: str = "calibration") -> dict[str, float]:

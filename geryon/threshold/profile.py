@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from geryon.fields import read_json
+
 FORMAT = "geryon.profile"
 FORMAT_VERSION = 1
 
@@ -213,15 +215,7 @@ class Profile:
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> Profile:
-        try:
-            text = Path(path).read_text()
-        except OSError as error:
-            raise ProfileError(f"cannot read profile {str(path)!r}: {error.strerror or error}") from None
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as error:
-            raise ProfileError(f"{path}: not valid JSON: {error}") from None
-        return cls.from_dict(data, where=str(path))
+        return cls.from_dict(read_json(path, ProfileError, "profile"), where=str(path))
 
 
 def _require(data: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
