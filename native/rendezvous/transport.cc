@@ -1135,12 +1135,12 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
           return WriteResult::kFailed;
         }
         r->frame_sent += static_cast<size_t>(n);
+        counters_->bytes_sent += static_cast<uint64_t>(n);  // as it goes: shows a long response's progress
       }
       r->in_frame = false;
       if (r->chunked) counters_->chunks_sent += 1;  // every frame of a chunked response is one chunk
       r->head_sent = true;
       r->payload_done = r->frame_off + r->frame_len;
-      counters_->bytes_sent += frame_total;
       if (r->payload_done >= payload.size()) {
         counters_->messages_sent += 1;
         return WriteResult::kDone;
