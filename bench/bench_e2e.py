@@ -83,6 +83,15 @@ def _rate(flag: str) -> Callable[[str], int]:
     return parse
 
 
+def _background(flag: str) -> Callable[[str], int]:
+    rate = _rate(flag)
+
+    def parse(text: str) -> int:
+        return 0 if text.strip().lower() in ("none", "0") else rate(text)
+
+    return parse
+
+
 def _size(flag: str) -> Callable[[str], int]:
     def parse(text: str) -> int:
         try:
@@ -134,9 +143,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     ap.add_argument(
         "--background",
-        type=_rate("--background"),
+        type=_background("--background"),
         default=None,
-        help="background traffic toward each worker's switch port, e.g. 50mbit (default none)",
+        help="background traffic toward each worker's switch port, e.g. 50mbit, or none (runner's "
+        "default: half the link rate; none with --quick)",
     )
     ap.add_argument("--fig8-9", dest="fig8_9", action="store_true", help="sweep workers (Fig. 8/9)")
     ap.add_argument(

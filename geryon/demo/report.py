@@ -163,7 +163,10 @@ def format_table(result: Mapping[str, Any]) -> str:
                 f"{mode}: {m['failed']} of {m['repeats']} runs failed "
                 f"({m['errors'][0]}); medians over the {m['ok']} that completed"
             )
-    out = [_title(config), *_aligned([header, *rows], right)]
+    out = [_title(config)]
+    if isinstance(result.get("shape_note"), str):
+        out.append(result["shape_note"])
+    out += _aligned([header, *rows], right)
     if prediction.get("error"):
         notes.append(f"prediction: failed: {_first_line(prediction['error'])}")
     notes += prediction_notes(prediction)

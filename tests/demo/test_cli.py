@@ -57,6 +57,21 @@ def test_bad_knobs_exit_2_naming_the_flag(
     assert err.count("\n") == 1  # one line, no traceback
 
 
+@pytest.mark.parametrize("text", ["none", "0", "NONE"])
+def test_background_none_turns_the_default_background_off(text: str) -> None:
+    import argparse
+
+    from geryon.demo.cli import add_bench, add_demo, bench_config, demo_config
+
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers()
+    add_demo(sub)
+    add_bench(sub)
+    assert demo_config(parser.parse_args(["demo"]))["background_bits"] == 100_000_000
+    assert demo_config(parser.parse_args(["demo", "--background", text]))["background_bits"] == 0
+    assert bench_config(parser.parse_args(["bench", "--background", text]))["background_bits"] == 0
+
+
 def test_an_out_dir_that_cannot_be_made_is_a_usage_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
