@@ -39,6 +39,12 @@ def add_demo(sub: Any) -> None:
         help="background traffic toward every worker's switch port, e.g. 50mbit, or none (DSCP 8, its own "
         "host; default half the link rate, 100mbit at 200mbit; none with --quick)",
     )
+    p.add_argument(
+        "--second-job",
+        metavar="MODEL[:BATCH]",
+        help="a second training job during every mode, e.g. vggmini:16 (its own PS in ps0's host, a worker "
+        "in every worker's host, DSCP 10; default none)",
+    )
     add_prediction_flags(p)
     p.add_argument(
         "--out", default="out/demo", metavar="DIR", help="where JSON and charts go (default out/demo)"
@@ -88,6 +94,7 @@ def add_bench(sub: Any) -> None:
         metavar="RATE",
         help="background traffic per worker port, or none (default half the link rate)",
     )
+    p.add_argument("--second-job", metavar="MODEL[:BATCH]", help="a second training job (default none)")
     p.add_argument("--quick", action="store_true", help="start from the --quick settings")
     add_prediction_flags(p)
     p.add_argument("--out", default="out/bench", metavar="DIR", help="where JSON goes (default out/bench)")
@@ -166,6 +173,7 @@ def demo_config(args: argparse.Namespace) -> dict[str, Any]:
         "model": args.model,
         "steps": _one(args.steps, "--steps", _int),
         "background_bits": _one(args.background, "--background", _background),
+        "second_job": args.second_job,
         "profile_source": args.profile_source,
         "ps_costs": args.ps_costs,
     }
@@ -195,6 +203,7 @@ def bench_config(args: argparse.Namespace) -> dict[str, Any]:
         "search": args.search,
         "modes": args.modes,
         "background_bits": _one(args.background, "--background", _background),
+        "second_job": args.second_job,
         "profile_source": args.profile_source,
         "ps_costs": args.ps_costs,
     }
@@ -265,6 +274,7 @@ def _demo_argv(args: argparse.Namespace) -> list[str]:
     flags = (("--model", args.model), ("--steps", args.steps), ("--modes", args.modes))
     more = (
         ("--background", args.background),
+        ("--second-job", args.second_job),
         ("--profile-source", args.profile_source),
         ("--ps-costs", args.ps_costs),
     )

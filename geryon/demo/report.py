@@ -391,6 +391,8 @@ def _title(config: Mapping[str, Any]) -> str:
         parts.append(f"{config['repeats']} repeat(s)")
     if _is_number(config.get("background_bits")) and config["background_bits"] > 0:
         parts.append(f"background {format_rate(config['background_bits'])} per worker port")
+    if isinstance(config.get("second_job"), str):
+        parts.append(f"second job {config['second_job']} (model:batch)")
     return ", ".join(parts)
 
 

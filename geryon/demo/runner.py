@@ -74,6 +74,8 @@ import geryon
 from geryon.demo import modes as modes_mod
 from geryon.demo.chief import MARKER
 from geryon.demo.models import ModelError, check_model
+from geryon.demo.secondjob import parse as parse_second_job
+from geryon.demo.secondjob import second_job
 from geryon.demo.task import READY
 from geryon.errors import UsageError
 from geryon.progress import Progress
@@ -108,6 +110,8 @@ DEFAULTS: dict[str, Any] = {
     # Background traffic toward every worker's switch port, bits/s (0: none; None: BACKGROUND_SHARE
     # of the link rate). The default shape (SHAPE) is SHAPE_WHY's: see the docstring.
     "background_bits": None,
+    # A second training job during every mode ("MODEL:BATCH", geryon.demo.secondjob), or None.
+    "second_job": None,
     "settle_rounds": 1,  # paired modes: unmeasured rounds of a mode before each measured one
     # The prediction's compute profile: "cluster" (worker 0 traced in the CAPTURE_MODES run, falling
     # back to "alone" when that fails) or "alone" (each layer on an idle machine, as before issue 15).
@@ -209,6 +213,7 @@ def validate(cfg: dict[str, Any]) -> dict[str, Any]:
         except CalibrationError as e:
             raise UsageError(f"--ps-costs: {e}") from None
         cfg["ps_costs"] = str(cfg["ps_costs"])
+    cfg["second_job"] = parse_second_job(cfg["second_job"])
     cfg["modes"] = list(modes_mod.parse_modes(cfg["modes"]))
     search = modes_mod.parse_search(str(cfg["search"]), cfg["classes"])
     cfg["search"] = search.label()
@@ -1036,6 +1041,8 @@ def new_result(cfg: dict[str, Any]) -> dict[str, Any]:
         "summary": None,
         "prediction": None,
         "incluster": None,
+        "background": None,
+        "second_job": None,
     }
 
 
@@ -1147,10 +1154,16 @@ def run_demo(config: dict[str, Any], out_dir: Path, progress: Progress | None = 
     why = shape_note(cfg)
     if why:
         progress.say(why)
-    with testbed(cfg, progress) as tb, background(tb, cfg, progress) as bg:
-        result = run_modes(tb, cfg, Path(tempfile.mkdtemp(prefix="logs-", dir=out_dir)), progress)
+    log_dir = Path(tempfile.mkdtemp(prefix="logs-", dir=out_dir))
+    with (
+        testbed(cfg, progress) as tb,
+        background(tb, cfg, progress) as bg,
+        second_job(tb, cfg, log_dir, progress) as job2,
+    ):
+        result = run_modes(tb, cfg, log_dir, progress)
         result["testbed"] = {"run_id": tb.run_id, "hosts": list(tb.hosts)}
         result["background"] = bg  # filled with the senders' reports when the `with` ends
+        result["second_job"] = job2  # likewise with its rounds
     result["wall_s"] = round(time.monotonic() - started, 1)
     return finish(result, out_dir, "demo", progress)
 
@@ -1186,14 +1199,19 @@ def run_bench(
     configs = bench_configs(config)
     check_privileges()
     results: list[dict[str, Any]] = []
-    shape_keys = ("workers", "ps", "rate_bits", "buffer_bytes", "classes", "background_bits")
+    shape_keys = ("workers", "ps", "rate_bits", "buffer_bytes", "classes", "background_bits", "second_job")
 
     def shape(c: dict[str, Any]) -> tuple[Any, ...]:
         return tuple(c[k] for k in shape_keys)
 
     for _, group in itertools.groupby(configs, key=shape):
         group_cfgs = list(group)
-        with testbed(group_cfgs[0], progress) as tb, background(tb, group_cfgs[0], progress) as bg:
+        log_dir = Path(tempfile.mkdtemp(prefix="logs-", dir=out_dir))
+        with (
+            testbed(group_cfgs[0], progress) as tb,
+            background(tb, group_cfgs[0], progress) as bg,
+            second_job(tb, group_cfgs[0], log_dir, progress) as job2,
+        ):
             for cfg in group_cfgs:
                 progress.say(
                     f"setting: {cfg['workers']} workers, {cfg['ps']} PS, {format_rate(cfg['rate_bits'])}, "
@@ -1204,6 +1222,7 @@ def run_bench(
                 result = run_modes(tb, cfg, Path(tempfile.mkdtemp(prefix="logs-", dir=out_dir)), progress)
                 result["testbed"] = {"run_id": tb.run_id, "hosts": list(tb.hosts)}
                 result["background"] = bg
+                result["second_job"] = job2
                 result["wall_s"] = round(time.monotonic() - started, 1)
                 name = f"bench-{len(results)}"
                 finish(result, out_dir, name, progress)
