@@ -57,11 +57,11 @@ def test_killing_the_ps_mid_training_fails_the_chief_within_10_s(tmp_path: Path)
 
 
 def _hello(task: str, cls: int = 0) -> bytes:
-    return struct.pack("<IHHH", HELLO, 1, cls, len(task)) + task.encode()
+    return struct.pack("<IHHH", HELLO, 2, cls, len(task)) + task.encode()  # protocol version 2
 
 
-def _request(request_id: int, key: bytes, step: int = 1) -> bytes:
-    return struct.pack("<IQqI", REQUEST, request_id, step, len(key)) + key
+def _request(request_id: int, key: bytes, step: int = 1, rank: int = 0) -> bytes:
+    return struct.pack("<IQqiI", REQUEST, request_id, step, rank, len(key)) + key
 
 
 def _closed_by_server(sock: socket.socket) -> bool:
