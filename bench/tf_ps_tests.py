@@ -128,6 +128,7 @@ def run_file(
 ) -> dict[str, dict[str, Any]]:
     """Outcome of every test in `tests`: {"outcome", "seconds", "detail"}."""
     results: dict[str, dict[str, Any]] = {}
+    flows: list[dict[str, Any]] = []  # per process that loaded geryon.tf and exited normally
     with tempfile.TemporaryDirectory(prefix="tfps-") as tmp:
         events_path = Path(tmp) / "events.jsonl"
         while True:
@@ -139,7 +140,8 @@ def run_file(
                 log_file.write(f"\n==== {name} on {layer}: {len(remaining)} tests\n".encode())
                 log_file.flush()
                 proc = subprocess.Popen(
-                    [str(_launcher(Path(tmp), vendor, name)), *remaining],
+                    # absl's parameterized ids carry " (params)"; the command line takes the bare name.
+                    [str(_launcher(Path(tmp), vendor, name)), *dict.fromkeys(t.split(" ", 1)[0] for t in remaining)],
                     cwd=tmp,
                     env=env_for(layer, events_path),
                     stdout=log_file,
@@ -154,6 +156,9 @@ def run_file(
                     rc = proc.poll()
                     events, offset = _read_events(events_path, offset)
                     for ev in events:
+                        if ev["event"] == "flows":
+                            flows.append(ev)
+                            continue
                         test = ev["test"].split(".", 1)[1] if ev["test"].startswith("__main__.") else ev["test"]
                         now = time.monotonic()
                         if ev["event"] == "start":
@@ -188,6 +193,15 @@ def run_file(
                     "seconds": round(time.monotonic() - started, 1),
                     "detail": f"the test process exited with {rc} (see the log)",
                 }
+        # The last process's exit record is written after its last test; read what is left.
+        events, _ = _read_events(events_path, 0)
+        flows[:] = [ev for ev in events if ev["event"] == "flows"]
+    results["__flows__"] = {
+        "outcome": "flows",
+        "messages_received": sum(f["messages_received"] for f in flows),
+        "bytes_received": sum(f["bytes_received"] for f in flows),
+        "processes": len(flows),
+    }
     return results
 
 
@@ -243,19 +257,32 @@ def main(argv: list[str] | None = None) -> int:
         per_layer: dict[str, dict[str, dict[str, Any]]] = {}
         for layer in args.layers:
             start = time.monotonic()
-            per_layer[layer] = run_file(vendor, name, layer, tests, args.timeout, log)
+            results = run_file(vendor, name, layer, tests, args.timeout, log)
+            flows = results.pop("__flows__")
+            per_layer[layer] = results
             seconds = time.monotonic() - start
-            counts = Counter(r["outcome"] for r in per_layer[layer].values())
-            rows.append({"file": name, "layer": layer, "tests": len(tests), **counts, "seconds": seconds})
+            counts = Counter(r["outcome"] for r in results.values())
+            rows.append(
+                {
+                    "file": name,
+                    "layer": layer,
+                    "tests": len(tests),
+                    **counts,
+                    "seconds": seconds,
+                    "data_plane_msgs": flows["messages_received"] if layer != "grpc" else None,
+                }
+            )
             print(f"{name} on {layer}: {dict(counts)} in {seconds:.0f} s", flush=True)
         report["files"][name] = {"tests": tests, "results": per_layer, **summarize(per_layer)}
-        report["files"][name]["seconds"] = {r["layer"]: round(r["seconds"], 1) for r in rows if r["file"] == name}
+        file_rows = [r for r in rows if r["file"] == name]
+        report["files"][name]["seconds"] = {r["layer"]: round(r["seconds"], 1) for r in file_rows}
+        report["files"][name]["data_plane_messages"] = {r["layer"]: r["data_plane_msgs"] for r in file_rows}
     print()
     print_table(
         rows,
         [("file", "file", "s"), ("layer", "layer", "s"), ("tests", "tests", "d")]
         + [(o, o, "d") for o in OUTCOMES]
-        + [("seconds", "wall s", ".0f")],
+        + [("seconds", "wall s", ".0f"), ("data_plane_msgs", "geryon msgs", "d")],
     )
     for name, data in report["files"].items():
         if data["pass_on_grpc_not_on_others"]:
