@@ -89,6 +89,11 @@ class FlowCounter:
     # carries no parameter); they take the map_table's default class (the least urgent by default)
     unresolved_bytes: int = 0
     unresolved_messages: int = 0
+    # producer (issue 14): ns in the ordered queue's code (insert, pick), chunk frames sent, and
+    # preemptions (another response went out while a chunked one was half sent)
+    order_ns: int = 0
+    chunks_sent: int = 0
+    preemptions: int = 0
 
     @classmethod
     def from_json(cls, item: dict[str, Any]) -> FlowCounter:
