@@ -21,6 +21,8 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <fstream>
 #include <mutex>
 #include <map>
 #include <set>
@@ -891,6 +893,7 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
     std::string task(task_len, '\0');
     if (!ReadFull(fd_, task.data(), task_len, error)) return false;
     std::string host;
+    std::set<std::string> addresses;
     {
       std::lock_guard<std::mutex> l(*view_mu);
       auto it = view->tasks.find(task);
@@ -900,9 +903,11 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
         return false;
       }
       host = it->second.host;
+      addresses = it->second.addresses;  // resolved when the task was learned
     }
+    if (addresses.empty()) addresses = ResolveHost(host);  // it did not resolve then: try once more
     // Only the host the cluster spec names for that task may speak for it.
-    if (ResolveHost(host).count(peer_ip_) == 0) {
+    if (addresses.count(peer_ip_) == 0) {
       *error = absl::StrCat("refused: ", task, " is at ", host, " in the cluster spec, not at ", peer_ip_);
       *refused = true;
       return false;
@@ -1168,7 +1173,10 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
 
 class TcpTransport : public Transport {
  public:
-  TcpTransport(ClusterView view, int listen_fd) : view_(std::move(view)), listen_fd_(listen_fd) {}
+  TcpTransport(ClusterView view, int listen_fd) : view_(std::move(view)), listen_fd_(listen_fd) {
+    for (auto& [task, peer] : view_.tasks) peer.addresses = ResolveHost(peer.host);
+    RebuildAllowed();
+  }
 
   absl::Status Start(ServeFn serve) override {
     serve_ = std::move(serve);
@@ -1177,8 +1185,27 @@ class TcpTransport : public Transport {
   }
 
   void UpdateCluster(const ClusterView& view) override {
+    std::map<std::string, PeerAddress> learned;
+    {
+      std::lock_guard<std::mutex> l(view_mu_);
+      for (const auto& [task, peer] : view.tasks) {
+        if (task == view_.local_task) continue;  // our own data port is the one we listen on
+        auto it = view_.tasks.find(task);
+        if (it == view_.tasks.end() || it->second.host != peer.host || it->second.data_port != peer.data_port) {
+          learned[task] = peer;
+        }
+      }
+    }
+    if (learned.empty()) return;  // the usual case: a session of the same cluster
+    // Resolved here, once per learned task, without the lock: DNS may be slow.
+    for (auto& [task, peer] : learned) peer.addresses = ResolveHost(peer.host);
     std::lock_guard<std::mutex> l(view_mu_);
-    view_.tasks = view.tasks;
+    for (auto& [task, peer] : learned) {
+      LOG(INFO) << "Geryon data plane: " << view_.local_task << " learned " << task << " at " << peer.host << ":"
+                << peer.data_port;
+      view_.tasks[task] = std::move(peer);
+    }
+    RebuildAllowed();
   }
 
   std::shared_ptr<RecvHandle> Recv(const std::string& peer_task, int cls, int64_t step_id, const std::string& key,
@@ -1206,6 +1233,7 @@ class TcpTransport : public Transport {
   struct Slot {
     std::mutex mu;  // one connect at a time per flow
     std::shared_ptr<ClientConn> conn;
+    std::string dialed;  // host:port of `conn` (a task learned at a new address is redialed)
     std::chrono::steady_clock::time_point failed_at{};
     std::string failure;
   };
@@ -1229,6 +1257,12 @@ class TcpTransport : public Transport {
       slot = s.get();
     }
     std::lock_guard<std::mutex> l(slot->mu);
+    const std::string address = absl::StrCat(peer.host, ":", peer.data_port);
+    if (slot->dialed != address) {
+      // A restarted coordinator or task at a new address: forget the old flow and its failure.
+      slot->conn.reset();
+      slot->failure.clear();
+    }
     if (slot->conn && !slot->conn->broken()) return slot->conn;
     auto now = std::chrono::steady_clock::now();
     if (!slot->failure.empty() && now - slot->failed_at < kFailFastWindow) {
@@ -1244,11 +1278,13 @@ class TcpTransport : public Transport {
                                    peer.data_port, " (class ", cls, "): failed to connect to all addresses; last error: ",
                                    error, PeerTag(peer_task));
       slot->failed_at = now;
+      slot->dialed = address;
       counters->errors += 1;
       *status = absl::UnavailableError(slot->failure);
       return nullptr;
     }
     slot->failure.clear();
+    slot->dialed = address;
     counters->connections += 1;
     counters->dscp = DscpForClass(cls);
     counters->local_port = LocalPort(fd);
@@ -1337,20 +1373,31 @@ class TcpTransport : public Transport {
     }
   }
 
+  // Whether any task of the cluster is at `ip`: the addresses cached when the tasks were learned,
+  // plus a fresh lookup of hosts that did not resolve then (none, usually).
   bool AllowedHost(const std::string& ip) {
-    std::set<std::string> hosts;
+    std::set<std::string> unresolved;
     {
       std::lock_guard<std::mutex> l(view_mu_);
-      for (const auto& [task, peer] : view_.tasks) hosts.insert(peer.host);
+      if (allowed_.count(ip) > 0) return true;
+      for (const auto& [task, peer] : view_.tasks) {
+        if (peer.addresses.empty()) unresolved.insert(peer.host);
+      }
     }
-    for (const auto& host : hosts) {
+    for (const auto& host : unresolved) {
       if (ResolveHost(host).count(ip) > 0) return true;
     }
     return false;
   }
 
+  void RebuildAllowed() {  // with view_mu_ held (or before the accept thread runs)
+    allowed_.clear();
+    for (const auto& [task, peer] : view_.tasks) allowed_.insert(peer.addresses.begin(), peer.addresses.end());
+  }
+
   std::mutex view_mu_;
   ClusterView view_;
+  std::set<std::string> allowed_;  // every address of every task in view_
   std::map<std::string, std::unique_ptr<Slot>> slots_;
   const int listen_fd_;
   ServeFn serve_;
@@ -1475,15 +1522,30 @@ absl::Status OrderSettingsFromEnv() {
 }
 }  // namespace
 
+// Why a data port may be taken: a port in the kernel's ephemeral range can be any outgoing
+// connection's local port (net.ipv4.ip_local_port_range), which no port picker reserves.
+std::string EphemeralNote(int port) {
+  std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range");
+  int low = 0, high = 0;
+  if (!(range >> low >> high) || port < low || port > high) return "";
+  return absl::StrCat("; it lies in the kernel's ephemeral range ", low, "-", high,
+                      " (net.ipv4.ip_local_port_range), where outgoing connections take local ports: pick "
+                      "gRPC ports and an offset that put data ports outside it, or reserve them with "
+                      "net.ipv4.ip_local_reserved_ports");
+}
+
 std::unique_ptr<Transport> NewTcpTransport(const ClusterView& view, absl::Status* status) {
   *status = OrderSettingsFromEnv();
   if (!status->ok()) return nullptr;
   std::string error;
   int fd = Listen(view.local_data_port, &error);
   if (fd < 0) {
+    // Reported at server start, naming the port and the rule, so it is not found later as a
+    // receive that cannot connect. Unavailable, as gRPC's own bind failure is.
     *status = absl::UnavailableError(absl::StrCat(
-        "Geryon data plane: cannot listen on port ", view.local_data_port, " for ", view.local_task, ": ", error,
-        " (the data port is the task's gRPC port + GERYON_DATA_PORT_OFFSET; pick ports or an offset so it is free)"));
+        "Geryon data plane: cannot listen on data port ", view.local_data_port, " for ", view.local_task, ": ",
+        error, " (the data port is the task's gRPC port + GERYON_DATA_PORT_OFFSET; pick ports or an offset so it ",
+        "is free, e.g. with geryon.tf.ports.free_port_pairs", EphemeralNote(view.local_data_port), ")"));
     return nullptr;
   }
   *status = absl::OkStatus();
