@@ -123,7 +123,16 @@ def load(library: Path | None = None, progress: Progress | None = None) -> Libra
         from geryon.tfenv import import_tensorflow
 
         tf = import_tensorflow()
-        path = Path(library) if library is not None else build_library(progress=progress)
+        if library is not None:
+            path = Path(library)
+        else:
+            from geryon.tf import sanitizers
+
+            # GERYON_SANITIZER=address|thread: the instrumented variant (native/rendezvous/README.md).
+            sanitizer = sanitizers.active()
+            if sanitizer is not None:
+                sanitizers.check_preloaded(sanitizer)
+            path = build_library(progress=progress, sanitizer=sanitizer)
         info_path = path.parent / BUILD_INFO
         # Check before loading: a library for another release may not even survive its static init.
         if info_path.exists():
