@@ -290,9 +290,17 @@ def prediction_rows(
                 "profile": used,
                 "alone_predicted_s": a.get("predicted_s"),
                 "alone_error": a.get("error"),
+                # The same prediction without the per-step fixed cost (issue 15): simulator only.
+                "sim_only_error": predict_error(p.get("measured_s"), p.get("simulated_s")),
             }
         )
     return rows
+
+
+def predict_error(measured: Any, predicted: Any) -> float | None:
+    if not measured or predicted is None:
+        return None
+    return (measured - predicted) / measured
 
 
 PREDICTION_COLUMNS = [
@@ -301,6 +309,7 @@ PREDICTION_COLUMNS = [
     ("predicted_s", "predicted s", ".4f"),
     ("error", "error", "+.1%"),
     ("met", "|error|<=10%", "s"),
+    ("sim_only_error", "w/o fixed cost", "+.1%"),
     ("profile", "profile", "s"),
     ("alone_predicted_s", "alone-profile s", ".4f"),
     ("alone_error", "alone error", "+.1%"),

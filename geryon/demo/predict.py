@@ -8,7 +8,8 @@ shape; without either (or with `profile_source="alone"`) the profile is measured
 `prediction["profile"]` says which was used (`used`, `from`, and `fallback` with the reason).
 PS costs (`simknobs.PsCosts`) come from a bench/bench_ps_costs.py calibration (`ps_costs_path`,
 default `out/bench/ps_costs.json` when it exists); `prediction["ps_costs"]` says which, or notes that
-none is calibrated.
+none is calibrated. The same file's optional `step_fixed_s` (bench/bench_step_cost.py) is added to
+every predicted step (see "Per-step fixed costs" below).
 
 For the setting of `result["config"]` (the same model, input shape and batch), the alone profile is
 measured on this machine with `geryon.threshold.profiler.measure_profile`, in a child process whose
@@ -56,7 +57,10 @@ What it does not model, so where to look when the error is large:
   This makes measured steps slower than predicted (positive error), most for the modes that move the
   most bytes.
 - Per-step fixed costs: ClusterCoordinator dispatch, function launch, the chief's RPCs, per-tensor
-  gRPC/rendezvous overheads and serialization copies; the optimizer's update ops on the PSes.
+  gRPC/rendezvous overheads and serialization copies; the optimizer's update ops on the PSes. These
+  are not simulated: when the calibration has `step_fixed_s` (bench/bench_step_cost.py, measured on a
+  loopback cluster of the demo's processes), it is added to every mode's simulated step
+  (`predicted_s` = `simulated_s` + `step_fixed_s`).
 - Head-of-line blocking: a gRPC channel interleaves tensors as HTTP/2 frames, but once bytes sit in
   the kernel's socket buffer (megabytes with autotuning) and the switch queue, they leave in FIFO
   order, so a small urgent tensor can wait behind bulk more than fair interleaving (what is simulated
@@ -133,6 +137,7 @@ def predict(
     config = _config(result)
     profile, cached, chosen = choose_profile(result, config, profile_path, progress, profile_source)
     ps_costs, ps_info = resolve_ps_costs(ps_costs_path)
+    step_fixed = ps_info.get("step_fixed_s") or 0.0
     progress.say(f"profile: {chosen['used']} ({profile.source}); {ps_info['note']}")
     summary = summarize(result)
     runs = [r for r in result.get("runs") or [] if isinstance(r, Mapping)]
@@ -141,10 +146,13 @@ def predict(
         setting = sim_setting(mode, [r for r in runs if r.get("mode") == mode], m["thresholds"], config)
         sim = simulate(profile, iterations=ITERATIONS, ps_costs=ps_costs, **setting)
         measured = m["median_step_s"]
+        predicted = sim.iteration_s + step_fixed
         modes[mode] = {
-            "predicted_s": sim.iteration_s,
+            "predicted_s": predicted,
+            "simulated_s": sim.iteration_s,
+            "step_fixed_s": step_fixed,
             "measured_s": measured,
-            "error": relative_error(measured, sim.iteration_s),
+            "error": relative_error(measured, predicted),
             "compute_s": sim.compute_s,
             "comm_s": sim.comm_s,
             "simulated": {
@@ -155,7 +163,7 @@ def predict(
             "note": sim_note(mode, [r for r in runs if r.get("mode") == mode]),
         }
         progress.say(
-            f"{mode}: predicted {sim.iteration_s:.3f} s/step"
+            f"{mode}: predicted {predicted:.3f} s/step"
             + (f", measured {measured:.3f} s ({modes[mode]['error']:+.1%})" if measured else ", not measured")
         )
     try:
@@ -303,6 +311,7 @@ def arrival_timeline(
 # --- PS costs --------------------------------------------------------------------------------------
 DEFAULT_PS_COSTS = Path("out/bench/ps_costs.json")  # bench/bench_ps_costs.py's default --out
 UNCALIBRATED = "PS costs: not calibrated — run bench/bench_ps_costs.py"
+NO_STEP_COST = "per-step fixed cost not calibrated — run bench/bench_step_cost.py"
 
 
 def resolve_ps_costs(path: str | Path | None) -> tuple[PsCosts | None, dict[str, Any]]:
@@ -322,11 +331,18 @@ def resolve_ps_costs(path: str | Path | None) -> tuple[PsCosts | None, dict[str,
             raise
         return None, {"calibrated": False, "path": str(where), "knobs": None, "note": f"{UNCALIBRATED} ({e})"}
     costs = PsCosts(**{k: knobs[k] for k in PS_COST_KEYS})
+    step_fixed = knobs.get("step_fixed_s")
     return costs, {
         "calibrated": True,
         "path": str(where),
         "knobs": costs.to_dict(),
-        "note": f"PS costs: {where}",
+        "step_fixed_s": step_fixed,
+        "note": f"PS costs: {where}"
+        + (
+            f"; per-step fixed cost {step_fixed * 1e3:.1f} ms added"
+            if step_fixed is not None
+            else f"; {NO_STEP_COST}"
+        ),
     }
 
 
