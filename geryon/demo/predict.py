@@ -258,7 +258,13 @@ def sim_note(mode: str, runs: list[Mapping[str, Any]]) -> str | None:
     return None
 
 
-TIMELINE_MODES = {"ps": "P+S (fair sharing)", "geryon": "Geryon (priority classes)"}
+# P+S, then the paper's Geryon beside Geryon: the same classes, so the panels differ in the order
+# inside a class (arrival against urgency; issue 14).
+TIMELINE_MODES = {
+    "ps": "P+S (fair sharing)",
+    "paper": "paper's Geryon (FIFO in a class)",
+    "geryon": "Geryon (urgency in a class)",
+}
 
 
 def arrival_timeline(
@@ -284,7 +290,7 @@ def arrival_timeline(
     out: dict[str, Any] = {"iteration": ITERATIONS - 1, "worker": 0, "modes": {}}
     for mode, label in TIMELINE_MODES.items():
         mode_runs = [r for r in runs if r.get("mode") == mode]
-        setting = sim_setting(mode, mode_runs, thresholds if mode == "geryon" else None, config)
+        setting = sim_setting(mode, mode_runs, thresholds if mode in ("geryon", "paper") else None, config)
         sim = simulate(profile, iterations=ITERATIONS, trace=True, ps_costs=ps_costs, **setting)
         assert sim.spans is not None
         out["modes"][mode] = {
