@@ -164,3 +164,19 @@ def test_the_hybrid_serves_a_class_in_urgency_order() -> None:
     assert sim.spans is not None
     order = class_order(arrivals(sim.spans, profile))
     assert list(order) == [1] and order[1]["arrival_order"] == [0, 1, 2, 3] and order[1]["tau"] == 1.0
+
+
+def test_the_prediction_simulates_the_runs_background() -> None:
+    # A run with background traffic on the workers' ports is predicted with it: end-host shares the
+    # FIFO port with it and slows; Geryon's classes stay ahead of it (it is below every class).
+    from geryon.demo.predict import sim_args, sim_setting
+
+    config = {"workers": 1, "ps": 1, "rate_bits": 8e6, "slice_bytes": None, "classes": 2}
+    times = {}
+    for bg in (0.0, 4e6):
+        for mode in ("endhost", "paper"):
+            setting = sim_setting(mode, [], [0.75], {**config, "background_bits": bg})
+            assert setting["background_bps"] == bg
+            times[mode, bg] = simulate(two_layers(), iterations=2, **sim_args(setting)).iteration_s
+    assert times["endhost", 4e6] > 1.3 * times["endhost", 0.0]
+    assert times["paper", 4e6] == pytest.approx(times["paper", 0.0], rel=0.02)
