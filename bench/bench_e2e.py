@@ -142,6 +142,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--ps", type=_positive_int("--ps"), default=None)
     ap.add_argument("--slice-size", type=_size("--slice-size"), default=None)
     ap.add_argument("--buffer", type=_size("--buffer"), default=None)
+    ap.add_argument(
+        "--chunk-size", type=_size("--chunk-size"), default=None, help="data plane chunk (runner's: 256KiB)"
+    )
     ap.add_argument("--search", default=None, help="sweep|guided|bayes|fixed:T (runner's default: sweep)")
     ap.add_argument(
         "--settle",
@@ -214,6 +217,7 @@ def base_overrides(args: argparse.Namespace) -> dict[str, Any]:
         "rate_bits": args.rate,
         "slice_bytes": args.slice_size,
         "buffer_bytes": args.buffer,
+        "chunk_bytes": args.chunk_size,
         "search": args.search,
         "repeats": args.repeats,
         "background_bits": args.background,

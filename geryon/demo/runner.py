@@ -79,6 +79,7 @@ from geryon.demo.secondjob import second_job
 from geryon.demo.task import READY
 from geryon.errors import UsageError
 from geryon.progress import Progress
+from geryon.threshold.simknobs import CHUNK_BYTES, CHUNK_MAX, CHUNK_MIN
 from geryon.units import format_rate
 
 FORMAT = "geryon.demo"
@@ -98,6 +99,8 @@ DEFAULTS: dict[str, Any] = {
     "rate_bits": 200_000_000,
     "buffer_bytes": 256 * 1024,
     "slice_bytes": 1024 * 1024,
+    # The data plane's chunk inside a class (issue 14 item 1; geryon.demo.schedule.apply_chunk).
+    "chunk_bytes": CHUNK_BYTES,
     "classes": 2,
     "steps": 40,
     "warmup": 5,
@@ -189,6 +192,7 @@ def validate(cfg: dict[str, Any]) -> dict[str, Any]:
     _int(cfg, "rate_bits", "--rate", 1_000_000, 10_000_000_000)
     _int(cfg, "buffer_bytes", "--buffer", 4096, 256 * 1024 * 1024)
     _int(cfg, "slice_bytes", "--slice-size", 1024, 1 << 34)
+    _int(cfg, "chunk_bytes", "--chunk-size", CHUNK_MIN, CHUNK_MAX)
     _int(cfg, "classes", "--classes", 2, len(CLASS_DSCP))
     _int(cfg, "steps", "--steps", 1, 100_000)
     _int(cfg, "warmup", "--warmup", 1, 1000)
@@ -356,6 +360,7 @@ def chief_spec(
         "batch_size": cfg["batch_size"],
         "partitioned": mode.partitioned,
         "slice_bytes": cfg["slice_bytes"],
+        "chunk_bytes": cfg["chunk_bytes"],
         "classes_on": mode.classes,
         "classes": cfg["classes"],
         "class_dscp": class_dscp(cfg["classes"]),
@@ -857,6 +862,7 @@ class PairedRun(ModeRun):
             rec["thresholds"] = schedule.get("thresholds")
             rec["classes_used"] = schedule.get("classes_used")
             rec["ordering_available"] = schedule.get("ordering_available")
+            rec["chunk_bytes"] = schedule.get("chunk_bytes")  # None: the data plane has no chunking
             rec["paired"]["switch_changes"] = self.switch_changes
             if name == done.get("search_mode") and done.get("search") is not None:
                 rec["search"] = done["search"]
