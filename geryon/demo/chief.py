@@ -141,7 +141,7 @@ def connect(spec: dict[str, Any]) -> Session:
 
         geryon.tf.load()
         if spec.get("class_dscp"):
-            geryon.tf.set_class_marks(list(spec["class_dscp"]))
+            geryon.tf.set_class_marks(list(spec["class_dscp"]), spec.get("class_priority"))
     shape = tuple(spec["input_shape"])
     batch, num_classes = int(spec["batch_size"]), int(spec.get("num_classes", 10))
     cluster_spec = tf.train.ClusterSpec(spec["cluster"])

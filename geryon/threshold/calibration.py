@@ -159,3 +159,58 @@ def achieved(device: str, model: str) -> Achieved:
         cited = ", ".join(f"{d}/{m}" for d, m in sorted(ACHIEVED))
         raise CalibrationError(f"no cited throughput for device {device!r}, model {model!r}; cited: {cited}")
     return ACHIEVED[key]
+
+
+# --- Compute for the paper's testbed (8 servers, one Tesla K40c each) ------------------------------
+# How each model's compute is set from a cited achieved throughput (PaperCompute below), per "basis":
+# - "k40": TensorFlow's own K40c figure where one exists (AlexNet, alexnet_benchmark.py), else as "k80";
+# - "k80": TensorFlow's benchmarks guide K80 rows for every model.
+# Assumption for using a K80 row on a K40: one GK210 (half a K80 board: 2496 cores, 875 MHz boost on
+# GCE's autoboost) trains as fast as one GK110B K40c (2880 cores, 745-875 MHz). Both are Kepler, same
+# SM design and cuDNN kernels; the K40 has 15% more cores at the same boost clock, so this may
+# understate a K40 by up to 15% (a stated choice, not a measurement: factor K40_PER_GK210 = 1.0).
+# VGG-19 has no row anywhere in TensorFlow's guide: its step is VGG16's times the VGG-19/VGG-16 ratio
+# measured in Justin Johnson's cnn-benchmarks (github.com/jcjohnson/cnn-benchmarks, README, GTX 1080
+# with cuDNN 5, Torch, batch 16, forward + backward: VGG-16 232.55 ms, VGG-19 281.69 ms, ratio 1.211).
+K40_PER_GK210 = 1.0
+VGG19_PER_VGG16 = 281.69 / 232.55
+_CNN_BENCH = "jcjohnson/cnn-benchmarks README (GTX 1080, cuDNN 5): VGG-19 281.69 ms / VGG-16 232.55 ms"
+BASES = ("k40", "k80")
+
+
+@dataclass(frozen=True)
+class PaperCompute:
+    """The achieved training time per image of one model on the paper's K40, and how it was derived."""
+
+    model: str
+    cited: Achieved
+    scale: float  # cited seconds per image x scale = the K40's seconds per image
+    assumption: str
+
+    @property
+    def s_per_image(self) -> float:
+        return self.scale / self.cited.images_per_s
+
+    def step_s(self, batch_size: int) -> float:
+        """One step at `batch_size`, assuming time per image does not depend on the batch (the cited
+        batch is the paper's for ResNet-50 (64) and AlexNet (512) in the K80 rows, not for VGG (32))."""
+        return batch_size * self.s_per_image
+
+
+def paper_compute(model: str, basis: str = "k40") -> PaperCompute:
+    """The K40 compute of `model` (alexnet, vgg19, resnet50, or a model with a K80 row) from cited
+    throughputs; `basis` "k40" takes TensorFlow's K40c AlexNet figure, "k80" the K80 rows only."""
+    if basis not in BASES:
+        raise CalibrationError(f"basis: expected one of {', '.join(BASES)}, got {basis!r}")
+    m = model.lower()
+    if basis == "k40" and ("k40", m) in ACHIEVED:
+        return PaperCompute(m, ACHIEVED[("k40", m)], 1.0, "cited on a K40c")
+    gk210 = "one GK210 of a K80 taken as one K40 (K40_PER_GK210 = 1.0)"
+    if m == "vgg19":
+        return PaperCompute(
+            m,
+            achieved("k80", "vgg16"),
+            VGG19_PER_VGG16 / K40_PER_GK210,
+            f"VGG16 x {VGG19_PER_VGG16:.3f} ({_CNN_BENCH}); {gk210}",
+        )
+    return PaperCompute(m, achieved("k80", m), 1.0 / K40_PER_GK210, gk210)

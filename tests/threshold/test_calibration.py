@@ -16,6 +16,7 @@ from geryon.threshold.calibration import (
     achieved,
     knobs_document,
     load_knobs,
+    paper_compute,
 )
 
 GOOD = {
@@ -90,3 +91,23 @@ def test_cited_throughputs() -> None:
     # No ResNet-50 figure on a K40 is published: asking for one is an error that lists what is cited.
     with pytest.raises(CalibrationError, match="k80/resnet50"):
         achieved("k40", "resnet50")
+
+
+def test_paper_compute_states_its_basis() -> None:
+    # AlexNet: TensorFlow's own K40c figure, unscaled; "k80" takes the K80 row instead.
+    alex = paper_compute("alexnet")
+    assert (alex.cited.device, alex.scale) == ("k40", 1.0)
+    assert alex.step_s(128) == pytest.approx(0.480)
+    assert paper_compute("alexnet", "k80").step_s(512) == pytest.approx(512 / 656.0)
+    # ResNet-50: the K80 row, one GK210 taken as one K40.
+    assert paper_compute("ResNet50").step_s(64) == pytest.approx(64 / 51.9)
+    assert "GK210" in paper_compute("resnet50").assumption
+    # VGG-19: VGG16's row times the cited VGG-19/VGG-16 ratio (281.69 / 232.55 ms).
+    vgg = paper_compute("vgg19")
+    assert vgg.cited.model == "vgg16"
+    assert vgg.step_s(32) == pytest.approx(32 / 35.4 * 281.69 / 232.55)
+    assert "cnn-benchmarks" in vgg.assumption
+    with pytest.raises(CalibrationError, match="basis"):
+        paper_compute("vgg19", "peak")
+    with pytest.raises(CalibrationError, match="cited: "):
+        paper_compute("mobilenet")
