@@ -31,7 +31,9 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib import print_table, write_json  # noqa: E402
+import contextlib
+
+from benchlib import print_table, write_json
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIM = Path(__file__).resolve().parent / "tf_ps_shim"
@@ -39,6 +41,16 @@ DEFAULT_VENDOR = ROOT.parent / "shared" / "vendor" / "tf-ps-tests"
 FILES = ("parameter_server_strategy_v2_test", "cluster_coordinator_test", "fault_tolerance_test")
 LAYERS = ("grpc", "grpc+geryon")
 OUTCOMES = ("pass", "fail", "error", "skip", "timeout", "crash")
+# `--subset fast` (CI, `make tf-ps-tests-fast`): the strategy file whole (a multi-process cluster the
+# coordinator joins as "chief", variables and their partitioning), and the coordinator file's
+# StrategyIntegrationTest (an in-process cluster, datasets and functions scheduled on workers).
+# About 5 min for both layers on a loaded 2-core machine. The rest (ClusterCoordinatorTest's
+# dozens of cluster round trips, fault tolerance's kills and restarts with their waits) runs in
+# `make tf-ps-tests`, nightly-style: it takes far longer than the CI budget.
+FAST: dict[str, list[str] | None] = {
+    "parameter_server_strategy_v2_test": None,
+    "cluster_coordinator_test": ["StrategyIntegrationTest"],
+}
 
 _LIST = """
 import importlib, sys, unittest
@@ -116,10 +128,8 @@ def _read_events(path: Path, offset: int) -> tuple[list[dict[str, Any]], int]:
 
 
 def _kill(proc: subprocess.Popen[bytes]) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
     proc.wait()
 
 
@@ -141,7 +151,10 @@ def run_file(
                 log_file.flush()
                 proc = subprocess.Popen(
                     # absl's parameterized ids carry " (params)"; the command line takes the bare name.
-                    [str(_launcher(Path(tmp), vendor, name)), *dict.fromkeys(t.split(" ", 1)[0] for t in remaining)],
+                    [
+                        str(_launcher(Path(tmp), vendor, name)),
+                        *dict.fromkeys(t.split(" ", 1)[0] for t in remaining),
+                    ],
                     cwd=tmp,
                     env=env_for(layer, events_path),
                     stdout=log_file,
@@ -159,7 +172,9 @@ def run_file(
                         if ev["event"] == "flows":
                             flows.append(ev)
                             continue
-                        test = ev["test"].split(".", 1)[1] if ev["test"].startswith("__main__.") else ev["test"]
+                        test = (
+                            ev["test"].split(".", 1)[1] if ev["test"].startswith("__main__.") else ev["test"]
+                        )
                         now = time.monotonic()
                         if ev["event"] == "start":
                             running, started = test, now
@@ -168,7 +183,11 @@ def run_file(
                             for k in key if isinstance(key, list) else [key]:
                                 results.setdefault(
                                     k,
-                                    {"outcome": ev["event"], "seconds": round(now - started, 1), "detail": ev["detail"]},
+                                    {
+                                        "outcome": ev["event"],
+                                        "seconds": round(now - started, 1),
+                                        "detail": ev["detail"],
+                                    },
                                 )
                             running = None
                         last_progress = now
@@ -219,25 +238,36 @@ def summarize(per_layer: dict[str, dict[str, dict[str, Any]]]) -> dict[str, Any]
         t
         for t, r in grpc.items()
         if r["outcome"] == "pass"
-        and any(per_layer[layer].get(t, {}).get("outcome") != "pass" for layer in per_layer if layer != "grpc")
+        and any(
+            per_layer[layer].get(t, {}).get("outcome") != "pass" for layer in per_layer if layer != "grpc"
+        )
     )
     return {"counts": counts, "pass_on_grpc_not_on_others": regressions}
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--vendor", help=f"folder of TF's test files (default {DEFAULT_VENDOR})")
     parser.add_argument("--files", nargs="+", default=list(FILES), choices=FILES)
     parser.add_argument("--layers", nargs="+", default=list(LAYERS), choices=LAYERS)
     parser.add_argument("--tests", nargs="+", help="only these Class.test ids (or Class prefixes)")
-    parser.add_argument("--timeout", type=float, default=240.0, help="seconds one test may take (default 240)")
+    parser.add_argument(
+        "--subset", choices=["fast"], help="the CI subset (see FAST); replaces --files/--tests"
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=240.0, help="seconds one test may take (default 240)"
+    )
     parser.add_argument("--out", default=str(ROOT / "out" / "bench" / "tf_ps_tests.json"))
     args = parser.parse_args(argv)
     if args.timeout <= 0:
         parser.error(f"--timeout must be > 0 seconds, got {args.timeout}")
     vendor = vendor_dir(args.vendor)
     if not vendor.is_dir():
-        print(f"TensorFlow's PS tests are not at {vendor} (set --vendor or GERYON_TF_PS_TESTS)", file=sys.stderr)
+        print(
+            f"TensorFlow's PS tests are not at {vendor} (set --vendor or GERYON_TF_PS_TESTS)", file=sys.stderr
+        )
         return 2
     if "grpc+geryon" in args.layers:
         sys.path.insert(0, str(ROOT))
@@ -250,10 +280,14 @@ def main(argv: list[str] | None = None) -> int:
     log.write_bytes(b"")
     report: dict[str, Any] = {"vendor": str(vendor), "timeout_s": args.timeout, "files": {}}
     rows = []
-    for name in args.files:
+    selection: dict[str, list[str] | None] = (
+        dict(FAST) if args.subset == "fast" else dict.fromkeys(args.files, args.tests)
+    )
+    report["selection"] = selection
+    for name, prefixes in selection.items():
         tests = list_tests(vendor, name)
-        if args.tests:
-            tests = [t for t in tests if any(t == p or t.startswith(p + ".") or t.startswith(p) for p in args.tests)]
+        if prefixes:
+            tests = [t for t in tests if any(t.startswith(p) for p in prefixes)]
         per_layer: dict[str, dict[str, dict[str, Any]]] = {}
         for layer in args.layers:
             start = time.monotonic()
