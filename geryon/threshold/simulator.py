@@ -26,9 +26,10 @@ or changes level, which keeps the event count near two per transfer:
 - hybrid (Geryon with urgency order inside a class, issue 14): one connection per pair and class, as
   network; each connection sends its most urgent pending transfer in chunks of `chunk_bytes`, and a more
   urgent one that becomes ready takes over at the next chunk boundary (the preempted one keeps the bytes
-  it has left). The sender's NIC serves its connections most urgent first (the data plane orders every
-  pending response of the host, so classes go in priority order too); switch ports serve classes in
-  strict priority and share fairly inside a class.
+  it has left). Pushes go in the same urgency order, or with `push_order="arrival"` in the order they
+  became ready, without preemption. The data plane orders inside each connection only
+  (native/rendezvous: one socket per consumer, producer and class), so every port, the sender's NIC
+  too, serves classes in strict priority and shares fairly among the connections of a class.
 - ideal: one connection per pair sending its most urgent pending transfer (urgency, then layer; a
   more urgent arrival preempts); every port serves the most urgent transfer first. This is a perfect
   global priority order, not an optimal schedule: it can lose to end-host where the urgent-first
@@ -83,10 +84,12 @@ from geryon.threshold.profile import Profile
 from geryon.threshold.simknobs import (
     CHUNK_BYTES,
     ENDHOST_GAP_S,
+    PUSH_ORDERS,
     Background,
     PsCosts,
     check_chunk,
     check_inflight,
+    check_push_order,
     check_seconds,
 )
 from geryon.threshold.trace import Span, chrome_trace
@@ -134,6 +137,7 @@ class SimResult:
     inflight: float | None = None
     seed: int = 0
     ps_costs: PsCosts = field(default_factory=PsCosts)
+    push_order: str = PUSH_ORDERS[0]
     background: tuple[Background, ...] = ()
     # trace=True: compute spans (args: iteration, layer, worker) and transfer spans (args: iteration,
     # bytes, class, layer, param, worker: the worker end of the pull or push, an index).
@@ -170,6 +174,7 @@ class SimResult:
             "inflight": self.inflight,
             "seed": self.seed,
             "ps_costs": self.ps_costs.to_dict(),
+            "push_order": self.push_order,
             "background": [b.to_dict() for b in self.background],
         }
 
@@ -203,6 +208,7 @@ def simulate(
     ps_costs: PsCosts | None = None,
     background: Sequence[Background] = (),
     cohost_fast: bool = False,
+    push_order: str = PUSH_ORDERS[0],
 ) -> SimResult:
     """Simulates `iterations` BSP iterations of `profile` on the cluster; see the module docstring.
 
@@ -217,7 +223,8 @@ def simulate(
     `_Replay._cohost_fast_hosts`): seconds for a thousand hosts, an approximation of the exact path.
     `chunk_bytes` is hybrid's preemption unit, `endhost_gap_s` end-host's per-transfer cost, `inflight`
     the TF channel window of fifo and network (None: all pending transfers share), `seed` its random
-    order; `ps_costs` and `background` as in the module docstring.
+    order; `ps_costs` and `background` as in the module docstring; `push_order` hybrid's ranking of
+    pushes ("urgency" or "arrival", see `geryon.threshold.simknobs`).
     Raises ValueError naming the argument when one is out of range.
     """
     if not isinstance(profile, Profile):
@@ -252,6 +259,7 @@ def simulate(
     chunk_bytes = check_chunk(chunk_bytes)
     endhost_gap_s = check_seconds(endhost_gap_s, "endhost_gap_s")
     inflight = check_inflight(inflight)
+    push_order = check_push_order(push_order)
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise ValueError(f"seed: expected an integer, got {seed!r}")
     if ps_costs is None:
@@ -278,7 +286,7 @@ def simulate(
         partition,
         interleave,
         colocate,
-        _Knobs(chunk_bytes, endhost_gap_s, inflight, seed, ps_costs, background, cohost_fast),
+        _Knobs(chunk_bytes, endhost_gap_s, inflight, seed, ps_costs, background, cohost_fast, push_order),
     )
     replay.run()
     wall = time.perf_counter() - start
@@ -306,6 +314,7 @@ class _Knobs:
     ps_costs: PsCosts
     background: tuple[Background, ...]
     cohost_fast: bool = False
+    push_order: str = PUSH_ORDERS[0]
 
 
 class _Flow:
@@ -509,6 +518,8 @@ class _Replay:
         self.ready_seq = 0
         self.preempt = mode in ("ideal", "hybrid")
         self.chunk = float(knobs.chunk_bytes) if mode == "hybrid" else None
+        # hybrid with push_order="arrival": push connections send in ready order and never preempt.
+        self.push_arrival = mode == "hybrid" and knobs.push_order == "arrival"
         self.gap = knobs.endhost_gap_s if mode == "end-host" else 0.0
         self.inflight = knobs.inflight if self.shared else None
         self.rng = random.Random(knobs.seed)
@@ -819,12 +830,10 @@ class _Replay:
         mode = self.mode
         if mode == "fifo":
             return None, None
-        if mode == "network":
+        if mode in ("network", "hybrid"):
+            # hybrid orders by urgency inside a connection only (the data plane's per-socket queue);
+            # the host's qdisc and the switch see the class.
             return self.s_cls[j], self.s_cls[j]
-        if mode == "hybrid":
-            # The host's data plane sends its most urgent pending chunk first, whatever the connection
-            # (which also serves classes in priority order); the switch knows only the class.
-            return self.s_rank[j], self.s_cls[j]
         if mode == "ideal":
             return self.s_rank[j], self.s_rank[j]
         return self.s_rank[j], None  # end-host: only the sender orders by urgency
@@ -913,6 +922,9 @@ class _Replay:
                 return
             self._activate(flow, j, t)
             self._set_head(flow, j, it, t, self.s_bytes[j])
+            return
+        if self.push_arrival and flow.side == PUSH:
+            heapq.heappush(flow.queue, (self._ready(), j, it))
             return
         head_j, head_it = flow.head
         if self.chunk is not None and self.s_rank[j] < self.s_rank[head_j]:
@@ -1064,5 +1076,6 @@ class _Replay:
             seed=self.knobs.seed,
             ps_costs=self.knobs.ps_costs,
             background=self.knobs.background,
+            push_order=self.knobs.push_order,
             spans=tuple(self.spans) if self.trace else None,
         )
