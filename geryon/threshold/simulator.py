@@ -98,6 +98,8 @@ MODES = ("fifo", "end-host", "network", "hybrid", "ideal")
 
 PULL, PUSH = 0, 1
 _FLOW_DONE, _COMPUTE_DONE, _RESUME, _UPDATED, _READY = 0, 1, 2, 3, 4
+# _quiet_rate's headroom: a port this close to full counts as full (the allocation's own SATURATED is 1e-12).
+_QUIET_MARGIN = 1e-9
 
 
 @dataclass(frozen=True)
@@ -395,6 +397,8 @@ class _Flow:
 
 
 class _Replay:
+    quiet_gaps = True  # False: re-allocate at every end-host gap (the old path, for the equality tests)
+
     def __init__(
         self,
         profile: Profile,
@@ -548,6 +552,8 @@ class _Replay:
         # meet on separate hosts (PS NIC -> worker port, worker NIC -> PS port); colocated, they do.
         self.active: tuple[dict[_Flow, None], dict[_Flow, None]] = ({}, {})
         self.dirty = [False, False]
+        # The active flows through each port (filled as flows come and go; see _quiet_rate).
+        self.port_flows: dict[int, dict[_Flow, None]] = {}
         self._add_background(knobs.background, len(thresholds) + 1 if per_class else None, len(keys), cap)
         self.saved: dict[tuple[int, int, int, int, int], float] = {}  # preempted transfers' bytes left
 
@@ -639,7 +645,7 @@ class _Replay:
 
     def run(self) -> None:
         for flow in self.bg_flows:
-            self.active[flow.group][flow] = None
+            self._join(flow)
             self.dirty[flow.group] = True
         self._release_pulls(self.by_rank, 0, 0.0)
         for wk in range(self.sim_workers):
@@ -647,6 +653,7 @@ class _Replay:
         self._settle(0.0)
         heap = self.heap
         dirty = self.dirty
+        t = 0.0
         while heap:
             t, _, kind, what, version = heapq.heappop(heap)
             if kind == _COMPUTE_DONE:
@@ -664,6 +671,8 @@ class _Replay:
             # Everything that happens at t first, then one re-allocation per group.
             if (dirty[0] or dirty[1]) and (not heap or heap[0][0] != t):
                 self._settle(t)
+        for flow in self.bg_flows:
+            self._advance(flow, t)  # background bytes up to the last event, however few re-allocations
         unfinished = [i for i in range(self.iterations) if self.agg_left[i] or self.bwd_left[i]]
         if unfinished:
             raise RuntimeError(f"simulator stalled before iteration {unfinished[0]} finished (a bug)")
@@ -757,7 +766,12 @@ class _Replay:
                 return
             if self.gap > 0:
                 flow.head = None
-                self._idle(flow)
+                if self._quiet_rate(flow, flow.level_up, flow.level_down) is None:
+                    self._idle(flow)
+                else:  # its leaving changes no other rate: no re-allocation (see _quiet_rate)
+                    flow.rate = 0.0
+                    flow.version += 1
+                    self._leave(flow)
                 if flow.queue:
                     self._pause(flow, t)
             else:
@@ -843,15 +857,66 @@ class _Replay:
         flow.last_t = t
         flow.stale = True
         flow.level_up, flow.level_down = self._levels(flow, j)
-        self.active[flow.group][flow] = None
+        self._join(flow)
         self.dirty[flow.group] = True
 
     def _idle(self, flow: _Flow) -> None:
         flow.rate = 0.0
         flow.served = 0.0
         flow.version += 1
-        del self.active[flow.group][flow]
+        self._leave(flow)
         self.dirty[flow.group] = True
+
+    def _join(self, flow: _Flow) -> None:
+        self.active[flow.group][flow] = None
+        pf = self.port_flows
+        pf.setdefault(flow.up, {})[flow] = None
+        pf.setdefault(flow.down, {})[flow] = None
+
+    def _leave(self, flow: _Flow) -> None:
+        del self.active[flow.group][flow]
+        del self.port_flows[flow.up][flow]
+        del self.port_flows[flow.down][flow]
+
+    def _quiet_rate(self, flow: _Flow, level_up: int | None, level_down: int | None) -> float | None:
+        """end-host's gap: the flow's rate if it can join (or leave) the allocation without changing
+        any other flow's rate, else None (then the group is re-allocated). Exact, not an approximation.
+
+        Progressive filling freezes a flow when one of its ports saturates. Say the flow is alone on
+        port a and its other port b stays below capacity with it: then a is its bottleneck (its rate is
+        a's capacity) and b limits no one, so its coming or going moves no other flow's limit. The one
+        other way it acts on others is priority at b: flows of a less urgent level there wait until it
+        is frozen; that timing changes nothing for a flow alone on its own other port (b never fills,
+        so it ends at that port's capacity whenever it starts), so each such flow must be alone there.
+        In a symmetric cluster with more workers than PSes every PS port is one representative
+        flow's, which is the common case: each end-host transfer then costs one allocation, not two."""
+        if not self.quiet_gaps or self.fast or self.dirty[flow.group]:
+            return None  # fast: weighted ports; dirty: the rates are about to change anyway
+        pf = self.port_flows
+        up, down = flow.up, flow.down
+        alone_up = not any(g is not flow for g in pf.get(up, ()))
+        alone_down = not any(g is not flow for g in pf.get(down, ()))
+        cap = self.capacity
+        if alone_up and alone_down:
+            return min(cap[up], cap[down])
+        if alone_up:
+            a, b, level = up, down, level_down
+        elif alone_down:
+            a, b, level = down, up, level_up
+        else:
+            return None
+        rate = cap[a]
+        used = rate
+        for g in pf[b]:
+            if g is flow:
+                continue
+            used += g.rate
+            g_level, g_other = (g.level_up, g.down) if g.up == b else (g.level_down, g.up)
+            if level is not None and g_level is not None and g_level > level and len(pf[g_other]) != 1:
+                return None
+        if used > cap[b] * (1 - _QUIET_MARGIN):
+            return None
+        return rate
 
     def _note_start(self, flow: _Flow, key: tuple[int, int], t: float) -> None:
         if self.trace:
@@ -892,7 +957,16 @@ class _Replay:
     def _resume(self, flow: _Flow, t: float) -> None:
         flow.paused = False
         _, j, it = heapq.heappop(flow.queue)
-        self._activate(flow, j, t)
+        levels = self._levels(flow, j)
+        rate = self._quiet_rate(flow, *levels)
+        if rate is None:
+            self._activate(flow, j, t)
+        else:  # its joining changes no other rate: it takes its own at once (see _quiet_rate)
+            flow.level_up, flow.level_down = levels
+            flow.rate = rate
+            flow.last_t = t
+            flow.stale = False
+            self._join(flow)
         left = self.saved.pop((flow.side, flow.src, flow.dst, j, it), self.s_bytes[j])
         self._set_head(flow, j, it, t, left)
 

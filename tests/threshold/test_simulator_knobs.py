@@ -137,6 +137,58 @@ def test_end_host_waits_its_gap_before_every_transfer_hand_computed():
         )
 
 
+GAP_SETTINGS = [
+    dict(workers=16, num_ps=4),  # representative, more workers than PSes: the quiet case
+    dict(workers=16, num_ps=4, slice_bytes=64 << 10, barrier=True),
+    dict(workers=2, num_ps=4),  # the worker's ports fill: every gap re-allocates
+    dict(workers=4, num_ps=2, symmetric=False),
+    dict(workers=4, num_ps=3, colocate=True),
+    dict(workers=8, num_ps=2, partition=False),
+    dict(workers=8, num_ps=2, background=(Background(3e8, hosts="all", direction="both"),)),
+]
+
+
+@pytest.mark.parametrize("setting", GAP_SETTINGS)
+def test_end_host_gaps_without_reallocation_match_the_full_path(monkeypatch, setting):
+    # A transfer's gap leaves the allocation alone where its coming and going moves no other rate
+    # (_Replay._quiet_rate); the result must equal re-allocating at every gap, span by span.
+    import geryon.threshold.simulator as sim
+
+    p = synthetic(
+        [300_000, 40_000, 2_500_000, 800_000, 120_000],
+        [2e-3, 1e-3, 4e-3, 1e-3, 5e-4],
+        [3e-3, 2e-3, 6e-3, 2e-3, 1e-3],
+    )
+    kw = dict(bandwidth_bps=1e9, mode="end-host", iterations=3, trace=True, endhost_gap_s=2e-4, **setting)
+    calls = {"n": 0}
+    allocate = sim.allocate
+
+    def counted(*args, **kwargs):
+        calls["n"] += 1
+        return allocate(*args, **kwargs)
+
+    monkeypatch.setattr(sim, "allocate", counted)
+    runs = []
+    for quiet in (False, True):
+        monkeypatch.setattr(sim._Replay, "quiet_gaps", quiet)
+        calls["n"] = 0
+        runs.append((simulate(p, **kw), calls["n"]))
+    (full, full_calls), (quiet_run, quiet_calls) = runs
+    assert quiet_run.iteration_ends == pytest.approx(full.iteration_ends, rel=1e-9)
+    assert quiet_run.link_bytes == pytest.approx(full.link_bytes, rel=1e-9)
+
+    def key(s):
+        return (s.host, s.track, s.name, s.args["iteration"])
+
+    a, b = sorted(full.spans, key=key), sorted(quiet_run.spans, key=key)
+    assert [key(s) for s in a] == [key(s) for s in b]
+    assert [s.start_s for s in b] == pytest.approx([s.start_s for s in a], rel=1e-9)
+    assert [s.end_s for s in b] == pytest.approx([s.end_s for s in a], rel=1e-9)
+    assert quiet_calls <= full_calls
+    if setting == GAP_SETTINGS[0]:
+        assert quiet_calls < full_calls / 10  # the case it is for: PS ports are one flow's each
+
+
 def test_smaller_slices_cost_end_host_more():
     p = synthetic([4_000_000, 4_000_000], [1e-3, 1e-3], [1e-3, 1e-3])
     kw = dict(workers=2, num_ps=2, bandwidth_bps=1e10, mode="end-host")
