@@ -12,6 +12,7 @@ protocols see the same machine load. Rows (medians over repeats):
   class lookup    ns per ClassForEdge call (annotated and plain edge names), in-process
 Target (issue 4): grpc+geryon at least as fast as grpc. Writes JSON (default out/bench/rendezvous.json).
 With --device: tensors in accelerator memory vs host memory instead (see bench_device_tensors.py).
+With --order: urgency vs arrival order inside one class (issue 14; see bench_rendezvous_order.py).
 """
 
 from __future__ import annotations
@@ -169,9 +170,21 @@ def main() -> int:
         action="store_true",
         help="device tensors: pulls into / pushes from GERYONTEST memory vs host (bench_device_tensors.py)",
     )
+    parser.add_argument(
+        "--order",
+        action="store_true",
+        help="order inside a class: 64 mixed tensors, urgency vs arrival (bench_rendezvous_order.py)",
+    )
+    parser.add_argument("--runs", type=int, default=3, help="--order: runs (fresh processes each)")
     args = parser.parse_args()
     if args.repeats < 1:
         parser.error("--repeats must be >= 1")
+    if args.runs < 1:
+        parser.error("--runs must be >= 1")
+    if args.order:
+        from bench_rendezvous_order import run as run_order
+
+        return run_order(args.repeats, args.runs, args.out or "out/bench/rendezvous_order.json")
     if args.device:
         from bench_device_tensors import run
 

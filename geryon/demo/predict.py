@@ -95,7 +95,7 @@ from geryon.demo.timeline import arrivals
 from geryon.progress import Progress
 from geryon.tagger.map_table import default_thresholds
 from geryon.threshold.profile import Profile
-from geryon.threshold.simknobs import PS_COST_KEYS, PsCosts
+from geryon.threshold.simknobs import PS_COST_KEYS, Background, PsCosts
 from geryon.threshold.simulator import simulate
 from geryon.threshold.trace import write_chrome_trace
 
@@ -144,7 +144,7 @@ def predict(
     modes: dict[str, Any] = {}
     for mode, m in summary["modes"].items():
         setting = sim_setting(mode, [r for r in runs if r.get("mode") == mode], m["thresholds"], config)
-        sim = simulate(profile, iterations=ITERATIONS, ps_costs=ps_costs, **setting)
+        sim = simulate(profile, iterations=ITERATIONS, ps_costs=ps_costs, **sim_args(setting))
         measured = m["median_step_s"]
         predicted = sim.iteration_s + step_fixed
         modes[mode] = {
@@ -231,7 +231,17 @@ def sim_setting(
         "interleave": not geryon,
         "barrier": True,
         "colocate": False,
+        # The run's background stream toward every worker's port (runner.background), in bits/s.
+        "background_bps": float(config.get("background_bits") or 0),
     }
+
+
+def sim_args(setting: Mapping[str, Any]) -> dict[str, Any]:
+    """simulate()'s keyword arguments from a sim_setting (which stays JSON: background as bits/s)."""
+    args = {k: v for k, v in setting.items() if k != "background_bps"}
+    bps = setting.get("background_bps") or 0
+    args["background"] = (Background(bps, "workers", "in"),) if bps > 0 else ()
+    return args
 
 
 HYBRID = "hybrid"  # the simulator's mode for issue 14's Geryon (added beside fifo/end-host/network)
@@ -266,7 +276,13 @@ def sim_note(mode: str, runs: list[Mapping[str, Any]]) -> str | None:
     return None
 
 
-TIMELINE_MODES = {"ps": "P+S (fair sharing)", "geryon": "Geryon (priority classes)"}
+# P+S, then the paper's Geryon beside Geryon: the same classes, so the panels differ in the order
+# inside a class (arrival against urgency; issue 14).
+TIMELINE_MODES = {
+    "ps": "P+S (fair sharing)",
+    "paper": "paper's Geryon (FIFO in a class)",
+    "geryon": "Geryon (urgency in a class)",
+}
 
 
 def arrival_timeline(
@@ -292,8 +308,8 @@ def arrival_timeline(
     out: dict[str, Any] = {"iteration": ITERATIONS - 1, "worker": 0, "modes": {}}
     for mode, label in TIMELINE_MODES.items():
         mode_runs = [r for r in runs if r.get("mode") == mode]
-        setting = sim_setting(mode, mode_runs, thresholds if mode == "geryon" else None, config)
-        sim = simulate(profile, iterations=ITERATIONS, trace=True, ps_costs=ps_costs, **setting)
+        setting = sim_setting(mode, mode_runs, thresholds if mode in ("geryon", "paper") else None, config)
+        sim = simulate(profile, iterations=ITERATIONS, trace=True, ps_costs=ps_costs, **sim_args(setting))
         assert sim.spans is not None
         out["modes"][mode] = {
             "label": label,
@@ -524,7 +540,17 @@ def _config(result: Mapping[str, Any]) -> dict[str, Any]:
         "threads": threads
         if isinstance(threads, int) and not isinstance(threads, bool) and threads >= 1
         else None,
+        "background_bits": _background_bits(config.get("background_bits")),
     }
+
+
+def _background_bits(value: Any) -> float:
+    """The result's background rate (absent or None in results from before it existed: none)."""
+    if value is None:
+        return 0.0
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
+        raise PredictError(f"config.background_bits: expected bits/s >= 0, got {value!r}")
+    return float(value)
 
 
 # --- the child process -------------------------------------------------------------------------------

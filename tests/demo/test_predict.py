@@ -95,7 +95,7 @@ def test_predicts_every_mode_from_a_profile_measured_here_then_cached(tmp_path: 
     # The arrival timeline: P+S and Geryon at the threshold the geryon runs chose, one row per parameter
     # in consumption order, and Geryon's simulated run as a Chrome trace.
     timeline = p["timeline"]
-    assert list(timeline["modes"]) == ["ps", "geryon"] and timeline["trace"] == str(trace)
+    assert list(timeline["modes"]) == ["ps", "paper", "geryon"] and timeline["trace"] == str(trace)
     geryon = timeline["modes"]["geryon"]
     assert geryon["thresholds"] == [0.5] and geryon["simulated"]["mode"] == "network"
     assert geryon["iteration_s"] == pytest.approx(p["modes"]["geryon"]["predicted_s"])
