@@ -71,6 +71,7 @@ class _Events(threading.Thread):
         self.times: list[float] = []
         self.error: str | None = None
         self.first = threading.Event()
+        self.stopping = False
 
     def run(self) -> None:
         for line in self.proc.stdout:
@@ -80,7 +81,7 @@ class _Events(threading.Thread):
             if event.get("event") == "step":
                 self.times.append(float(event["seconds"]))
                 self.first.set()
-            elif event.get("event") == "error":
+            elif event.get("event") == "error" and not self.stopping:
                 self.error = str(event.get("error"))
                 self.first.set()
         self.first.set()  # the chief ended (killed, or failed)
@@ -172,8 +173,11 @@ def second_job(tb: Any, cfg: dict[str, Any], log_dir: Path, progress: Any) -> It
         )
         yield record
     finally:
-        for proc in procs.values():
-            runner.stop(proc)
+        if events is not None:
+            events.stopping = True  # what the chief says while its cluster goes down is not its error
+        # The chief first: with its tasks gone first it reports them unavailable.
+        for host in sorted(procs, key=lambda h: h != "chief"):
+            runner.stop(procs[host])
         if events is not None:
             events.join(timeout=10)
             times = events.times[1:]  # the first round builds the graph
