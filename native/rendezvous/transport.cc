@@ -749,9 +749,14 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
   // or failed to allocate) is read and dropped; one out of sequence breaks the flow (TCP keeps a
   // connection's bytes in order, so that is a broken peer).
   bool ReadChunk(std::string* error) {
+    // The rest of the chunk's header in one read (one recv per chunk instead of three).
+    char head[20];
+    if (!ReadFull(fd_, head, sizeof(head), error)) return false;
     uint64_t id, offset;
     uint32_t len;
-    if (!Get(fd_, &id, error) || !Get(fd_, &offset, error) || !Get(fd_, &len, error)) return false;
+    std::memcpy(&id, head, 8);
+    std::memcpy(&offset, head + 8, 8);
+    std::memcpy(&len, head + 16, 4);
     if (len == 0 || len > static_cast<uint64_t>(kMaxChunkBytes)) {
       *error = absl::StrCat("malformed chunk frame (", len, " bytes)");
       return false;
