@@ -29,7 +29,8 @@ or changes level, which keeps the event count near two per transfer:
   it has left). Pushes go in the same urgency order, or with `push_order="arrival"` in the order they
   became ready, without preemption. The data plane orders inside each connection only
   (native/rendezvous: one socket per consumer, producer and class), so every port, the sender's NIC
-  too, serves classes in strict priority and shares fairly among the connections of a class.
+  too, serves classes in strict priority and shares fairly among the connections of a class; with
+  `sender_order="host"` the sender's NIC serves its most urgent chunk of any connection first.
 - ideal: one connection per pair sending its most urgent pending transfer (urgency, then layer; a
   more urgent arrival preempts); every port serves the most urgent transfer first. This is a perfect
   global priority order, not an optimal schedule: it can lose to end-host where the urgent-first
@@ -85,12 +86,14 @@ from geryon.threshold.simknobs import (
     CHUNK_BYTES,
     ENDHOST_GAP_S,
     PUSH_ORDERS,
+    SENDER_ORDERS,
     Background,
     PsCosts,
     check_chunk,
     check_inflight,
     check_push_order,
     check_seconds,
+    check_sender_order,
 )
 from geryon.threshold.trace import Span, chrome_trace
 
@@ -140,6 +143,7 @@ class SimResult:
     seed: int = 0
     ps_costs: PsCosts = field(default_factory=PsCosts)
     push_order: str = PUSH_ORDERS[0]
+    sender_order: str = SENDER_ORDERS[0]
     background: tuple[Background, ...] = ()
     # trace=True: compute spans (args: iteration, layer, worker) and transfer spans (args: iteration,
     # bytes, class, layer, param, worker: the worker end of the pull or push, an index).
@@ -177,6 +181,7 @@ class SimResult:
             "seed": self.seed,
             "ps_costs": self.ps_costs.to_dict(),
             "push_order": self.push_order,
+            "sender_order": self.sender_order,
             "background": [b.to_dict() for b in self.background],
         }
 
@@ -211,6 +216,7 @@ def simulate(
     background: Sequence[Background] = (),
     cohost_fast: bool = False,
     push_order: str = PUSH_ORDERS[0],
+    sender_order: str = SENDER_ORDERS[0],
 ) -> SimResult:
     """Simulates `iterations` BSP iterations of `profile` on the cluster; see the module docstring.
 
@@ -226,7 +232,8 @@ def simulate(
     `chunk_bytes` is hybrid's preemption unit, `endhost_gap_s` end-host's per-transfer cost, `inflight`
     the TF channel window of fifo and network (None: all pending transfers share), `seed` its random
     order; `ps_costs` and `background` as in the module docstring; `push_order` hybrid's ranking of
-    pushes ("urgency" or "arrival", see `geryon.threshold.simknobs`).
+    pushes ("urgency" or "arrival") and `sender_order` where its urgency order holds ("connection" or
+    "host"), see `geryon.threshold.simknobs`.
     Raises ValueError naming the argument when one is out of range.
     """
     if not isinstance(profile, Profile):
@@ -262,6 +269,7 @@ def simulate(
     endhost_gap_s = check_seconds(endhost_gap_s, "endhost_gap_s")
     inflight = check_inflight(inflight)
     push_order = check_push_order(push_order)
+    sender_order = check_sender_order(sender_order)
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise ValueError(f"seed: expected an integer, got {seed!r}")
     if ps_costs is None:
@@ -288,7 +296,17 @@ def simulate(
         partition,
         interleave,
         colocate,
-        _Knobs(chunk_bytes, endhost_gap_s, inflight, seed, ps_costs, background, cohost_fast, push_order),
+        _Knobs(
+            chunk_bytes,
+            endhost_gap_s,
+            inflight,
+            seed,
+            ps_costs,
+            background,
+            cohost_fast,
+            push_order,
+            sender_order,
+        ),
     )
     replay.run()
     wall = time.perf_counter() - start
@@ -317,6 +335,7 @@ class _Knobs:
     background: tuple[Background, ...]
     cohost_fast: bool = False
     push_order: str = PUSH_ORDERS[0]
+    sender_order: str = SENDER_ORDERS[0]
 
 
 class _Flow:
@@ -524,6 +543,7 @@ class _Replay:
         self.chunk = float(knobs.chunk_bytes) if mode == "hybrid" else None
         # hybrid with push_order="arrival": push connections send in ready order and never preempt.
         self.push_arrival = mode == "hybrid" and knobs.push_order == "arrival"
+        self.host_order = mode == "hybrid" and knobs.sender_order == "host"
         self.gap = knobs.endhost_gap_s if mode == "end-host" else 0.0
         self.inflight = knobs.inflight if self.shared else None
         self.rng = random.Random(knobs.seed)
@@ -845,6 +865,10 @@ class _Replay:
         if mode == "fifo":
             return None, None
         if mode in ("network", "hybrid"):
+            if self.host_order and not (self.push_arrival and flow.side == PUSH):
+                # A send scheduler per host: its most urgent chunk first, whatever the connection
+                # (which also serves classes in priority order); the switch knows only the class.
+                return self.s_rank[j], self.s_cls[j]
             # hybrid orders by urgency inside a connection only (the data plane's per-socket queue);
             # the host's qdisc and the switch see the class.
             return self.s_cls[j], self.s_cls[j]
@@ -1151,5 +1175,6 @@ class _Replay:
             ps_costs=self.knobs.ps_costs,
             background=self.knobs.background,
             push_order=self.knobs.push_order,
+            sender_order=self.knobs.sender_order,
             spans=tuple(self.spans) if self.trace else None,
         )

@@ -70,6 +70,13 @@ def test_hybrid_orders_inside_a_connection_only_and_connections_of_a_class_share
     r = simulate(p, mode="hybrid", trace=True, chunk_bytes=4096, **kw)
     assert push_end(r, 0) == pytest.approx(59.248)
     assert push_end(r, 1) == pytest.approx(91.112)
+    assert r.sender_order == "connection"
+    # A send scheduler per host (sender_order="host") gives the NIC to the most urgent connection:
+    # layer 0's push takes the whole link at 51.056, ends at 55.152.
+    host = simulate(p, mode="hybrid", trace=True, chunk_bytes=4096, sender_order="host", **kw)
+    assert push_end(host, 0) == pytest.approx(55.152)
+    assert push_end(host, 1) == pytest.approx(91.112)
+    assert host.to_dict()["sender_order"] == "host"
 
 
 def test_hybrid_keeps_strict_priority_between_classes_like_network():
@@ -83,8 +90,13 @@ def test_hybrid_keeps_strict_priority_between_classes_like_network():
     assert push_end(network, 0) == pytest.approx(55.152)
 
 
-@pytest.mark.parametrize("push_order", ["urgency", "arrival"])
-def test_hybrid_is_never_slower_than_network_without_interleaving_and_bounded_by_ideal(push_order):
+@pytest.mark.parametrize(
+    ("push_order", "sender_order"),
+    [("urgency", "connection"), ("arrival", "connection"), ("urgency", "host"), ("arrival", "host")],
+)
+def test_hybrid_is_never_slower_than_network_without_interleaving_and_bounded_by_ideal(
+    push_order, sender_order
+):
     rng = random.Random(11)
     for _ in range(30):
         n = rng.randint(2, 6)
@@ -102,7 +114,7 @@ def test_hybrid_is_never_slower_than_network_without_interleaving_and_bounded_by
             barrier=True,
             iterations=2,
         )
-        hybrid = simulate(p, mode="hybrid", push_order=push_order, **kw)
+        hybrid = simulate(p, mode="hybrid", push_order=push_order, sender_order=sender_order, **kw)
         n_, c = hybrid.comm_s, hybrid.compute_s
         assert max(n_, c) * (1 - 1e-9) <= hybrid.first_iteration_s <= (n_ + c) * (1 + 1e-9)
         assert max(n_, c) * (1 - 1e-9) <= hybrid.iteration_s <= (n_ + c) * (1 + 1e-9)
@@ -358,6 +370,7 @@ OK = dict(workers=2, num_ps=2, bandwidth_bps=1e9, mode="hybrid")
         ({"inflight": 0.5}, "inflight: expected None or a number of transfers >= 1"),
         ({"seed": "x"}, "seed: expected an integer"),
         ({"push_order": "lifo"}, "push_order: unknown push order 'lifo'; allowed: urgency, arrival"),
+        ({"sender_order": "nic"}, "sender_order: unknown sender order 'nic'; allowed: connection, host"),
         ({"ps_costs": {"per_message_s": 1}}, "ps_costs: expected a PsCosts"),
         ({"background": ["5gbit"]}, "background: expected Background entries"),
     ],
