@@ -33,9 +33,17 @@ Writes the demo results (each run's demo.json with its charts, timeline.png and 
 under <out without .json>/ and the tables' rows as JSON to --out (default out/bench/e2e.json); each
 sweep also gets a chart beside it, images/s per mode for every point: <out stem>-fig8-9.png and
 <out stem>-table-iv.png. --quick starts from `geryon demo --quick`'s settings (tiny model,
-few steps) for a smoke run. --background RATE adds a paced bulk stream (DSCP 8, from a host of its
-own) toward every worker's switch port for the whole run (issue 14 item 5: traffic no end-host
-scheduler can order against). Bad flags exit 2 naming the flag.
+few steps) for a smoke run. --background RATE|none sets the paced bulk stream (DSCP 8, from a host
+of its own) toward every worker's switch port for the whole run (issue 14 item 5: traffic no end-host
+scheduler can order against; the runner's default is half the link rate). --second-job MODEL[:BATCH]
+runs a second training job on the same hosts and links during every mode (its own PS in ps0's host
+and a worker in every worker's host, DSCP 10; geryon.demo.secondjob); with --modes
+geryon,paper,endhost the targets run is the paired cluster alone, e.g.
+
+    bench_e2e.py --modes geryon,paper,endhost --second-job vggmini:16 --background none --steps 10
+
+measures geryon's classes against the other job's traffic, 5 alternations, in about 10 minutes.
+Bad flags exit 2 naming the flag.
 """
 
 from __future__ import annotations
@@ -83,6 +91,15 @@ def _rate(flag: str) -> Callable[[str], int]:
     return parse
 
 
+def _background(flag: str) -> Callable[[str], int]:
+    rate = _rate(flag)
+
+    def parse(text: str) -> int:
+        return 0 if text.strip().lower() in ("none", "0") else rate(text)
+
+    return parse
+
+
 def _size(flag: str) -> Callable[[str], int]:
     def parse(text: str) -> int:
         try:
@@ -125,6 +142,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--ps", type=_positive_int("--ps"), default=None)
     ap.add_argument("--slice-size", type=_size("--slice-size"), default=None)
     ap.add_argument("--buffer", type=_size("--buffer"), default=None)
+    ap.add_argument(
+        "--chunk-size", type=_size("--chunk-size"), default=None, help="data plane chunk (runner's: 256KiB)"
+    )
     ap.add_argument("--search", default=None, help="sweep|guided|bayes|fixed:T (runner's default: sweep)")
     ap.add_argument(
         "--settle",
@@ -134,9 +154,23 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     ap.add_argument(
         "--background",
-        type=_rate("--background"),
+        type=_background("--background"),
         default=None,
-        help="background traffic toward each worker's switch port, e.g. 50mbit (default none)",
+        help="background traffic toward each worker's switch port, e.g. 50mbit, or none (runner's "
+        "default: half the link rate; none with --quick)",
+    )
+    ap.add_argument(
+        "--second-job",
+        default=None,
+        metavar="MODEL[:BATCH]",
+        help="a second training job on the same hosts and links during every mode, e.g. vggmini:16 "
+        "(geryon.demo.secondjob; default none)",
+    )
+    ap.add_argument(
+        "--modes",
+        default=None,
+        metavar="M,M",
+        help="the targets run's modes (default all six); geryon,paper,endhost runs the paired cluster alone",
     )
     ap.add_argument("--fig8-9", dest="fig8_9", action="store_true", help="sweep workers (Fig. 8/9)")
     ap.add_argument(
@@ -183,9 +217,11 @@ def base_overrides(args: argparse.Namespace) -> dict[str, Any]:
         "rate_bits": args.rate,
         "slice_bytes": args.slice_size,
         "buffer_bytes": args.buffer,
+        "chunk_bytes": args.chunk_size,
         "search": args.search,
         "repeats": args.repeats,
         "background_bits": args.background,
+        "second_job": args.second_job,
         "settle_rounds": args.settle,
         "profile_source": args.profile_source,
         "ps_costs": args.ps_costs,
@@ -197,7 +233,7 @@ def plan(args: argparse.Namespace) -> list[tuple[str, str, dict[str, Any]]]:
     base = base_overrides(args)
     runs: list[tuple[str, str, dict[str, Any]]] = []
     if not args.no_targets:
-        runs.append(("targets", "targets", {**base, "modes": TARGET_MODES}))
+        runs.append(("targets", "targets", {**base, "modes": args.modes or TARGET_MODES}))
     if args.fig8_9:
         for rate in args.rates or [args.rate]:
             for w in args.sweep_workers:
@@ -258,9 +294,17 @@ def prediction_rows(
                 "profile": used,
                 "alone_predicted_s": a.get("predicted_s"),
                 "alone_error": a.get("error"),
+                # The same prediction without the per-step fixed cost (issue 15): simulator only.
+                "sim_only_error": predict_error(p.get("measured_s"), p.get("simulated_s")),
             }
         )
     return rows
+
+
+def predict_error(measured: Any, predicted: Any) -> float | None:
+    if not measured or predicted is None:
+        return None
+    return (measured - predicted) / measured
 
 
 PREDICTION_COLUMNS = [
@@ -269,6 +313,7 @@ PREDICTION_COLUMNS = [
     ("predicted_s", "predicted s", ".4f"),
     ("error", "error", "+.1%"),
     ("met", "|error|<=10%", "s"),
+    ("sim_only_error", "w/o fixed cost", "+.1%"),
     ("profile", "profile", "s"),
     ("alone_predicted_s", "alone-profile s", ".4f"),
     ("alone_error", "alone error", "+.1%"),

@@ -2,8 +2,9 @@
 
 pyroute2 knows the message types RTM_GETDCB/RTM_SETDCB but has no dcbnl messages, so this module declares
 them on pyroute2's nlmsg/nla classes and sends them over a plain AF_NETLINK/NETLINK_ROUTE socket (pyroute2
-0.9's own sockets run on an asyncio core; a plain one keeps the boundary at bytes in, bytes out). The
-socket comes from a factory so tests put a fake kernel exactly there (tests/agent/dcb_fake.py).
+0.9's own sockets run on an asyncio core; a plain one keeps the boundary at bytes in, bytes out); the
+socket and the request/ACK exchange are geryon/agent/netlink.py's, shared with vlan.py. The socket comes
+from a factory so tests put a fake kernel exactly there (tests/agent/dcb_fake.py).
 
 Numbers and layouts are the kernel's include/uapi/linux/dcbnl.h (names kept); the trust table is from
 kernel 6.2 (DCB_ATTR_DCB_APP_TRUST_TABLE, DCB_ATTR_DCB_APP, DCB_APP_SEL_PCP).
@@ -16,13 +17,14 @@ import itertools
 import os
 import socket
 import struct
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
-from pyroute2.netlink import NETLINK_ROUTE, NLM_F_ACK, NLM_F_REQUEST, NLMSG_DONE, NLMSG_ERROR, nla, nlmsg
+from pyroute2.netlink import NETLINK_ROUTE, NLM_F_ACK, NLM_F_REQUEST, nla, nlmsg
 from pyroute2.netlink.rtnl import RTM_GETDCB, RTM_SETDCB
+
+from geryon.agent.netlink import NetlinkSock, exchange, in_netns, iter_messages, netlink_route_socket
 
 # --- include/uapi/linux/dcbnl.h -------------------------------------------------------------------
 IEEE_8021QAZ_MAX_TCS = 8
@@ -117,11 +119,6 @@ DCBX_MAX_BUFFERS = 8
 DCB_APP = struct.Struct("=BBH")
 # struct dcbmsg: __u8 dcb_family; __u8 cmd; __u16 dcb_pad.
 DCBMSG = struct.Struct("=BBH")
-NLMSGHDR = struct.Struct("=IHHII")
-
-_NLMSG_ALIGN = 4
-_RECV_SIZE = 65536
-REPLY_TIMEOUT_S = 5.0
 
 
 class DcbUnsupported(OSError):
@@ -566,61 +563,14 @@ def decode_ieee_get(data: bytes) -> IeeeState:
     )
 
 
-def iter_messages(data: bytes) -> Iterator[tuple[int, int, bytes]]:
-    """Split one datagram into (type, seq, whole message bytes)."""
-    offset = 0
-    while offset + NLMSGHDR.size <= len(data):
-        length, mtype, _flags, seq, _pid = NLMSGHDR.unpack_from(data, offset)
-        if length < NLMSGHDR.size or offset + length > len(data):
-            raise OSError(errno.EBADMSG, f"dcbnl: truncated netlink message (length {length})")
-        yield mtype, seq, data[offset : offset + length]
-        offset += (length + _NLMSG_ALIGN - 1) & ~(_NLMSG_ALIGN - 1)
-
-
 # --- the client -----------------------------------------------------------------------------------
-
-
-class NetlinkSock(Protocol):
-    """The socket boundary: what the client needs from a NETLINK_ROUTE socket."""
-
-    def send(self, data: bytes, /) -> int: ...
-    def recv(self, bufsize: int, /) -> bytes: ...
-    def close(self) -> None: ...
-
-
-@contextmanager
-def _in_netns(netns: str | None) -> Iterator[None]:
-    if netns is None:
-        yield
-        return
-    from pyroute2 import netns as pyroute2_netns
-
-    pyroute2_netns.pushns(netns)
-    try:
-        yield
-    finally:
-        pyroute2_netns.popns()
-
-
-def netlink_route_socket(netns: str | None = None) -> socket.socket:
-    """A NETLINK_ROUTE socket, opened inside `netns` when given (a socket stays in the namespace it
-    was opened in)."""
-    with _in_netns(netns):
-        sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_ROUTE)
-    try:
-        sock.bind((0, 0))
-        sock.settimeout(REPLY_TIMEOUT_S)  # the kernel answers at once; never hang the daemon on a lost reply
-    except OSError:
-        sock.close()
-        raise
-    return sock
 
 
 def dcb_event_socket(netns: str | None = None) -> socket.socket:
     """A NETLINK_ROUTE socket subscribed to RTNLGRP_DCB: the kernel's dcbnl_notify sends an RTM_SETDCB
     message (the interface's full IEEE state) there after every IEEE set or delete by any tool, so a
     daemon sees mlnx_qos/dcb changes at once instead of at its next periodic check."""
-    with _in_netns(netns):
+    with in_netns(netns):
         sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_ROUTE)
     try:
         sock.bind((0, RTMGRP_DCB))
@@ -633,7 +583,7 @@ def dcb_event_socket(netns: str | None = None) -> socket.socket:
 def dcb_event_ifnames(data: bytes) -> list[str]:
     """The interfaces named by the DCB notifications in one datagram (others are skipped)."""
     out = []
-    for mtype, _seq, raw in iter_messages(data):
+    for mtype, _seq, raw in iter_messages(data, "dcbnl"):
         if mtype not in (RTM_SETDCB, RTM_GETDCB):
             continue
         try:
@@ -678,23 +628,10 @@ class DcbnlClient:
     ) -> bytes:
         """Send one request; return the kernel's reply message (before its ACK); raise on an error ACK."""
         seq = next(self._seq) & 0xFFFFFFFF
-        self._sock.send(encode_request(msg_type, cmd, ifname, ieee_attrs, seq, dcbx))
-        reply = b""
-        while True:
-            data = self._sock.recv(_RECV_SIZE)
-            if not data:
-                raise OSError(errno.EPIPE, f"dcbnl {what} {ifname}: netlink socket closed")
-            for mtype, mseq, raw in iter_messages(data):
-                if mseq != seq:
-                    continue  # a stale reply of an earlier request
-                if mtype == NLMSG_ERROR:
-                    (code,) = struct.unpack_from("=i", raw, NLMSGHDR.size)
-                    if code:
-                        raise _error(-code, what, ifname)
-                    return reply
-                if mtype == NLMSG_DONE:
-                    return reply
-                reply = raw
+        request = encode_request(msg_type, cmd, ifname, ieee_attrs, seq, dcbx)
+        return exchange(
+            self._sock, request, f"dcbnl {what} {ifname}", lambda code: _error(code, what, ifname)
+        )
 
     def _status(self, cmd: int, ifname: str, ieee_attrs: list[list[Any]], what: str) -> None:
         reply = self._request(RTM_SETDCB, cmd, ifname, ieee_attrs, what)

@@ -18,7 +18,7 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from geryon.agent.dcbnl import _in_netns
+from geryon.agent.netlink import in_netns
 
 SIOCETHTOOL = 0x8946
 ETHTOOL_GPAUSEPARAM = 0x12
@@ -57,7 +57,7 @@ def kernel_ioctl(netns: str | None = None) -> Ioctl:
         buf = array.array("B", request)
         addr, _ = buf.buffer_info()
         ifreq = struct.pack(f"{_IFNAMSIZ}sP", ifname.encode()[: _IFNAMSIZ - 1], addr)
-        with _in_netns(netns):
+        with in_netns(netns):
             sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         try:
             fcntl.ioctl(sock.fileno(), SIOCETHTOOL, ifreq)

@@ -16,8 +16,9 @@ The kernel side is net/8021q/vlan_netlink.c: vlan_validate (each mapping at leas
 -ERANGE), vlan_changelink (vlan_dev_set_egress_priority per mapping; PCP masked to 3 bits) and
 vlan_fill_info (the map in the RTM_NEWLINK reply, as IFLA_VLAN_QOS_MAPPING entries). A mapping to 0
 is the same as none: the kernel keeps the entry with PCP 0, which tags the frame like no entry does.
-Numbers are include/uapi/linux/if_link.h, rtnetlink.h, netlink.h. The socket comes from a factory so
-the tests put a fake kernel at it (this kernel has no 8021q; tests/agent/vlan_fake.py).
+Numbers are include/uapi/linux/if_link.h, rtnetlink.h; the framing, socket and request/ACK exchange are
+geryon/agent/netlink.py's. The socket comes from a factory so the tests put a fake kernel at it (this
+kernel has no 8021q; tests/agent/vlan_fake.py).
 """
 
 from __future__ import annotations
@@ -29,12 +30,19 @@ import struct
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from geryon.agent.dcbnl import NLMSGHDR, NetlinkSock, iter_messages, netlink_route_socket
+from geryon.agent.netlink import (
+    NLM_F_ACK,
+    NLM_F_REQUEST,
+    NLMSGHDR,
+    NetlinkSock,
+    exchange,
+    netlink_route_socket,
+    nla,
+    nlas,
+    nlmsg,
+)
 
 RTM_NEWLINK, RTM_GETLINK = 16, 18
-NLMSG_ERROR = 2
-NLM_F_REQUEST, NLM_F_ACK = 0x1, 0x4
-NLA_F_NESTED, NLA_TYPE_MASK = 0x8000, 0x3FFF
 IFLA_IFNAME, IFLA_LINKINFO, IFLA_EXT_MASK = 3, 18, 29
 IFLA_INFO_KIND, IFLA_INFO_DATA = 1, 2
 IFLA_VLAN_ID, IFLA_VLAN_EGRESS_QOS = 1, 3
@@ -46,7 +54,6 @@ IFINFOMSG = struct.Struct("=BxHiII")
 QOS_MAPPING = struct.Struct("=II")
 PCP_MAX = 7
 SKB_PRIORITY_MAX = 2**32 - 1
-_RECV_SIZE = 65536
 
 
 @dataclass(frozen=True)
@@ -61,32 +68,11 @@ class Link:
     egress: dict[int, int] = field(default_factory=dict)
 
 
-def _nla(attr_type: int, payload: bytes) -> bytes:
-    raw = struct.pack("=HH", 4 + len(payload), attr_type) + payload
-    return raw + b"\0" * (-len(raw) % 4)
-
-
-def _nlas(data: bytes) -> list[tuple[int, bytes]]:
-    out = []
-    off = 0
-    while off + 4 <= len(data):
-        length, atype = struct.unpack_from("=HH", data, off)
-        if length < 4 or off + length > len(data):
-            raise ValueError(f"attribute {atype & NLA_TYPE_MASK} at {off}: bad length {length}")
-        out.append((atype & NLA_TYPE_MASK, data[off + 4 : off + length]))
-        off += (length + 3) & ~3
-    return out
-
-
-def _header(msg_type: int, flags: int, seq: int, body: bytes) -> bytes:
-    return NLMSGHDR.pack(NLMSGHDR.size + len(body), msg_type, flags, seq, 0) + body
-
-
 def encode_getlink(ifname: str, seq: int) -> bytes:
     body = IFINFOMSG.pack(0, 0, 0, 0, 0)
-    body += _nla(IFLA_EXT_MASK, struct.pack("=I", RTEXT_FILTER_VF | RTEXT_FILTER_SKIP_STATS))
-    body += _nla(IFLA_IFNAME, ifname.encode() + b"\0")
-    return _header(RTM_GETLINK, NLM_F_REQUEST, seq, body)
+    body += nla(IFLA_EXT_MASK, struct.pack("=I", RTEXT_FILTER_VF | RTEXT_FILTER_SKIP_STATS))
+    body += nla(IFLA_IFNAME, ifname.encode() + b"\0")
+    return nlmsg(RTM_GETLINK, NLM_F_REQUEST, seq, body)
 
 
 def encode_egress_qos(index: int, mappings: Iterable[tuple[int, int]], seq: int) -> bytes:
@@ -98,11 +84,11 @@ def encode_egress_qos(index: int, mappings: Iterable[tuple[int, int]], seq: int)
             raise ValueError(
                 f"egress map {skb_prio}:{pcp}: skb priority 0-{SKB_PRIORITY_MAX}, PCP 0-{PCP_MAX}"
             )
-        maps += _nla(IFLA_VLAN_QOS_MAPPING, QOS_MAPPING.pack(skb_prio, pcp))
-    data = _nla(IFLA_VLAN_EGRESS_QOS, maps)
-    linkinfo = _nla(IFLA_INFO_KIND, b"vlan") + _nla(IFLA_INFO_DATA, data)
-    body = IFINFOMSG.pack(0, 0, index, 0, 0) + _nla(IFLA_LINKINFO, linkinfo)
-    return _header(RTM_NEWLINK, NLM_F_REQUEST | NLM_F_ACK, seq, body)
+        maps += nla(IFLA_VLAN_QOS_MAPPING, QOS_MAPPING.pack(skb_prio, pcp))
+    data = nla(IFLA_VLAN_EGRESS_QOS, maps)
+    linkinfo = nla(IFLA_INFO_KIND, b"vlan") + nla(IFLA_INFO_DATA, data)
+    body = IFINFOMSG.pack(0, 0, index, 0, 0) + nla(IFLA_LINKINFO, linkinfo)
+    return nlmsg(RTM_NEWLINK, NLM_F_REQUEST | NLM_F_ACK, seq, body)
 
 
 def decode_link(raw: bytes) -> Link:
@@ -110,17 +96,17 @@ def decode_link(raw: bytes) -> Link:
     if len(raw) < NLMSGHDR.size + IFINFOMSG.size:
         raise ValueError("short RTM_NEWLINK")
     _family, _type, index, _flags, _change = IFINFOMSG.unpack_from(raw, NLMSGHDR.size)
-    attrs = dict(_nlas(raw[NLMSGHDR.size + IFINFOMSG.size :]))
+    attrs = dict(nlas(raw[NLMSGHDR.size + IFINFOMSG.size :]))
     ifname = attrs.get(IFLA_IFNAME, b"").split(b"\0", 1)[0].decode(errors="replace")
     kind, vlan_id, egress = "", None, {}
     if IFLA_LINKINFO in attrs:
-        info = dict(_nlas(attrs[IFLA_LINKINFO]))
+        info = dict(nlas(attrs[IFLA_LINKINFO]))
         kind = info.get(IFLA_INFO_KIND, b"").split(b"\0", 1)[0].decode(errors="replace")
         if kind == "vlan" and IFLA_INFO_DATA in info:
-            data = dict(_nlas(info[IFLA_INFO_DATA]))
+            data = dict(nlas(info[IFLA_INFO_DATA]))
             if IFLA_VLAN_ID in data:
                 (vlan_id,) = struct.unpack_from("=H", data[IFLA_VLAN_ID])
-            for atype, payload in _nlas(data.get(IFLA_VLAN_EGRESS_QOS, b"")):
+            for atype, payload in nlas(data.get(IFLA_VLAN_EGRESS_QOS, b"")):
                 if atype == IFLA_VLAN_QOS_MAPPING and len(payload) >= QOS_MAPPING.size:
                     skb_prio, pcp = QOS_MAPPING.unpack_from(payload)
                     egress[skb_prio] = pcp
@@ -138,26 +124,9 @@ class VlanClient:
     def close(self) -> None:
         self._sock.close()
 
-    def _talk(self, request: bytes, seq: int, what: str) -> bytes:
-        """Send; return the reply message for `seq` (b"" for a plain ACK); raise on an error ACK."""
-        self._sock.send(request)
-        while True:
-            data = self._sock.recv(_RECV_SIZE)
-            if not data:
-                raise OSError(errno.EPIPE, f"rtnetlink {what}: socket closed")
-            for mtype, mseq, raw in iter_messages(data):
-                if mseq != seq:
-                    continue
-                if mtype == NLMSG_ERROR:
-                    (code,) = struct.unpack_from("=i", raw, NLMSGHDR.size)
-                    if code:
-                        raise OSError(-code, f"rtnetlink {what}: {os.strerror(-code)}")
-                    return b""
-                return raw
-
     def get_link(self, ifname: str) -> Link:
         seq = next(self._seq) & 0xFFFFFFFF
-        raw = self._talk(encode_getlink(ifname, seq), seq, f"get link {ifname}")
+        raw = exchange(self._sock, encode_getlink(ifname, seq), f"rtnetlink get link {ifname}")
         if not raw:
             raise OSError(errno.EBADMSG, f"rtnetlink get link {ifname}: the kernel sent no link")
         try:
@@ -167,4 +136,8 @@ class VlanClient:
 
     def set_egress(self, index: int, mappings: Iterable[tuple[int, int]]) -> None:
         seq = next(self._seq) & 0xFFFFFFFF
-        self._talk(encode_egress_qos(index, mappings, seq), seq, f"set egress-qos-map of ifindex {index}")
+        exchange(
+            self._sock,
+            encode_egress_qos(index, mappings, seq),
+            f"rtnetlink set egress-qos-map of ifindex {index}",
+        )

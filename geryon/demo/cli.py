@@ -36,8 +36,19 @@ def add_demo(sub: Any) -> None:
     p.add_argument(
         "--background",
         metavar="RATE",
-        help="background traffic toward every worker's switch port, e.g. 50mbit (DSCP 8, its own host; "
-        "default none)",
+        help="background traffic toward every worker's switch port, e.g. 50mbit, or none (DSCP 8, its own "
+        "host; default half the link rate, 100mbit at 200mbit; none with --quick)",
+    )
+    p.add_argument(
+        "--chunk-size",
+        metavar="BYTES",
+        help="the data plane's chunk inside a class, 4KiB..1GiB (default 256KiB)",
+    )
+    p.add_argument(
+        "--second-job",
+        metavar="MODEL[:BATCH]",
+        help="a second training job during every mode, e.g. vggmini:16 (its own PS in ps0's host, a worker "
+        "in every worker's host, DSCP 10; default none)",
     )
     add_prediction_flags(p)
     p.add_argument(
@@ -83,7 +94,13 @@ def add_bench(sub: Any) -> None:
     p.add_argument("--warmup", metavar="N", help="warm-up rounds per mode (default 5)")
     p.add_argument("--repeats", metavar="N", help="repeats of every mode (default 1)")
     p.add_argument("--search", metavar="S", help="sweep|guided|bayes|fixed:T (default sweep)")
-    p.add_argument("--background", metavar="RATE", help="background traffic per worker port (default none)")
+    p.add_argument(
+        "--background",
+        metavar="RATE",
+        help="background traffic per worker port, or none (default half the link rate)",
+    )
+    p.add_argument("--chunk-size", metavar="BYTES", help="data plane chunk, 4KiB..1GiB (default 256KiB)")
+    p.add_argument("--second-job", metavar="MODEL[:BATCH]", help="a second training job (default none)")
     p.add_argument("--quick", action="store_true", help="start from the --quick settings")
     add_prediction_flags(p)
     p.add_argument("--out", default="out/bench", metavar="DIR", help="where JSON goes (default out/bench)")
@@ -117,6 +134,11 @@ def _rate(text: str, flag: str) -> int:
         return int(parse_rate(text.strip(), flag))
     except ValueError as e:
         raise UsageError(str(e)) from None
+
+
+def _background(text: str, flag: str) -> int:
+    """A rate, or none / 0 for no background traffic."""
+    return 0 if text.strip().lower() in ("none", "0") else _rate(text, flag)
 
 
 def _list(text: str | None, flag: str, parse: Callable[[str, str], Any]) -> list[Any] | None:
@@ -156,7 +178,9 @@ def demo_config(args: argparse.Namespace) -> dict[str, Any]:
     overrides: dict[str, Any] = {
         "model": args.model,
         "steps": _one(args.steps, "--steps", _int),
-        "background_bits": _one(args.background, "--background", _rate),
+        "background_bits": _one(args.background, "--background", _background),
+        "second_job": args.second_job,
+        "chunk_bytes": _one(args.chunk_size, "--chunk-size", _size),
         "profile_source": args.profile_source,
         "ps_costs": args.ps_costs,
     }
@@ -185,7 +209,9 @@ def bench_config(args: argparse.Namespace) -> dict[str, Any]:
         "repeats": _one(args.repeats, "--repeats", _int),
         "search": args.search,
         "modes": args.modes,
-        "background_bits": _one(args.background, "--background", _rate),
+        "background_bits": _one(args.background, "--background", _background),
+        "second_job": args.second_job,
+        "chunk_bytes": _one(args.chunk_size, "--chunk-size", _size),
         "profile_source": args.profile_source,
         "ps_costs": args.ps_costs,
     }
@@ -256,6 +282,8 @@ def _demo_argv(args: argparse.Namespace) -> list[str]:
     flags = (("--model", args.model), ("--steps", args.steps), ("--modes", args.modes))
     more = (
         ("--background", args.background),
+        ("--second-job", args.second_job),
+        ("--chunk-size", args.chunk_size),
         ("--profile-source", args.profile_source),
         ("--ps-costs", args.ps_costs),
     )

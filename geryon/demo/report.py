@@ -163,7 +163,10 @@ def format_table(result: Mapping[str, Any]) -> str:
                 f"{mode}: {m['failed']} of {m['repeats']} runs failed "
                 f"({m['errors'][0]}); medians over the {m['ok']} that completed"
             )
-    out = [_title(config), *_aligned([header, *rows], right)]
+    out = [_title(config)]
+    if isinstance(result.get("shape_note"), str):
+        out.append(result["shape_note"])
+    out += _aligned([header, *rows], right)
     if prediction.get("error"):
         notes.append(f"prediction: failed: {_first_line(prediction['error'])}")
     notes += prediction_notes(prediction)
@@ -388,6 +391,8 @@ def _title(config: Mapping[str, Any]) -> str:
         parts.append(f"{config['repeats']} repeat(s)")
     if _is_number(config.get("background_bits")) and config["background_bits"] > 0:
         parts.append(f"background {format_rate(config['background_bits'])} per worker port")
+    if isinstance(config.get("second_job"), str):
+        parts.append(f"second job {config['second_job']} (model:batch)")
     return ", ".join(parts)
 
 

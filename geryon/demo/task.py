@@ -3,7 +3,8 @@
 The runner starts it inside a testbed host's network namespace. SPEC_JSON (one argument):
     {"cluster": {"chief": [...], "worker": [...], "ps": [...]}, "job": "ps", "index": 0,
      "protocol": "grpc" | "grpc+geryon", "intra_threads": 1, "inter_threads": 2,
-     "class_dscp": [46, 26] | null, "profiler_port": 6009 | null}
+     "class_dscp": [46, 26] | null, "class_priority": [0, 0] | null (SO_PRIORITY per class;
+     null: geryon.tf's defaults), "profiler_port": 6009 | null}
 With "profiler_port" the task also starts TensorFlow's profiler server on that port
 (tf.profiler.experimental.server.start), so `python -m geryon.threshold.incluster` can capture a trace
 of the steps it runs while the cluster trains: compute timed where it runs, contention included.
@@ -45,7 +46,7 @@ def serve(spec: dict[str, Any]) -> Any:
         import geryon.tf
 
         if spec.get("class_dscp"):
-            geryon.tf.set_class_marks(list(spec["class_dscp"]))
+            geryon.tf.set_class_marks(list(spec["class_dscp"]), spec.get("class_priority"))
         return geryon.tf.server(cluster, spec["job"], int(spec["index"]), config=config)
     return tf.distribute.Server(
         cluster, job_name=spec["job"], task_index=int(spec["index"]), protocol=spec["protocol"], config=config

@@ -89,6 +89,11 @@ class FlowCounter:
     # carries no parameter); they take the map_table's default class (the least urgent by default)
     unresolved_bytes: int = 0
     unresolved_messages: int = 0
+    # producer (issue 14): ns in the ordered queue's code (insert, pick), chunk frames sent, and
+    # preemptions (another response went out while a chunked one was half sent)
+    order_ns: int = 0
+    chunks_sent: int = 0
+    preemptions: int = 0
 
     @classmethod
     def from_json(cls, item: dict[str, Any]) -> FlowCounter:
@@ -118,7 +123,16 @@ def load(library: Path | None = None, progress: Progress | None = None) -> Libra
         from geryon.tfenv import import_tensorflow
 
         tf = import_tensorflow()
-        path = Path(library) if library is not None else build_library(progress=progress)
+        if library is not None:
+            path = Path(library)
+        else:
+            from geryon.tf import sanitizers
+
+            # GERYON_SANITIZER=address|thread: the instrumented variant (native/rendezvous/README.md).
+            sanitizer = sanitizers.active()
+            if sanitizer is not None:
+                sanitizers.check_preloaded(sanitizer)
+            path = build_library(progress=progress, sanitizer=sanitizer)
         info_path = path.parent / BUILD_INFO
         # Check before loading: a library for another release may not even survive its static init.
         if info_path.exists():

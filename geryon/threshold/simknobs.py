@@ -101,10 +101,11 @@ class PsCosts:
         except json.JSONDecodeError as e:
             raise ValueError(f"{path}: not JSON: {e}") from None
         if isinstance(data, dict) and data.get("format") == "geryon.ps-costs":
-            # bench/bench_ps_costs.py's document: its knobs, less the loopback rate (not a PS cost).
+            # bench/bench_ps_costs.py's document: its knobs, less the loopback rate and the per-step
+            # fixed cost (bench_step_cost.py's; neither is a PS cost).
             knobs = data.get("knobs")
             if isinstance(knobs, dict):
-                data = {k: v for k, v in knobs.items() if k != "loopback_s_per_byte"}
+                data = {k: v for k, v in knobs.items() if k not in ("loopback_s_per_byte", "step_fixed_s")}
         return cls.from_dict(data, path)
 
 

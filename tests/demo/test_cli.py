@@ -27,6 +27,12 @@ from geryon.cli import main
             "--background 500000000: expected an integer in 1000000..200000000",
         ),
         (["bench", "--background", "100kbit"], "--background 100000: expected an integer in 1000000.."),
+        (["demo", "--chunk-size", "1KiB"], "--chunk-size 1024: expected an integer in 4096..1073741824"),
+        (["bench", "--chunk-size", "2GiB"], "--chunk-size 2147483648: expected an integer in 4096.."),
+        (["demo", "--chunk-size", "big"], "--chunk-size: invalid size 'big'"),
+        (["demo", "--second-job", "lenet:8"], "--second-job 'lenet:8': model must be one of"),
+        (["bench", "--second-job", "tiny:0"], "--second-job 'tiny:0': BATCH must be in 1..4096"),
+        (["demo", "--background=-5mbit"], "--background: '-5mbit' is not a rate"),
         (["bench", "--workers", "1,x"], "--workers 'x': expected an integer"),
         (["bench", "--workers", "1,,2"], "--workers '1,,2': expected a comma-separated list"),
         (["bench", "--workers", "0"], "--workers 0: expected an integer in 1..16"),
@@ -55,6 +61,21 @@ def test_bad_knobs_exit_2_naming_the_flag(
     err = capsys.readouterr().err
     assert message in err, err
     assert err.count("\n") == 1  # one line, no traceback
+
+
+@pytest.mark.parametrize("text", ["none", "0", "NONE"])
+def test_background_none_turns_the_default_background_off(text: str) -> None:
+    import argparse
+
+    from geryon.demo.cli import add_bench, add_demo, bench_config, demo_config
+
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers()
+    add_demo(sub)
+    add_bench(sub)
+    assert demo_config(parser.parse_args(["demo"]))["background_bits"] == 100_000_000
+    assert demo_config(parser.parse_args(["demo", "--background", text]))["background_bits"] == 0
+    assert bench_config(parser.parse_args(["bench", "--background", text]))["background_bits"] == 0
 
 
 def test_an_out_dir_that_cannot_be_made_is_a_usage_error(

@@ -118,7 +118,7 @@ def test_every_mode_completes_with_consistent_numbers(quick: dict[str, Any]) -> 
     # The arrival timeline (P+S beside Geryon at its chosen threshold) and Geryon's simulated trace.
     assert str(quick["out"] / "timeline.png") in result["charts"]
     timeline = result["prediction"]["timeline"]
-    assert list(timeline["modes"]) == ["ps", "geryon"]
+    assert list(timeline["modes"]) == ["ps", "paper", "geryon"]
     assert timeline["modes"]["geryon"]["thresholds"] == runs["geryon"]["thresholds"]
     assert len(timeline["modes"]["geryon"]["rows"]) == len(result["params"])
     trace = json.loads((quick["out"] / "trace-geryon.json").read_text())

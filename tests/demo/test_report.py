@@ -185,3 +185,11 @@ def test_malformed_results_never_crash(broken: dict) -> None:
     for mode, m in s["modes"].items():
         assert m["images_per_s"] is None
         assert re.search(rf"^{mode} .*FAILED", text, re.M)
+
+
+def test_the_table_says_why_the_default_shape_under_its_title() -> None:
+    res = result(STEPS)
+    res["shape_note"] = "why this shape: only network priority can order against it"
+    lines = format_table(res).splitlines()
+    assert lines[1] == res["shape_note"]
+    assert "why this shape" not in format_table(result(STEPS))

@@ -33,6 +33,18 @@ def test_defaults_and_quick_configs_are_valid_and_complete() -> None:
         assert key in public
 
 
+def test_the_default_shape_says_why_and_another_shape_does_not() -> None:
+    # The demo's default shape was chosen with the simulator (bench/bench_demo_shape.py): background
+    # bulk traffic on the workers' ports; the run says so in one line, a changed shape does not.
+    cfg = runner.make_config()
+    assert cfg["background_bits"] == 100_000_000 and cfg["batch_size"] == 64
+    assert runner.new_result(cfg)["shape_note"] == runner.SHAPE_WHY
+    assert "only network priority" in runner.SHAPE_WHY
+    assert runner.new_result(runner.make_config({"steps": 3}))["shape_note"] == runner.SHAPE_WHY
+    assert runner.new_result(runner.make_config({"ps": 3}))["shape_note"] is None
+    assert runner.new_result(runner.make_config(quick=True))["shape_note"] is None
+
+
 def test_overrides_are_validated_and_unknown_keys_refused() -> None:
     assert runner.make_config({"steps": 3, "model": None})["steps"] == 3
     with pytest.raises(UsageError, match="unknown key 'stepz'"):
