@@ -19,13 +19,14 @@ made no mode slower.
 --grid runs issue 14's grid instead: AlexNet (batch 512), VGG-19 and ResNet-50 (batch 64) x workers 1, 2,
 8, 64 x PSes 1, 4, 8, 16 x 1/10/40 Gbit/s x K40 and V100 (FLOP-derived compute), 4 MiB slices, separate
 PS hosts, every mode at its defaults (fifo: TF's measured window of 3.5 pulls in flight per connection;
-end-host: ByteScheduler's 300 us per transfer; hybrid: 256 KiB chunks), hybrid with each push order
-(urgency, the default, and arrival). network and each hybrid take their best of five thresholds (0, 0.25,
-0.5, 0.75 and 1: one class), standing for the adaptive search; network's classes carry TF's window too.
-It prints per model, device and push order how many cells meet the targets (hybrid never more than 1%
-slower than the best of fifo, end-host and network; within 3% of the best mode, ideal included, in at
-least 95% of cells) and the worst cells, and writes every cell to JSON (default
-out/bench/simulator_grid.json). The simulator is deterministic: one run per cell.
+end-host: ByteScheduler's 300 us per transfer; hybrid: 256 KiB chunks), hybrid with its push orders
+(urgency, the default; arrival; whole) and sender orders (connection, the default; host). network and
+each hybrid take their best of five thresholds (0, 0.25, 0.5, 0.75 and 1: one class), standing for the
+adaptive search; network's classes carry TF's window too. It prints per model, device and hybrid
+variant how many cells meet the targets (hybrid never more than 1% slower than the best of fifo,
+end-host and network; within 3% of the best mode, ideal included, in at least 95% of cells) and the
+worst cells, and writes every cell to JSON (default out/bench/simulator_grid.json). The simulator is
+deterministic: one run per cell.
 
 The profile is VGG-19 from the real Keras model (parameter shapes from the tagger, K40 compute times
 from FLOPs, batch 32). Every setting (workers x PSes x slice size) runs in every mode `--repeats`
@@ -400,11 +401,14 @@ GRID_GBIT = (1, 10, 40)
 GRID_THRESHOLDS = ((0.0,), (0.25,), (0.5,), (0.75,), (1.0,))
 # hybrid's push rankings x where its order holds (geryon.threshold.simknobs PUSH_ORDERS, SENDER_ORDERS):
 # the grid's "hybrid" column is the default (urgency pushes, per connection).
+# Arrival-ordered pushes keep their order per connection, so "arrival"/"host" equals "arrival"/"connection"
+# and is left out.
 HYBRIDS = (
     ("hybrid", "urgency", "connection"),
     ("hybrid_arrival", "arrival", "connection"),
+    ("hybrid_whole", "whole", "connection"),
     ("hybrid_host", "urgency", "host"),
-    ("hybrid_host_arrival", "arrival", "host"),
+    ("hybrid_host_whole", "whole", "host"),
 )
 BASELINES = ("fifo", "end-host", "network")
 

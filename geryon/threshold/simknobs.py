@@ -11,7 +11,8 @@
   chunk preemption (P3's argument: the PS can update the first layer first); since backward produces
   gradients last layer first, each new gradient preempts the older ones, so the big late layers go last.
   "arrival": the order the gradients became ready (backward order), never preempting; the big late
-  layers are then aggregated early and their next pulls overlap the remaining pushes.
+  layers are then aggregated early and their next pulls overlap the remaining pushes. "whole": urgency
+  order, but a push once started finishes (no chunk preemption), as end-host schedulers send a slice.
   bench/bench_simulator.py --grid measures both (bench/README.md).
 - `SENDER_ORDERS`: where a hybrid sender's urgency order holds. "connection" (default): inside each
   connection only, as the native data plane is specified (issue 14 item 1: one socket per consumer,
@@ -43,7 +44,7 @@ from typing import Any
 ENDHOST_GAP_S = 300e-6  # ByteScheduler (paper 004) Sec. 4.1: partition overhead "about 300us"
 CHUNK_BYTES = 256 << 10  # issue 14 item 1: chunks of about 256 KiB
 CHUNK_MIN, CHUNK_MAX = 4 << 10, 1 << 30
-PUSH_ORDERS = ("urgency", "arrival")  # hybrid's push ranking; the first is the default
+PUSH_ORDERS = ("urgency", "arrival", "whole")  # hybrid's push ranking; the first is the default
 SENDER_ORDERS = ("connection", "host")  # where hybrid's urgency order holds; the first is the default
 TF_INFLIGHT = 3.5  # bench/bench_tf_order.py on this machine: 3.49 pulls in flight per PS connection
 

@@ -27,8 +27,9 @@ or changes level, which keeps the event count near two per transfer:
   network; each connection sends its most urgent pending transfer in chunks of `chunk_bytes`, and a more
   urgent one that becomes ready takes over at the next chunk boundary (the preempted one keeps the bytes
   it has left). Pushes go in the same urgency order, or with `push_order="arrival"` in the order they
-  became ready, without preemption. The data plane orders inside each connection only
-  (native/rendezvous: one socket per consumer, producer and class), so every port, the sender's NIC
+  became ready, without preemption, or with "whole" in urgency order without preemption. The data
+  plane orders inside each connection only (native/rendezvous: one socket per consumer, producer and
+  class), so every port, the sender's NIC
   too, serves classes in strict priority and shares fairly among the connections of a class; with
   `sender_order="host"` the sender's NIC serves its most urgent chunk of any connection first.
 - ideal: one connection per pair sending its most urgent pending transfer (urgency, then layer; a
@@ -543,6 +544,7 @@ class _Replay:
         self.chunk = float(knobs.chunk_bytes) if mode == "hybrid" else None
         # hybrid with push_order="arrival": push connections send in ready order and never preempt.
         self.push_arrival = mode == "hybrid" and knobs.push_order == "arrival"
+        self.push_whole = mode == "hybrid" and knobs.push_order == "whole"
         self.host_order = mode == "hybrid" and knobs.sender_order == "host"
         self.gap = knobs.endhost_gap_s if mode == "end-host" else 0.0
         self.inflight = knobs.inflight if self.shared else None
@@ -1023,6 +1025,9 @@ class _Replay:
             return
         if self.push_arrival and flow.side == PUSH:
             heapq.heappush(flow.queue, (self._ready(), j, it))
+            return
+        if self.push_whole and flow.side == PUSH:
+            heapq.heappush(flow.queue, (self.s_rank[j], j, it))  # urgency order, a started push finishes
             return
         head_j, head_it = flow.head
         if self.chunk is not None and self.s_rank[j] < self.s_rank[head_j]:
