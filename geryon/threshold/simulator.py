@@ -895,14 +895,16 @@ class _Replay:
 
     def _join(self, flow: _Flow) -> None:
         self.active[flow.group][flow] = None
-        pf = self.port_flows
-        pf.setdefault(flow.up, {})[flow] = None
-        pf.setdefault(flow.down, {})[flow] = None
+        if self.gap > 0:  # only _quiet_rate reads port_flows
+            pf = self.port_flows
+            pf.setdefault(flow.up, {})[flow] = None
+            pf.setdefault(flow.down, {})[flow] = None
 
     def _leave(self, flow: _Flow) -> None:
         del self.active[flow.group][flow]
-        del self.port_flows[flow.up][flow]
-        del self.port_flows[flow.down][flow]
+        if self.gap > 0:
+            del self.port_flows[flow.up][flow]
+            del self.port_flows[flow.down][flow]
 
     def _quiet_rate(self, flow: _Flow, level_up: int | None, level_down: int | None) -> float | None:
         """end-host's gap: the flow's rate if it can join (or leave) the allocation without changing
@@ -920,8 +922,10 @@ class _Replay:
             return None  # fast: weighted ports; dirty: the rates are about to change anyway
         pf = self.port_flows
         up, down = flow.up, flow.down
-        alone_up = not any(g is not flow for g in pf.get(up, ()))
-        alone_down = not any(g is not flow for g in pf.get(down, ()))
+        on_up = pf.setdefault(up, {})
+        on_down = pf.setdefault(down, {})
+        alone_up = len(on_up) == (flow in on_up)
+        alone_down = len(on_down) == (flow in on_down)
         cap = self.capacity
         if alone_up and alone_down:
             return min(cap[up], cap[down])
