@@ -862,6 +862,7 @@ class PairedRun(ModeRun):
             rec["thresholds"] = schedule.get("thresholds")
             rec["classes_used"] = schedule.get("classes_used")
             rec["ordering_available"] = schedule.get("ordering_available")
+            rec["order_in_force"] = schedule.get("order_in_force")  # what every task answered
             rec["chunk_bytes"] = schedule.get("chunk_bytes")  # None: the data plane has no chunking
             rec["paired"]["switch_changes"] = self.switch_changes
             if name == done.get("search_mode") and done.get("search") is not None:
