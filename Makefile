@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.geryon-installed
 
-.PHONY: demo test lint venv clean
+.PHONY: demo test lint venv clean sanitize sanitize-long
 
 venv: $(STAMP)
 
@@ -22,6 +22,16 @@ lint: $(STAMP)
 
 test: lint
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# The native extension under AddressSanitizer and ThreadSanitizer (native/rendezvous/README.md,
+# "Sanitizers"). `sanitize` is the representative subset that `make test` (CI) also runs;
+# `sanitize-long` runs all of tests/tf under each sanitizer (about an hour on two cores).
+sanitize: $(STAMP)
+	$(PY) -m pytest -q tests/tf/test_sanitizers.py
+
+sanitize-long: $(STAMP)
+	$(PY) -m geryon.tf.sanitizers thread tests/tf
+	$(PY) -m geryon.tf.sanitizers address tests/tf
 
 clean:
 	rm -rf $(VENV) build *.egg-info
