@@ -186,7 +186,8 @@ def plan(
     suffix = ""
     if sanitizer is not None:
         # After TF's flags and _CFLAGS, so -O1 overrides -O2 (the last -O wins).
-        compile_flags = [*compile_flags, *_SANITIZER_CFLAGS, f"-fsanitize={sanitizer}", _HIDE_SANITIZER[sanitizer]]
+        instrument = [f"-fsanitize={sanitizer}", _HIDE_SANITIZER[sanitizer]]
+        compile_flags = [*compile_flags, *_SANITIZER_CFLAGS, *instrument]
         link_flags = [*link_flags, f"-fsanitize={sanitizer}"]
         suffix = "-" + SANITIZERS[sanitizer][0]
     digest = hashlib.sha256()
