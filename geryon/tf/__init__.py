@@ -42,7 +42,8 @@ __all__ = [
 ]
 
 PROTOCOL = "grpc+geryon"
-# The data plane of a task listens on its gRPC port + this offset (env GERYON_DATA_PORT_OFFSET).
+# The data plane of a task listens on its gRPC port + this offset (env GERYON_DATA_PORT_OFFSET), or
+# on a later candidate when that port is taken (see native/rendezvous/README.md).
 DEFAULT_DATA_PORT_OFFSET = 1000
 MAX_CLASSES = 8
 # SO_PRIORITY of classes 0..7 unless told otherwise (the native library's defaults too). Without the
@@ -123,7 +124,16 @@ def load(library: Path | None = None, progress: Progress | None = None) -> Libra
         from geryon.tfenv import import_tensorflow
 
         tf = import_tensorflow()
-        path = Path(library) if library is not None else build_library(progress=progress)
+        if library is not None:
+            path = Path(library)
+        else:
+            from geryon.tf import sanitizers
+
+            # GERYON_SANITIZER=address|thread: the instrumented variant (native/rendezvous/README.md).
+            sanitizer = sanitizers.active()
+            if sanitizer is not None:
+                sanitizers.check_preloaded(sanitizer)
+            path = build_library(progress=progress, sanitizer=sanitizer)
         info_path = path.parent / BUILD_INFO
         # Check before loading: a library for another release may not even survive its static init.
         if info_path.exists():
@@ -164,8 +174,9 @@ def server(
 ) -> Any:
     """`tf.distribute.Server` with the `grpc+geryon` protocol (tensors on Geryon's prioritized flows).
 
-    `data_port_offset`: the data plane listens on gRPC port + offset; every task of a cluster must use
-    the same offset (default 1000, or env GERYON_DATA_PORT_OFFSET).
+    `data_port_offset`: the data plane listens on gRPC port + offset, or on the next of its candidates
+    (+ 1009, + 2018, ...) when that is taken; every task of a cluster must use the same offset
+    (default 1000, or env GERYON_DATA_PORT_OFFSET).
     """
     if data_port_offset is not None:
         if not isinstance(data_port_offset, int) or data_port_offset == 0 or abs(data_port_offset) > 65535:

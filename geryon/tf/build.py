@@ -7,6 +7,12 @@ Flags (see shared/notes/tf-native-plugin.md): TF's compile flags plus ``-DNDEBUG
 the layout of graph classes without it), the bundled gRPC and farmhash include dirs, and a link
 against ``libtensorflow_cc.so.2``, where the distributed runtime lives, with ``--no-undefined`` so a
 missing symbol fails here and not at load time.
+
+Sanitizer variants (``build(sanitizer="address"|"thread")``): the same sources with ``-fsanitize=...``,
+``-O1 -g -fno-omit-frame-pointer``, in their own cache entry (``...-asan``/``...-tsan``; the sanitizer is
+part of the hash). TensorFlow and Python are not instrumented, so the process that loads such a library
+must preload the sanitizer's runtime: ``geryon.tf.sanitizers`` says how (native/rendezvous/README.md,
+"Sanitizers").
 """
 
 from __future__ import annotations
@@ -35,7 +41,9 @@ __all__ = [
     "build",
     "build_test_device",
     "cache_root",
+    "compiler_file",
     "plan",
+    "sanitizer_runtime",
 ]
 
 LIBRARY_NAME = "libgeryon_rendezvous.so"
@@ -49,6 +57,17 @@ BUILD_INFO = "build-info.json"
 _SECONDS_PER_UNIT = 40
 # -Wno-deprecated-declarations: TF's own headers use deprecated tsl helpers; the noise hides real errors.
 _CFLAGS = ["-O2", "-fPIC", "-std=c++17", "-DNDEBUG", "-Wno-interference-size", "-Wno-deprecated-declarations"]
+# Sanitizer name -> (short tag of the cache entry, runtime library the loading process must preload).
+# -O1 -g -fno-omit-frame-pointer: the sanitizers' documented settings for readable stacks at tolerable
+# speed (clang's AddressSanitizer/ThreadSanitizer docs; gcc's -fsanitize shares the runtime).
+SANITIZERS = {"address": ("asan", "libasan.so"), "thread": ("tsan", "libtsan.so")}
+_SANITIZER_CFLAGS = ["-O1", "-g", "-fno-omit-frame-pointer"]
+# The compiler announces the sanitizer to the headers (__SANITIZE_*__), and absl and protobuf then
+# change their classes' layout (protobuf adds `_tsan_detect_race` to every message under TSAN, absl's
+# swiss tables add generation counters under ASAN). TF was built without a sanitizer, so our code
+# must see TF's layout: instrumented, but compiled as if no sanitizer were there. Without this the
+# TSAN build crashed reading TF's own ServerDef (protobuf Map::begin at the wrong offset).
+_HIDE_SANITIZER = {"address": "-U__SANITIZE_ADDRESS__", "thread": "-U__SANITIZE_THREAD__"}
 
 
 class BuildError(UsageError):
@@ -64,6 +83,7 @@ class BuildPlan:
     link_flags: tuple[str, ...]
     digest: str
     output: Path
+    sanitizer: str | None = None
 
     @property
     def directory(self) -> Path:
@@ -113,15 +133,63 @@ def _compiler() -> str:
     return found
 
 
+def _check_sanitizer(sanitizer: str | None) -> None:
+    if sanitizer is not None and sanitizer not in SANITIZERS:
+        raise BuildError(
+            f"sanitizer must be one of {', '.join(sorted(SANITIZERS))} or none, got {sanitizer!r}"
+        )
+
+
+def sanitizer_runtime(sanitizer: str, compiler: str | None = None) -> Path:
+    """The sanitizer's runtime library of this compiler (what a loading process must LD_PRELOAD).
+
+    Asks the compiler (`-print-file-name`), which answers the bare name when it has no such file:
+    then the runtime is not installed, and the error says which package brings it."""
+    _check_sanitizer(sanitizer)
+    name = SANITIZERS[sanitizer][1]
+    compiler = compiler or _compiler()
+    found = compiler_file(name, compiler)
+    if found is None:
+        package = {"address": "libasan8", "thread": "libtsan2"}[sanitizer]
+        raise BuildError(
+            f"sanitizer {sanitizer!r}: {compiler} has no {name} (the {sanitizer} sanitizer's runtime); "
+            f"install it (Debian 12 with g++ 12: `apt-get install {package}`) or use a compiler that has it"
+        )
+    return found
+
+
+def compiler_file(name: str, compiler: str | None = None) -> Path | None:
+    """A library of the compiler's own runtime directories, or None (gcc and clang answer
+    `-print-file-name` with the bare name when they have no such file)."""
+    proc = subprocess.run(
+        [compiler or _compiler(), f"-print-file-name={name}"], capture_output=True, text=True, check=False
+    )
+    found = Path(proc.stdout.strip())
+    if proc.returncode != 0 or not found.is_absolute() or not found.exists():
+        return None
+    return found.resolve()
+
+
 def plan(
-    source_dir: Path = SOURCE_DIR, cache_dir: Path | None = None, library_name: str = LIBRARY_NAME
+    source_dir: Path = SOURCE_DIR,
+    cache_dir: Path | None = None,
+    library_name: str = LIBRARY_NAME,
+    sanitizer: str | None = None,
 ) -> BuildPlan:
-    """What would be built, and where: TF version and the sources' hash name the cache entry."""
+    """What would be built, and where: TF version, the sources' hash and the flags name the cache entry."""
+    _check_sanitizer(sanitizer)
     sources = tuple(sorted(source_dir.glob("*.cc")))
     if not sources:
         raise BuildError(f"no C++ sources in {source_dir}")
     compiler = _compiler()
     tf_version, compile_flags, link_flags = _tensorflow()
+    suffix = ""
+    if sanitizer is not None:
+        # After TF's flags and _CFLAGS, so -O1 overrides -O2 (the last -O wins).
+        instrument = [f"-fsanitize={sanitizer}", _HIDE_SANITIZER[sanitizer]]
+        compile_flags = [*compile_flags, *_SANITIZER_CFLAGS, *instrument]
+        link_flags = [*link_flags, f"-fsanitize={sanitizer}"]
+        suffix = "-" + SANITIZERS[sanitizer][0]
     digest = hashlib.sha256()
     for path in sorted([*sources, *source_dir.glob("*.h")]):
         digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
@@ -135,7 +203,8 @@ def plan(
         compile_flags=tuple(compile_flags),
         link_flags=tuple(link_flags),
         digest=short,
-        output=root / f"{tf_version}-{short}" / library_name,
+        output=root / f"{tf_version}-{short}{suffix}" / library_name,
+        sanitizer=sanitizer,
     )
 
 
@@ -167,17 +236,23 @@ def build(
     progress: Progress | None = None,
     library_name: str = LIBRARY_NAME,
     what: str = "the Geryon rendezvous extension",
+    sanitizer: str | None = None,
 ) -> Path:
-    """Returns the path of the built library, compiling it first unless the cache has it."""
-    p = plan(source_dir, cache_dir, library_name)
+    """Returns the path of the built library, compiling it first unless the cache has it.
+
+    `sanitizer`: None, "address" or "thread" (an instrumented variant in its own cache entry)."""
+    p = plan(source_dir, cache_dir, library_name, sanitizer)
     progress = progress or Progress("geryon native")
     if p.output.exists() and not force:
         return p.output
+    if sanitizer is not None:
+        sanitizer_runtime(sanitizer, p.compiler)  # a clear error now, not a link error after minutes
+        what = f"{what} with the {sanitizer} sanitizer"
     # One builder per cache entry; a second process waits, then finds the library built.
     with _lock(p.directory.parent / f".{p.directory.name}.lock"):
         if p.output.exists() and not force:
             return p.output
-        seconds = _SECONDS_PER_UNIT * len(p.sources)
+        seconds = _SECONDS_PER_UNIT * len(p.sources) * (2 if sanitizer else 1)
         progress.say(f"building {what} (about {seconds} s the first time)")
         start = time.perf_counter()
         p.directory.mkdir(parents=True, exist_ok=True)
@@ -199,6 +274,7 @@ def build(
                 "digest": p.digest,
                 "compiler": p.compiler,
                 "sources": [s.name for s in p.sources],
+                "sanitizer": p.sanitizer,
             }
             Path(tmp, BUILD_INFO).write_text(json.dumps(info, indent=1) + "\n")
             # Rename into place: a reader sees the old library or the whole new one, never a partial file.

@@ -26,13 +26,24 @@ def register(sub: Any) -> None:
     b.add_argument("--force", action="store_true", help="rebuild even if the cache has the library")
     b.add_argument("--cache-dir", type=Path, help="cache directory (overrides GERYON_NATIVE_CACHE)")
     b.add_argument("--json", action="store_true", help="print the build's facts as JSON")
+    b.add_argument(
+        "--sanitizer",
+        choices=["address", "thread"],
+        help="build the AddressSanitizer or ThreadSanitizer variant (its own cache entry; "
+        "native/rendezvous/README.md, Sanitizers, says how to load it)",
+    )
     b.set_defaults(run=run_build)
 
 
 def run_build(args: argparse.Namespace) -> int:
     from geryon.tf.build import BUILD_INFO, build
 
-    path = build(cache_dir=args.cache_dir, force=args.force, progress=Progress("geryon native"))
+    path = build(
+        cache_dir=args.cache_dir,
+        force=args.force,
+        progress=Progress("geryon native"),
+        sanitizer=getattr(args, "sanitizer", None),
+    )
     if args.json:
         info = json.loads((path.parent / BUILD_INFO).read_text())
         print(json.dumps({"library": str(path), **info}, indent=1))

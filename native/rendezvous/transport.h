@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,9 @@ struct PeerAddress {
   std::string task;  // "/job:ps/replica:0/task:0"
   std::string host;  // from the cluster spec
   int data_port = 0;
+  // The host's numeric addresses, resolved when the transport learns the task (not per accept or
+  // hello); the accept loop and the hello check compare a peer's address with these.
+  std::set<std::string> addresses;
 };
 
 // The cluster as the data plane needs it: every task's data address, and which hosts may connect.
@@ -65,7 +69,11 @@ class Transport {
   virtual ~Transport() = default;
   // Starts serving requests from peers with `serve`.
   virtual absl::Status Start(ServeFn serve) = 0;
-  // Replaces the cluster (UpdateServerDef); existing flows to tasks still present stay.
+  // Learns the tasks of `view` (the server's own cluster on UpdateServerDef, or a session's cluster
+  // when TF makes that session's worker cache: e.g. the coordinator that joins as "chief" through
+  // the eager context's server-def update). Tasks are added, or replaced where their address
+  // changed (their flows are redialed); tasks not in `view` stay, since other sessions may still
+  // use them; the local task's own entry never changes.
   virtual void UpdateCluster(const ClusterView& view) = 0;
   // Asks `peer_task` for tensor `key` of `step_id` on the flow of class `cls`; the tensor is
   // allocated with `allocator` and the bytes are read from the socket straight into it.

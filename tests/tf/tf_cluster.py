@@ -49,8 +49,14 @@ if protocol == "grpc+geryon":
 else:
     server = tf.distribute.Server(tf.train.ClusterSpec(spec["cluster"]), job_name=spec["job"],
                                   task_index=spec["index"], protocol=protocol, start=True)
-print("READY", flush=True)
 out = spec["counters"]
+if os.environ.get("GERYON_SANITIZER") == "address":  # LeakSanitizer on request: TfCluster.close()
+    import ctypes, signal
+    def _leak_check(*_):
+        ctypes.CDLL(None).__lsan_do_recoverable_leak_check()
+        open(out + ".leakcheck", "w").close()
+    signal.signal(signal.SIGUSR1, _leak_check)
+print("READY", flush=True)
 while True:
     if protocol == "grpc+geryon":
         rows = [c.__dict__ for c in geryon.tf.flow_counters()]
@@ -200,8 +206,22 @@ class TfCluster:
             proc.wait(timeout=10)
 
     def close(self) -> None:
+        if self.env.get("GERYON_SANITIZER") == "address":
+            self._leak_check()
         for name in list(self.procs):
             self.kill(name)
+
+    def _leak_check(self) -> None:
+        # Under the AddressSanitizer build (tests/tf/test_sanitizers.py) every live server looks for
+        # leaks before it is killed (a SIGKILLed process runs no exit-time check), up to 60 s.
+        live = {n: p for n, p in self.procs.items() if p.poll() is None}
+        for proc in live.values():
+            os.kill(proc.pid, signal.SIGUSR1)
+        deadline = time.monotonic() + 60
+        for name, proc in live.items():
+            done = Path(f"{self.task_counters_path(name)}.leakcheck")
+            while not done.exists() and proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.1)
 
     def __exit__(self, *exc: object) -> None:
         self.close()

@@ -1,0 +1,190 @@
+"""Running the extension's AddressSanitizer / ThreadSanitizer builds under an uninstrumented TensorFlow.
+
+Only libgeryon_rendezvous is instrumented; Python and TensorFlow are not. The sanitizer's runtime must
+therefore be the first library of the process (LD_PRELOAD), before Python maps anything: a runtime
+that comes in later with the extension finds memory it does not know and aborts. `environment()`
+gives a process everything it needs: the preload, the runtime's options (reports to one log file per
+process, suppressions from native/sanitizers/), and GERYON_SANITIZER, which makes `geryon.tf.load()`
+build and load the instrumented variant. `reports()` reads the logs back and tells ours (a frame in
+libgeryon_rendezvous or native/rendezvous/) from those in TensorFlow's and Python's own code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from geryon.tf.build import SANITIZERS, SOURCE_DIR, BuildError, compiler_file, sanitizer_runtime
+
+__all__ = ["ENV", "SUPPRESSIONS_DIR", "Report", "active", "environment", "ours", "reports", "run_pytest"]
+
+# Set in a process's environment, geryon.tf.load() loads the named sanitizer's variant.
+ENV = "GERYON_SANITIZER"
+SUPPRESSIONS_DIR = SOURCE_DIR.parent / "sanitizers"
+LOG_PREFIX = "sanitizer"
+# A frame or a summary in our code: the library itself (unsymbolized frames name the module) or one
+# of its sources (symbolized frames name the file, -g).
+_OURS = re.compile(r"libgeryon_rendezvous|native/rendezvous/")
+# Where a report starts: ASAN/TSAN/UBSAN headers, and each leak of a LeakSanitizer report.
+_START = re.compile(r"^(WARNING: ThreadSanitizer:|==\d+==ERROR: \w+Sanitizer:|(Direct|Indirect) leak of )")
+_NOT_A_REPORT = re.compile(r"==\d+==ERROR: LeakSanitizer: detected memory leaks")
+
+
+@dataclass(frozen=True)
+class Report:
+    path: Path
+    kind: str  # its first line, e.g. "WARNING: ThreadSanitizer: data race (pid=...)"
+    text: str
+
+    @property
+    def ours(self) -> bool:
+        return bool(_OURS.search(self.text))
+
+
+def active() -> str | None:
+    """The sanitizer this process was asked to load (env GERYON_SANITIZER), checked."""
+    name = os.environ.get(ENV) or None
+    if name is not None and name not in SANITIZERS:
+        raise BuildError(f"{ENV} must be one of {', '.join(sorted(SANITIZERS))} or empty, got {name!r}")
+    return name
+
+
+def check_preloaded(sanitizer: str) -> None:
+    """Refuses to load an instrumented library into a process whose first library is not its runtime."""
+    runtime = SANITIZERS[sanitizer][1]
+    maps = Path("/proc/self/maps").read_text()
+    if f"/{runtime}" not in maps and f"/{runtime}." not in maps:
+        raise BuildError(
+            f"{ENV}={sanitizer}: this process has no {runtime} loaded; start it with the runtime preloaded "
+            "(geryon.tf.sanitizers.environment(), or `make sanitize`): loading it now would abort the process"
+        )
+
+
+def environment(sanitizer: str, log_dir: Path) -> dict[str, str]:
+    """What to add to a process's environment to run the extension's `sanitizer` variant under TF.
+
+    The runtime's reports go to `log_dir`/sanitizer.<pid>; the process goes on after a report where
+    the runtime allows it (TSAN always; ASAN stops at its first error, as it must)."""
+    runtime = sanitizer_runtime(sanitizer)
+    log = f"log_path={log_dir / LOG_PREFIX}"
+    env = {ENV: sanitizer}
+    if sanitizer == "address":
+        # libstdc++ preloaded too: ASAN resolves the real __cxa_throw when it starts, and without
+        # libstdc++ already mapped it finds none and aborts on the first C++ exception (matplotlib's
+        # ft2font throws one while TF imports; found here, see README "Sanitizers").
+        stdcxx = compiler_file("libstdc++.so")
+        if stdcxx is None:
+            raise BuildError("the compiler has no libstdc++.so, which the address sanitizer run preloads")
+        env["LD_PRELOAD"] = f"{runtime} {stdcxx}"
+        env["ASAN_OPTIONS"] = ":".join(
+            [
+                log,
+                # Leaks are looked for on request (__lsan_do_recoverable_leak_check), not at exit: the
+                # test processes end with os._exit or SIGKILL, and Python's interned objects at exit
+                # are not leaks.
+                "detect_leaks=1",
+                "leak_check_at_exit=0",
+                # TF's libraries register the same absl/protobuf globals as ours (ODR "violations" of
+                # code we do not build); our own ODR problems would fail the link anyway.
+                "detect_odr_violation=0",
+                # TF probes huge allocations (a bad frame's length) and handles nullptr itself.
+                "allocator_may_return_null=1",
+            ]
+        )
+        env["LSAN_OPTIONS"] = f"suppressions={SUPPRESSIONS_DIR / 'lsan.supp'}:print_suppressions=0"
+    else:
+        env["LD_PRELOAD"] = str(runtime)
+        env["TSAN_OPTIONS"] = ":".join(
+            [
+                log,
+                f"suppressions={SUPPRESSIONS_DIR / 'tsan.supp'}",
+                "print_suppressions=0",
+                # Report every race and go on: one run shows all of them, not the first.
+                "halt_on_error=0",
+                # Python's signal handlers call async-unsafe functions by design (TF's too).
+                "report_signal_unsafe=0",
+                # Longer access history: TF's thread pools run many accesses between two of ours.
+                "history_size=4",
+            ]
+        )
+    return env
+
+
+def reports(log_dir: Path) -> list[Report]:
+    """Every report in the sanitizer logs under `log_dir`, one per race, error or leak."""
+    found: list[Report] = []
+    for path in sorted(log_dir.glob(f"{LOG_PREFIX}.*")):
+        current: list[str] = []
+        for line in path.read_text(errors="replace").splitlines():
+            if _START.match(line) and not _NOT_A_REPORT.match(line):
+                if current:
+                    found.append(Report(path, current[0], "\n".join(current)))
+                current = [line]
+            elif current:
+                current.append(line)
+        if current:
+            found.append(Report(path, current[0], "\n".join(current)))
+    return found
+
+
+def ours(found: list[Report]) -> list[Report]:
+    return [r for r in found if r.ours]
+
+
+def run_pytest(sanitizer: str, log_dir: Path, args: list[str], timeout: float) -> tuple[int, str, float]:
+    """Runs pytest with `args` in a process (and its children) under `sanitizer`, from the repository
+    root: (exit status, the output's tail, seconds)."""
+    root = SOURCE_DIR.parents[1]
+    env = {**os.environ, **environment(sanitizer, log_dir)}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH", "")) if p)
+    started = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=root,
+        env=env,
+        check=False,
+    )
+    return proc.returncode, proc.stdout[-6000:] + proc.stderr[-3000:], time.monotonic() - started
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m geryon.tf.sanitizers SANITIZER [PYTEST ARGS]` (`make sanitize-long`): the tests under
+    the sanitizer, then every report; exit 1 if a test failed or a report is in our code."""
+    parser = argparse.ArgumentParser(prog="python -m geryon.tf.sanitizers", description=main.__doc__)
+    parser.add_argument("sanitizer", choices=sorted(SANITIZERS))
+    parser.add_argument(
+        "--logs", type=Path, help="where the runtime writes its reports (default: a new temp dir)"
+    )
+    parser.add_argument("--timeout", type=float, default=3600, help="seconds for the whole pytest run")
+    parser.add_argument("pytest_args", nargs="*", help="what to run, and pytest's options (default tests/tf)")
+    # pytest's own options (-k, -x, ...) pass through with the test paths.
+    args, passthrough = parser.parse_known_args(argv)
+    args.pytest_args = [*args.pytest_args, *passthrough]
+    from geryon.tf.build import build
+
+    build(sanitizer=args.sanitizer)
+    logs = args.logs or Path(tempfile.mkdtemp(prefix=f"geryon-{args.sanitizer}-"))
+    logs.mkdir(parents=True, exist_ok=True)
+    status, tail, seconds = run_pytest(args.sanitizer, logs, args.pytest_args or ["tests/tf"], args.timeout)
+    found = reports(logs)
+    mine = ours(found)
+    print(tail)
+    for report in found:
+        print(("OURS   " if report.ours else "theirs ") + report.kind + f"  ({report.path})")
+    counts = f"{len(found)} reports, {len(mine)} in our code"
+    print(f"{args.sanitizer}: pytest exit {status} in {seconds:.0f} s; {counts}")
+    return 0 if status == 0 and not mine else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

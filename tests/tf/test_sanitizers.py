@@ -1,0 +1,205 @@
+"""The extension under AddressSanitizer and ThreadSanitizer, in real TensorFlow processes.
+
+`make sanitize` (run by `make test` through this file) builds libgeryon_rendezvous with -fsanitize=address
+and with -fsanitize=thread, and runs a subset of tests/tf against each in a pytest of its own whose
+processes preload the sanitizer's runtime (geryon.tf.sanitizers). The subset covers what the data plane
+does with its threads and buffers: pulls and pushes of mixed sizes (inline responses and the writer
+thread, strings as TensorProto), an aborted receive, a PS killed mid-training, a map_table swap between
+steps and a flow cut mid-tensor. Any report with a frame in our library fails the test; reports only
+in TensorFlow's or Python's own code are listed, not failed (they are not ours to fix, and
+native/sanitizers/*.supp silences the known ones). `make sanitize-long` runs all of tests/tf so.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from tf.tf_cluster import TfCluster
+
+from geryon.tf import sanitizers
+from geryon.tf.build import BuildError, build, compiler_file, plan, sanitizer_runtime
+
+pytestmark = pytest.mark.slow
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+# The representative subset (about 2 min per sanitizer on a loaded 2-core machine; see README).
+SUBSET = [
+    "tests/tf/test_sanitizers.py::test_pulls_and_pushes_of_mixed_sizes_round_trip",
+    "tests/tf/test_faults.py::test_tf1_between_graph_runs_and_an_aborted_step_leaves_the_rendezvous_usable",
+    "tests/tf/test_faults.py::test_killing_the_ps_mid_training_fails_the_chief_within_10_s",
+    "tests/tf/test_threshold_change.py::test_the_threshold_moves_the_big_layer_to_class_0",
+    "tests/tf/test_transport.py::test_a_flow_cut_mid_tensor_fails_that_receive_at_once_and_the_next_step_redials",
+]
+
+# TF1 between-graph: variables of 1 KiB, 256 KiB and 8 MiB (inline responses up to 64 KiB, the writer
+# thread above) and a string (a TensorProto response) on the PS; the worker pulls each, adds one and
+# pushes it back; all four travel in the same step, concurrently.
+MIXED_BODY = r"""
+tf.compat.v1.disable_eager_execution()
+sizes = [256, 64 << 10, 2 << 20]
+with tf.device("/job:ps/task:0"):
+    vs = [tf.compat.v1.get_variable(f"v{n}", initializer=tf.zeros([n])) for n in sizes]
+    text = tf.compat.v1.get_variable("s", initializer=tf.constant(["x" * 100000, "y"]), dtype=tf.string)
+with tf.device("/job:worker/task:0"):
+    pushed = [v + 1.0 for v in vs]
+    length = tf.reduce_sum(tf.strings.length(text))
+with tf.device("/job:ps/task:0"):
+    updates = tf.group(*[v.assign(p) for v, p in zip(vs, pushed)])
+with tf.device("/job:worker/task:0"):
+    sums = [tf.reduce_sum(v) for v in vs]
+config = tf.compat.v1.ConfigProto(device_filters=["/job:ps", "/job:worker/task:0"])
+target = "grpc://" + cluster_spec.task_address("worker", 0)
+with tf.compat.v1.Session(target, config=config) as sess:
+    sess.run(tf.compat.v1.global_variables_initializer())
+    lengths = []
+    for _ in range(ARGS["steps"]):
+        _, n = sess.run([updates, length])
+        lengths.append(int(n))
+    totals = [float(x) for x in sess.run(sums)]
+emit({"totals": totals, "lengths": lengths, "sizes": sizes})
+"""
+
+
+def test_pulls_and_pushes_of_mixed_sizes_round_trip() -> None:
+    build(sanitizer=sanitizers.active())
+    steps = 4
+    with TfCluster(num_ps=1, num_workers=1) as cluster:
+        result = cluster.run_chief(MIXED_BODY, timeout=240, args={"steps": steps})
+        time.sleep(0.5)
+        pulls = [c for c in cluster.counters("worker0") if c["role"] == "consumer"]
+    assert result["totals"] == [float(steps * n) for n in result["sizes"]]
+    assert result["lengths"] == [100001] * steps
+    # Every pull went through the data plane: at least the float bytes of every step.
+    assert sum(c["bytes_received"] for c in pulls) >= steps * 4 * sum(result["sizes"])
+
+
+def _check(sanitizer: str, log_dir: Path) -> None:
+    build(sanitizer=sanitizer)  # here, so the inner run's first test does not pay the build
+    status, out, seconds = sanitizers.run_pytest(sanitizer, log_dir, ["-x", *SUBSET], timeout=900)
+    assert status == 0, f"the tests failed under the {sanitizer} sanitizer:\n{out}"
+    found = sanitizers.reports(log_dir)
+    mine = sanitizers.ours(found)
+    print(
+        f"{sanitizer}: {len(SUBSET)} tests in {seconds:.0f} s; {len(found)} reports, {len(mine)} in our code"
+    )
+    for report in found:
+        print(("OURS " if report.ours else "theirs ") + report.kind)
+    assert not mine, "\n\n".join(r.text[:6000] for r in mine)
+
+
+def test_the_address_sanitizer_finds_nothing_in_the_extension(tmp_path: Path) -> None:
+    _check("address", tmp_path)
+
+
+def test_the_thread_sanitizer_finds_nothing_in_the_extension(tmp_path: Path) -> None:
+    _check("thread", tmp_path)
+
+
+# A library with a heap-use-after-free and a data race in a file under native/rendezvous/, built with
+# the same flags: it shows that a report in our code is found and told from others.
+_CANARY = """
+#include <cstdlib>
+#include <thread>
+extern "C" int geryon_canary_use_after_free() {
+  int* p = static_cast<int*>(std::malloc(sizeof(int) * 4));
+  std::free(p);
+  return p[1];
+}
+static int counter;
+extern "C" int geryon_canary_race() {
+  std::thread a([] { for (int i = 0; i < 1000; ++i) counter++; });
+  std::thread b([] { for (int i = 0; i < 1000; ++i) counter++; });
+  a.join();
+  b.join();
+  return counter;
+}
+"""
+
+
+@pytest.mark.parametrize(
+    ("sanitizer", "entry", "kind"),
+    [
+        ("address", "geryon_canary_use_after_free", "heap-use-after-free"),
+        ("thread", "geryon_canary_race", "data race"),
+    ],
+)
+def test_a_report_in_our_code_is_found_and_named(
+    tmp_path: Path, sanitizer: str, entry: str, kind: str
+) -> None:
+    src = tmp_path / "native" / "rendezvous"
+    src.mkdir(parents=True)
+    (src / "canary.cc").write_text(_CANARY)
+    lib = tmp_path / "libcanary.so"
+    compiler = plan(sanitizer=sanitizer).compiler
+    flags = ["-shared", "-fPIC", "-O1", "-g", f"-fsanitize={sanitizer}"]
+    subprocess.run(
+        [compiler, *flags, str(src / "canary.cc"), "-o", str(lib)],
+        check=True,
+        capture_output=True,
+    )
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    script = f"import ctypes; ctypes.CDLL({str(lib)!r}).{entry}(); print('survived')"
+    env = {**os.environ, **sanitizers.environment(sanitizer, logs)}
+    subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, timeout=120, check=False)
+    found = sanitizers.reports(logs)
+    assert [r for r in found if kind in r.kind and r.ours], [r.kind for r in found]
+
+
+def test_a_sanitizer_that_is_not_one_is_refused_naming_the_choices() -> None:
+    with pytest.raises(BuildError, match=r"sanitizer must be one of address, thread or none, got 'memory'"):
+        plan(sanitizer="memory")
+
+
+def test_the_variant_has_its_own_cache_entry_and_flags() -> None:
+    plain, tsan = plan(), plan(sanitizer="thread")
+    assert tsan.output.parent.name.endswith("-tsan") and tsan.digest != plain.digest
+    assert "-fsanitize=thread" in tsan.compile_flags and "-fsanitize=thread" in tsan.link_flags
+    assert "-fsanitize=thread" not in plain.compile_flags
+    assert compiler_file("libtsan.so") == sanitizer_runtime("thread")
+
+
+def test_a_compiler_without_the_runtime_is_a_clear_error(tmp_path: Path) -> None:
+    # gcc and clang answer -print-file-name=X with the bare X when they have no such file (gcc's
+    # `find_a_file` fallback; clang's Driver::GetFilePath): a compiler without libasan.so answers so.
+    cxx = tmp_path / "c++"
+    cxx.write_text(
+        textwrap.dedent(
+            """\
+            #!/bin/sh
+            case "$1" in -print-file-name=*) echo "${1#-print-file-name=}"; exit 0;; esac
+            exec g++ "$@"
+            """
+        )
+    )
+    cxx.chmod(0o755)
+    env = {**os.environ, "CXX": str(cxx)}
+    proc = subprocess.run(
+        [sys.executable, "-c", "from geryon.tf.build import sanitizer_runtime; sanitizer_runtime('address')"],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        timeout=60,
+    )
+    assert proc.returncode != 0
+    assert f"{cxx} has no libasan.so" in proc.stderr and "apt-get install libasan8" in proc.stderr
+
+
+def test_loading_an_instrumented_library_without_its_runtime_is_refused() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", "import geryon.tf; geryon.tf.load()"],
+        env={**os.environ, sanitizers.ENV: "thread", "PYTHONPATH": str(REPO_ROOT)},
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        timeout=300,
+    )
+    assert proc.returncode != 0
+    assert "GERYON_SANITIZER=thread: this process has no libtsan.so loaded" in proc.stderr
