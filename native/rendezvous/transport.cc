@@ -23,12 +23,14 @@
 #include <cstring>
 #include <deque>
 #include <fstream>
+#include <functional>
 #include <mutex>
 #include <map>
 #include <set>
 #include <sys/ioctl.h>
 #include <thread>
 #include <unordered_map>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -175,7 +177,8 @@ struct FlowCounters {
 };
 
 std::mutex g_counters_mu;
-std::map<std::string, std::shared_ptr<FlowCounters>>* g_counters = new std::map<std::string, std::shared_ptr<FlowCounters>>;
+std::map<std::string, std::shared_ptr<FlowCounters>>* g_counters TF_PT_GUARDED_BY(g_counters_mu) =
+    new std::map<std::string, std::shared_ptr<FlowCounters>>;
 
 std::shared_ptr<FlowCounters> CountersFor(const std::string& role, const std::string& local,
                                           const std::string& peer, int cls) {
@@ -346,6 +349,77 @@ bool Get(int fd, T* v, std::string* error) {
   return ReadFull(fd, v, sizeof(T), error);
 }
 
+// ---- threads -----------------------------------------------------------------------------------
+
+// The transport's threads: the accept loop, and per connection the consumer's reader or the
+// producer's serving loop (which owns and joins its writer). Each one ends when its socket does; the
+// set joins those that ended whenever it starts another (so it holds about one entry per open
+// connection), and on Stop() wakes every one through its `stop` (shutdown of its socket) and joins
+// them all. The owner is the TcpTransport, which lives as long as the process (server.cc releases
+// it: TF's rendezvous managers keep a raw pointer to it and TF never destroys a GrpcServer), so no
+// thread outlives the object whose members it uses.
+class ThreadSet {
+ public:
+  ~ThreadSet() { Stop(); }
+
+  // Runs `body` on a new thread; `stop` must make it return soon (called at most once, from Stop).
+  // After Stop, starts nothing and returns false.
+  bool Spawn(std::function<void()> body, std::function<void()> stop) {
+    std::lock_guard<std::mutex> l(mu_);
+    if (stopped_) return false;
+    ReapLocked();
+    uint64_t id = next_id_++;
+    Entry& e = threads_[id];
+    e.stop = std::move(stop);
+    e.thread = std::thread([this, id, body = std::move(body)] {
+      body();
+      std::lock_guard<std::mutex> l(mu_);
+      ended_.push_back(id);
+    });
+    return true;
+  }
+
+  void Stop() {
+    std::unordered_map<uint64_t, Entry> threads;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      stopped_ = true;
+      threads.swap(threads_);
+      ended_.clear();
+    }
+    for (auto& [id, e] : threads) e.stop();
+    for (auto& [id, e] : threads) e.thread.join();
+  }
+
+  size_t size() {
+    std::lock_guard<std::mutex> l(mu_);
+    return threads_.size();
+  }
+
+ private:
+  struct Entry {
+    std::thread thread;
+    std::function<void()> stop;
+  };
+
+  // A thread in ended_ has left its body and only returns: the join is immediate.
+  void ReapLocked() TF_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    for (uint64_t id : ended_) {
+      auto it = threads_.find(id);
+      if (it == threads_.end()) continue;
+      it->second.thread.join();
+      threads_.erase(it);
+    }
+    ended_.clear();
+  }
+
+  std::mutex mu_;
+  bool stopped_ TF_GUARDED_BY(mu_) = false;
+  uint64_t next_id_ TF_GUARDED_BY(mu_) = 0;
+  std::unordered_map<uint64_t, Entry> threads_ TF_GUARDED_BY(mu_);
+  std::vector<uint64_t> ended_ TF_GUARDED_BY(mu_);
+};
+
 // ---- consumer side -----------------------------------------------------------------------------
 
 class ClientConn;
@@ -388,9 +462,18 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
   ClientConn(int fd, std::string peer, int cls, std::shared_ptr<FlowCounters> counters)
       : fd_(fd), peer_(std::move(peer)), cls_(cls), counters_(std::move(counters)) {}
 
-  void StartReader() {
+  // The reader runs on a thread of `threads` (the transport's); a stop fails the flow, which wakes it.
+  void StartReader(ThreadSet* threads) {
     auto self = shared_from_this();
-    std::thread([self] { self->ReadLoop(); }).detach();
+    std::weak_ptr<ClientConn> weak = self;
+    if (!threads->Spawn([self] { self->ReadLoop(); }, [weak] {
+          if (auto conn = weak.lock()) conn->Fail("the transport is shutting down");
+        })) {
+      Fail("the transport is shutting down");
+      std::lock_guard<std::mutex> w(write_mu_);
+      fd_closed_ = true;
+      close(fd_);
+    }
   }
 
   bool broken() {
@@ -666,9 +749,14 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
   // or failed to allocate) is read and dropped; one out of sequence breaks the flow (TCP keeps a
   // connection's bytes in order, so that is a broken peer).
   bool ReadChunk(std::string* error) {
+    // The rest of the chunk's header in one read (one recv per chunk instead of three).
+    char head[20];
+    if (!ReadFull(fd_, head, sizeof(head), error)) return false;
     uint64_t id, offset;
     uint32_t len;
-    if (!Get(fd_, &id, error) || !Get(fd_, &offset, error) || !Get(fd_, &len, error)) return false;
+    std::memcpy(&id, head, 8);
+    std::memcpy(&offset, head + 8, 8);
+    std::memcpy(&len, head + 16, 4);
     if (len == 0 || len > static_cast<uint64_t>(kMaxChunkBytes)) {
       *error = absl::StrCat("malformed chunk frame (", len, " bytes)");
       return false;
@@ -767,11 +855,16 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
  public:
   ServerConn(int fd, std::string peer_ip) : fd_(fd), peer_ip_(std::move(peer_ip)) {}
 
-  void Run(const ClusterView* view, std::mutex* view_mu, std::string local_task, ServeFn serve) {
+  // Serves on a thread of `threads` (the transport's); a stop closes the connection, which wakes it.
+  // False if the set is stopped (nothing was started; the caller closes the descriptor).
+  bool Run(ThreadSet* threads, const ClusterView* view, std::mutex* view_mu, std::string local_task,
+           ServeFn serve) {
     auto self = shared_from_this();
-    std::thread([self, view, view_mu, local_task, serve] {
-      self->ReadLoop(view, view_mu, local_task, serve);
-    }).detach();
+    std::weak_ptr<ServerConn> weak = self;
+    return threads->Spawn([self, view, view_mu, local_task, serve] { self->ReadLoop(view, view_mu, local_task, serve); },
+                          [weak] {
+                            if (auto conn = weak.lock()) conn->Close("the transport is shutting down", false);
+                          });
   }
 
   void Enqueue(uint64_t id, int32_t rank, const absl::Status& s, const Tensor& t, bool is_dead) {
@@ -1225,8 +1318,19 @@ class TcpTransport : public Transport {
 
   absl::Status Start(ServeFn serve) override {
     serve_ = std::move(serve);
-    std::thread([this] { AcceptLoop(); }).detach();
+    threads_.Spawn([this] { AcceptLoop(); },
+                   [this] {
+                     stopping_ = true;
+                     shutdown(listen_fd_, SHUT_RDWR);  // accept() returns at once
+                   });
     return absl::OkStatus();
+  }
+
+  // Never runs in a server (server.cc keeps the transport for the process), but a transport that is
+  // destroyed stops and joins every thread it started before its members go.
+  ~TcpTransport() override {
+    threads_.Stop();
+    close(listen_fd_);
   }
 
   void UpdateCluster(const ClusterView& view) override {
@@ -1350,7 +1454,7 @@ class TcpTransport : public Transport {
     counters->local_port = LocalPort(fd);
     counters->peer_port = port;
     slot->conn = std::make_shared<ClientConn>(fd, peer_task, cls, counters);
-    slot->conn->StartReader();
+    slot->conn->StartReader(&threads_);
     return slot->conn;
   }
 
@@ -1485,6 +1589,7 @@ class TcpTransport : public Transport {
       socklen_t len = sizeof(ss);
       int fd = accept4(listen_fd_, reinterpret_cast<sockaddr*>(&ss), &len, SOCK_CLOEXEC);
       if (fd < 0) {
+        if (stopping_) return;
         if (errno == EINTR || errno == ECONNABORTED || errno == EAGAIN) continue;
         LOG(ERROR) << "Geryon data plane: accept failed: " << ErrnoText(errno);
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -1510,7 +1615,10 @@ class TcpTransport : public Transport {
         std::lock_guard<std::mutex> l(view_mu_);
         local_task = view_.local_task;
       }
-      conn->Run(&view_, &view_mu_, local_task, serve_);
+      if (!conn->Run(&threads_, &view_, &view_mu_, local_task, serve_)) {
+        close(fd);
+        g_accepted -= 1;
+      }
     }
   }
 
@@ -1537,11 +1645,14 @@ class TcpTransport : public Transport {
   }
 
   std::mutex view_mu_;
-  ClusterView view_;
-  std::set<std::string> allowed_;  // every address of every task in view_
-  std::map<std::string, std::unique_ptr<Slot>> slots_;
+  ClusterView view_ TF_GUARDED_BY(view_mu_);
+  std::set<std::string> allowed_ TF_GUARDED_BY(view_mu_);  // every address of every task in view_
+  std::map<std::string, std::unique_ptr<Slot>> slots_ TF_GUARDED_BY(view_mu_);
   const int listen_fd_;
-  ServeFn serve_;
+  ServeFn serve_;  // set by Start before the accept thread exists, then only read
+  std::atomic<bool> stopping_{false};
+  // Last: destroyed first, so every thread is joined while the members it uses still exist.
+  ThreadSet threads_;
 };
 
 int Listen(int port, std::string* error) {

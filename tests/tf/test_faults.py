@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from tf.tf_cluster import CNN_BODY, TfCluster, data_port
 
+from geryon.tf import sanitizers
 from geryon.tf.build import build
 
 pytestmark = pytest.mark.slow
@@ -24,7 +25,7 @@ HELLO, REQUEST, RESPONSE, ACK = 0x48595247, 0x51595247, 0x53595247, 0x41595247
 
 @pytest.fixture(scope="module", autouse=True)
 def _built() -> None:
-    build()
+    build(sanitizer=sanitizers.active())  # the variant a sanitizer run (test_sanitizers.py) loads
 
 
 def test_killing_the_ps_mid_training_fails_the_chief_within_10_s(tmp_path: Path) -> None:
@@ -62,9 +63,9 @@ def _hello(task: str, cls: int = 0, target: str = "/job:ps/replica:0/task:0") ->
     return head + struct.pack("<H", len(target)) + target.encode()
 
 
-def _request(request_id: int, key: bytes, step: int = 1) -> bytes:
+def _request(request_id: int, key: bytes, step: int = 1, rank: int = 2**31 - 1) -> bytes:
     # Protocol 2+: i32 urgency rank (INT32_MAX: unranked) before the key length.
-    return struct.pack("<IQqiI", REQUEST, request_id, step, 2**31 - 1, len(key)) + key
+    return struct.pack("<IQqiI", REQUEST, request_id, step, rank, len(key)) + key
 
 
 def _ack(sock: socket.socket) -> str:

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from geryon.tf import sanitizers
 from geryon.tf.build import build
 
 pytestmark = pytest.mark.slow
@@ -29,7 +30,7 @@ TESTS_TF = str(Path(__file__).parent)
 
 @pytest.fixture(scope="module", autouse=True)
 def _built() -> None:
-    build()
+    build(sanitizer=sanitizers.active())  # the variant a sanitizer run (test_sanitizers.py) loads
 
 
 def _run(script: str, timeout: float = 180) -> dict[str, Any]:
