@@ -17,6 +17,10 @@ that module) for CAPTURE_MS over unmeasured rounds the chief runs after the meas
 ("trace_tail_s" in its spec); the profile (or why there is none) goes to `result["incluster"]` and
 from there into the prediction (geryon.demo.predict).
 
+Beside the measured job, for the whole run: the background stream (`background`, default half the
+link rate) and, with cfg["second_job"], a second training job on the same hosts and links
+(geryon.demo.secondjob); both are stopped by PID when the run ends and reported in the result.
+
 The paired modes (geryon, paper, endhost: modes.Mode.paired) share one cluster instead (PairedRun):
 the chief alternates them round by round and, before each round, asks the runner (a "round" line;
 the runner answers "go" on its stdin) to set the switch's queue mode and read the counters, so each
@@ -862,6 +866,7 @@ class PairedRun(ModeRun):
             rec["thresholds"] = schedule.get("thresholds")
             rec["classes_used"] = schedule.get("classes_used")
             rec["ordering_available"] = schedule.get("ordering_available")
+            rec["order_in_force"] = schedule.get("order_in_force")  # what every task answered
             rec["chunk_bytes"] = schedule.get("chunk_bytes")  # None: the data plane has no chunking
             rec["paired"]["switch_changes"] = self.switch_changes
             if name == done.get("search_mode") and done.get("search") is not None:

@@ -6,10 +6,11 @@ A schedule is (the classes: thresholds, or one class for every tensor; the order
 The classes go through the map_table (g.set_thresholds installs the next version on every task,
 as the threshold search does at run time). The order inside a class is the data plane's
 per-connection ordering (issue 14 item 1: each (consumer, producer, class) connection serves its
-most urgent pending response first, large ones in chunks). It is applied through ORDERING_HOOK,
-`GeryonStrategy.set_order("urgency" | "arrival")`, which sets it on every task; a strategy without
-the hook is recorded as not available: the returned dict says `ordering_available: False` and the
-report prints that urgency order was requested but not applied.
+most urgent pending response first, large ones in chunks, or first ready with "arrival"), set on every task through
+ORDERING_HOOK (`g.set_order("urgency" | "arrival")`) before each round; every task answers with the
+order it now runs, which the returned dict keeps (`order_in_force`; a task that answers otherwise is
+a ScheduleError). A strategy without the hook (a data plane from before item 1) is recorded as
+`ordering_available: False`, and the report prints that urgency order was requested but not applied.
 The chunk size (`--chunk-size`, validated by the runner to 4 KiB..1 GiB) goes in once per cluster
 through CHUNK_HOOK (`g.set_chunk_bytes(n)`) the same way (apply_chunk).
 """
@@ -58,13 +59,19 @@ def apply_schedule(g: Any, mode: modes_mod.Mode, chosen: list[float] | tuple[flo
             f"{list(wanted)} puts parameters in classes {used}"
         )
     available = ordering_available(g)
+    in_force = None
     if available and mode.order is not None:
-        getattr(g, ORDERING_HOOK)(mode.order)
+        # Every task answers with the order it now runs: the rounds really differ, or this raises.
+        answers = getattr(g, ORDERING_HOOK)(mode.order)
+        in_force = sorted(set(answers.values())) if isinstance(answers, dict) else None
+        if in_force is not None and in_force != [mode.order]:
+            raise ScheduleError(f"mode {mode.name}: order {mode.order} wanted, the tasks run {answers}")
     return {
         "thresholds": list(wanted),
         "classes_used": len(used),
         "order": mode.order,
         "ordering_available": available,
+        "order_in_force": in_force,
     }
 
 
