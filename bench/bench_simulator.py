@@ -13,7 +13,8 @@ then times the fast path at 1024 hosts x 64 PSes for all modes (issue 15's targe
 --baseline FILE loads another version of geryon/threshold/simulator.py (say `git show
 3030967:geryon/threshold/simulator.py > /tmp/old_sim.py`) and runs it interleaved with this one, run by
 run (A B A B ...), on the modes both have, with the knobs' defaults; the table adds its median wall time
-and the paired ratio new/old (median of per-run ratios, with the min-max range), to show that a change
+and the paired ratio new/old (median of per-run ratios, with the min-max range; of wall and of CPU time,
+which other processes on a shared machine do not inflate), to show that a change
 made no mode slower.
 
 --grid runs issue 14's grid instead: AlexNet (batch 512), VGG-19 and ResNet-50 (batch 64) x workers 1, 2,
@@ -46,6 +47,7 @@ import json
 import platform
 import statistics
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -137,14 +139,22 @@ def main() -> int:
                 symmetric=path == "representative",
                 colocate=path == "colocated",
             )
+            cpus: list[float] = []
+            old_cpus: list[float] = []
             for _ in range(args.repeats):
+                # CPU time beside wall time: on a shared machine the process may wait for a core.
+                c0 = time.process_time()
                 result = simulate(profile, **kw)
+                cpus.append(time.process_time() - c0)
                 walls.append(result.wall_s)
                 if baseline is not None and mode in baseline.MODES:
+                    c0 = time.process_time()
                     old_walls.append(baseline.simulate(profile, **kw).wall_s)
+                    old_cpus.append(time.process_time() - c0)
             assert result is not None
             wall = statistics.median(walls)
             ratios = [a / b for a, b in zip(walls, old_walls, strict=False)]
+            cpu_ratios = [a / b for a, b in zip(cpus, old_cpus, strict=False) if b > 0]
             rows.append(
                 {
                     "workers": workers,
@@ -165,6 +175,12 @@ def main() -> int:
                     "ratio_vs_baseline": statistics.median(ratios) if ratios else None,
                     "ratio_min": min(ratios) if ratios else None,
                     "ratio_max": max(ratios) if ratios else None,
+                    "cpu_ms": statistics.median(cpus) * 1e3,
+                    "cpu_s_all": cpus,
+                    "baseline_cpu_s_all": old_cpus,
+                    "cpu_ratio_vs_baseline": statistics.median(cpu_ratios) if cpu_ratios else None,
+                    "cpu_ratio_min": min(cpu_ratios) if cpu_ratios else None,
+                    "cpu_ratio_max": max(cpu_ratios) if cpu_ratios else None,
                 }
             )
     columns = [
@@ -186,6 +202,9 @@ def main() -> int:
             ("ratio_vs_baseline", "new/old", ".2f"),
             ("ratio_min", "min", ".2f"),
             ("ratio_max", "max", ".2f"),
+            ("cpu_ratio_vs_baseline", "cpu new/old", ".2f"),
+            ("cpu_ratio_min", "min", ".2f"),
+            ("cpu_ratio_max", "max", ".2f"),
         ]
     print(table(rows, columns))
     # The symmetry's price and proof, measured side by side: same cluster, both paths.

@@ -166,8 +166,10 @@ def main(argv: list[str] | None = None) -> int:
         "--logs", type=Path, help="where the runtime writes its reports (default: a new temp dir)"
     )
     parser.add_argument("--timeout", type=float, default=3600, help="seconds for the whole pytest run")
-    parser.add_argument("pytest_args", nargs=argparse.REMAINDER, help="what to run (default tests/tf)")
-    args = parser.parse_args(argv)
+    parser.add_argument("pytest_args", nargs="*", help="what to run, and pytest's options (default tests/tf)")
+    # pytest's own options (-k, -x, ...) pass through with the test paths.
+    args, passthrough = parser.parse_known_args(argv)
+    args.pytest_args = [*args.pytest_args, *passthrough]
     from geryon.tf.build import build
 
     build(sanitizer=args.sanitizer)

@@ -576,6 +576,9 @@ class _Replay:
         self.dirty = [False, False]
         # The active flows through each port (filled as flows come and go; see _quiet_rate).
         self.port_flows: dict[int, dict[_Flow, None]] = {}
+        # ... and the rate they use on it, refreshed by every re-allocation of its group.
+        self.port_used: dict[int, float] = {}
+        self.group_ports: tuple[set[int], set[int]] = (set(), set())
         self._add_background(knobs.background, len(thresholds) + 1 if per_class else None, len(keys), cap)
         self.saved: dict[tuple[int, int, int, int, int], float] = {}  # preempted transfers' bytes left
 
@@ -791,6 +794,8 @@ class _Replay:
                 if self._quiet_rate(flow, flow.level_up, flow.level_down) is None:
                     self._idle(flow)
                 else:  # its leaving changes no other rate: no re-allocation (see _quiet_rate)
+                    self.port_used[flow.up] -= flow.rate
+                    self.port_used[flow.down] -= flow.rate
                     flow.rate = 0.0
                     flow.version += 1
                     self._leave(flow)
@@ -899,6 +904,7 @@ class _Replay:
             pf = self.port_flows
             pf.setdefault(flow.up, {})[flow] = None
             pf.setdefault(flow.down, {})[flow] = None
+            self.group_ports[flow.group].update((flow.up, flow.down))
 
     def _leave(self, flow: _Flow) -> None:
         del self.active[flow.group][flow]
@@ -936,16 +942,17 @@ class _Replay:
         else:
             return None
         rate = cap[a]
-        used = rate
-        for g in pf[b]:
-            if g is flow:
-                continue
-            used += g.rate
-            g_level, g_other = (g.level_up, g.down) if g.up == b else (g.level_down, g.up)
-            if level is not None and g_level is not None and g_level > level and len(pf[g_other]) != 1:
-                return None
+        # The others' use of b, plus this flow at its rate (the same whether it joins or leaves).
+        used = self.port_used.get(b, 0.0) + (0.0 if flow in pf[b] else rate)
         if used > cap[b] * (1 - _QUIET_MARGIN):
             return None
+        if level is not None:
+            for g in pf[b]:
+                if g is flow:
+                    continue
+                g_level, g_other = (g.level_up, g.down) if g.up == b else (g.level_down, g.up)
+                if g_level is not None and g_level > level and len(pf[g_other]) != 1:
+                    return None
         return rate
 
     def _note_start(self, flow: _Flow, key: tuple[int, int], t: float) -> None:
@@ -997,6 +1004,8 @@ class _Replay:
             flow.last_t = t
             flow.stale = False
             self._join(flow)
+            self.port_used[flow.up] = self.port_used.get(flow.up, 0.0) + rate
+            self.port_used[flow.down] = self.port_used.get(flow.down, 0.0) + rate
         left = self.saved.pop((flow.side, flow.src, flow.dst, j, it), self.s_bytes[j])
         self._set_head(flow, j, it, t, left)
 
@@ -1113,6 +1122,13 @@ class _Replay:
                 [f.wu for f in flows] if self.fast else None,
                 [f.wd for f in flows] if self.fast else None,
             )
+            if self.gap > 0:
+                used = self.port_used
+                for port in self.group_ports[group]:
+                    used[port] = 0.0
+                for flow, rate in zip(flows, rates, strict=True):
+                    used[flow.up] += rate
+                    used[flow.down] += rate
             for flow, rate in zip(flows, rates, strict=True):
                 if flow.bg:
                     flow.rate = rate

@@ -63,9 +63,9 @@ def _hello(task: str, cls: int = 0, target: str = "/job:ps/replica:0/task:0") ->
     return head + struct.pack("<H", len(target)) + target.encode()
 
 
-def _request(request_id: int, key: bytes, step: int = 1) -> bytes:
+def _request(request_id: int, key: bytes, step: int = 1, rank: int = 2**31 - 1) -> bytes:
     # Protocol 2+: i32 urgency rank (INT32_MAX: unranked) before the key length.
-    return struct.pack("<IQqiI", REQUEST, request_id, step, 2**31 - 1, len(key)) + key
+    return struct.pack("<IQqiI", REQUEST, request_id, step, rank, len(key)) + key
 
 
 def _ack(sock: socket.socket) -> str:
