@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.geryon-installed
 
-.PHONY: demo test lint venv clean tf-ps-tests tf-ps-tests-fast
+.PHONY: demo test lint venv clean tf-ps-tests tf-ps-tests-fast sanitize sanitize-long
 
 venv: $(STAMP)
 
@@ -31,6 +31,16 @@ tf-ps-tests: $(STAMP)
 
 tf-ps-tests-fast: $(STAMP)
 	PYTHONPATH=$(CURDIR) $(PY) bench/tf_ps_tests.py --subset fast
+
+# The native extension under AddressSanitizer and ThreadSanitizer (native/rendezvous/README.md,
+# "Sanitizers"). `sanitize` is the representative subset that `make test` (CI) also runs;
+# `sanitize-long` runs all of tests/tf under each sanitizer (about an hour on two cores).
+sanitize: $(STAMP)
+	$(PY) -m pytest -q tests/tf/test_sanitizers.py
+
+sanitize-long: $(STAMP)
+	$(PY) -m geryon.tf.sanitizers thread tests/tf
+	$(PY) -m geryon.tf.sanitizers address tests/tf
 
 clean:
 	rm -rf $(VENV) build *.egg-info

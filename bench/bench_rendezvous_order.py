@@ -7,14 +7,15 @@ parameters of mixed sizes (log-uniform 4 KiB..4 MiB, seeded) from the PS, all in
 a chain, so the tagger ranks them 0..63 in chain order; they are created in a random (seeded) order,
 so the worker asks for them in random order. Each repeat runs the step under `urgency` and then under
 `arrival` (A B A B ..., set on both tasks between steps, the way GeryonStrategy.set_order does), then
-a step of 200 tiny (4 B) parameters under each. Per run:
+a step of 200 tiny (4 B) parameters and a step pulling one 64 MiB parameter under each. Per run:
   tau            Kendall tau of the order in which the worker's receives completed against the
                  urgency rank (GeryonTakeArrivals on the worker), median over repeats; target >= 0.95
   ordering cost  ns per response in the producer's ordered-queue code (insert + pick; the PS's
                  `order_ns` / responses), and the paired urgency - arrival step-time difference per
                  tiny tensor (what the whole ordering path costs end to end); target < 2 us
-  throughput     MB/s of the mixed step; the ratio urgency / arrival is the median of per-repeat
-                 paired ratios with a bootstrap 95% interval; target >= 0.95 (within 5%)
+  throughput     MB/s of the mixed step and of the 64 MiB pull (urgency sends it in 256 KiB chunks,
+                 arrival whole: the cost of chunking alone); the ratio urgency / arrival is the
+                 median of per-repeat paired ratios with a bootstrap 95% interval; target >= 0.95
 Several runs (fresh processes each) show the spread. Writes JSON (default out/bench/rendezvous_order.json).
 """
 
@@ -43,6 +44,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 DATA_OFFSET = -7000
 TENSORS = 64
 TINY = 200
+BULK_MB = 64
 SEED = 14
 TARGET_TAU = 0.95
 TARGET_COST_US = 2.0
@@ -103,6 +105,11 @@ with graph.as_default():
         x_tiny = v1.placeholder(tf.float32, [1], name="x_tiny")
     mixed = chain("mixed", spec["tensors"], sizes, created, x)
     tiny = chain("tiny", spec["tiny"], [1] * spec["tiny"], tiny_created, x_tiny)
+    with v1.device("/job:ps/task:0"):
+        bulk_var = v1.get_variable("bulk/w", [spec["bulk_mb"] << 18], initializer=v1.ones_initializer(),
+                                   use_resource=True)
+    with v1.device("/job:worker/task:0"):
+        bulk = tf.reduce_sum(bulk_var)
     order_in = v1.placeholder(tf.string, [])
     set_order = []
     for device in ("/job:ps/task:0", "/job:worker/task:0"):
@@ -118,9 +125,13 @@ feed = {x: [1.0], x_tiny: [1.0]}
 samples = []
 with v1.Session(target, graph=graph) as sess:
     sess.run(init)
-    for order in ("urgency", "arrival"):  # warm-up: connections, graph registration, both paths
+    for order in ("urgency", "arrival"):  # warm-up: connections, each fetch's graph, both paths
         sess.run(set_order, {order_in: order})
-        sess.run([mixed, tiny], feed)
+        sess.run(take)
+        sess.run(mixed, {x: [1.0]})
+        sess.run(take)
+        sess.run(tiny, {x_tiny: [1.0]})
+        sess.run(bulk)
     for r in range(spec["repeats"]):
         for order in ("urgency", "arrival"):
             sess.run(set_order, {order_in: order})
@@ -132,9 +143,13 @@ with v1.Session(target, graph=graph) as sess:
             start = time.perf_counter()
             sess.run(tiny, {x_tiny: [1.0]})
             tiny_s = time.perf_counter() - start
+            start = time.perf_counter()
+            sess.run(bulk)
+            bulk_s = time.perf_counter() - start
             ranks = [row[1] for row in rows if row[1] >= 0]
-            samples.append({"repeat": r, "order": order, "mixed_s": mixed_s, "tiny_s": tiny_s, "ranks": ranks,
-                            "value_ok": abs(float(value) - (1 + sum(sizes))) < 1e-3 * (1 + sum(sizes))})
+            ok = abs(float(value) - (1 + sum(sizes))) < 1e-3 * (1 + sum(sizes))
+            samples.append({"repeat": r, "order": order, "mixed_s": mixed_s, "tiny_s": tiny_s,
+                            "bulk_s": bulk_s, "ranks": ranks, "value_ok": ok})
         print(f"bench: repeat {r + 1} done", file=sys.stderr, flush=True)
 print("RESULT " + json.dumps({"sizes": sizes, "samples": samples}), flush=True)
 os._exit(0)
@@ -192,6 +207,7 @@ def one_run(repeats: int, run: int, progress: Progress) -> dict[str, Any]:
                 "tiny": TINY,
                 "seed": SEED + run,
                 "repeats": repeats,
+                "bulk_mb": BULK_MB,
             }
             client = subprocess.run(
                 [sys.executable, "-c", textwrap.dedent(_CLIENT)],
@@ -228,6 +244,7 @@ def summarize(result: dict[str, Any]) -> dict[str, Any]:
     taus = {o: [kendall_tau(s["ranks"]) for s in by[o]] for o in by}
     pairs = list(zip(by["urgency"], by["arrival"], strict=True))
     ratios = [a["mixed_s"] / u["mixed_s"] for u, a in pairs]  # urgency throughput over arrival's
+    bulk_ratios = [a["bulk_s"] / u["bulk_s"] for u, a in pairs]
     tiny_diff_us = [(u["tiny_s"] - a["tiny_s"]) / TINY * 1e6 for u, a in pairs]
     producer = result["producer"]
     responses = sum(r["messages_sent"] for r in producer)
@@ -246,6 +263,10 @@ def summarize(result: dict[str, Any]) -> dict[str, Any]:
         "mbps_arrival": total_mb / statistics.median(s["mixed_s"] for s in by["arrival"]),
         "ratio": statistics.median(ratios),
         "ratio_ci": bootstrap_ci(ratios),
+        "bulk_mbps_urgency": BULK_MB * 1.048576 / statistics.median(s["bulk_s"] for s in by["urgency"]),
+        "bulk_mbps_arrival": BULK_MB * 1.048576 / statistics.median(s["bulk_s"] for s in by["arrival"]),
+        "bulk_ratio": statistics.median(bulk_ratios),
+        "bulk_ratio_ci": bootstrap_ci(bulk_ratios),
         "queue_ns_per_response": sum(r["order_ns"] for r in producer) / responses if responses else None,
         "tiny_diff_us": statistics.median(tiny_diff_us),
         "tiny_diff_ci": bootstrap_ci(tiny_diff_us),
@@ -255,6 +276,7 @@ def summarize(result: dict[str, Any]) -> dict[str, Any]:
         "preemptions": sum(r["preemptions"] for r in producer),
         "taus": taus,
         "ratios": ratios,
+        "bulk_ratios": bulk_ratios,
         "tiny_diff_us_all": tiny_diff_us,
     }
 
@@ -271,7 +293,11 @@ def run(repeats: int, runs: int, out: str) -> int:
     for i, s in enumerate(summaries):
         lo, hi = s["ratio_ci"] or (None, None)
         dlo, dhi = s["tiny_diff_ci"] or (None, None)
-        rows.append({"run": i + 1, **s, "ratio_lo": lo, "ratio_hi": hi, "diff_lo": dlo, "diff_hi": dhi})
+        blo, bhi = s["bulk_ratio_ci"] or (None, None)
+        rows.append(
+            {"run": i + 1, **s, "ratio_lo": lo, "ratio_hi": hi, "diff_lo": dlo, "diff_hi": dhi,
+             "bulk_lo": blo, "bulk_hi": bhi}
+        )  # fmt: skip
     print(
         f"{TENSORS} tensors ({summaries[0]['mixed_mb']:.1f} MB, seed {SEED}+run) in random request order, "
         f"one class, loopback; {repeats} paired repeats (urgency, arrival) per run, {runs} run(s):"
@@ -282,6 +308,8 @@ def run(repeats: int, runs: int, out: str) -> int:
          ("tau_arrival", "tau arr", ".3f"), ("mbps_urgency", "MB/s urg", ".0f"),
          ("mbps_arrival", "MB/s arr", ".0f"),
          ("ratio", "urg/arr", ".3f"), ("ratio_lo", "lo", ".3f"), ("ratio_hi", "hi", ".3f"),
+         ("bulk_mbps_urgency", "64MiB urg", ".0f"), ("bulk_mbps_arrival", "64MiB arr", ".0f"),
+         ("bulk_ratio", "urg/arr", ".3f"), ("bulk_lo", "lo", ".3f"), ("bulk_hi", "hi", ".3f"),
          ("queue_ns_per_response", "queue ns/resp", ".0f"), ("tiny_diff_us", "tiny d us", ".2f"),
          ("diff_lo", "lo", ".2f"), ("diff_hi", "hi", ".2f"), ("chunks_sent", "chunks", "d"),
          ("preemptions", "preempt", "d")],

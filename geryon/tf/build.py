@@ -62,6 +62,12 @@ _CFLAGS = ["-O2", "-fPIC", "-std=c++17", "-DNDEBUG", "-Wno-interference-size", "
 # speed (clang's AddressSanitizer/ThreadSanitizer docs; gcc's -fsanitize shares the runtime).
 SANITIZERS = {"address": ("asan", "libasan.so"), "thread": ("tsan", "libtsan.so")}
 _SANITIZER_CFLAGS = ["-O1", "-g", "-fno-omit-frame-pointer"]
+# The compiler announces the sanitizer to the headers (__SANITIZE_*__), and absl and protobuf then
+# change their classes' layout (protobuf adds `_tsan_detect_race` to every message under TSAN, absl's
+# swiss tables add generation counters under ASAN). TF was built without a sanitizer, so our code
+# must see TF's layout: instrumented, but compiled as if no sanitizer were there. Without this the
+# TSAN build crashed reading TF's own ServerDef (protobuf Map::begin at the wrong offset).
+_HIDE_SANITIZER = {"address": "-U__SANITIZE_ADDRESS__", "thread": "-U__SANITIZE_THREAD__"}
 
 
 class BuildError(UsageError):
@@ -129,7 +135,9 @@ def _compiler() -> str:
 
 def _check_sanitizer(sanitizer: str | None) -> None:
     if sanitizer is not None and sanitizer not in SANITIZERS:
-        raise BuildError(f"sanitizer must be one of {', '.join(sorted(SANITIZERS))} or none, got {sanitizer!r}")
+        raise BuildError(
+            f"sanitizer must be one of {', '.join(sorted(SANITIZERS))} or none, got {sanitizer!r}"
+        )
 
 
 def sanitizer_runtime(sanitizer: str, compiler: str | None = None) -> Path:
@@ -178,7 +186,8 @@ def plan(
     suffix = ""
     if sanitizer is not None:
         # After TF's flags and _CFLAGS, so -O1 overrides -O2 (the last -O wins).
-        compile_flags = [*compile_flags, *_SANITIZER_CFLAGS, f"-fsanitize={sanitizer}"]
+        instrument = [f"-fsanitize={sanitizer}", _HIDE_SANITIZER[sanitizer]]
+        compile_flags = [*compile_flags, *_SANITIZER_CFLAGS, *instrument]
         link_flags = [*link_flags, f"-fsanitize={sanitizer}"]
         suffix = "-" + SANITIZERS[sanitizer][0]
     digest = hashlib.sha256()

@@ -11,14 +11,19 @@ libgeryon_rendezvous or native/rendezvous/) from those in TensorFlow's and Pytho
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
+import subprocess
+import sys
+import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from geryon.tf.build import SANITIZERS, SOURCE_DIR, BuildError, compiler_file, sanitizer_runtime
 
-__all__ = ["ENV", "SUPPRESSIONS_DIR", "Report", "active", "environment", "ours", "reports"]
+__all__ = ["ENV", "SUPPRESSIONS_DIR", "Report", "active", "environment", "ours", "reports", "run_pytest"]
 
 # Set in a process's environment, geryon.tf.load() loads the named sanitizer's variant.
 ENV = "GERYON_SANITIZER"
@@ -131,3 +136,55 @@ def reports(log_dir: Path) -> list[Report]:
 
 def ours(found: list[Report]) -> list[Report]:
     return [r for r in found if r.ours]
+
+
+def run_pytest(sanitizer: str, log_dir: Path, args: list[str], timeout: float) -> tuple[int, str, float]:
+    """Runs pytest with `args` in a process (and its children) under `sanitizer`, from the repository
+    root: (exit status, the output's tail, seconds)."""
+    root = SOURCE_DIR.parents[1]
+    env = {**os.environ, **environment(sanitizer, log_dir)}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH", "")) if p)
+    started = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=root,
+        env=env,
+        check=False,
+    )
+    return proc.returncode, proc.stdout[-6000:] + proc.stderr[-3000:], time.monotonic() - started
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m geryon.tf.sanitizers SANITIZER [PYTEST ARGS]` (`make sanitize-long`): the tests under
+    the sanitizer, then every report; exit 1 if a test failed or a report is in our code."""
+    parser = argparse.ArgumentParser(prog="python -m geryon.tf.sanitizers", description=main.__doc__)
+    parser.add_argument("sanitizer", choices=sorted(SANITIZERS))
+    parser.add_argument(
+        "--logs", type=Path, help="where the runtime writes its reports (default: a new temp dir)"
+    )
+    parser.add_argument("--timeout", type=float, default=3600, help="seconds for the whole pytest run")
+    parser.add_argument("pytest_args", nargs="*", help="what to run, and pytest's options (default tests/tf)")
+    # pytest's own options (-k, -x, ...) pass through with the test paths.
+    args, passthrough = parser.parse_known_args(argv)
+    args.pytest_args = [*args.pytest_args, *passthrough]
+    from geryon.tf.build import build
+
+    build(sanitizer=args.sanitizer)
+    logs = args.logs or Path(tempfile.mkdtemp(prefix=f"geryon-{args.sanitizer}-"))
+    logs.mkdir(parents=True, exist_ok=True)
+    status, tail, seconds = run_pytest(args.sanitizer, logs, args.pytest_args or ["tests/tf"], args.timeout)
+    found = reports(logs)
+    mine = ours(found)
+    print(tail)
+    for report in found:
+        print(("OURS   " if report.ours else "theirs ") + report.kind + f"  ({report.path})")
+    counts = f"{len(found)} reports, {len(mine)} in our code"
+    print(f"{args.sanitizer}: pytest exit {status} in {seconds:.0f} s; {counts}")
+    return 0 if status == 0 and not mine else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -338,7 +338,7 @@ def load_trace_profile(args: argparse.Namespace, progress: Progress) -> Any:
     into the demo model's layers, per step; every failure is a UsageError naming --profile or --model."""
     from geryon.demo.models import MODELS, ModelError, build_model, check_model
     from geryon.tagger.cli import parse_input_shape
-    from geryon.threshold.incluster import find_xplane, op_times, profile_from_ops
+    from geryon.threshold.incluster import find_xplane, profile_from_ops, read_trace
     from geryon.threshold.profile import ProfileError
 
     where = f"--profile {args.profile!r}"
@@ -368,7 +368,7 @@ def load_trace_profile(args: argparse.Namespace, progress: Progress) -> Any:
         ) from None
     progress.say(f"reading the trace {xplane} as {args.model}'s per-layer compute (batch {args.batch_size})")
     try:
-        ops = op_times(xplane)
+        ops, overlap = read_trace(xplane)
         if not ops:
             raise ProfileError(f"{xplane}: the trace holds no TensorFlow op on a host plane (empty?)")
         return profile_from_ops(
@@ -377,6 +377,7 @@ def load_trace_profile(args: argparse.Namespace, progress: Progress) -> Any:
             batch_size=args.batch_size,
             source=f"incluster:{xplane.name}",
             meta={"trace": str(xplane)},
+            overlap=overlap,
         )
     except ProfileError as e:
         raise UsageError(f"--profile: {e}") from None

@@ -27,9 +27,11 @@ or changes level, which keeps the event count near two per transfer:
   network; each connection sends its most urgent pending transfer in chunks of `chunk_bytes`, and a more
   urgent one that becomes ready takes over at the next chunk boundary (the preempted one keeps the bytes
   it has left). Pushes go in the same urgency order, or with `push_order="arrival"` in the order they
-  became ready, without preemption. The data plane orders inside each connection only
-  (native/rendezvous: one socket per consumer, producer and class), so every port, the sender's NIC
-  too, serves classes in strict priority and shares fairly among the connections of a class.
+  became ready, without preemption, or with "whole" in urgency order without preemption. The data
+  plane orders inside each connection only (native/rendezvous: one socket per consumer, producer and
+  class), so every port, the sender's NIC
+  too, serves classes in strict priority and shares fairly among the connections of a class; with
+  `sender_order="host"` the sender's NIC serves its most urgent chunk of any connection first.
 - ideal: one connection per pair sending its most urgent pending transfer (urgency, then layer; a
   more urgent arrival preempts); every port serves the most urgent transfer first. This is a perfect
   global priority order, not an optimal schedule: it can lose to end-host where the urgent-first
@@ -85,12 +87,14 @@ from geryon.threshold.simknobs import (
     CHUNK_BYTES,
     ENDHOST_GAP_S,
     PUSH_ORDERS,
+    SENDER_ORDERS,
     Background,
     PsCosts,
     check_chunk,
     check_inflight,
     check_push_order,
     check_seconds,
+    check_sender_order,
 )
 from geryon.threshold.trace import Span, chrome_trace
 
@@ -140,6 +144,7 @@ class SimResult:
     seed: int = 0
     ps_costs: PsCosts = field(default_factory=PsCosts)
     push_order: str = PUSH_ORDERS[0]
+    sender_order: str = SENDER_ORDERS[0]
     background: tuple[Background, ...] = ()
     # trace=True: compute spans (args: iteration, layer, worker) and transfer spans (args: iteration,
     # bytes, class, layer, param, worker: the worker end of the pull or push, an index).
@@ -177,6 +182,7 @@ class SimResult:
             "seed": self.seed,
             "ps_costs": self.ps_costs.to_dict(),
             "push_order": self.push_order,
+            "sender_order": self.sender_order,
             "background": [b.to_dict() for b in self.background],
         }
 
@@ -211,6 +217,7 @@ def simulate(
     background: Sequence[Background] = (),
     cohost_fast: bool = False,
     push_order: str = PUSH_ORDERS[0],
+    sender_order: str = SENDER_ORDERS[0],
 ) -> SimResult:
     """Simulates `iterations` BSP iterations of `profile` on the cluster; see the module docstring.
 
@@ -226,7 +233,8 @@ def simulate(
     `chunk_bytes` is hybrid's preemption unit, `endhost_gap_s` end-host's per-transfer cost, `inflight`
     the TF channel window of fifo and network (None: all pending transfers share), `seed` its random
     order; `ps_costs` and `background` as in the module docstring; `push_order` hybrid's ranking of
-    pushes ("urgency" or "arrival", see `geryon.threshold.simknobs`).
+    pushes ("urgency" or "arrival") and `sender_order` where its urgency order holds ("connection" or
+    "host"), see `geryon.threshold.simknobs`.
     Raises ValueError naming the argument when one is out of range.
     """
     if not isinstance(profile, Profile):
@@ -262,6 +270,7 @@ def simulate(
     endhost_gap_s = check_seconds(endhost_gap_s, "endhost_gap_s")
     inflight = check_inflight(inflight)
     push_order = check_push_order(push_order)
+    sender_order = check_sender_order(sender_order)
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise ValueError(f"seed: expected an integer, got {seed!r}")
     if ps_costs is None:
@@ -288,7 +297,17 @@ def simulate(
         partition,
         interleave,
         colocate,
-        _Knobs(chunk_bytes, endhost_gap_s, inflight, seed, ps_costs, background, cohost_fast, push_order),
+        _Knobs(
+            chunk_bytes,
+            endhost_gap_s,
+            inflight,
+            seed,
+            ps_costs,
+            background,
+            cohost_fast,
+            push_order,
+            sender_order,
+        ),
     )
     replay.run()
     wall = time.perf_counter() - start
@@ -317,6 +336,7 @@ class _Knobs:
     background: tuple[Background, ...]
     cohost_fast: bool = False
     push_order: str = PUSH_ORDERS[0]
+    sender_order: str = SENDER_ORDERS[0]
 
 
 class _Flow:
@@ -524,6 +544,8 @@ class _Replay:
         self.chunk = float(knobs.chunk_bytes) if mode == "hybrid" else None
         # hybrid with push_order="arrival": push connections send in ready order and never preempt.
         self.push_arrival = mode == "hybrid" and knobs.push_order == "arrival"
+        self.push_whole = mode == "hybrid" and knobs.push_order == "whole"
+        self.host_order = mode == "hybrid" and knobs.sender_order == "host"
         self.gap = knobs.endhost_gap_s if mode == "end-host" else 0.0
         self.inflight = knobs.inflight if self.shared else None
         self.rng = random.Random(knobs.seed)
@@ -554,6 +576,9 @@ class _Replay:
         self.dirty = [False, False]
         # The active flows through each port (filled as flows come and go; see _quiet_rate).
         self.port_flows: dict[int, dict[_Flow, None]] = {}
+        # ... and the rate they use on it, refreshed by every re-allocation of its group.
+        self.port_used: dict[int, float] = {}
+        self.group_ports: tuple[set[int], set[int]] = (set(), set())
         self._add_background(knobs.background, len(thresholds) + 1 if per_class else None, len(keys), cap)
         self.saved: dict[tuple[int, int, int, int, int], float] = {}  # preempted transfers' bytes left
 
@@ -769,6 +794,8 @@ class _Replay:
                 if self._quiet_rate(flow, flow.level_up, flow.level_down) is None:
                     self._idle(flow)
                 else:  # its leaving changes no other rate: no re-allocation (see _quiet_rate)
+                    self.port_used[flow.up] -= flow.rate
+                    self.port_used[flow.down] -= flow.rate
                     flow.rate = 0.0
                     flow.version += 1
                     self._leave(flow)
@@ -845,6 +872,10 @@ class _Replay:
         if mode == "fifo":
             return None, None
         if mode in ("network", "hybrid"):
+            if self.host_order and not (self.push_arrival and flow.side == PUSH):
+                # A send scheduler per host: its most urgent chunk first, whatever the connection
+                # (which also serves classes in priority order); the switch knows only the class.
+                return self.s_rank[j], self.s_cls[j]
             # hybrid orders by urgency inside a connection only (the data plane's per-socket queue);
             # the host's qdisc and the switch see the class.
             return self.s_cls[j], self.s_cls[j]
@@ -869,14 +900,17 @@ class _Replay:
 
     def _join(self, flow: _Flow) -> None:
         self.active[flow.group][flow] = None
-        pf = self.port_flows
-        pf.setdefault(flow.up, {})[flow] = None
-        pf.setdefault(flow.down, {})[flow] = None
+        if self.gap > 0:  # only _quiet_rate reads port_flows
+            pf = self.port_flows
+            pf.setdefault(flow.up, {})[flow] = None
+            pf.setdefault(flow.down, {})[flow] = None
+            self.group_ports[flow.group].update((flow.up, flow.down))
 
     def _leave(self, flow: _Flow) -> None:
         del self.active[flow.group][flow]
-        del self.port_flows[flow.up][flow]
-        del self.port_flows[flow.down][flow]
+        if self.gap > 0:
+            del self.port_flows[flow.up][flow]
+            del self.port_flows[flow.down][flow]
 
     def _quiet_rate(self, flow: _Flow, level_up: int | None, level_down: int | None) -> float | None:
         """end-host's gap: the flow's rate if it can join (or leave) the allocation without changing
@@ -894,8 +928,10 @@ class _Replay:
             return None  # fast: weighted ports; dirty: the rates are about to change anyway
         pf = self.port_flows
         up, down = flow.up, flow.down
-        alone_up = not any(g is not flow for g in pf.get(up, ()))
-        alone_down = not any(g is not flow for g in pf.get(down, ()))
+        on_up = pf.setdefault(up, {})
+        on_down = pf.setdefault(down, {})
+        alone_up = len(on_up) == (flow in on_up)
+        alone_down = len(on_down) == (flow in on_down)
         cap = self.capacity
         if alone_up and alone_down:
             return min(cap[up], cap[down])
@@ -906,16 +942,17 @@ class _Replay:
         else:
             return None
         rate = cap[a]
-        used = rate
-        for g in pf[b]:
-            if g is flow:
-                continue
-            used += g.rate
-            g_level, g_other = (g.level_up, g.down) if g.up == b else (g.level_down, g.up)
-            if level is not None and g_level is not None and g_level > level and len(pf[g_other]) != 1:
-                return None
+        # The others' use of b, plus this flow at its rate (the same whether it joins or leaves).
+        used = self.port_used.get(b, 0.0) + (0.0 if flow in pf[b] else rate)
         if used > cap[b] * (1 - _QUIET_MARGIN):
             return None
+        if level is not None:
+            for g in pf[b]:
+                if g is flow:
+                    continue
+                g_level, g_other = (g.level_up, g.down) if g.up == b else (g.level_down, g.up)
+                if g_level is not None and g_level > level and len(pf[g_other]) != 1:
+                    return None
         return rate
 
     def _note_start(self, flow: _Flow, key: tuple[int, int], t: float) -> None:
@@ -967,6 +1004,8 @@ class _Replay:
             flow.last_t = t
             flow.stale = False
             self._join(flow)
+            self.port_used[flow.up] = self.port_used.get(flow.up, 0.0) + rate
+            self.port_used[flow.down] = self.port_used.get(flow.down, 0.0) + rate
         left = self.saved.pop((flow.side, flow.src, flow.dst, j, it), self.s_bytes[j])
         self._set_head(flow, j, it, t, left)
 
@@ -999,6 +1038,9 @@ class _Replay:
             return
         if self.push_arrival and flow.side == PUSH:
             heapq.heappush(flow.queue, (self._ready(), j, it))
+            return
+        if self.push_whole and flow.side == PUSH:
+            heapq.heappush(flow.queue, (self.s_rank[j], j, it))  # urgency order, a started push finishes
             return
         head_j, head_it = flow.head
         if self.chunk is not None and self.s_rank[j] < self.s_rank[head_j]:
@@ -1080,6 +1122,13 @@ class _Replay:
                 [f.wu for f in flows] if self.fast else None,
                 [f.wd for f in flows] if self.fast else None,
             )
+            if self.gap > 0:
+                used = self.port_used
+                for port in self.group_ports[group]:
+                    used[port] = 0.0
+                for flow, rate in zip(flows, rates, strict=True):
+                    used[flow.up] += rate
+                    used[flow.down] += rate
             for flow, rate in zip(flows, rates, strict=True):
                 if flow.bg:
                     flow.rate = rate
@@ -1151,5 +1200,6 @@ class _Replay:
             ps_costs=self.knobs.ps_costs,
             background=self.knobs.background,
             push_order=self.knobs.push_order,
+            sender_order=self.knobs.sender_order,
             spans=tuple(self.spans) if self.trace else None,
         )

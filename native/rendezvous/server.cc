@@ -122,8 +122,8 @@ class GeryonRecvCall : public BaseRecvTensorCall {
  private:
   tensorflow::thread::ThreadPool* const pool_;
   mutable tensorflow::mutex mu_;
-  absl::Status status_;
-  std::shared_ptr<RecvHandle> handle_;
+  absl::Status status_ TF_GUARDED_BY(mu_);
+  std::shared_ptr<RecvHandle> handle_ TF_GUARDED_BY(mu_);
 };
 
 class GeryonRemoteRendezvous : public BaseRemoteRendezvous {

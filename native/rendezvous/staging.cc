@@ -113,11 +113,15 @@ class StagingPool : public tensorflow::Allocator {
   tensorflow::Allocator* const host_;  // the device's, lives as long as the device
   const int64_t limit_;
   tensorflow::mutex mu_;
-  std::map<size_t, std::vector<void*>> free_;   // by size class
-  std::unordered_map<void*, size_t> in_use_;    // pointer -> size class (0: outside the pool)
-  int64_t cached_bytes_ = 0;                    // pooled buffers, free or in use
-  size_t in_use_bytes_ = 0;
-  int64_t hits_ = 0, misses_ = 0, evictions_ = 0, over_bound_ = 0;
+  std::map<size_t, std::vector<void*>> free_ TF_GUARDED_BY(mu_);  // by size class
+  // pointer -> size class (0: outside the pool)
+  std::unordered_map<void*, size_t> in_use_ TF_GUARDED_BY(mu_);
+  int64_t cached_bytes_ TF_GUARDED_BY(mu_) = 0;  // pooled buffers, free or in use
+  size_t in_use_bytes_ TF_GUARDED_BY(mu_) = 0;
+  int64_t hits_ TF_GUARDED_BY(mu_) = 0;
+  int64_t misses_ TF_GUARDED_BY(mu_) = 0;
+  int64_t evictions_ TF_GUARDED_BY(mu_) = 0;
+  int64_t over_bound_ TF_GUARDED_BY(mu_) = 0;
 };
 
 tensorflow::mutex registry_mu(tensorflow::LINKER_INITIALIZED);
@@ -127,7 +131,7 @@ std::atomic<int64_t> staged_receives{0}, staged_sends{0}, copy_failures{0}, abor
 // By device name: a session may see a device through its own wrapper (RenamedDevice), and the
 // producer side sees the worker's; both are one device with one host allocator.
 // Never destroyed: tensors may return buffers to a pool until the process exits.
-std::map<std::string, StagingPool*>& Pools() {
+std::map<std::string, StagingPool*>& Pools() TF_EXCLUSIVE_LOCKS_REQUIRED(registry_mu) {
   static auto* pools = new std::map<std::string, StagingPool*>();
   return *pools;
 }

@@ -23,12 +23,14 @@
 #include <cstring>
 #include <deque>
 #include <fstream>
+#include <functional>
 #include <mutex>
 #include <map>
 #include <set>
 #include <sys/ioctl.h>
 #include <thread>
 #include <unordered_map>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -47,8 +49,15 @@ constexpr uint32_t kHelloMagic = 0x48595247;  // "GRYH" on the wire (little-endi
 constexpr uint32_t kRequestMagic = 0x51595247;   // "GRYQ"
 constexpr uint32_t kResponseMagic = 0x53595247;  // "GRYS"
 constexpr uint32_t kChunkMagic = 0x43595247;     // "GRYC": a piece of a chunked response (kind 3)
+constexpr uint32_t kHelloAckMagic = 0x41595247;  // "GRYA": the producer names itself after a hello
 // 2 (issue 14): requests carry the urgency rank; raw responses may come in chunks (kind 3).
-constexpr uint16_t kProtocolVersion = 2;
+// 3 (issue 16): the hello names the task it is for, and the producer answers it (ack or refusal),
+// so a consumer can try a task's data-port candidates (DataPortCandidate) until it finds that task.
+constexpr uint16_t kProtocolVersion = 3;
+// Data-port candidates per task: the first that is free when the task starts is its data port.
+constexpr int kDataPortCandidates = 8;
+// How long a consumer waits for a producer's answer to its hello before it tries the next candidate.
+constexpr int kHelloAckTimeoutSeconds = 5;
 constexpr uint32_t kMaxKeyBytes = 64 * 1024;
 constexpr uint32_t kMaxTaskBytes = 1024;
 constexpr uint32_t kMaxDims = 254;  // TensorShape's own limit
@@ -77,6 +86,15 @@ constexpr int kConnectAttempts = 8;
 constexpr int kFirstBackoffMs = 25;
 // A connect that failed this recently fails the next request at once instead of retrying again.
 constexpr auto kFailFastWindow = std::chrono::milliseconds(1000);
+
+// The i-th data-port candidate of a task whose first candidate is `first` (its gRPC port + offset).
+// A task listens on the first free one; consumers try them in order and the producer's answer to
+// the hello says whose port they reached. The stride (a prime) keeps the candidates of tasks with
+// adjacent gRPC ports (2222, 2223, ...) apart; wraps within 1024..65535.
+int DataPortCandidate(int first, int i) {
+  constexpr int kStride = 1009, kLow = 1024, kSpan = 65536 - 1024;
+  return kLow + ((first - kLow + i * kStride) % kSpan + kSpan) % kSpan;
+}
 // Keepalive: a peer silent for kKeepIdleSeconds gets kKeepCount probes kKeepIntervalSeconds apart;
 // none answered -> the flow fails (about 10 s in all). The consumer also bounds how long a request
 // may wait for its ACK (TCP_USER_TIMEOUT), the producer does not: see MarkSocket.
@@ -159,7 +177,8 @@ struct FlowCounters {
 };
 
 std::mutex g_counters_mu;
-std::map<std::string, std::shared_ptr<FlowCounters>>* g_counters = new std::map<std::string, std::shared_ptr<FlowCounters>>;
+std::map<std::string, std::shared_ptr<FlowCounters>>* g_counters TF_PT_GUARDED_BY(g_counters_mu) =
+    new std::map<std::string, std::shared_ptr<FlowCounters>>;
 
 std::shared_ptr<FlowCounters> CountersFor(const std::string& role, const std::string& local,
                                           const std::string& peer, int cls) {
@@ -330,6 +349,77 @@ bool Get(int fd, T* v, std::string* error) {
   return ReadFull(fd, v, sizeof(T), error);
 }
 
+// ---- threads -----------------------------------------------------------------------------------
+
+// The transport's threads: the accept loop, and per connection the consumer's reader or the
+// producer's serving loop (which owns and joins its writer). Each one ends when its socket does; the
+// set joins those that ended whenever it starts another (so it holds about one entry per open
+// connection), and on Stop() wakes every one through its `stop` (shutdown of its socket) and joins
+// them all. The owner is the TcpTransport, which lives as long as the process (server.cc releases
+// it: TF's rendezvous managers keep a raw pointer to it and TF never destroys a GrpcServer), so no
+// thread outlives the object whose members it uses.
+class ThreadSet {
+ public:
+  ~ThreadSet() { Stop(); }
+
+  // Runs `body` on a new thread; `stop` must make it return soon (called at most once, from Stop).
+  // After Stop, starts nothing and returns false.
+  bool Spawn(std::function<void()> body, std::function<void()> stop) {
+    std::lock_guard<std::mutex> l(mu_);
+    if (stopped_) return false;
+    ReapLocked();
+    uint64_t id = next_id_++;
+    Entry& e = threads_[id];
+    e.stop = std::move(stop);
+    e.thread = std::thread([this, id, body = std::move(body)] {
+      body();
+      std::lock_guard<std::mutex> l(mu_);
+      ended_.push_back(id);
+    });
+    return true;
+  }
+
+  void Stop() {
+    std::unordered_map<uint64_t, Entry> threads;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      stopped_ = true;
+      threads.swap(threads_);
+      ended_.clear();
+    }
+    for (auto& [id, e] : threads) e.stop();
+    for (auto& [id, e] : threads) e.thread.join();
+  }
+
+  size_t size() {
+    std::lock_guard<std::mutex> l(mu_);
+    return threads_.size();
+  }
+
+ private:
+  struct Entry {
+    std::thread thread;
+    std::function<void()> stop;
+  };
+
+  // A thread in ended_ has left its body and only returns: the join is immediate.
+  void ReapLocked() TF_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    for (uint64_t id : ended_) {
+      auto it = threads_.find(id);
+      if (it == threads_.end()) continue;
+      it->second.thread.join();
+      threads_.erase(it);
+    }
+    ended_.clear();
+  }
+
+  std::mutex mu_;
+  bool stopped_ TF_GUARDED_BY(mu_) = false;
+  uint64_t next_id_ TF_GUARDED_BY(mu_) = 0;
+  std::unordered_map<uint64_t, Entry> threads_ TF_GUARDED_BY(mu_);
+  std::vector<uint64_t> ended_ TF_GUARDED_BY(mu_);
+};
+
 // ---- consumer side -----------------------------------------------------------------------------
 
 class ClientConn;
@@ -372,9 +462,18 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
   ClientConn(int fd, std::string peer, int cls, std::shared_ptr<FlowCounters> counters)
       : fd_(fd), peer_(std::move(peer)), cls_(cls), counters_(std::move(counters)) {}
 
-  void StartReader() {
+  // The reader runs on a thread of `threads` (the transport's); a stop fails the flow, which wakes it.
+  void StartReader(ThreadSet* threads) {
     auto self = shared_from_this();
-    std::thread([self] { self->ReadLoop(); }).detach();
+    std::weak_ptr<ClientConn> weak = self;
+    if (!threads->Spawn([self] { self->ReadLoop(); }, [weak] {
+          if (auto conn = weak.lock()) conn->Fail("the transport is shutting down");
+        })) {
+      Fail("the transport is shutting down");
+      std::lock_guard<std::mutex> w(write_mu_);
+      fd_closed_ = true;
+      close(fd_);
+    }
   }
 
   bool broken() {
@@ -650,9 +749,14 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
   // or failed to allocate) is read and dropped; one out of sequence breaks the flow (TCP keeps a
   // connection's bytes in order, so that is a broken peer).
   bool ReadChunk(std::string* error) {
+    // The rest of the chunk's header in one read (one recv per chunk instead of three).
+    char head[20];
+    if (!ReadFull(fd_, head, sizeof(head), error)) return false;
     uint64_t id, offset;
     uint32_t len;
-    if (!Get(fd_, &id, error) || !Get(fd_, &offset, error) || !Get(fd_, &len, error)) return false;
+    std::memcpy(&id, head, 8);
+    std::memcpy(&offset, head + 8, 8);
+    std::memcpy(&len, head + 16, 4);
     if (len == 0 || len > static_cast<uint64_t>(kMaxChunkBytes)) {
       *error = absl::StrCat("malformed chunk frame (", len, " bytes)");
       return false;
@@ -751,11 +855,16 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
  public:
   ServerConn(int fd, std::string peer_ip) : fd_(fd), peer_ip_(std::move(peer_ip)) {}
 
-  void Run(const ClusterView* view, std::mutex* view_mu, std::string local_task, ServeFn serve) {
+  // Serves on a thread of `threads` (the transport's); a stop closes the connection, which wakes it.
+  // False if the set is stopped (nothing was started; the caller closes the descriptor).
+  bool Run(ThreadSet* threads, const ClusterView* view, std::mutex* view_mu, std::string local_task,
+           ServeFn serve) {
     auto self = shared_from_this();
-    std::thread([self, view, view_mu, local_task, serve] {
-      self->ReadLoop(view, view_mu, local_task, serve);
-    }).detach();
+    std::weak_ptr<ServerConn> weak = self;
+    return threads->Spawn([self, view, view_mu, local_task, serve] { self->ReadLoop(view, view_mu, local_task, serve); },
+                          [weak] {
+                            if (auto conn = weak.lock()) conn->Close("the transport is shutting down", false);
+                          });
   }
 
   void Enqueue(uint64_t id, int32_t rank, const absl::Status& s, const Tensor& t, bool is_dead) {
@@ -866,7 +975,20 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
     (void)ignored;
   }
 
-  bool ReadHello(const ClusterView* view, std::mutex* view_mu, std::string* error, bool* refused) {
+  // Answers a hello: `u32 kHelloAckMagic, u16 n, n bytes` naming this task.
+  void WriteAck(const std::string& local_task) {
+    std::string frame;
+    Put<uint32_t>(&frame, kHelloAckMagic);
+    Put<uint16_t>(&frame, static_cast<uint16_t>(local_task.size()));
+    frame += local_task;
+    std::lock_guard<std::mutex> w(write_mu_);
+    ssize_t ignored = send(fd_, frame.data(), frame.size(), MSG_NOSIGNAL | MSG_DONTWAIT);  // new socket: fits
+    (void)ignored;
+  }
+
+  // `*not_me`: the hello is for another task (it probed this port as one of that task's candidates).
+  bool ReadHello(const ClusterView* view, std::mutex* view_mu, const std::string& local_task, std::string* error,
+                 bool* refused, bool* not_me) {
     uint32_t magic;
     uint16_t version, cls, task_len;
     if (!Get(fd_, &magic, error)) return false;
@@ -892,6 +1014,19 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
     }
     std::string task(task_len, '\0');
     if (!ReadFull(fd_, task.data(), task_len, error)) return false;
+    uint16_t target_len;
+    if (!Get(fd_, &target_len, error)) return false;
+    if (target_len == 0 || target_len > kMaxTaskBytes) {
+      *error = absl::StrCat("malformed hello (target task name of ", target_len, " bytes)");
+      return false;
+    }
+    std::string target(target_len, '\0');
+    if (!ReadFull(fd_, target.data(), target_len, error)) return false;
+    if (target != local_task) {
+      *error = absl::StrCat("the hello is for ", target, ", not for this task");
+      *not_me = true;
+      return false;
+    }
     std::string host;
     std::set<std::string> addresses;
     {
@@ -937,14 +1072,17 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
     std::string error;
     timeval hello_timeout{kHelloTimeoutSeconds, 0}, none{0, 0};
     setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &hello_timeout, sizeof(hello_timeout));
-    bool refused = false;
-    if (!ReadHello(view, view_mu, &error, &refused)) {
+    bool refused = false, not_me = false;
+    if (!ReadHello(view, view_mu, local_task, &error, &refused, &not_me)) {
       if (refused) WriteRefusal(local_task, error);
-      Close(error, error != "connection closed by peer");  // a port probe that left is no error
+      if (not_me) WriteAck(local_task);  // names this task, so the consumer tries its next candidate
+      // A port probe that left, or a consumer looking for another task, is no error.
+      Close(error, error != "connection closed by peer" && !not_me);
       close(fd_);
       g_accepted -= 1;
       return;
     }
+    WriteAck(local_task);
     setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof(none));  // requests may be far apart
     MarkSocket(fd_, cls_, /*consumer=*/false);
     counters_ = CountersFor("producer", local_task, peer_task_, cls_);
@@ -1180,8 +1318,19 @@ class TcpTransport : public Transport {
 
   absl::Status Start(ServeFn serve) override {
     serve_ = std::move(serve);
-    std::thread([this] { AcceptLoop(); }).detach();
+    threads_.Spawn([this] { AcceptLoop(); },
+                   [this] {
+                     stopping_ = true;
+                     shutdown(listen_fd_, SHUT_RDWR);  // accept() returns at once
+                   });
     return absl::OkStatus();
+  }
+
+  // Never runs in a server (server.cc keeps the transport for the process), but a transport that is
+  // destroyed stops and joins every thread it started before its members go.
+  ~TcpTransport() override {
+    threads_.Stop();
+    close(listen_fd_);
   }
 
   void UpdateCluster(const ClusterView& view) override {
@@ -1232,6 +1381,7 @@ class TcpTransport : public Transport {
  private:
   struct Slot {
     std::mutex mu;  // one connect at a time per flow
+    absl::StatusCode failure_code = absl::StatusCode::kUnavailable;  // kFailedPrecondition: refused
     std::shared_ptr<ClientConn> conn;
     std::string dialed;  // host:port of `conn` (a task learned at a new address is redialed)
     std::chrono::steady_clock::time_point failed_at{};
@@ -1266,17 +1416,31 @@ class TcpTransport : public Transport {
     if (slot->conn && !slot->conn->broken()) return slot->conn;
     auto now = std::chrono::steady_clock::now();
     if (!slot->failure.empty() && now - slot->failed_at < kFailFastWindow) {
-      *status = absl::UnavailableError(slot->failure);
+      *status = absl::Status(slot->failure_code, slot->failure);
       return nullptr;
     }
     auto counters = CountersFor("consumer", local_task, peer_task, cls);
     std::string error;
-    int fd = Dial(peer, cls, local_task, &error);
+    int port = 0;
+    bool refused = false;
+    int fd = Dial(peer, cls, local_task, &error, &port, &refused);
+    if (fd < 0 && refused) {
+      // The task itself refused us (not in its cluster, another protocol version): permanent, as on
+      // gRPC, so that ClusterCoordinator does not retry it as a lost worker.
+      slot->failure = absl::StrCat(error, PeerTag(peer_task));
+      slot->failure_code = absl::StatusCode::kFailedPrecondition;
+      slot->failed_at = now;
+      slot->dialed = address;
+      counters->errors += 1;
+      *status = absl::FailedPreconditionError(slot->failure);
+      return nullptr;
+    }
     if (fd < 0) {
       // "failed to connect to all addresses" is gRPC's phrase for this, which TF's own PS tests expect.
       slot->failure = absl::StrCat("Geryon data plane: cannot reach ", peer_task, " at ", peer.host, ":",
                                    peer.data_port, " (class ", cls, "): failed to connect to all addresses; last error: ",
                                    error, PeerTag(peer_task));
+      slot->failure_code = absl::StatusCode::kUnavailable;
       slot->failed_at = now;
       slot->dialed = address;
       counters->errors += 1;
@@ -1288,54 +1452,126 @@ class TcpTransport : public Transport {
     counters->connections += 1;
     counters->dscp = DscpForClass(cls);
     counters->local_port = LocalPort(fd);
-    counters->peer_port = peer.data_port;
+    counters->peer_port = port;
     slot->conn = std::make_shared<ClientConn>(fd, peer_task, cls, counters);
-    slot->conn->StartReader();
+    slot->conn->StartReader(&threads_);
     return slot->conn;
   }
 
   // Connects with bounded retries and backoff; marks the socket before connect so the SYN carries
-  // the class's DSCP too. Returns the descriptor after the hello was sent, or -1.
-  static int Dial(const PeerAddress& peer, int cls, const std::string& local_task, std::string* error) {
+  // the class's DSCP too. Each attempt tries the task's data-port candidates in order until the
+  // producer that answers the hello is `peer.task`. Returns the descriptor (its port in `*port`),
+  // or -1: `*refused` when that task refused the hello (permanent), else nothing answered as it.
+  static int Dial(const PeerAddress& peer, int cls, const std::string& local_task, std::string* error, int* port,
+                  bool* refused) {
+    std::string hello;
+    Put<uint32_t>(&hello, kHelloMagic);
+    Put<uint16_t>(&hello, kProtocolVersion);
+    Put<uint16_t>(&hello, static_cast<uint16_t>(cls));
+    Put<uint16_t>(&hello, static_cast<uint16_t>(local_task.size()));
+    hello += local_task;
+    Put<uint16_t>(&hello, static_cast<uint16_t>(peer.task.size()));
+    hello += peer.task;
     int backoff_ms = kFirstBackoffMs;
     for (int attempt = 0; attempt < kConnectAttempts; ++attempt) {
       if (attempt > 0) {
         std::this_thread::sleep_for(std::chrono::milliseconds(backoff_ms));
         backoff_ms *= 2;
       }
-      addrinfo hints{};
-      hints.ai_socktype = SOCK_STREAM;
-      addrinfo* res = nullptr;
-      std::string port = std::to_string(peer.data_port);
-      int rc = getaddrinfo(peer.host.c_str(), port.c_str(), &hints, &res);
-      if (rc != 0) {
-        *error = absl::StrCat("cannot resolve ", peer.host, ": ", gai_strerror(rc));
-        continue;
-      }
-      int fd = -1;
-      for (addrinfo* ai = res; ai != nullptr && fd < 0; ai = ai->ai_next) {
-        fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
-        if (fd < 0) continue;
-        MarkSocket(fd, cls, /*consumer=*/true);
-        if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
-          *error = ErrnoText(errno);
+      for (int i = 0; i < kDataPortCandidates; ++i) {
+        const int candidate = DataPortCandidate(peer.data_port, i);
+        int fd = Connect(peer.host, candidate, cls, error);
+        if (fd < 0) continue;  // refused: nobody listens there (yet); the next candidate
+        iovec iov{hello.data(), hello.size()};
+        if (!WriteAll(fd, &iov, 1, error)) {
           close(fd);
-          fd = -1;
+          continue;
+        }
+        switch (ReadAnswer(fd, peer.task, candidate, error)) {
+          case Answer::kAck:
+            *port = candidate;
+            return fd;
+          case Answer::kRefused:
+            close(fd);
+            *refused = true;
+            return -1;
+          case Answer::kOther:
+            close(fd);
+            continue;
         }
       }
-      freeaddrinfo(res);
-      if (fd < 0) continue;
-      std::string hello;
-      Put<uint32_t>(&hello, kHelloMagic);
-      Put<uint16_t>(&hello, kProtocolVersion);
-      Put<uint16_t>(&hello, static_cast<uint16_t>(cls));
-      Put<uint16_t>(&hello, static_cast<uint16_t>(local_task.size()));
-      hello += local_task;
-      iovec iov{hello.data(), hello.size()};
-      if (WriteAll(fd, &iov, 1, error)) return fd;
-      close(fd);
     }
     return -1;
+  }
+
+  // A connected, marked socket to host:port, or -1 with `*error`.
+  static int Connect(const std::string& host, int port, int cls, std::string* error) {
+    addrinfo hints{};
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* res = nullptr;
+    std::string service = std::to_string(port);
+    int rc = getaddrinfo(host.c_str(), service.c_str(), &hints, &res);
+    if (rc != 0) {
+      *error = absl::StrCat("cannot resolve ", host, ": ", gai_strerror(rc));
+      return -1;
+    }
+    int fd = -1;
+    for (addrinfo* ai = res; ai != nullptr && fd < 0; ai = ai->ai_next) {
+      fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+      if (fd < 0) continue;
+      MarkSocket(fd, cls, /*consumer=*/true);
+      if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
+        *error = absl::StrCat("port ", port, ": ", ErrnoText(errno));
+        close(fd);
+        fd = -1;
+      }
+    }
+    freeaddrinfo(res);
+    return fd;
+  }
+
+  enum class Answer { kAck, kRefused, kOther };
+
+  // The producer's answer to our hello: an ack naming `task` (ours), a refusal frame (`*error` is
+  // its message), or anything else (another task's ack, another program, silence) -> kOther.
+  static Answer ReadAnswer(int fd, const std::string& task, int port, std::string* error) {
+    timeval wait{kHelloAckTimeoutSeconds, 0}, none{0, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof(wait));
+    uint32_t magic;
+    std::string e;
+    Answer answer = Answer::kOther;
+    if (!Get(fd, &magic, &e)) {
+      *error = absl::StrCat("port ", port, ": no answer to the hello (", e, ")");
+    } else if (magic == kHelloAckMagic) {
+      uint16_t n = 0;
+      std::string name;
+      if (Get(fd, &n, &e) && n <= kMaxTaskBytes) {
+        name.resize(n);
+        if (!ReadFull(fd, name.data(), n, &e)) name.clear();
+      }
+      if (name == task) {
+        answer = Answer::kAck;
+      } else {
+        *error = absl::StrCat("port ", port, " is ", name.empty() ? "another task" : name, "'s, not ", task, "'s");
+      }
+    } else if (magic == kResponseMagic) {
+      // The refusal frame: u64 id (0), u8 kind (error) + 3 bytes, u32 code, u32 n, n bytes.
+      uint64_t id = 1;
+      uint32_t kind_and_pad = 0, code = 0, n = 0;
+      if (Get(fd, &id, &e) && Get(fd, &kind_and_pad, &e) && Get(fd, &code, &e) && Get(fd, &n, &e) &&
+          id == kRefusalId && n <= kMaxErrorBytes) {
+        std::string msg(n, '\0');
+        if (ReadFull(fd, msg.data(), n, &e)) {
+          *error = msg;
+          answer = Answer::kRefused;
+        }
+      }
+      if (answer != Answer::kRefused) *error = absl::StrCat("port ", port, ": a malformed answer to the hello");
+    } else {
+      *error = absl::StrCat("port ", port, " answered the hello with 0x", absl::Hex(magic), ", not Geryon's");
+    }
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof(none));
+    return answer;
   }
 
   void AcceptLoop() {
@@ -1344,6 +1580,7 @@ class TcpTransport : public Transport {
       socklen_t len = sizeof(ss);
       int fd = accept4(listen_fd_, reinterpret_cast<sockaddr*>(&ss), &len, SOCK_CLOEXEC);
       if (fd < 0) {
+        if (stopping_) return;
         if (errno == EINTR || errno == ECONNABORTED || errno == EAGAIN) continue;
         LOG(ERROR) << "Geryon data plane: accept failed: " << ErrnoText(errno);
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -1369,7 +1606,10 @@ class TcpTransport : public Transport {
         std::lock_guard<std::mutex> l(view_mu_);
         local_task = view_.local_task;
       }
-      conn->Run(&view_, &view_mu_, local_task, serve_);
+      if (!conn->Run(&threads_, &view_, &view_mu_, local_task, serve_)) {
+        close(fd);
+        g_accepted -= 1;
+      }
     }
   }
 
@@ -1396,11 +1636,14 @@ class TcpTransport : public Transport {
   }
 
   std::mutex view_mu_;
-  ClusterView view_;
-  std::set<std::string> allowed_;  // every address of every task in view_
-  std::map<std::string, std::unique_ptr<Slot>> slots_;
+  ClusterView view_ TF_GUARDED_BY(view_mu_);
+  std::set<std::string> allowed_ TF_GUARDED_BY(view_mu_);  // every address of every task in view_
+  std::map<std::string, std::unique_ptr<Slot>> slots_ TF_GUARDED_BY(view_mu_);
   const int listen_fd_;
-  ServeFn serve_;
+  ServeFn serve_;  // set by Start before the accept thread exists, then only read
+  std::atomic<bool> stopping_{false};
+  // Last: destroyed first, so every thread is joined while the members it uses still exist.
+  ThreadSet threads_;
 };
 
 int Listen(int port, std::string* error) {
@@ -1534,11 +1777,30 @@ std::string EphemeralNote(int port) {
                       "net.ipv4.ip_local_reserved_ports");
 }
 
-std::unique_ptr<Transport> NewTcpTransport(const ClusterView& view, absl::Status* status) {
+std::unique_ptr<Transport> NewTcpTransport(const ClusterView& given, absl::Status* status) {
   *status = OrderSettingsFromEnv();
   if (!status->ok()) return nullptr;
-  std::string error;
-  int fd = Listen(view.local_data_port, &error);
+  ClusterView view = given;
+  std::string error, taken;
+  int fd = -1;
+  for (int i = 0; i < kDataPortCandidates && fd < 0; ++i) {
+    const int port = DataPortCandidate(given.local_data_port, i);
+    fd = Listen(port, &error);
+    if (fd >= 0) {
+      view.local_data_port = port;
+      if (i > 0) {
+        LOG(WARNING) << "Geryon data plane: " << view.local_task << " listens on data port " << port << " (candidate "
+                     << i << "): " << taken << " taken";
+      }
+    } else if (error == strerror(EADDRINUSE)) {
+      absl::StrAppend(&taken, taken.empty() ? "" : ", ", port);
+    } else {
+      break;  // not a taken port: the next candidate would fail alike
+    }
+  }
+  if (fd < 0 && !taken.empty()) {
+    error = absl::StrCat("every candidate is taken (", taken, "; candidate i is the first + i * 1009)");
+  }
   if (fd < 0) {
     // Reported at server start, naming the port and the rule, so it is not found later as a
     // receive that cannot connect. Unavailable, as gRPC's own bind failure is.

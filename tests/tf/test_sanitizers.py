@@ -79,28 +79,15 @@ def test_pulls_and_pushes_of_mixed_sizes_round_trip() -> None:
     assert sum(c["bytes_received"] for c in pulls) >= steps * 4 * sum(result["sizes"])
 
 
-def _sanitized_run(sanitizer: str, tests: list[str], log_dir: Path, timeout: float) -> tuple[str, float]:
-    env = {**os.environ, **sanitizers.environment(sanitizer, log_dir), "PYTHONPATH": str(REPO_ROOT)}
-    started = time.monotonic()
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x", *tests],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=REPO_ROOT,
-        env=env,
-    )
-    out = proc.stdout[-6000:] + proc.stderr[-3000:]
-    assert proc.returncode == 0, f"the tests failed under the {sanitizer} sanitizer:\n{out}"
-    return out, time.monotonic() - started
-
-
 def _check(sanitizer: str, log_dir: Path) -> None:
     build(sanitizer=sanitizer)  # here, so the inner run's first test does not pay the build
-    out, seconds = _sanitized_run(sanitizer, SUBSET, log_dir, timeout=900)
+    status, out, seconds = sanitizers.run_pytest(sanitizer, log_dir, ["-x", *SUBSET], timeout=900)
+    assert status == 0, f"the tests failed under the {sanitizer} sanitizer:\n{out}"
     found = sanitizers.reports(log_dir)
     mine = sanitizers.ours(found)
-    print(f"{sanitizer}: {len(SUBSET)} tests in {seconds:.0f} s; {len(found)} reports, {len(mine)} in our code")
+    print(
+        f"{sanitizer}: {len(SUBSET)} tests in {seconds:.0f} s; {len(found)} reports, {len(mine)} in our code"
+    )
     for report in found:
         print(("OURS " if report.ours else "theirs ") + report.kind)
     assert not mine, "\n\n".join(r.text[:6000] for r in mine)
@@ -135,18 +122,24 @@ extern "C" int geryon_canary_race() {
 """
 
 
-@pytest.mark.parametrize(("sanitizer", "entry", "kind"), [
-    ("address", "geryon_canary_use_after_free", "heap-use-after-free"),
-    ("thread", "geryon_canary_race", "data race"),
-])
-def test_a_report_in_our_code_is_found_and_named(tmp_path: Path, sanitizer: str, entry: str, kind: str) -> None:
+@pytest.mark.parametrize(
+    ("sanitizer", "entry", "kind"),
+    [
+        ("address", "geryon_canary_use_after_free", "heap-use-after-free"),
+        ("thread", "geryon_canary_race", "data race"),
+    ],
+)
+def test_a_report_in_our_code_is_found_and_named(
+    tmp_path: Path, sanitizer: str, entry: str, kind: str
+) -> None:
     src = tmp_path / "native" / "rendezvous"
     src.mkdir(parents=True)
     (src / "canary.cc").write_text(_CANARY)
     lib = tmp_path / "libcanary.so"
     compiler = plan(sanitizer=sanitizer).compiler
+    flags = ["-shared", "-fPIC", "-O1", "-g", f"-fsanitize={sanitizer}"]
     subprocess.run(
-        [compiler, "-shared", "-fPIC", "-O1", "-g", f"-fsanitize={sanitizer}", str(src / "canary.cc"), "-o", str(lib)],
+        [compiler, *flags, str(src / "canary.cc"), "-o", str(lib)],
         check=True,
         capture_output=True,
     )

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from geryon.tf import sanitizers
 from geryon.tf.build import build
 
 pytestmark = pytest.mark.slow
@@ -29,7 +30,7 @@ TESTS_TF = str(Path(__file__).parent)
 
 @pytest.fixture(scope="module", autouse=True)
 def _built() -> None:
-    build()
+    build(sanitizer=sanitizers.active())  # the variant a sanitizer run (test_sanitizers.py) loads
 
 
 def _run(script: str, timeout: float = 180) -> dict[str, Any]:
@@ -83,11 +84,14 @@ def pump(src, dst, limit, log_ids):
             if not data: break
             if log_ids and len(buf) < 64:
                 buf += data
-                # hello: u32 magic, u16 version, u16 class, u16 n, n bytes; then request: u32, u64 id
-                if len(buf) >= 10:
+                # hello: u32 magic, u16 version, u16 class, u16 n, n bytes, u16 m, m bytes (the task it
+                # is for); then request: u32, u64 id
+                if len(buf) >= 12:
                     n = struct.unpack_from("<H", buf, 8)[0]
-                    if len(buf) >= 10 + n + 12:
-                        first_ids.append(struct.unpack_from("<Q", buf, 10 + n + 4)[0]); log_ids = False
+                    if len(buf) >= 12 + n:
+                        head = 12 + n + struct.unpack_from("<H", buf, 10 + n)[0]
+                        if len(buf) >= head + 12:
+                            first_ids.append(struct.unpack_from("<Q", buf, head + 4)[0]); log_ids = False
             if limit is not None and seen + len(data) >= limit:
                 dst.sendall(data[: limit - seen])
                 break

@@ -59,6 +59,26 @@ def test_hybrid_pushes_in_arrival_order_never_preempt_hand_computed():
     assert simulate(p, mode="hybrid", **kw).push_order == "urgency"  # the default
 
 
+def test_hybrid_push_orders_hand_computed():
+    # Three layers in one class, 4 KiB chunks. Pulls end at 4.096, 8.192, 49.152; backward (1 s each)
+    # makes layer 2's gradient (40960 B) at 50.152, layer 1's at 51.152, layer 0's at 52.152.
+    # urgency: layer 1 takes over at layer 2's next boundary (54.248); layer 0, now queued too, is more
+    # urgent, so it goes first (58.344), then layer 1 (62.44), then layer 2's rest (99.304).
+    # whole: layer 2's push finishes (91.112), then the most urgent, layer 0 (95.208), then layer 1.
+    # arrival: layer 2, then layer 1 (ready first, 95.208), then layer 0 (99.304).
+    p = synthetic([4096, 4096, 40960], [0.0, 0.0, 0.0], [1.0, 1.0, 1.0])
+    kw = dict(**SLOW, mode="hybrid", thresholds=(0.25,), iterations=1, trace=True, chunk_bytes=4096)
+    expect = {
+        "urgency": {0: 58.344, 1: 62.44, 2: 99.304},
+        "whole": {0: 95.208, 1: 99.304, 2: 91.112},
+        "arrival": {0: 99.304, 1: 95.208, 2: 91.112},
+    }
+    for order, ends in expect.items():
+        r = simulate(p, push_order=order, **kw)
+        assert {layer: push_end(r, layer) for layer in ends} == pytest.approx(ends), order
+        assert r.iteration_s == pytest.approx(99.304)
+
+
 def test_hybrid_orders_inside_a_connection_only_and_connections_of_a_class_share_the_nic():
     # Whole variables on 2 PSes: layer 0 (4096 B) on ps0, layer 1 (40960 B) on ps1, one class. Pulls
     # share the worker's port: layer 0 by 8.192 s, layer 1 by 45.056. Backward: layer 1's push starts at
@@ -70,6 +90,13 @@ def test_hybrid_orders_inside_a_connection_only_and_connections_of_a_class_share
     r = simulate(p, mode="hybrid", trace=True, chunk_bytes=4096, **kw)
     assert push_end(r, 0) == pytest.approx(59.248)
     assert push_end(r, 1) == pytest.approx(91.112)
+    assert r.sender_order == "connection"
+    # A send scheduler per host (sender_order="host") gives the NIC to the most urgent connection:
+    # layer 0's push takes the whole link at 51.056, ends at 55.152.
+    host = simulate(p, mode="hybrid", trace=True, chunk_bytes=4096, sender_order="host", **kw)
+    assert push_end(host, 0) == pytest.approx(55.152)
+    assert push_end(host, 1) == pytest.approx(91.112)
+    assert host.to_dict()["sender_order"] == "host"
 
 
 def test_hybrid_keeps_strict_priority_between_classes_like_network():
@@ -83,8 +110,13 @@ def test_hybrid_keeps_strict_priority_between_classes_like_network():
     assert push_end(network, 0) == pytest.approx(55.152)
 
 
-@pytest.mark.parametrize("push_order", ["urgency", "arrival"])
-def test_hybrid_is_never_slower_than_network_without_interleaving_and_bounded_by_ideal(push_order):
+@pytest.mark.parametrize(
+    ("push_order", "sender_order"),
+    [("urgency", "connection"), ("arrival", "connection"), ("whole", "connection"), ("whole", "host")],
+)
+def test_hybrid_is_never_slower_than_network_without_interleaving_and_bounded_by_ideal(
+    push_order, sender_order
+):
     rng = random.Random(11)
     for _ in range(30):
         n = rng.randint(2, 6)
@@ -102,7 +134,7 @@ def test_hybrid_is_never_slower_than_network_without_interleaving_and_bounded_by
             barrier=True,
             iterations=2,
         )
-        hybrid = simulate(p, mode="hybrid", push_order=push_order, **kw)
+        hybrid = simulate(p, mode="hybrid", push_order=push_order, sender_order=sender_order, **kw)
         n_, c = hybrid.comm_s, hybrid.compute_s
         assert max(n_, c) * (1 - 1e-9) <= hybrid.first_iteration_s <= (n_ + c) * (1 + 1e-9)
         assert max(n_, c) * (1 - 1e-9) <= hybrid.iteration_s <= (n_ + c) * (1 + 1e-9)
@@ -357,7 +389,8 @@ OK = dict(workers=2, num_ps=2, bandwidth_bps=1e9, mode="hybrid")
         ({"endhost_gap_s": -1}, "endhost_gap_s: expected a finite number of seconds >= 0"),
         ({"inflight": 0.5}, "inflight: expected None or a number of transfers >= 1"),
         ({"seed": "x"}, "seed: expected an integer"),
-        ({"push_order": "lifo"}, "push_order: unknown push order 'lifo'; allowed: urgency, arrival"),
+        ({"push_order": "lifo"}, "push_order: unknown push order 'lifo'; allowed: urgency, arrival, whole"),
+        ({"sender_order": "nic"}, "sender_order: unknown sender order 'nic'; allowed: connection, host"),
         ({"ps_costs": {"per_message_s": 1}}, "ps_costs: expected a PsCosts"),
         ({"background": ["5gbit"]}, "background: expected Background entries"),
     ],
