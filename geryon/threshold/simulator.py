@@ -547,9 +547,10 @@ class _Replay:
         self.push_whole = mode == "hybrid" and knobs.push_order == "whole"
         self.host_order = mode == "hybrid" and knobs.sender_order == "host"
         self.gap = knobs.endhost_gap_s if mode == "end-host" else 0.0
-        # end-host's gaps skip re-allocations only on the representative path: with every worker (or
-        # co-hosted) every PS port carries many connections and the check would cost without paying.
-        self.track_ports = self.gap > 0 and self.symmetric and not colocate
+        # end-host's gaps skip re-allocations only on the representative path with more workers than
+        # PSes: with every worker (or co-hosted) every PS port carries many connections, and with as many
+        # PSes as workers the worker's own port is full, so the check would cost without paying.
+        self.track_ports = self.gap > 0 and self.symmetric and not colocate and workers > num_ps
         self.inflight = knobs.inflight if self.shared else None
         self.rng = random.Random(knobs.seed)
         per_class = mode in ("network", "hybrid")
