@@ -1480,8 +1480,12 @@ class TcpTransport : public Transport {
       }
       for (int i = 0; i < kDataPortCandidates; ++i) {
         const int candidate = DataPortCandidate(peer.data_port, i);
-        int fd = Connect(peer.host, candidate, cls, error);
-        if (fd < 0) continue;  // refused: nobody listens there (yet); the next candidate
+        bool host_failed = false;
+        int fd = Connect(peer.host, candidate, cls, error, &host_failed);
+        // Refused: nobody listens there (yet), the next candidate. A host that does not resolve,
+        // answer or route fails every candidate alike: back off instead of waiting 8 times.
+        if (fd < 0 && host_failed) break;
+        if (fd < 0) continue;
         iovec iov{hello.data(), hello.size()};
         if (!WriteAll(fd, &iov, 1, error)) {
           close(fd);
@@ -1504,8 +1508,9 @@ class TcpTransport : public Transport {
     return -1;
   }
 
-  // A connected, marked socket to host:port, or -1 with `*error`.
-  static int Connect(const std::string& host, int port, int cls, std::string* error) {
+  // A connected, marked socket to host:port, or -1 with `*error`; `*host_failed` when the failure is
+  // the host's (no resolution, timeout, unreachable), not the port's (connection refused).
+  static int Connect(const std::string& host, int port, int cls, std::string* error, bool* host_failed) {
     addrinfo hints{};
     hints.ai_socktype = SOCK_STREAM;
     addrinfo* res = nullptr;
@@ -1513,20 +1518,24 @@ class TcpTransport : public Transport {
     int rc = getaddrinfo(host.c_str(), service.c_str(), &hints, &res);
     if (rc != 0) {
       *error = absl::StrCat("cannot resolve ", host, ": ", gai_strerror(rc));
+      *host_failed = true;
       return -1;
     }
     int fd = -1;
+    bool refused = false;
     for (addrinfo* ai = res; ai != nullptr && fd < 0; ai = ai->ai_next) {
       fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
       if (fd < 0) continue;
       MarkSocket(fd, cls, /*consumer=*/true);
       if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
+        refused = refused || errno == ECONNREFUSED;
         *error = absl::StrCat("port ", port, ": ", ErrnoText(errno));
         close(fd);
         fd = -1;
       }
     }
     freeaddrinfo(res);
+    if (fd < 0 && !refused) *host_failed = true;
     return fd;
   }
 

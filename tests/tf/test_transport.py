@@ -82,7 +82,7 @@ def pump(src, dst, limit, log_ids):
         while True:
             data = src.recv(65536)
             if not data: break
-            if log_ids and len(buf) < 64:
+            if log_ids and len(buf) < 256:
                 buf += data
                 # hello: u32 magic, u16 version, u16 class, u16 n, n bytes, u16 m, m bytes (the task it
                 # is for); then request: u32, u64 id
