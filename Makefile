@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.geryon-installed
 
-.PHONY: demo test lint venv clean sanitize sanitize-long
+.PHONY: demo test lint venv clean tf-ps-tests tf-ps-tests-fast sanitize sanitize-long
 
 venv: $(STAMP)
 
@@ -22,6 +22,15 @@ lint: $(STAMP)
 
 test: lint
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# TensorFlow's own PS tests (../shared/vendor/tf-ps-tests) on grpc and grpc+geryon, test by test:
+# table on stdout, JSON in out/bench/tf_ps_tests.json. The fast subset also runs in `make test`
+# (tests/tf/test_tf_ps_tests.py); the whole set takes over an hour here, so it is nightly-style.
+tf-ps-tests: $(STAMP)
+	PYTHONPATH=$(CURDIR) $(PY) bench/tf_ps_tests.py
+
+tf-ps-tests-fast: $(STAMP)
+	PYTHONPATH=$(CURDIR) $(PY) bench/tf_ps_tests.py --subset fast
 
 # The native extension under AddressSanitizer and ThreadSanitizer (native/rendezvous/README.md,
 # "Sanitizers"). `sanitize` is the representative subset that `make test` (CI) also runs;

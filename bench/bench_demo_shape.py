@@ -166,12 +166,7 @@ def evaluate(base: dict[str, Any], computes: Sequence[float]) -> list[dict[str, 
 
 def pick(rows: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
     """(the pick, the baseline row): the best worst-case score within the time budget."""
-    baseline = next(
-        r
-        for r in rows
-        if all(r[k] == v for k, v in BASELINE.items() if k != "rate_bits")
-        and r["rate_bits"] == BASELINE["rate_bits"]
-    )
+    baseline = next(r for r in rows if all(r[k] == v for k, v in BASELINE.items()))
     budget = baseline["demo_train_s"]
     feasible = [r for r in rows if r["demo_train_s"] <= budget * 1.0001]
     best = max(r["score"] for r in feasible)

@@ -19,20 +19,17 @@ cores, so the extra time is an upper bound on the data plane's own overhead plus
 
 from __future__ import annotations
 
-import json
-import os
-import signal
-import subprocess
 import sys
-import textwrap
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchlib import child_env, child_servers, print_table, run_client, write_json
 
 from geryon.progress import Progress
 from geryon.tf.build import build, build_test_device
 from geryon.tf.ports import free_port_pairs
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 DATA_OFFSET = -7000
 MB = 16
 SMALL = 200
@@ -107,54 +104,16 @@ os._exit(0)
 """
 
 
-def _env(spec: dict[str, Any]) -> dict[str, str]:
-    return {
-        **os.environ,
-        "TF_CPP_MIN_LOG_LEVEL": "2",
-        "GERYON_DATA_PORT_OFFSET": str(DATA_OFFSET),
-        "BENCH_SPEC": json.dumps(spec),
-        "PYTHONPATH": str(REPO_ROOT),
-    }
-
-
 def measure(repeats: int, progress: Progress) -> dict[str, dict[str, list[float]]]:
-    procs: list[subprocess.Popen[str]] = []
-    try:
-        ps_port, worker_port = free_port_pairs(2, DATA_OFFSET)
-        cluster = {"ps": [f"127.0.0.1:{ps_port}"], "worker": [f"127.0.0.1:{worker_port}"]}
-        for job in ("ps", "worker"):
-            procs.append(
-                subprocess.Popen(
-                    [sys.executable, "-c", _SERVER],
-                    env=_env({"cluster": cluster, "job": job}),
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.DEVNULL,
-                    text=True,
-                )
-            )
-        for proc in procs:
-            assert proc.stdout is not None
-            if not proc.stdout.readline().startswith("READY"):
-                raise RuntimeError("a server did not start")
+    offset = {"GERYON_DATA_PORT_OFFSET": str(DATA_OFFSET)}
+    ps_port, worker_port = free_port_pairs(2, DATA_OFFSET)
+    cluster = {"ps": [f"127.0.0.1:{ps_port}"], "worker": [f"127.0.0.1:{worker_port}"]}
+    envs = [child_env({"cluster": cluster, "job": job}, **offset) for job in ("ps", "worker")]
+    with child_servers(_SERVER, envs):
         progress.say("PS and worker (with GERYONTEST) up; measuring host and device variants alternately")
         spec = {"worker": cluster["worker"][0], "mb": MB, "small": SMALL, "repeats": repeats}
-        client = subprocess.run(
-            [sys.executable, "-c", textwrap.dedent(_CLIENT)],
-            env=_env(spec),
-            capture_output=True,
-            text=True,
-            timeout=900,
-        )
-        for line in client.stdout.splitlines():
-            if line.startswith("RESULT "):
-                result: dict[str, dict[str, list[float]]] = json.loads(line[len("RESULT ") :])
-                return result
-        raise RuntimeError(f"the client failed: {client.stderr[-3000:]}")
-    finally:
-        for proc in procs:
-            if proc.poll() is None:
-                os.kill(proc.pid, signal.SIGKILL)
-                proc.wait()
+        result: dict[str, dict[str, list[float]]] = run_client(_CLIENT, child_env(spec, **offset))
+        return result
 
 
 def _median(values: list[float]) -> float:
@@ -187,9 +146,6 @@ def summarize(samples: dict[str, dict[str, list[float]]]) -> list[dict[str, Any]
 
 
 def run(repeats: int, out: str) -> int:
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from benchlib import print_table, write_json
-
     progress = Progress("bench_rendezvous --device")
     build(progress=progress)
     build_test_device(progress=progress)

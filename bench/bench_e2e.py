@@ -142,6 +142,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--ps", type=_positive_int("--ps"), default=None)
     ap.add_argument("--slice-size", type=_size("--slice-size"), default=None)
     ap.add_argument("--buffer", type=_size("--buffer"), default=None)
+    ap.add_argument(
+        "--chunk-size", type=_size("--chunk-size"), default=None, help="data plane chunk (runner's: 256KiB)"
+    )
     ap.add_argument("--search", default=None, help="sweep|guided|bayes|fixed:T (runner's default: sweep)")
     ap.add_argument(
         "--settle",
@@ -214,6 +217,7 @@ def base_overrides(args: argparse.Namespace) -> dict[str, Any]:
         "rate_bits": args.rate,
         "slice_bytes": args.slice_size,
         "buffer_bytes": args.buffer,
+        "chunk_bytes": args.chunk_size,
         "search": args.search,
         "repeats": args.repeats,
         "background_bits": args.background,
@@ -290,9 +294,17 @@ def prediction_rows(
                 "profile": used,
                 "alone_predicted_s": a.get("predicted_s"),
                 "alone_error": a.get("error"),
+                # The same prediction without the per-step fixed cost (issue 15): simulator only.
+                "sim_only_error": predict_error(p.get("measured_s"), p.get("simulated_s")),
             }
         )
     return rows
+
+
+def predict_error(measured: Any, predicted: Any) -> float | None:
+    if not measured or predicted is None:
+        return None
+    return (measured - predicted) / measured
 
 
 PREDICTION_COLUMNS = [
@@ -301,6 +313,7 @@ PREDICTION_COLUMNS = [
     ("predicted_s", "predicted s", ".4f"),
     ("error", "error", "+.1%"),
     ("met", "|error|<=10%", "s"),
+    ("sim_only_error", "w/o fixed cost", "+.1%"),
     ("profile", "profile", "s"),
     ("alone_predicted_s", "alone-profile s", ".4f"),
     ("alone_error", "alone error", "+.1%"),

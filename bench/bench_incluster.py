@@ -39,7 +39,7 @@ from geryon.threshold.localcluster import local_cluster, step_times, training_ch
 
 def in_cluster(args: argparse.Namespace, shape: tuple[int, int, int], workdir: Path) -> dict[str, Any]:
     from geryon.demo.models import build_model
-    from geryon.threshold.incluster import capture, op_times, profile_from_ops
+    from geryon.threshold.incluster import capture, profile_from_ops, read_trace
 
     with (
         local_cluster(args.ps, args.workers, chief=True, profile_workers=True) as lc,
@@ -49,15 +49,18 @@ def in_cluster(args: argparse.Namespace, shape: tuple[int, int, int], workdir: P
         service = f"grpc://127.0.0.1:{lc.profiler_ports['worker:0']}"
         xplane = capture(service, workdir / "trace", args.duration_ms)
         steps = step_times(log)[before:]
+    ops, overlap = read_trace(xplane)
     profile = profile_from_ops(
-        op_times(xplane),
+        ops,
         build_model(args.model, shape),
         batch_size=args.batch_size,
         source=f"incluster:{service}",
+        overlap=overlap,
     )
     return {
         "c_cluster_s": profile.compute_s,
         "outside_s": profile.meta["unattributed_s_per_step"],
+        "overlap": overlap,
         "steps_traced": profile.meta["steps"],
         "step_s": statistics.median(steps) if steps else None,
         "chief_steps": len(steps),

@@ -12,29 +12,24 @@ protocols see the same machine load. Rows (medians over repeats):
   class lookup    ns per ClassForEdge call (annotated and plain edge names), in-process
 Target (issue 4): grpc+geryon at least as fast as grpc. Writes JSON (default out/bench/rendezvous.json).
 With --device: tensors in accelerator memory vs host memory instead (see bench_device_tensors.py).
+With --order: urgency vs arrival order inside one class (issue 14; see bench_rendezvous_order.py).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import signal
-import subprocess
 import sys
-import textwrap
 from pathlib import Path
 from typing import Any
 
 from geryon.tf.ports import free_port_pairs
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib import print_table, write_json
+from benchlib import child_env, child_servers, print_table, run_client, write_json
 
 from geryon.progress import Progress
 from geryon.tf.build import build
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 DATA_OFFSET = -7000
 PROTOCOLS = ("grpc", "grpc+geryon")
 SIZES_MB = (1, 16, 100)
@@ -93,58 +88,22 @@ os._exit(0)
 """
 
 
-def _env(spec: dict[str, Any]) -> dict[str, str]:
-    return {
-        **os.environ,
-        "TF_CPP_MIN_LOG_LEVEL": "2",
-        "GERYON_DATA_PORT_OFFSET": str(DATA_OFFSET),
-        "BENCH_SPEC": json.dumps(spec),
-        "PYTHONPATH": str(REPO_ROOT),
-    }
-
-
 def measure(repeats: int, progress: Progress) -> dict[str, dict[str, list[float]]]:
-    procs: list[subprocess.Popen[str]] = []
-    try:
-        workers = {}
-        for protocol in PROTOCOLS:
-            ps_port, worker_port = free_port_pairs(2, DATA_OFFSET)
-            cluster = {"ps": [f"127.0.0.1:{ps_port}"], "worker": [f"127.0.0.1:{worker_port}"]}
-            workers[protocol] = cluster["worker"][0]
-            for job in ("ps", "worker"):
-                spec = {"cluster": cluster, "job": job, "protocol": protocol}
-                procs.append(
-                    subprocess.Popen(
-                        [sys.executable, "-c", _SERVER],
-                        env=_env(spec),
-                        stdout=subprocess.PIPE,
-                        stderr=subprocess.DEVNULL,
-                        text=True,
-                    )
-                )
-        for proc in procs:
-            assert proc.stdout is not None
-            if not proc.stdout.readline().startswith("READY"):
-                raise RuntimeError("a server did not start")
+    offset = {"GERYON_DATA_PORT_OFFSET": str(DATA_OFFSET)}
+    workers, envs = {}, []
+    for protocol in PROTOCOLS:
+        ps_port, worker_port = free_port_pairs(2, DATA_OFFSET)
+        cluster = {"ps": [f"127.0.0.1:{ps_port}"], "worker": [f"127.0.0.1:{worker_port}"]}
+        workers[protocol] = cluster["worker"][0]
+        envs += [
+            child_env({"cluster": cluster, "job": job, "protocol": protocol}, **offset)
+            for job in ("ps", "worker")
+        ]
+    with child_servers(_SERVER, envs):
         progress.say("4 servers up; measuring (the client alternates between the two clusters)")
         spec = {"workers": workers, "sizes_mb": list(SIZES_MB), "small": SMALL, "repeats": repeats}
-        client = subprocess.run(
-            [sys.executable, "-c", textwrap.dedent(_CLIENT)],
-            env=_env(spec),
-            capture_output=True,
-            text=True,
-            timeout=900,
-        )
-        for line in client.stdout.splitlines():
-            if line.startswith("RESULT "):
-                result: dict[str, dict[str, list[float]]] = json.loads(line[len("RESULT ") :])
-                return result
-        raise RuntimeError(f"the client failed: {client.stderr[-3000:]}")
-    finally:
-        for proc in procs:
-            if proc.poll() is None:
-                os.kill(proc.pid, signal.SIGKILL)
-                proc.wait()
+        result: dict[str, dict[str, list[float]]] = run_client(_CLIENT, child_env(spec, **offset))
+        return result
 
 
 def lookup_ns() -> dict[str, float]:
@@ -169,9 +128,21 @@ def main() -> int:
         action="store_true",
         help="device tensors: pulls into / pushes from GERYONTEST memory vs host (bench_device_tensors.py)",
     )
+    parser.add_argument(
+        "--order",
+        action="store_true",
+        help="order inside a class: 64 mixed tensors, urgency vs arrival (bench_rendezvous_order.py)",
+    )
+    parser.add_argument("--runs", type=int, default=3, help="--order: runs (fresh processes each)")
     args = parser.parse_args()
     if args.repeats < 1:
         parser.error("--repeats must be >= 1")
+    if args.runs < 1:
+        parser.error("--runs must be >= 1")
+    if args.order:
+        from bench_rendezvous_order import run as run_order
+
+        return run_order(args.repeats, args.runs, args.out or "out/bench/rendezvous_order.json")
     if args.device:
         from bench_device_tensors import run
 

@@ -1,13 +1,23 @@
-"""What every benchmark script shares: a plain-text table on stdout and a JSON file under out/bench/."""
+"""What the benchmark scripts share: a plain-text table on stdout, a JSON file under out/bench/, a median
+timer, and the child-process skeleton of the TF cluster benches (servers that print READY, one client
+script that prints RESULT <json>)."""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import statistics
+import subprocess
+import sys
+import textwrap
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 def print_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[tuple[str, str, str]]) -> None:
@@ -16,7 +26,8 @@ def print_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[tuple[str, 
         [format(row[key], spec) if row.get(key) is not None else "-" for key, _, spec in columns]
         for row in rows
     ]
-    widths = [max(len(header), *(len(c[i]) for c in cells)) for i, (_, header, _) in enumerate(columns)]
+    # A list, not max(a, *rest): with no rows max() would get a lone int (every paired mode failed).
+    widths = [max([len(header), *(len(c[i]) for c in cells)]) for i, (_, header, _) in enumerate(columns)]
     print("  ".join(header.rjust(w) for (_, header, _), w in zip(columns, widths, strict=True)))
     print("  ".join("-" * w for w in widths))
     for c in cells:
@@ -39,3 +50,59 @@ def median_time(fn: Callable[[], Any], repeats: int) -> float:
         fn()
         samples.append(time.perf_counter() - start)
     return statistics.median(samples)
+
+
+def child_env(spec: Mapping[str, Any], **extra: str) -> dict[str, str]:
+    """The environment of a child script: ours, the repo on PYTHONPATH (the children import geryon from
+    this checkout), TF's C++ logging quiet, the child's spec as JSON in BENCH_SPEC, then `extra`."""
+    return {
+        **os.environ,
+        "TF_CPP_MIN_LOG_LEVEL": "2",
+        "BENCH_SPEC": json.dumps(spec),
+        "PYTHONPATH": str(REPO_ROOT),
+        **extra,
+    }
+
+
+@contextmanager
+def child_servers(script: str, envs: Sequence[Mapping[str, str]]) -> Iterator[None]:
+    """Runs `python -c script` once per environment, returns once every one has printed READY, and kills
+    them all (SIGKILL: a TF server has no clean stop) when the block ends, also when a start failed."""
+    procs: list[subprocess.Popen[str]] = []
+    try:
+        for env in envs:
+            procs.append(
+                subprocess.Popen(
+                    [sys.executable, "-c", script],
+                    env=dict(env),
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.DEVNULL,
+                    text=True,
+                )
+            )
+        for proc in procs:
+            assert proc.stdout is not None
+            if not proc.stdout.readline().startswith("READY"):
+                raise RuntimeError("a server did not start")
+        yield
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                os.kill(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+
+def run_client(script: str, env: Mapping[str, str], timeout: float = 900) -> Any:
+    """Runs the client script (dedented) and returns what its `RESULT <json>` line holds; RuntimeError
+    with the end of its stderr when it printed none."""
+    client = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(script)],
+        env=dict(env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    for line in client.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[len("RESULT ") :])
+    raise RuntimeError(f"the client failed: {client.stderr[-3000:]}")

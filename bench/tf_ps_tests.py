@@ -31,7 +31,9 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib import print_table, write_json  # noqa: E402
+import contextlib
+
+from benchlib import print_table, write_json
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIM = Path(__file__).resolve().parent / "tf_ps_shim"
@@ -39,6 +41,16 @@ DEFAULT_VENDOR = ROOT.parent / "shared" / "vendor" / "tf-ps-tests"
 FILES = ("parameter_server_strategy_v2_test", "cluster_coordinator_test", "fault_tolerance_test")
 LAYERS = ("grpc", "grpc+geryon")
 OUTCOMES = ("pass", "fail", "error", "skip", "timeout", "crash")
+# `--subset fast` (CI, `make tf-ps-tests-fast`): the strategy file whole (a multi-process cluster the
+# coordinator joins as "chief", variables and their partitioning), and the coordinator file's
+# StrategyIntegrationTest (an in-process cluster, datasets and functions scheduled on workers).
+# About 5 min for both layers on a loaded 2-core machine. The rest (ClusterCoordinatorTest's
+# dozens of cluster round trips, fault tolerance's kills and restarts with their waits) runs in
+# `make tf-ps-tests`, nightly-style: it takes far longer than the CI budget.
+FAST: dict[str, list[str] | None] = {
+    "parameter_server_strategy_v2_test": None,
+    "cluster_coordinator_test": ["StrategyIntegrationTest"],
+}
 
 _LIST = """
 import importlib, sys, unittest
@@ -116,10 +128,8 @@ def _read_events(path: Path, offset: int) -> tuple[list[dict[str, Any]], int]:
 
 
 def _kill(proc: subprocess.Popen[bytes]) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
     proc.wait()
 
 
@@ -128,6 +138,7 @@ def run_file(
 ) -> dict[str, dict[str, Any]]:
     """Outcome of every test in `tests`: {"outcome", "seconds", "detail"}."""
     results: dict[str, dict[str, Any]] = {}
+    flows: list[dict[str, Any]] = []  # per process that loaded geryon.tf and exited normally
     with tempfile.TemporaryDirectory(prefix="tfps-") as tmp:
         events_path = Path(tmp) / "events.jsonl"
         while True:
@@ -139,7 +150,11 @@ def run_file(
                 log_file.write(f"\n==== {name} on {layer}: {len(remaining)} tests\n".encode())
                 log_file.flush()
                 proc = subprocess.Popen(
-                    [str(_launcher(Path(tmp), vendor, name)), *remaining],
+                    # absl's parameterized ids carry " (params)"; the command line takes the bare name.
+                    [
+                        str(_launcher(Path(tmp), vendor, name)),
+                        *dict.fromkeys(t.split(" ", 1)[0] for t in remaining),
+                    ],
                     cwd=tmp,
                     env=env_for(layer, events_path),
                     stdout=log_file,
@@ -154,7 +169,12 @@ def run_file(
                     rc = proc.poll()
                     events, offset = _read_events(events_path, offset)
                     for ev in events:
-                        test = ev["test"].split(".", 1)[1] if ev["test"].startswith("__main__.") else ev["test"]
+                        if ev["event"] == "flows":
+                            flows.append(ev)
+                            continue
+                        test = (
+                            ev["test"].split(".", 1)[1] if ev["test"].startswith("__main__.") else ev["test"]
+                        )
                         now = time.monotonic()
                         if ev["event"] == "start":
                             running, started = test, now
@@ -163,7 +183,11 @@ def run_file(
                             for k in key if isinstance(key, list) else [key]:
                                 results.setdefault(
                                     k,
-                                    {"outcome": ev["event"], "seconds": round(now - started, 1), "detail": ev["detail"]},
+                                    {
+                                        "outcome": ev["event"],
+                                        "seconds": round(now - started, 1),
+                                        "detail": ev["detail"],
+                                    },
                                 )
                             running = None
                         last_progress = now
@@ -188,6 +212,15 @@ def run_file(
                     "seconds": round(time.monotonic() - started, 1),
                     "detail": f"the test process exited with {rc} (see the log)",
                 }
+        # The last process's exit record is written after its last test; read what is left.
+        events, _ = _read_events(events_path, 0)
+        flows[:] = [ev for ev in events if ev["event"] == "flows"]
+    results["__flows__"] = {
+        "outcome": "flows",
+        "messages_received": sum(f["messages_received"] for f in flows),
+        "bytes_received": sum(f["bytes_received"] for f in flows),
+        "processes": len(flows),
+    }
     return results
 
 
@@ -205,25 +238,36 @@ def summarize(per_layer: dict[str, dict[str, dict[str, Any]]]) -> dict[str, Any]
         t
         for t, r in grpc.items()
         if r["outcome"] == "pass"
-        and any(per_layer[layer].get(t, {}).get("outcome") != "pass" for layer in per_layer if layer != "grpc")
+        and any(
+            per_layer[layer].get(t, {}).get("outcome") != "pass" for layer in per_layer if layer != "grpc"
+        )
     )
     return {"counts": counts, "pass_on_grpc_not_on_others": regressions}
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--vendor", help=f"folder of TF's test files (default {DEFAULT_VENDOR})")
     parser.add_argument("--files", nargs="+", default=list(FILES), choices=FILES)
     parser.add_argument("--layers", nargs="+", default=list(LAYERS), choices=LAYERS)
     parser.add_argument("--tests", nargs="+", help="only these Class.test ids (or Class prefixes)")
-    parser.add_argument("--timeout", type=float, default=240.0, help="seconds one test may take (default 240)")
+    parser.add_argument(
+        "--subset", choices=["fast"], help="the CI subset (see FAST); replaces --files/--tests"
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=240.0, help="seconds one test may take (default 240)"
+    )
     parser.add_argument("--out", default=str(ROOT / "out" / "bench" / "tf_ps_tests.json"))
     args = parser.parse_args(argv)
     if args.timeout <= 0:
         parser.error(f"--timeout must be > 0 seconds, got {args.timeout}")
     vendor = vendor_dir(args.vendor)
     if not vendor.is_dir():
-        print(f"TensorFlow's PS tests are not at {vendor} (set --vendor or GERYON_TF_PS_TESTS)", file=sys.stderr)
+        print(
+            f"TensorFlow's PS tests are not at {vendor} (set --vendor or GERYON_TF_PS_TESTS)", file=sys.stderr
+        )
         return 2
     if "grpc+geryon" in args.layers:
         sys.path.insert(0, str(ROOT))
@@ -236,26 +280,43 @@ def main(argv: list[str] | None = None) -> int:
     log.write_bytes(b"")
     report: dict[str, Any] = {"vendor": str(vendor), "timeout_s": args.timeout, "files": {}}
     rows = []
-    for name in args.files:
+    selection: dict[str, list[str] | None] = (
+        dict(FAST) if args.subset == "fast" else dict.fromkeys(args.files, args.tests)
+    )
+    report["selection"] = selection
+    for name, prefixes in selection.items():
         tests = list_tests(vendor, name)
-        if args.tests:
-            tests = [t for t in tests if any(t == p or t.startswith(p + ".") or t.startswith(p) for p in args.tests)]
+        if prefixes:
+            tests = [t for t in tests if any(t.startswith(p) for p in prefixes)]
         per_layer: dict[str, dict[str, dict[str, Any]]] = {}
         for layer in args.layers:
             start = time.monotonic()
-            per_layer[layer] = run_file(vendor, name, layer, tests, args.timeout, log)
+            results = run_file(vendor, name, layer, tests, args.timeout, log)
+            flows = results.pop("__flows__")
+            per_layer[layer] = results
             seconds = time.monotonic() - start
-            counts = Counter(r["outcome"] for r in per_layer[layer].values())
-            rows.append({"file": name, "layer": layer, "tests": len(tests), **counts, "seconds": seconds})
+            counts = Counter(r["outcome"] for r in results.values())
+            rows.append(
+                {
+                    "file": name,
+                    "layer": layer,
+                    "tests": len(tests),
+                    **counts,
+                    "seconds": seconds,
+                    "data_plane_msgs": flows["messages_received"] if layer != "grpc" else None,
+                }
+            )
             print(f"{name} on {layer}: {dict(counts)} in {seconds:.0f} s", flush=True)
         report["files"][name] = {"tests": tests, "results": per_layer, **summarize(per_layer)}
-        report["files"][name]["seconds"] = {r["layer"]: round(r["seconds"], 1) for r in rows if r["file"] == name}
+        file_rows = [r for r in rows if r["file"] == name]
+        report["files"][name]["seconds"] = {r["layer"]: round(r["seconds"], 1) for r in file_rows}
+        report["files"][name]["data_plane_messages"] = {r["layer"]: r["data_plane_msgs"] for r in file_rows}
     print()
     print_table(
         rows,
         [("file", "file", "s"), ("layer", "layer", "s"), ("tests", "tests", "d")]
         + [(o, o, "d") for o in OUTCOMES]
-        + [("seconds", "wall s", ".0f")],
+        + [("seconds", "wall s", ".0f"), ("data_plane_msgs", "geryon msgs", "d")],
     )
     for name, data in report["files"].items():
         if data["pass_on_grpc_not_on_others"]:

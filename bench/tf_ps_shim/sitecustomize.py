@@ -26,12 +26,41 @@ _LAYER = os.environ.get("GERYON_TF_RPC_LAYER", "")
 _RESULTS = os.environ.get("GERYON_TF_PS_RESULTS", "")
 
 
+_flows_recorded = False
+
+
+def _record_flows() -> None:
+    """At exit: how many tensors this process moved on Geryon's flows, so the runner can show that
+    the data plane carried the tests' tensors (not TF's gRPC). Processes killed by SIGKILL (the
+    servers multi_process_runner terminates) do not get here."""
+    import geryon.tf
+
+    flows = geryon.tf.flow_counters()
+    consumer = [f for f in flows if f.role == "consumer"]
+    _write(
+        {
+            "event": "flows",
+            "pid": os.getpid(),
+            "t": time.time(),
+            "messages_received": sum(f.messages_received for f in consumer),
+            "bytes_received": sum(f.bytes_received for f in consumer),
+            "errors": sum(f.errors for f in flows),
+        }
+    )
+
+
 def _switch(server_def: Any) -> Any:
+    global _flows_recorded
     if _LAYER and server_def is not None and server_def.protocol == "grpc":
         import geryon.tf
 
         geryon.tf.load()
         server_def.protocol = _LAYER
+        if _RESULTS and not _flows_recorded:
+            import atexit
+
+            atexit.register(_record_flows)
+            _flows_recorded = True
     return server_def
 
 
@@ -83,10 +112,14 @@ class _Finder(importlib.abc.MetaPathFinder):
         return spec
 
 
-def _record(event: str, test: Any, detail: str = "") -> None:
-    line = json.dumps({"event": event, "test": test.id(), "t": time.time(), "pid": os.getpid(), "detail": detail})
+def _write(record: dict[str, Any]) -> None:
+    # One short write per line in append mode: lines of concurrent processes do not interleave.
     with open(_RESULTS, "a") as f:
-        f.write(line + "\n")
+        f.write(json.dumps(record) + "\n")
+
+
+def _record(event: str, test: Any, detail: str = "") -> None:
+    _write({"event": event, "test": test.id(), "t": time.time(), "pid": os.getpid(), "detail": detail})
 
 
 def _patch_unittest() -> None:

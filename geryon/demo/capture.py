@@ -36,7 +36,7 @@ def run(spec: dict[str, Any]) -> int:
 
     import_tensorflow()  # the import is most of the start-up cost: do it before any step runs
     from geryon.demo.models import build_model
-    from geryon.threshold.incluster import capture, op_times, profile_from_ops
+    from geryon.threshold.incluster import capture, profile_from_ops, read_trace
 
     say("READY")
     if sys.stdin.readline().strip() != "trace":
@@ -47,12 +47,14 @@ def run(spec: dict[str, Any]) -> int:
     say(f"TRACED {xplane}")
     sys.stdin.readline()  # "convert", or EOF when the runner closed our stdin
     shape = tuple(int(d) for d in spec["input_shape"])
+    ops, overlap = read_trace(xplane)
     profile = profile_from_ops(
-        op_times(xplane),
+        ops,
         build_model(spec["model"], shape),  # type: ignore[arg-type]
         batch_size=int(spec["batch_size"]),
         source=f"incluster:{spec.get('mode', 'demo')}:worker0",
         meta={"trace": str(xplane), "duration_ms": int(spec["duration_ms"]), "mode": spec.get("mode")},
+        overlap=overlap,
     )
     profile.save(spec["out"])
     say(f"DONE {spec['out']}")

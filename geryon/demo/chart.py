@@ -5,9 +5,12 @@ the per-parameter arrival timeline; plus one chart across the results of a sweep
     scaling.png     scaling efficiency per mode against the single-worker run
     search.png      step time per trial threshold, and the search's progress
     timeline.png    when each parameter's pull finished arriving at worker 0 in one steady-state
-                    iteration, P+S beside Geryon (the simulator's, from result["prediction"]["timeline"],
-                    see geryon.demo.predict), coloured by Geryon's class, with the consuming layer's
-                    forward start marked
+                    iteration, P+S, the paper's Geryon and Geryon side by side (the simulator's,
+                    from result["prediction"]["timeline"], see geryon.demo.predict), coloured by
+                    Geryon's class, with the consuming layer's forward start marked and, per class,
+                    a line through its parameters in arrival order with Kendall's tau against
+                    consumption order in the panel's title (the order inside a class:
+                    geryon.demo.timeline.class_order)
     <name>.png      (write_sweep_chart) images/s per mode for every setting of a sweep
 
 matplotlib's Agg canvas on a bare `Figure` (no pyplot: no display, no global backend switch, nothing
@@ -36,10 +39,11 @@ from pathlib import Path
 from typing import Any
 
 from geryon.demo.report import summarize
+from geryon.demo.timeline import class_order
 
 CHARTS = ("throughput.png", "scaling.png", "search.png", "timeline.png")
 _SIZE = (7.0, 4.2)  # inches; at 100 dpi a 700x420 PNG
-TIMELINE_SIZE = (10.0, 5.6)  # two panels of parameter rows: 1000x560
+TIMELINE_SIZE = (13.8, 5.6)  # three panels of parameter rows (P+S, paper, Geryon): 1380x560
 SWEEP_SIZE = (9.0, 4.8)  # 900x480
 _DPI = 100
 _COLORS = {
@@ -207,7 +211,7 @@ def _timeline(fig: Any, summary: Mapping[str, Any], result: Mapping[str, Any]) -
         ax.set_title("Per-parameter arrival at worker 0 (simulated)")
         ax.text(0.5, 0.5, why, ha="center", va="center", transform=ax.transAxes, fontsize=10, wrap=True)
         return
-    # Both panels coloured by the class Geryon gives each parameter, so the same rows compare.
+    # Every panel coloured by the class Geryon gives each parameter, so the same rows compare.
     geryon = panels.get("geryon") or next(iter(panels.values()))
     cls = {r["param"]: r["class"] for r in geryon["rows"]}
     k = len(geryon.get("thresholds") or ()) + 1
@@ -229,9 +233,20 @@ def _timeline(fig: Any, summary: Mapping[str, Any], result: Mapping[str, Any]) -
         )
         ax.scatter([r["arrival_s"] for r in rows], ys, c=colors, s=18, zorder=3)
         ax.scatter([r["forward_start_s"] for r in rows], ys, c="black", marker="|", s=60, zorder=4)
+        # The order inside each class: a thin line through its parameters in the order they arrived.
+        # Urgency order runs straight down (first consumed arrives first); arrival order zigzags.
+        by_class = class_order([{**r, "class": cls.get(r["param"])} for r in rows])
+        for c, o in by_class.items():
+            path = o["arrival_order"]
+            ax.plot(
+                [rows[i]["arrival_s"] for i in path], path, color=_class_color(c), linewidth=0.8, zorder=2
+            )
         title = f"{panel.get('label', '?')}: {panel['iteration_s'] * 1e3:.0f} ms/step"
         if panel.get("thresholds"):
-            title += ", threshold " + ",".join(f"{t:.3g}" for t in panel["thresholds"])
+            title += ", thr " + ",".join(f"{t:.3g}" for t in panel["thresholds"])
+        taus = [f"class {c} {o['tau']:.2f}" for c, o in by_class.items() if o["tau"] is not None]
+        if taus:
+            title += "\norder in a class vs use, Kendall tau: " + ", ".join(taus)
         ax.set_title(title, fontsize=9)
         ax.set_xlabel("seconds from the iteration's start (pulls released)")
         ax.grid(axis="x", alpha=0.3)
@@ -256,6 +271,7 @@ def _timeline(fig: Any, summary: Mapping[str, Any], result: Mapping[str, Any]) -
     handles.append(Line2D([], [], color="black", marker="|", linestyle="", markersize=9,
                           label="forward start of the consuming layer"))  # fmt: skip
     handles.append(Line2D([], [], color="#888888", linewidth=3, alpha=0.35, label="pull in flight"))
+    handles.append(Line2D([], [], color="#888888", linewidth=0.8, label="arrival order inside a class"))
     # Below the panels: inside, it would cover the late (bulk) rows.
     fig.legend(handles=handles, fontsize=7, loc="outside lower center", ncols=len(handles))
 

@@ -346,11 +346,12 @@ def train_paired(session: Session, emit: Emit, wait_go: Callable[[], None]) -> N
     round i of the others in the report).
     """
     from geryon.demo import modes as modes_mod
-    from geryon.demo.schedule import apply_schedule
+    from geryon.demo.schedule import apply_chunk, apply_schedule
 
     spec, g = session.spec, session.g
     if g is None:
         raise RuntimeError("paired modes need the grpc+geryon protocol with classes")
+    chunk = apply_chunk(g, spec.get("chunk_bytes"))  # once: every mode of the rotation shares it
     rotation = [modes_mod.mode(name) for name in spec["rotation"]]
     warmup, steps = int(spec["warmup"]), int(spec["steps"])
     chosen: list[float] = [float(t) for t in spec["thresholds"]]
@@ -396,7 +397,7 @@ def train_paired(session: Session, emit: Emit, wait_go: Callable[[], None]) -> N
         last = results
         rec = per_mode[m.name]
         if not searching:
-            rec["schedule"] = applied
+            rec["schedule"] = {**applied, "chunk_bytes": chunk}
         (rec["step_times"] if phase == "measure" else rec["warmup_times"]).append(seconds)
         rec["round_thresholds"].append(list(g.thresholds))
         emit(

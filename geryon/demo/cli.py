@@ -40,6 +40,11 @@ def add_demo(sub: Any) -> None:
         "host; default half the link rate, 100mbit at 200mbit; none with --quick)",
     )
     p.add_argument(
+        "--chunk-size",
+        metavar="BYTES",
+        help="the data plane's chunk inside a class, 4KiB..1GiB (default 256KiB)",
+    )
+    p.add_argument(
         "--second-job",
         metavar="MODEL[:BATCH]",
         help="a second training job during every mode, e.g. vggmini:16 (its own PS in ps0's host, a worker "
@@ -94,6 +99,7 @@ def add_bench(sub: Any) -> None:
         metavar="RATE",
         help="background traffic per worker port, or none (default half the link rate)",
     )
+    p.add_argument("--chunk-size", metavar="BYTES", help="data plane chunk, 4KiB..1GiB (default 256KiB)")
     p.add_argument("--second-job", metavar="MODEL[:BATCH]", help="a second training job (default none)")
     p.add_argument("--quick", action="store_true", help="start from the --quick settings")
     add_prediction_flags(p)
@@ -174,6 +180,7 @@ def demo_config(args: argparse.Namespace) -> dict[str, Any]:
         "steps": _one(args.steps, "--steps", _int),
         "background_bits": _one(args.background, "--background", _background),
         "second_job": args.second_job,
+        "chunk_bytes": _one(args.chunk_size, "--chunk-size", _size),
         "profile_source": args.profile_source,
         "ps_costs": args.ps_costs,
     }
@@ -204,6 +211,7 @@ def bench_config(args: argparse.Namespace) -> dict[str, Any]:
         "modes": args.modes,
         "background_bits": _one(args.background, "--background", _background),
         "second_job": args.second_job,
+        "chunk_bytes": _one(args.chunk_size, "--chunk-size", _size),
         "profile_source": args.profile_source,
         "ps_costs": args.ps_costs,
     }
@@ -275,6 +283,7 @@ def _demo_argv(args: argparse.Namespace) -> list[str]:
     more = (
         ("--background", args.background),
         ("--second-job", args.second_job),
+        ("--chunk-size", args.chunk_size),
         ("--profile-source", args.profile_source),
         ("--ps-costs", args.ps_costs),
     )

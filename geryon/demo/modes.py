@@ -20,9 +20,9 @@
   priority ones gets network priority. `single` is the partition+slicing setup with one worker: the
   best single-worker throughput, so the scaling efficiency shows what communication costs each mode.
 
-Urgency order inside a class needs the data plane's per-connection ordering (issue 14 item 1). Until
-it exists `geryon` and `paper` run the same data plane and `endhost` sends in arrival order; the
-runner records `ordering_available: false` and the report says so (geryon.demo.schedule).
+The order inside a class is the data plane's per-connection ordering (issue 14 item 1), set on every
+task before each paired round (geryon.demo.schedule: `g.set_order`, each task's answer recorded as
+`order_in_force`). A data plane without it records `ordering_available: false` and the report says so.
 
 Modes that share a protocol and partitioning (geryon, paper, endhost: `paired`) run in ONE cluster
 and alternate round by round (geryon.demo.runner.PairedRun); the others run one cluster each.

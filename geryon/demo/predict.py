@@ -8,7 +8,8 @@ shape; without either (or with `profile_source="alone"`) the profile is measured
 `prediction["profile"]` says which was used (`used`, `from`, and `fallback` with the reason).
 PS costs (`simknobs.PsCosts`) come from a bench/bench_ps_costs.py calibration (`ps_costs_path`,
 default `out/bench/ps_costs.json` when it exists); `prediction["ps_costs"]` says which, or notes that
-none is calibrated.
+none is calibrated. The same file's optional `step_fixed_s` (bench/bench_step_cost.py) is added to
+every predicted step (see "Per-step fixed costs" below).
 
 For the setting of `result["config"]` (the same model, input shape and batch), the alone profile is
 measured on this machine with `geryon.threshold.profiler.measure_profile`, in a child process whose
@@ -56,7 +57,11 @@ What it does not model, so where to look when the error is large:
   This makes measured steps slower than predicted (positive error), most for the modes that move the
   most bytes.
 - Per-step fixed costs: ClusterCoordinator dispatch, function launch, the chief's RPCs, per-tensor
-  gRPC/rendezvous overheads and serialization copies; the optimizer's update ops on the PSes.
+  gRPC/rendezvous overheads and serialization copies; the optimizer's update ops on the PSes. These
+  are not simulated: when the calibration has `step_fixed_s` (bench/bench_step_cost.py, measured on a
+  loopback cluster of the demo's processes), it is added to every mode's simulated step
+  (`predicted_s` = `simulated_s` + `step_fixed_s`), the value measured for the mode's worker count
+  (`meta.step_fixed_by_workers`) where there is one.
 - Head-of-line blocking: a gRPC channel interleaves tensors as HTTP/2 frames, but once bytes sit in
   the kernel's socket buffer (megabytes with autotuning) and the switch queue, they leave in FIFO
   order, so a small urgent tensor can wait behind bulk more than fair interleaving (what is simulated
@@ -91,7 +96,7 @@ from geryon.demo.timeline import arrivals
 from geryon.progress import Progress
 from geryon.tagger.map_table import default_thresholds
 from geryon.threshold.profile import Profile
-from geryon.threshold.simknobs import PS_COST_KEYS, PsCosts
+from geryon.threshold.simknobs import PS_COST_KEYS, Background, PsCosts
 from geryon.threshold.simulator import simulate
 from geryon.threshold.trace import write_chrome_trace
 
@@ -133,18 +138,23 @@ def predict(
     config = _config(result)
     profile, cached, chosen = choose_profile(result, config, profile_path, progress, profile_source)
     ps_costs, ps_info = resolve_ps_costs(ps_costs_path)
+    by_workers: dict[int, float] = ps_info.get("step_fixed_by_workers") or {}
     progress.say(f"profile: {chosen['used']} ({profile.source}); {ps_info['note']}")
     summary = summarize(result)
     runs = [r for r in result.get("runs") or [] if isinstance(r, Mapping)]
     modes: dict[str, Any] = {}
     for mode, m in summary["modes"].items():
         setting = sim_setting(mode, [r for r in runs if r.get("mode") == mode], m["thresholds"], config)
-        sim = simulate(profile, iterations=ITERATIONS, ps_costs=ps_costs, **setting)
+        sim = simulate(profile, iterations=ITERATIONS, ps_costs=ps_costs, **sim_args(setting))
         measured = m["median_step_s"]
+        step_fixed = by_workers.get(setting["workers"], ps_info.get("step_fixed_s") or 0.0)
+        predicted = sim.iteration_s + step_fixed
         modes[mode] = {
-            "predicted_s": sim.iteration_s,
+            "predicted_s": predicted,
+            "simulated_s": sim.iteration_s,
+            "step_fixed_s": step_fixed,
             "measured_s": measured,
-            "error": relative_error(measured, sim.iteration_s),
+            "error": relative_error(measured, predicted),
             "compute_s": sim.compute_s,
             "comm_s": sim.comm_s,
             "simulated": {
@@ -155,7 +165,7 @@ def predict(
             "note": sim_note(mode, [r for r in runs if r.get("mode") == mode]),
         }
         progress.say(
-            f"{mode}: predicted {sim.iteration_s:.3f} s/step"
+            f"{mode}: predicted {predicted:.3f} s/step"
             + (f", measured {measured:.3f} s ({modes[mode]['error']:+.1%})" if measured else ", not measured")
         )
     try:
@@ -223,7 +233,17 @@ def sim_setting(
         "interleave": not geryon,
         "barrier": True,
         "colocate": False,
+        # The run's background stream toward every worker's port (runner.background), in bits/s.
+        "background_bps": float(config.get("background_bits") or 0),
     }
+
+
+def sim_args(setting: Mapping[str, Any]) -> dict[str, Any]:
+    """simulate()'s keyword arguments from a sim_setting (which stays JSON: background as bits/s)."""
+    args = {k: v for k, v in setting.items() if k != "background_bps"}
+    bps = setting.get("background_bps") or 0
+    args["background"] = (Background(bps, "workers", "in"),) if bps > 0 else ()
+    return args
 
 
 HYBRID = "hybrid"  # the simulator's mode for issue 14's Geryon (added beside fifo/end-host/network)
@@ -258,7 +278,13 @@ def sim_note(mode: str, runs: list[Mapping[str, Any]]) -> str | None:
     return None
 
 
-TIMELINE_MODES = {"ps": "P+S (fair sharing)", "geryon": "Geryon (priority classes)"}
+# P+S, then the paper's Geryon beside Geryon: the same classes, so the panels differ in the order
+# inside a class (arrival against urgency; issue 14).
+TIMELINE_MODES = {
+    "ps": "P+S (fair sharing)",
+    "paper": "paper's Geryon (FIFO in a class)",
+    "geryon": "Geryon (urgency in a class)",
+}
 
 
 def arrival_timeline(
@@ -284,8 +310,8 @@ def arrival_timeline(
     out: dict[str, Any] = {"iteration": ITERATIONS - 1, "worker": 0, "modes": {}}
     for mode, label in TIMELINE_MODES.items():
         mode_runs = [r for r in runs if r.get("mode") == mode]
-        setting = sim_setting(mode, mode_runs, thresholds if mode == "geryon" else None, config)
-        sim = simulate(profile, iterations=ITERATIONS, trace=True, ps_costs=ps_costs, **setting)
+        setting = sim_setting(mode, mode_runs, thresholds if mode in ("geryon", "paper") else None, config)
+        sim = simulate(profile, iterations=ITERATIONS, trace=True, ps_costs=ps_costs, **sim_args(setting))
         assert sim.spans is not None
         out["modes"][mode] = {
             "label": label,
@@ -303,13 +329,14 @@ def arrival_timeline(
 # --- PS costs --------------------------------------------------------------------------------------
 DEFAULT_PS_COSTS = Path("out/bench/ps_costs.json")  # bench/bench_ps_costs.py's default --out
 UNCALIBRATED = "PS costs: not calibrated — run bench/bench_ps_costs.py"
+NO_STEP_COST = "per-step fixed cost not calibrated — run bench/bench_step_cost.py"
 
 
 def resolve_ps_costs(path: str | Path | None) -> tuple[PsCosts | None, dict[str, Any]]:
     """The PS costs for simulate() and what the report says of them. An explicit `path` must load (a
     CalibrationError names the key); the default one, when present but unreadable, is reported and
     left out rather than failing the whole prediction."""
-    from geryon.threshold.calibration import CalibrationError, load_knobs
+    from geryon.threshold.calibration import CalibrationError, load_knobs, step_fixed_by_workers
 
     explicit = path is not None
     where = Path(path) if path is not None else DEFAULT_PS_COSTS
@@ -317,17 +344,28 @@ def resolve_ps_costs(path: str | Path | None) -> tuple[PsCosts | None, dict[str,
         return None, {"calibrated": False, "path": None, "knobs": None, "note": UNCALIBRATED}
     try:
         knobs = load_knobs(where)
+        by_workers = step_fixed_by_workers(where)
     except CalibrationError as e:
         if explicit:
             raise
         return None, {"calibrated": False, "path": str(where), "knobs": None, "note": f"{UNCALIBRATED} ({e})"}
     costs = PsCosts(**{k: knobs[k] for k in PS_COST_KEYS})
+    step_fixed = knobs.get("step_fixed_s")
     return costs, {
         "calibrated": True,
         "path": str(where),
         "knobs": costs.to_dict(),
-        "note": f"PS costs: {where}",
+        "step_fixed_s": step_fixed,
+        "step_fixed_by_workers": by_workers,
+        "note": f"PS costs: {where}; " + step_note(step_fixed, by_workers),
     }
+
+
+def step_note(step_fixed: float | None, by_workers: Mapping[int, float]) -> str:
+    if step_fixed is None:
+        return NO_STEP_COST
+    per = ", ".join(f"{v * 1e3:.1f} ms at {w} worker(s)" for w, v in sorted(by_workers.items()))
+    return f"per-step fixed cost {per or f'{step_fixed * 1e3:.1f} ms'} added"
 
 
 # --- the profile -----------------------------------------------------------------------------------
@@ -508,7 +546,17 @@ def _config(result: Mapping[str, Any]) -> dict[str, Any]:
         "threads": threads
         if isinstance(threads, int) and not isinstance(threads, bool) and threads >= 1
         else None,
+        "background_bits": _background_bits(config.get("background_bits")),
     }
+
+
+def _background_bits(value: Any) -> float:
+    """The result's background rate (absent or None in results from before it existed: none)."""
+    if value is None:
+        return 0.0
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
+        raise PredictError(f"config.background_bits: expected bits/s >= 0, got {value!r}")
+    return float(value)
 
 
 # --- the child process -------------------------------------------------------------------------------

@@ -17,6 +17,10 @@ that module) for CAPTURE_MS over unmeasured rounds the chief runs after the meas
 ("trace_tail_s" in its spec); the profile (or why there is none) goes to `result["incluster"]` and
 from there into the prediction (geryon.demo.predict).
 
+Beside the measured job, for the whole run: the background stream (`background`, default half the
+link rate) and, with cfg["second_job"], a second training job on the same hosts and links
+(geryon.demo.secondjob); both are stopped by PID when the run ends and reported in the result.
+
 The paired modes (geryon, paper, endhost: modes.Mode.paired) share one cluster instead (PairedRun):
 the chief alternates them round by round and, before each round, asks the runner (a "round" line;
 the runner answers "go" on its stdin) to set the switch's queue mode and read the counters, so each
@@ -79,6 +83,7 @@ from geryon.demo.secondjob import second_job
 from geryon.demo.task import READY
 from geryon.errors import UsageError
 from geryon.progress import Progress
+from geryon.threshold.simknobs import CHUNK_BYTES, CHUNK_MAX, CHUNK_MIN
 from geryon.units import format_rate
 
 FORMAT = "geryon.demo"
@@ -98,6 +103,8 @@ DEFAULTS: dict[str, Any] = {
     "rate_bits": 200_000_000,
     "buffer_bytes": 256 * 1024,
     "slice_bytes": 1024 * 1024,
+    # The data plane's chunk inside a class (issue 14 item 1; geryon.demo.schedule.apply_chunk).
+    "chunk_bytes": CHUNK_BYTES,
     "classes": 2,
     "steps": 40,
     "warmup": 5,
@@ -189,6 +196,7 @@ def validate(cfg: dict[str, Any]) -> dict[str, Any]:
     _int(cfg, "rate_bits", "--rate", 1_000_000, 10_000_000_000)
     _int(cfg, "buffer_bytes", "--buffer", 4096, 256 * 1024 * 1024)
     _int(cfg, "slice_bytes", "--slice-size", 1024, 1 << 34)
+    _int(cfg, "chunk_bytes", "--chunk-size", CHUNK_MIN, CHUNK_MAX)
     _int(cfg, "classes", "--classes", 2, len(CLASS_DSCP))
     _int(cfg, "steps", "--steps", 1, 100_000)
     _int(cfg, "warmup", "--warmup", 1, 1000)
@@ -356,6 +364,7 @@ def chief_spec(
         "batch_size": cfg["batch_size"],
         "partitioned": mode.partitioned,
         "slice_bytes": cfg["slice_bytes"],
+        "chunk_bytes": cfg["chunk_bytes"],
         "classes_on": mode.classes,
         "classes": cfg["classes"],
         "class_dscp": class_dscp(cfg["classes"]),
@@ -857,6 +866,8 @@ class PairedRun(ModeRun):
             rec["thresholds"] = schedule.get("thresholds")
             rec["classes_used"] = schedule.get("classes_used")
             rec["ordering_available"] = schedule.get("ordering_available")
+            rec["order_in_force"] = schedule.get("order_in_force")  # what every task answered
+            rec["chunk_bytes"] = schedule.get("chunk_bytes")  # None: the data plane has no chunking
             rec["paired"]["switch_changes"] = self.switch_changes
             if name == done.get("search_mode") and done.get("search") is not None:
                 rec["search"] = done["search"]

@@ -6,10 +6,14 @@ A schedule is (the classes: thresholds, or one class for every tensor; the order
 The classes go through the map_table (g.set_thresholds installs the next version on every task,
 as the threshold search does at run time). The order inside a class is the data plane's
 per-connection ordering (issue 14 item 1: each (consumer, producer, class) connection serves its
-most urgent pending response first). The data plane does not have it yet, so the order is applied
-through ORDERING_HOOK when the strategy offers one (`g.set_order("urgency" | "arrival")`, the
-interface item 1 plugs into), and otherwise recorded as not available: the returned dict says
-`ordering_available: False` and the report prints that urgency order was requested but not applied.
+most urgent pending response first, large ones in chunks, or first ready with "arrival"), set on
+every task through ORDERING_HOOK (`g.set_order("urgency" | "arrival")`) before each round; every
+task answers with the order it now runs, which the returned dict keeps (`order_in_force`; a task
+that answers otherwise is a ScheduleError). A strategy without the hook (a data plane from before
+item 1) is recorded as `ordering_available: False`, and the report prints that urgency order was
+requested but not applied.
+The chunk size (`--chunk-size`, validated by the runner to 4 KiB..1 GiB) goes in once per cluster
+through CHUNK_HOOK (`g.set_chunk_bytes(n)`) the same way (apply_chunk).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from typing import Any
 from geryon.demo import modes as modes_mod
 
 ORDERING_HOOK = "set_order"  # GeryonStrategy method the data plane's ordering (item 1) will provide
+CHUNK_HOOK = "set_chunk_bytes"  # and its chunk size (the preemption unit inside a class)
 
 
 class ScheduleError(RuntimeError):
@@ -55,11 +60,27 @@ def apply_schedule(g: Any, mode: modes_mod.Mode, chosen: list[float] | tuple[flo
             f"{list(wanted)} puts parameters in classes {used}"
         )
     available = ordering_available(g)
+    in_force = None
     if available and mode.order is not None:
-        getattr(g, ORDERING_HOOK)(mode.order)
+        # Every task answers with the order it now runs: the rounds really differ, or this raises.
+        answers = getattr(g, ORDERING_HOOK)(mode.order)
+        in_force = sorted(set(answers.values())) if isinstance(answers, dict) else None
+        if in_force is not None and in_force != [mode.order]:
+            raise ScheduleError(f"mode {mode.name}: order {mode.order} wanted, the tasks run {answers}")
     return {
         "thresholds": list(wanted),
         "classes_used": len(used),
         "order": mode.order,
         "ordering_available": available,
+        "order_in_force": in_force,
     }
+
+
+def apply_chunk(g: Any, chunk_bytes: int | None) -> int | None:
+    """Puts the data plane's chunk size in force when the strategy offers CHUNK_HOOK; returns the size
+    in force, or None (no chunk size asked for, or a data plane without chunking)."""
+    hook = getattr(g, CHUNK_HOOK, None)
+    if chunk_bytes is None or not callable(hook):
+        return None
+    hook(int(chunk_bytes))
+    return int(chunk_bytes)

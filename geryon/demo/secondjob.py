@@ -11,8 +11,9 @@ the runner's DATA_PORT_OFFSET), apart from the measured job's ports. Its tensors
 data plane with every class marked DSCP (10, AF11: in no class of the demo's intents, so the priority
 switch puts it in the least urgent queue, and not the background's 8, so counters tell them apart)
 and SO_PRIORITY 0 (the host qdisc's band of unmarked traffic), partitioned like the measured job,
-FIFO inside its one class. It trains STEPS rounds, so it runs until the `with` ends; then every
-process is stopped by PID and the record says how many rounds it ran and their median time.
+in its data plane's default order (urgency inside a class). It trains STEPS rounds, so it runs until
+the `with` ends; then every process is stopped by PID and the record says how many rounds it ran and
+their median time.
 
 Why Geryon's data plane and not plain gRPC: only the data plane marks DSCP per flow, and a job in
 its own class is what the issue asks for.
@@ -42,7 +43,7 @@ PRIORITY = 0
 STEPS = 1_000_000  # it trains until stopped
 BATCH = 16  # default per-worker batch: vggmini moves 6.4 MB per worker per step in about 50 ms of compute
 FIRST_STEP_S = 240.0  # TF import, server start, model build and one round, on 2 loaded cores
-MODE = modes_mod.Mode("second-job", "grpc+geryon", True, "priority", True, False, False, "arrival")
+MODE = modes_mod.Mode("second-job", "grpc+geryon", True, "priority", True, False, False, "urgency")
 
 
 def parse(text: str | None) -> str | None:
@@ -71,6 +72,7 @@ class _Events(threading.Thread):
         self.times: list[float] = []
         self.error: str | None = None
         self.first = threading.Event()
+        self.stopping = False
 
     def run(self) -> None:
         for line in self.proc.stdout:
@@ -80,7 +82,7 @@ class _Events(threading.Thread):
             if event.get("event") == "step":
                 self.times.append(float(event["seconds"]))
                 self.first.set()
-            elif event.get("event") == "error":
+            elif event.get("event") == "error" and not self.stopping:
                 self.error = str(event.get("error"))
                 self.first.set()
         self.first.set()  # the chief ended (killed, or failed)
@@ -172,8 +174,11 @@ def second_job(tb: Any, cfg: dict[str, Any], log_dir: Path, progress: Any) -> It
         )
         yield record
     finally:
-        for proc in procs.values():
-            runner.stop(proc)
+        if events is not None:
+            events.stopping = True  # what the chief says while its cluster goes down is not its error
+        # The chief first: with its tasks gone first it reports them unavailable.
+        for host in sorted(procs, key=lambda h: h != "chief"):
+            runner.stop(procs[host])
         if events is not None:
             events.join(timeout=10)
             times = events.times[1:]  # the first round builds the graph

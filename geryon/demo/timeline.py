@@ -16,6 +16,11 @@ forward_start_s - arrival_s is the slack; 0 means that parameter held the layer 
 
 A shard pulled from a PS on the worker's own host (colocated) is a free memory copy with no span: a
 parameter made only of such shards arrives at 0. Pure: no simulation or drawing here.
+
+`class_order` says how the arrivals inside each class are ordered against consumption (issue 14: the
+paper's Geryon serves a class in the order its transfers became ready, the hybrid most urgent first):
+per class, the parameters in the order they arrived and Kendall's tau between that order and the
+consumption order (1: every one arrived before every later-consumed one; about 0: unrelated).
 """
 
 from __future__ import annotations
@@ -72,3 +77,33 @@ def arrivals(
             }
         )
     return rows
+
+
+def class_order(rows: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
+    """Per class of `rows` (arrivals' rows, consumption order): {"arrival_order": [row index, ...] in
+    the order they arrived, "tau": Kendall's tau of arrival against consumption, None for fewer than
+    2 parameters}. Only parameters that crossed the network count; equal arrival times are neither
+    concordant nor discordant (tau-a over all pairs)."""
+    by_class: dict[int, list[int]] = {}
+    for i, r in enumerate(rows):
+        if r.get("first_byte_s") is not None and isinstance(r.get("class"), int):
+            by_class.setdefault(r["class"], []).append(i)
+    out = {}
+    for cls, idx in sorted(by_class.items()):
+        ordered = sorted(idx, key=lambda i: (rows[i]["arrival_s"], i))
+        out[cls] = {"arrival_order": ordered, "tau": _kendall_tau(idx, [rows[i]["arrival_s"] for i in idx])}
+    return out
+
+
+def _kendall_tau(ranks: list[int], times: list[float]) -> float | None:
+    n = len(ranks)
+    if n < 2:
+        return None
+
+    def sign(x: float) -> int:
+        return (x > 0) - (x < 0)
+
+    score = sum(
+        sign(ranks[b] - ranks[a]) * sign(times[b] - times[a]) for a in range(n) for b in range(a + 1, n)
+    )
+    return score / (n * (n - 1) / 2)

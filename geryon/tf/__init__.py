@@ -42,7 +42,8 @@ __all__ = [
 ]
 
 PROTOCOL = "grpc+geryon"
-# The data plane of a task listens on its gRPC port + this offset (env GERYON_DATA_PORT_OFFSET).
+# The data plane of a task listens on its gRPC port + this offset (env GERYON_DATA_PORT_OFFSET), or
+# on a later candidate when that port is taken (see native/rendezvous/README.md).
 DEFAULT_DATA_PORT_OFFSET = 1000
 MAX_CLASSES = 8
 # SO_PRIORITY of classes 0..7 unless told otherwise (the native library's defaults too). Without the
@@ -89,6 +90,11 @@ class FlowCounter:
     # carries no parameter); they take the map_table's default class (the least urgent by default)
     unresolved_bytes: int = 0
     unresolved_messages: int = 0
+    # producer (issue 14): ns in the ordered queue's code (insert, pick), chunk frames sent, and
+    # preemptions (another response went out while a chunked one was half sent)
+    order_ns: int = 0
+    chunks_sent: int = 0
+    preemptions: int = 0
 
     @classmethod
     def from_json(cls, item: dict[str, Any]) -> FlowCounter:
@@ -168,8 +174,9 @@ def server(
 ) -> Any:
     """`tf.distribute.Server` with the `grpc+geryon` protocol (tensors on Geryon's prioritized flows).
 
-    `data_port_offset`: the data plane listens on gRPC port + offset; every task of a cluster must use
-    the same offset (default 1000, or env GERYON_DATA_PORT_OFFSET).
+    `data_port_offset`: the data plane listens on gRPC port + offset, or on the next of its candidates
+    (+ 1009, + 2018, ...) when that is taken; every task of a cluster must use the same offset
+    (default 1000, or env GERYON_DATA_PORT_OFFSET).
     """
     if data_port_offset is not None:
         if not isinstance(data_port_offset, int) or data_port_offset == 0 or abs(data_port_offset) > 65535:

@@ -1,4 +1,8 @@
-"""Ports for a local cluster: each task needs its gRPC port P and its data-plane port P + offset."""
+"""Ports for a local cluster: each task needs its gRPC port P and its data-plane port.
+
+The data plane listens on the first free of its candidates P + offset, P + offset + 1009, ... and
+consumers find it by trying them in order (native/rendezvous/README.md). Picking pairs whose first
+candidate is free, as here, saves those tries; it is no longer needed for correctness."""
 
 from __future__ import annotations
 

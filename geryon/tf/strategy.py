@@ -19,21 +19,29 @@ messages. The graph pass names each Send/Recv pair by parameter id at instantiat
 are looked up per tensor when it is sent, so new thresholds need no re-tracing.
 
 The threshold searcher (geryon.threshold.search) plugs in through `ThresholdHook`.
+
+Order inside a class (issue 14): every task's data plane serves the pending responses of each
+connection most urgent first (the parameter's rank in the forward pass's consumption order, carried
+in the map_table), in chunks so a more urgent response preempts a large one. `g.set_order("arrival")`
+switches every task back to first-ready-first-sent (the paper's Geryon, a baseline), and
+`g.set_chunk_bytes(n)` changes the chunk size; both ride the same custom-op path as map_tables.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from geryon.tagger.map_table import MapTable, validate_thresholds
 from geryon.tf.bindings import install_capture_hook, register_variables
-from geryon.tf.map_table_native import to_native
+from geryon.tf.map_table_native import consumption_ranks, to_native
 
 __all__ = [
+    "CHUNK_BYTES_RANGE",
+    "ORDERS",
     "GeryonStrategy",
     "InstallError",
     "TaskTable",
@@ -42,9 +50,16 @@ __all__ = [
     "install_map_table",
     "native_ops",
     "read_map_tables",
+    "read_orders",
+    "set_chunk_bytes",
+    "set_order",
     "strategy",
     "task_devices",
 ]
+
+# The data plane's orders inside a class and the chunk size's bounds (transport.h).
+ORDERS = ("urgency", "arrival")
+CHUNK_BYTES_RANGE = (4 * 1024, 1 << 30)
 
 _ops_lock = threading.Lock()
 _ops: Any = None
@@ -105,14 +120,18 @@ def _on_every_task(what: str, devices: dict[str, str], run: Callable[[], Any]) -
     return results
 
 
-def install_map_table(table: MapTable, devices: dict[str, str]) -> dict[str, int]:
+def install_map_table(
+    table: MapTable, devices: dict[str, str], ranks: Mapping[int, int] | None = None
+) -> dict[str, int]:
     """Installs `table` on every task in `devices` (name -> device, "" = here); returns name -> version.
+
+    `ranks`: parameter id -> urgency rank (default: from the table's urgencies, see to_native).
 
     The text is validated here first, so a task can only fail to install it when it is unreachable
     (or runs a newer version); then InstallError names the tasks that failed. Installing the same
     version again is harmless, so a failed install is retried by installing it again.
     """
-    text = to_native(table)
+    text = to_native(table, ranks=ranks)
     ops = native_ops()
     return _on_every_task(
         f"installing map_table version {table.version}", devices, lambda: int(ops.geryon_set_map_table(text))
@@ -140,6 +159,51 @@ def read_map_tables(devices: dict[str, str]) -> dict[str, TaskTable]:
     return _on_every_task("reading the map_table", devices, read)
 
 
+def check_order(order: Any) -> str:
+    if order not in ORDERS:
+        raise ValueError(f"order: {order!r} is not one of {', '.join(ORDERS)}")
+    return str(order)
+
+
+def check_chunk_bytes(chunk_bytes: Any) -> int:
+    lo, hi = CHUNK_BYTES_RANGE
+    if isinstance(chunk_bytes, bool) or not isinstance(chunk_bytes, int) or not lo <= chunk_bytes <= hi:
+        raise ValueError(f"chunk_bytes: {chunk_bytes!r} is not an int in [{lo}, {hi}] (4 KiB to 1 GiB)")
+    return chunk_bytes
+
+
+def set_order(order: str, devices: dict[str, str]) -> dict[str, str]:
+    """Sets the data plane's order inside a class ("urgency" | "arrival") on every task in `devices`.
+
+    Validated here first (ValueError naming `order`, nothing sent); InstallError names unreachable tasks.
+    """
+    order = check_order(order)
+    ops = native_ops()
+    return _on_every_task(
+        f"setting order {order}", devices, lambda: ops.geryon_set_order(order).numpy().decode()
+    )
+
+
+def set_chunk_bytes(chunk_bytes: int, devices: dict[str, str]) -> dict[str, int]:
+    """Sets the chunk size of responses sent in urgency order (4 KiB..1 GiB) on every task in `devices`."""
+    chunk_bytes = check_chunk_bytes(chunk_bytes)
+    ops = native_ops()
+    return _on_every_task(
+        f"setting chunk_bytes {chunk_bytes}", devices, lambda: int(ops.geryon_set_chunk_bytes(chunk_bytes))
+    )
+
+
+def read_orders(devices: dict[str, str]) -> dict[str, tuple[str, int]]:
+    """(order, chunk bytes) in force on every task."""
+    ops = native_ops()
+
+    def read() -> tuple[str, int]:
+        order, chunk = ops.geryon_data_plane_order()
+        return order.numpy().decode(), int(chunk)
+
+    return _on_every_task("reading the data plane's order", devices, read)
+
+
 @dataclass
 class GeryonStrategy:
     """The TF strategy, the model built in its scope, its tagging and the map_table in force."""
@@ -158,6 +222,30 @@ class GeryonStrategy:
     def thresholds(self) -> tuple[float, ...]:
         return self.map_table.thresholds
 
+    @property
+    def ranks(self) -> dict[int, int]:
+        """Parameter id -> urgency rank: its position in the forward pass's consumption order."""
+        return consumption_ranks(self.tagging.consumption.order)
+
+    def set_order(self, order: str) -> dict[str, str]:
+        """Order inside a class on every task's data plane; returns task -> order in force.
+
+        "urgency" (the default): most urgent pending response first, large ones in chunks; "arrival":
+        first ready, first sent (the paper's Geryon, a baseline). ValueError for another value
+        (nothing sent); InstallError names unreachable tasks.
+        """
+        with self._lock:
+            return set_order(order, self.devices)
+
+    def set_chunk_bytes(self, chunk_bytes: int) -> dict[str, int]:
+        """Chunk size (4 KiB..1 GiB, default 256 KiB) of responses sent in urgency order, on every task."""
+        with self._lock:
+            return set_chunk_bytes(chunk_bytes, self.devices)
+
+    def orders(self) -> dict[str, tuple[str, int]]:
+        """(order, chunk bytes) every task runs now."""
+        return read_orders(self.devices)
+
     def set_thresholds(self, thresholds: Iterable[float]) -> MapTable:
         """Installs the next map_table version for `thresholds` on every task; returns it.
 
@@ -167,7 +255,7 @@ class GeryonStrategy:
         with self._lock:
             table = self.map_table.with_thresholds(thresholds)
             self.map_table = table
-            install_map_table(table, self.devices)
+            install_map_table(table, self.devices, self.ranks)
             return table
 
     def reinstall(self) -> dict[str, int]:
@@ -175,7 +263,7 @@ class GeryonStrategy:
         built-in table, the default class for everything, until it gets one). Tasks that have it
         already accept it unchanged."""
         with self._lock:
-            return install_map_table(self.map_table, self.devices)
+            return install_map_table(self.map_table, self.devices, self.ranks)
 
     def task_tables(self) -> dict[str, TaskTable]:
         """What every task runs now (for checks and dashboards)."""
@@ -259,7 +347,7 @@ def adopt(
     ids = {e.name: e.id for e in table.entries}
     params, variables = parameters_of(model.trainable_variables)
     register_variables((v, ids[p.name]) for p, v in zip(params, variables, strict=True))
-    install_map_table(table, devices)
+    install_map_table(table, devices, consumption_ranks(tagging.consumption.order))
     return GeryonStrategy(tf_strategy, model, tagging, table, devices)
 
 

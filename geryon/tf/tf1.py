@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from geryon.tagger.map_table import MapTable
-from geryon.tf.map_table_native import to_native
+from geryon.tf.map_table_native import consumption_ranks, to_native
 from geryon.tf.strategy import InstallError, native_ops, task_devices
 
 __all__ = ["Tf1Classes", "producer_bindings"]
@@ -124,7 +124,7 @@ class Tf1Classes:
         """Installs the current map_table on every ps and worker task, through a session on `target`."""
         import tensorflow as tf
 
-        text = to_native(self.map_table, self.bindings)
+        text = to_native(self.map_table, self.bindings, consumption_ranks(self.tagging.consumption.order))
         ops = native_ops()
         graph = tf.Graph()
         with graph.as_default():

@@ -8,9 +8,9 @@ writes them as JSON (format ``geryon.ps-costs``)::
                "per_slice_s": ..., "loopback_s_per_byte": ...},
      "meta": {...how, where, how many runs...}}
 
-`load_knobs(path)` reads that file back as a plain ``dict[str, float]`` with exactly those five
-keys, checked: a missing or extra key, or a value that is negative, non-finite or not a number, is
-a `CalibrationError` naming the key. What each knob means:
+`load_knobs(path)` reads that file back as a plain ``dict[str, float]`` with those five keys (and
+the optional ``step_fixed_s`` when the file has it), checked: a missing or extra key, or a value
+that is negative, non-finite or not a number, is a `CalibrationError` naming the key. What each knob means:
 
 - ``aggregate_s_per_byte``: a PS summing one more worker's gradient into the accumulator (a float32
   add over the tensor), seconds per gradient byte;
@@ -24,6 +24,11 @@ a `CalibrationError` naming the key. What each knob means:
   other per slice, never both;
 - ``loopback_s_per_byte``: bulk gRPC transfer time over loopback on this machine (what one byte
   costs the CPUs to copy through the stack, a floor under any emulated link).
+- ``step_fixed_s`` (optional, `OPTIONAL_KNOBS`; `bench/bench_step_cost.py` adds it): what one
+  synchronous training round of the demo's chief costs beyond compute and transfer (ClusterCoordinator
+  dispatch and join, the closure's remote function call, op launches): the round time extrapolated
+  to a batch of 0 (no compute), minus the simulated transfer of the same cluster (with the knobs
+  above, so per-message costs are not counted twice). Predictions add it to every step.
 
 The paper's hardware cannot be measured here, so its compute comes from TensorFlow's own published
 training throughputs (`ACHIEVED`), not from peak FLOP/s: those include everything a real training
@@ -43,6 +48,8 @@ from geryon.fields import read_json
 FORMAT = "geryon.ps-costs"
 FORMAT_VERSION = 1
 KNOBS = ("aggregate_s_per_byte", "update_s_per_byte", "per_message_s", "per_slice_s", "loopback_s_per_byte")
+# Written by a second bench (bench/bench_step_cost.py) into the same file, so a file without it still loads.
+OPTIONAL_KNOBS = ("step_fixed_s",)
 
 
 class CalibrationError(ValueError):
@@ -74,13 +81,14 @@ def knobs_from_dict(data: Any, where: str = "calibration") -> dict[str, float]:
     missing = [k for k in KNOBS if k not in knobs]
     if missing:
         raise CalibrationError(f"{where}.knobs: missing key(s) {', '.join(missing)}")
-    unknown = sorted(set(knobs) - set(KNOBS))
+    unknown = sorted(set(knobs) - set(KNOBS) - set(OPTIONAL_KNOBS))
     if unknown:
         raise CalibrationError(
-            f"{where}.knobs: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(KNOBS)}"
+            f"{where}.knobs: unknown key(s) {', '.join(unknown)}; "
+            f"allowed: {', '.join(KNOBS + OPTIONAL_KNOBS)}"
         )
     out: dict[str, float] = {}
-    for key in KNOBS:
+    for key in (*KNOBS, *(k for k in OPTIONAL_KNOBS if k in knobs)):
         value = knobs[key]
         if (
             isinstance(value, bool)
@@ -90,6 +98,31 @@ def knobs_from_dict(data: Any, where: str = "calibration") -> dict[str, float]:
         ):
             raise CalibrationError(f"{where}.knobs.{key}: expected a finite number >= 0, got {value!r}")
         out[key] = float(value)
+    return out
+
+
+def step_fixed_by_workers(path: str | os.PathLike[str]) -> dict[int, float]:
+    """`meta.step_fixed_by_workers` of a calibration file: bench/bench_step_cost.py's per-step fixed
+    cost for each worker count it measured ({} when none). The knob `step_fixed_s` is the latest
+    one measured, for worker counts not in this map."""
+    data = read_json(path, CalibrationError, "calibration")
+    meta = data.get("meta") if isinstance(data, Mapping) else None
+    table = meta.get("step_fixed_by_workers", {}) if isinstance(meta, Mapping) else {}
+    where = f"{path}.meta.step_fixed_by_workers"
+    if not isinstance(table, Mapping):
+        raise CalibrationError(f"{where}: expected an object of worker count -> seconds")
+    out: dict[int, float] = {}
+    for key, value in table.items():
+        if not (isinstance(key, str) and key.isdigit() and int(key) >= 1):
+            raise CalibrationError(f"{where}: key {key!r}: expected a worker count >= 1")
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+            or value < 0
+        ):
+            raise CalibrationError(f"{where}.{key}: expected a finite number >= 0, got {value!r}")
+        out[int(key)] = float(value)
     return out
 
 
@@ -162,55 +195,93 @@ def achieved(device: str, model: str) -> Achieved:
 
 
 # --- Compute for the paper's testbed (8 servers, one Tesla K40c each) ------------------------------
-# How each model's compute is set from a cited achieved throughput (PaperCompute below), per "basis":
-# - "k40": TensorFlow's own K40c figure where one exists (AlexNet, alexnet_benchmark.py), else as "k80";
-# - "k80": TensorFlow's benchmarks guide K80 rows for every model.
-# Assumption for using a K80 row on a K40: one GK210 (half a K80 board: 2496 cores, 875 MHz boost on
-# GCE's autoboost) trains as fast as one GK110B K40c (2880 cores, 745-875 MHz). Both are Kepler, same
-# SM design and cuDNN kernels; the K40 has 15% more cores at the same boost clock, so this may
-# understate a K40 by up to 15% (a stated choice, not a measurement: factor K40_PER_GK210 = 1.0).
-# VGG-19 has no row anywhere in TensorFlow's guide: its step is VGG16's times the VGG-19/VGG-16 ratio
-# measured in Justin Johnson's cnn-benchmarks (github.com/jcjohnson/cnn-benchmarks, README, GTX 1080
-# with cuDNN 5, Torch, batch 16, forward + backward: VGG-16 232.55 ms, VGG-19 281.69 ms, ratio 1.211).
-K40_PER_GK210 = 1.0
-VGG19_PER_VGG16 = 281.69 / 232.55
-_CNN_BENCH = "jcjohnson/cnn-benchmarks README (GTX 1080, cuDNN 5): VGG-19 281.69 ms / VGG-16 232.55 ms"
+# A cited throughput is of the cited code's model, which is not always the paper's (AlexNet: TensorFlow's
+# benchmarks use the 64-192-384-384-256 "one weird trick" variant, alexnet_benchmark.py that one's conv
+# layers only, 64-192-384-256-256, no FC; the paper's is Krizhevsky's 96-256-384-384-256 with FC). So
+# what carries over is the *fraction of peak FLOP/s* the cited run reached:
+#     efficiency = FLOPs of the cited model's training step / (cited step time x cited device's peak)
+# (FLOPs counted by geryon.threshold.profiles exactly as for every profile: backward = 2x forward), and
+# the paper's model runs on the K40 at that efficiency. Assumptions, stated: (1) a model's layers all
+# reach the same efficiency (its FLOP shares set the per-layer times); (2) K80 rows: one GK210 (half a
+# K80) and one K40c, both Kepler with the same SM design and cuDNN kernels, reach the same fraction of
+# their peak (profiles.DEVICES: k80 4.37, k40 4.29 TFLOP/s); (3) VGG-19 (no cited figure) runs at VGG16's
+# efficiency: its FLOPs are 1.27x VGG16's, where Justin Johnson's cnn-benchmarks measured 1.21x
+# (github.com/jcjohnson/cnn-benchmarks README: GTX 1080, cuDNN 5, Torch, 281.69 vs 232.55 ms per
+# batch of 16), so VGG-19 may come out up to 5% slow.
 BASES = ("k40", "k80")
+# The cited code's model where it is not the Keras model of the same name (see _cited_alexnet).
+CITED_ARCH = {("k80", "alexnet"): "tf_cnn_benchmarks", ("k40", "alexnet"): "alexnet_benchmark"}
+VGG_NOTE = "VGG-19 at VGG16's efficiency (FLOPs 1.27x; cnn-benchmarks measured 1.21x)"
 
 
 @dataclass(frozen=True)
 class PaperCompute:
-    """The achieved training time per image of one model on the paper's K40, and how it was derived."""
+    """The fraction of peak FLOP/s a cited training run reached, to time the paper's model on a K40."""
 
     model: str
     cited: Achieved
-    scale: float  # cited seconds per image x scale = the K40's seconds per image
+    cited_flops_per_image: float  # training FLOPs (forward + backward) of the cited code's model
+    peak_flops_per_s: float  # of the cited device (profiles.DEVICES)
     assumption: str
 
     @property
-    def s_per_image(self) -> float:
-        return self.scale / self.cited.images_per_s
-
-    def step_s(self, batch_size: int) -> float:
-        """One step at `batch_size`, assuming time per image does not depend on the batch (the cited
-        batch is the paper's for ResNet-50 (64) and AlexNet (512) in the K80 rows, not for VGG (32))."""
-        return batch_size * self.s_per_image
+    def efficiency(self) -> float:
+        return self.cited_flops_per_image * self.cited.images_per_s / self.peak_flops_per_s
 
 
 def paper_compute(model: str, basis: str = "k40") -> PaperCompute:
-    """The K40 compute of `model` (alexnet, vgg19, resnet50, or a model with a K80 row) from cited
-    throughputs; `basis` "k40" takes TensorFlow's K40c AlexNet figure, "k80" the K80 rows only."""
+    """How the K40 compute of `model` follows from cited throughputs (see the comment above):
+    `basis` "k40" takes TensorFlow's K40c AlexNet figure where it applies, "k80" the K80 rows only."""
+    from geryon.threshold.profiles import DEVICES
+
     if basis not in BASES:
         raise CalibrationError(f"basis: expected one of {', '.join(BASES)}, got {basis!r}")
     m = model.lower()
-    if basis == "k40" and ("k40", m) in ACHIEVED:
-        return PaperCompute(m, ACHIEVED[("k40", m)], 1.0, "cited on a K40c")
-    gk210 = "one GK210 of a K80 taken as one K40 (K40_PER_GK210 = 1.0)"
+    key = ("k40", m) if basis == "k40" and ("k40", m) in ACHIEVED else ("k80", "vgg16" if m == "vgg19" else m)
+    cited = achieved(*key)
+    notes = ["cited on a K40c" if key[0] == "k40" else "one GK210 of a K80 at a K40's efficiency"]
     if m == "vgg19":
-        return PaperCompute(
-            m,
-            achieved("k80", "vgg16"),
-            VGG19_PER_VGG16 / K40_PER_GK210,
-            f"VGG16 x {VGG19_PER_VGG16:.3f} ({_CNN_BENCH}); {gk210}",
-        )
-    return PaperCompute(m, achieved("k80", m), 1.0 / K40_PER_GK210, gk210)
+        notes.append(VGG_NOTE)
+    if key in CITED_ARCH:
+        notes.append(f"FLOPs of {CITED_ARCH[key]}'s AlexNet")
+    return PaperCompute(m, cited, _training_flops(key), DEVICES[key[0]], "; ".join(notes))
+
+
+def _training_flops(key: tuple[str, str]) -> float:
+    """Forward + backward FLOPs per image of the model the cited figure ran."""
+    from geryon.threshold.profiles import profile_from_model
+
+    spec: Any = _cited_alexnet(CITED_ARCH[key]) if key in CITED_ARCH else key[1]
+    profile = profile_from_model(spec, batch_size=1, device=1.0)
+    return profile.compute_s  # at 1 FLOP/s, seconds = FLOPs
+
+
+def _cited_alexnet(which: str) -> Any:
+    """The AlexNet the cited code trains, as Keras layers (written from its description, for FLOPs):
+    tf_cnn_benchmarks' models/alexnet_model.py (227x227 input; conv 64/11 stride 4 VALID, pool 3/2,
+    192/5, pool, 384/3, 384/3, 256/3, pool, FC 4096, 4096, 1001 logits), and TensorFlow models'
+    tutorials/image/alexnet/alexnet_benchmark.py (224x224; conv 64/11 stride 4 SAME, pool 3/2 VALID,
+    192/5, pool, 384/3, 256/3, 256/3, pool5, no FC: its forward-backward is the conv part only)."""
+    import keras
+    from keras import layers
+
+    tf_cnn = which == "tf_cnn_benchmarks"
+    stack: list[Any] = [
+        keras.Input(shape=(227, 227, 3) if tf_cnn else (224, 224, 3)),
+        layers.Conv2D(64, 11, strides=4, padding="valid" if tf_cnn else "same", activation="relu"),
+        layers.MaxPooling2D(3, strides=2),
+        layers.Conv2D(192, 5, padding="same", activation="relu"),
+        layers.MaxPooling2D(3, strides=2),
+        layers.Conv2D(384, 3, padding="same", activation="relu"),
+        layers.Conv2D(384 if tf_cnn else 256, 3, padding="same", activation="relu"),
+        layers.Conv2D(256, 3, padding="same", activation="relu"),
+        layers.MaxPooling2D(3, strides=2),
+    ]
+    if tf_cnn:
+        stack += [
+            layers.Flatten(),
+            layers.Dense(4096, activation="relu"),
+            layers.Dense(4096, activation="relu"),
+            layers.Dense(1001),
+        ]
+    return keras.Sequential(stack, name=f"alexnet_{which}")

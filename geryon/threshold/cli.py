@@ -1,7 +1,9 @@
 """`geryon simulate`: predict a cluster's iteration time per network mode, and pick a threshold.
 
 The profile comes from a model (exact parameter sizes from the tagger, compute times from FLOPs and a
-device throughput, or measured on this machine with --measure) or from a saved profile file.
+device throughput, or measured on this machine with --measure), from a saved profile file, or from a
+TensorFlow profiler trace of a worker in a running cluster (--profile TRACE_DIR --model M --batch-size
+N: per-layer compute as the cluster ran it, geryon.threshold.incluster).
 """
 
 from __future__ import annotations
@@ -31,9 +33,19 @@ def register(sub: Any) -> None:
         "prints iteration time, throughput, GPU utilization (= scaling efficiency) and TicTac's overlap "
         "coefficient per network mode.",
     )
-    src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--model", help="a built-in model (vgg19, alexnet, resnet50, ...) or module:callable")
-    src.add_argument("--profile", metavar="FILE", help="a saved layer profile (geryon.profile JSON)")
+    # Not an argparse group: --profile TRACE_DIR takes --model too (the model the traced worker ran).
+    p.add_argument(
+        "--model",
+        help="a built-in model (vgg19, alexnet, resnet50, ...) or module:callable; with --profile "
+        "TRACE: the demo model (tiny, vggmini, ...) the traced worker trained",
+    )
+    p.add_argument(
+        "--profile",
+        metavar="FILE|TRACE",
+        help="a saved layer profile (geryon.profile JSON), or a TensorFlow profiler trace of a worker "
+        "(its logdir or an .xplane.pb file; needs --model and --batch-size): per-layer compute as the "
+        "cluster ran it (geryon.threshold.incluster)",
+    )
     p.add_argument("--workers", type=int, default=8, metavar="W", help="workers (default 8)")
     p.add_argument("--ps", type=int, default=8, metavar="P", help="parameter servers (default 8)")
     p.add_argument("--bandwidth", default="10gbit", help="link rate of every host, e.g. 10gbit, 40Gbps")
@@ -123,7 +135,13 @@ def register(sub: Any) -> None:
         "(seconds for 1024 hosts; an approximation: 1-38%% off the exact path on VGG-19 at 8-32 hosts, "
         "see bench/bench_simulator.py --cohost)",
     )
-    p.add_argument("--batch-size", type=int, default=64, metavar="N", help="per-worker batch (default 64)")
+    p.add_argument(
+        "--batch-size",
+        type=int,
+        default=None,
+        metavar="N",
+        help="per-worker batch (default 64; with --profile TRACE: required, the traced steps' batch)",
+    )
     p.add_argument("--input-shape", metavar="H,W,C", help="model input shape without the batch dimension")
     p.add_argument(
         "--measure",
@@ -243,7 +261,7 @@ def parse_knobs(args: argparse.Namespace) -> dict[str, Any]:
 
 def check_counts(args: argparse.Namespace) -> None:
     for flag, value in (("--workers", args.workers), ("--ps", args.ps), ("--batch-size", args.batch_size)):
-        if value < 1:
+        if value is not None and value < 1:
             raise UsageError(f"{flag}: must be at least 1, got {value}")
     if args.iterations < 1:
         raise UsageError(f"--iterations: must be at least 1, got {args.iterations}")
@@ -260,11 +278,22 @@ def check_counts(args: argparse.Namespace) -> None:
 def load_profile(args: argparse.Namespace, progress: Progress) -> Any:
     from geryon.threshold.profile import Profile, ProfileError
 
-    if args.profile:
+    if args.profile is None and args.model is None:
+        raise UsageError("--model or --profile: one is required")
+    if args.profile is not None and is_trace(args.profile):
+        return load_trace_profile(args, progress)
+    if args.profile is not None:
+        if args.model is not None:
+            raise UsageError(
+                f"--model: not allowed with --profile {args.profile!r} (a saved profile names its model; "
+                "--model goes with --profile only for a TensorFlow profiler trace)"
+            )
         try:
             return Profile.load(args.profile)
         except ProfileError as e:
             raise UsageError(f"--profile: {e}") from None
+    if args.batch_size is None:
+        args.batch_size = 64
     from geryon.tagger.cli import parse_input_shape
     from geryon.tagger.models import ModelLoadError, check_model_spec
 
@@ -295,6 +324,63 @@ def load_profile(args: argparse.Namespace, progress: Progress) -> Any:
         raise UsageError(f"--model: {e}") from None
     except ValueError as e:
         raise UsageError(str(e)) from None
+
+
+def is_trace(path: str) -> bool:
+    """A TF profiler trace (a logdir, or one .xplane.pb file) rather than a profile JSON."""
+    from pathlib import Path
+
+    return Path(path).is_dir() or path.endswith(".xplane.pb")
+
+
+def load_trace_profile(args: argparse.Namespace, progress: Progress) -> Any:
+    """The profile of a TF profiler trace (geryon.threshold.incluster): each op's traced time summed
+    into the demo model's layers, per step; every failure is a UsageError naming --profile or --model."""
+    from geryon.demo.models import MODELS, ModelError, build_model, check_model
+    from geryon.tagger.cli import parse_input_shape
+    from geryon.threshold.incluster import find_xplane, profile_from_ops, read_trace
+    from geryon.threshold.profile import ProfileError
+
+    where = f"--profile {args.profile!r}"
+    if args.model is None or args.model not in MODELS:
+        got = "none" if args.model is None else repr(args.model)
+        raise UsageError(
+            f"--model: {where} is a TensorFlow profiler trace: --model must name the demo model the traced "
+            f"worker trained, one of {', '.join(MODELS)}; got {got}"
+        )
+    if args.batch_size is None:
+        raise UsageError(f"--batch-size: {where} is a trace: say the per-worker batch of the traced steps")
+    if args.measure:
+        raise UsageError(f"--measure: not with {where} (the trace is the measurement)")
+    given = parse_input_shape(args.input_shape)
+    if given is not None and len(given) != 3:
+        raise UsageError(f"--input-shape {args.input_shape!r}: the demo models take H,W,C")
+    try:
+        shape = check_model(args.model, (given[0], given[1], given[2]) if given else None)
+    except ModelError as e:
+        raise UsageError(f"--input-shape: {e}") from None
+    try:
+        xplane = find_xplane(args.profile)
+    except ProfileError:
+        raise UsageError(
+            f"{where}: no *.xplane.pb file there (a TensorFlow profiler logdir holds "
+            "plugins/profile/<run>/<host>.xplane.pb)"
+        ) from None
+    progress.say(f"reading the trace {xplane} as {args.model}'s per-layer compute (batch {args.batch_size})")
+    try:
+        ops, overlap = read_trace(xplane)
+        if not ops:
+            raise ProfileError(f"{xplane}: the trace holds no TensorFlow op on a host plane (empty?)")
+        return profile_from_ops(
+            ops,
+            build_model(args.model, shape),
+            batch_size=args.batch_size,
+            source=f"incluster:{xplane.name}",
+            meta={"trace": str(xplane)},
+            overlap=overlap,
+        )
+    except ProfileError as e:
+        raise UsageError(f"--profile: {e}") from None
 
 
 def search_threshold(

@@ -6,6 +6,20 @@
   ByteScheduler (paper 004, Sec. 4.1) measured "about 300us in our testbed", and Sec. 4.2/6.2 name P3's
   stop-and-wait transmission as why P3 "cannot utilize the bandwidth fully". Default 300e-6 s.
 - `CHUNK_BYTES`: the hybrid data plane's preemption unit inside a class (issue 14 item 1: "about 256 KiB").
+- `PUSH_ORDERS`: how a hybrid connection orders the gradients it pushes (issue 14 item 1 leaves the push
+  ranking to the data plane). "urgency" (default): the parameter's consumption rank, like pulls, with
+  chunk preemption (P3's argument: the PS can update the first layer first); since backward produces
+  gradients last layer first, each new gradient preempts the older ones, so the big late layers go last.
+  "arrival": the order the gradients became ready (backward order), never preempting; the big late
+  layers are then aggregated early and their next pulls overlap the remaining pushes. "whole": urgency
+  order, but a push once started finishes (no chunk preemption), as end-host schedulers send a slice.
+  bench/bench_simulator.py --grid measures both (bench/README.md).
+- `SENDER_ORDERS`: where a hybrid sender's urgency order holds. "connection" (default): inside each
+  connection only, as the native data plane is specified (issue 14 item 1: one socket per consumer,
+  producer and class, each serving its own pending responses), so a host's connections of one class
+  share its NIC fairly (the kernel interleaves their sockets). "host": the host's NIC sends its most
+  urgent pending chunk of any connection first (a send scheduler per host, as end-host schedulers
+  have); pushes in arrival order stay per connection.
 - `TF_INFLIGHT`: how many pulls one TensorFlow gRPC channel (a worker-PS pair) has in flight at once, in
   a random order per iteration (TicTac, paper 000, Sec. 1: 1000 ResNet-50 iterations, every one a
   different order). Measured on this machine by bench/bench_tf_order.py (written beside this change;
@@ -30,6 +44,8 @@ from typing import Any
 ENDHOST_GAP_S = 300e-6  # ByteScheduler (paper 004) Sec. 4.1: partition overhead "about 300us"
 CHUNK_BYTES = 256 << 10  # issue 14 item 1: chunks of about 256 KiB
 CHUNK_MIN, CHUNK_MAX = 4 << 10, 1 << 30
+PUSH_ORDERS = ("urgency", "arrival", "whole")  # hybrid's push ranking; the first is the default
+SENDER_ORDERS = ("connection", "host")  # where hybrid's urgency order holds; the first is the default
 TF_INFLIGHT = 3.5  # bench/bench_tf_order.py on this machine: 3.49 pulls in flight per PS connection
 
 BACKGROUND_HOSTS = ("workers", "ps", "all")
@@ -86,10 +102,11 @@ class PsCosts:
         except json.JSONDecodeError as e:
             raise ValueError(f"{path}: not JSON: {e}") from None
         if isinstance(data, dict) and data.get("format") == "geryon.ps-costs":
-            # bench/bench_ps_costs.py's document: its knobs, less the loopback rate (not a PS cost).
+            # bench/bench_ps_costs.py's document: its knobs, less the loopback rate and the per-step
+            # fixed cost (bench_step_cost.py's; neither is a PS cost).
             knobs = data.get("knobs")
             if isinstance(knobs, dict):
-                data = {k: v for k, v in knobs.items() if k != "loopback_s_per_byte"}
+                data = {k: v for k, v in knobs.items() if k not in ("loopback_s_per_byte", "step_fixed_s")}
         return cls.from_dict(data, path)
 
 
@@ -132,6 +149,18 @@ def check_chunk(value: Any, what: str = "chunk_bytes") -> int:
             f"{what}: expected an integer number of bytes in [{CHUNK_MIN}, {CHUNK_MAX}], got {value!r}"
         )
     return value
+
+
+def check_push_order(value: Any, what: str = "push_order") -> str:
+    if value not in PUSH_ORDERS:
+        raise ValueError(f"{what}: unknown push order {value!r}; allowed: {', '.join(PUSH_ORDERS)}")
+    return str(value)
+
+
+def check_sender_order(value: Any, what: str = "sender_order") -> str:
+    if value not in SENDER_ORDERS:
+        raise ValueError(f"{what}: unknown sender order {value!r}; allowed: {', '.join(SENDER_ORDERS)}")
+    return str(value)
 
 
 def check_seconds(value: Any, what: str) -> float:

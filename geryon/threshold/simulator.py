@@ -26,9 +26,12 @@ or changes level, which keeps the event count near two per transfer:
 - hybrid (Geryon with urgency order inside a class, issue 14): one connection per pair and class, as
   network; each connection sends its most urgent pending transfer in chunks of `chunk_bytes`, and a more
   urgent one that becomes ready takes over at the next chunk boundary (the preempted one keeps the bytes
-  it has left). The sender's NIC serves its connections most urgent first (the data plane orders every
-  pending response of the host, so classes go in priority order too); switch ports serve classes in
-  strict priority and share fairly inside a class.
+  it has left). Pushes go in the same urgency order, or with `push_order="arrival"` in the order they
+  became ready, without preemption, or with "whole" in urgency order without preemption. The data
+  plane orders inside each connection only (native/rendezvous: one socket per consumer, producer and
+  class), so every port, the sender's NIC
+  too, serves classes in strict priority and shares fairly among the connections of a class; with
+  `sender_order="host"` the sender's NIC serves its most urgent chunk of any connection first.
 - ideal: one connection per pair sending its most urgent pending transfer (urgency, then layer; a
   more urgent arrival preempts); every port serves the most urgent transfer first. This is a perfect
   global priority order, not an optimal schedule: it can lose to end-host where the urgent-first
@@ -83,11 +86,15 @@ from geryon.threshold.profile import Profile
 from geryon.threshold.simknobs import (
     CHUNK_BYTES,
     ENDHOST_GAP_S,
+    PUSH_ORDERS,
+    SENDER_ORDERS,
     Background,
     PsCosts,
     check_chunk,
     check_inflight,
+    check_push_order,
     check_seconds,
+    check_sender_order,
 )
 from geryon.threshold.trace import Span, chrome_trace
 
@@ -95,6 +102,8 @@ MODES = ("fifo", "end-host", "network", "hybrid", "ideal")
 
 PULL, PUSH = 0, 1
 _FLOW_DONE, _COMPUTE_DONE, _RESUME, _UPDATED, _READY = 0, 1, 2, 3, 4
+# _quiet_rate's headroom: a port this close to full counts as full (the allocation's own SATURATED is 1e-12).
+_QUIET_MARGIN = 1e-9
 
 
 @dataclass(frozen=True)
@@ -134,6 +143,8 @@ class SimResult:
     inflight: float | None = None
     seed: int = 0
     ps_costs: PsCosts = field(default_factory=PsCosts)
+    push_order: str = PUSH_ORDERS[0]
+    sender_order: str = SENDER_ORDERS[0]
     background: tuple[Background, ...] = ()
     # trace=True: compute spans (args: iteration, layer, worker) and transfer spans (args: iteration,
     # bytes, class, layer, param, worker: the worker end of the pull or push, an index).
@@ -170,6 +181,8 @@ class SimResult:
             "inflight": self.inflight,
             "seed": self.seed,
             "ps_costs": self.ps_costs.to_dict(),
+            "push_order": self.push_order,
+            "sender_order": self.sender_order,
             "background": [b.to_dict() for b in self.background],
         }
 
@@ -203,6 +216,8 @@ def simulate(
     ps_costs: PsCosts | None = None,
     background: Sequence[Background] = (),
     cohost_fast: bool = False,
+    push_order: str = PUSH_ORDERS[0],
+    sender_order: str = SENDER_ORDERS[0],
 ) -> SimResult:
     """Simulates `iterations` BSP iterations of `profile` on the cluster; see the module docstring.
 
@@ -217,7 +232,9 @@ def simulate(
     `_Replay._cohost_fast_hosts`): seconds for a thousand hosts, an approximation of the exact path.
     `chunk_bytes` is hybrid's preemption unit, `endhost_gap_s` end-host's per-transfer cost, `inflight`
     the TF channel window of fifo and network (None: all pending transfers share), `seed` its random
-    order; `ps_costs` and `background` as in the module docstring.
+    order; `ps_costs` and `background` as in the module docstring; `push_order` hybrid's ranking of
+    pushes ("urgency" or "arrival") and `sender_order` where its urgency order holds ("connection" or
+    "host"), see `geryon.threshold.simknobs`.
     Raises ValueError naming the argument when one is out of range.
     """
     if not isinstance(profile, Profile):
@@ -252,6 +269,8 @@ def simulate(
     chunk_bytes = check_chunk(chunk_bytes)
     endhost_gap_s = check_seconds(endhost_gap_s, "endhost_gap_s")
     inflight = check_inflight(inflight)
+    push_order = check_push_order(push_order)
+    sender_order = check_sender_order(sender_order)
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise ValueError(f"seed: expected an integer, got {seed!r}")
     if ps_costs is None:
@@ -278,7 +297,17 @@ def simulate(
         partition,
         interleave,
         colocate,
-        _Knobs(chunk_bytes, endhost_gap_s, inflight, seed, ps_costs, background, cohost_fast),
+        _Knobs(
+            chunk_bytes,
+            endhost_gap_s,
+            inflight,
+            seed,
+            ps_costs,
+            background,
+            cohost_fast,
+            push_order,
+            sender_order,
+        ),
     )
     replay.run()
     wall = time.perf_counter() - start
@@ -306,6 +335,8 @@ class _Knobs:
     ps_costs: PsCosts
     background: tuple[Background, ...]
     cohost_fast: bool = False
+    push_order: str = PUSH_ORDERS[0]
+    sender_order: str = SENDER_ORDERS[0]
 
 
 class _Flow:
@@ -386,6 +417,8 @@ class _Flow:
 
 
 class _Replay:
+    quiet_gaps = True  # False: re-allocate at every end-host gap (the old path, for the equality tests)
+
     def __init__(
         self,
         profile: Profile,
@@ -509,7 +542,15 @@ class _Replay:
         self.ready_seq = 0
         self.preempt = mode in ("ideal", "hybrid")
         self.chunk = float(knobs.chunk_bytes) if mode == "hybrid" else None
+        # hybrid with push_order="arrival": push connections send in ready order and never preempt.
+        self.push_arrival = mode == "hybrid" and knobs.push_order == "arrival"
+        self.push_whole = mode == "hybrid" and knobs.push_order == "whole"
+        self.host_order = mode == "hybrid" and knobs.sender_order == "host"
         self.gap = knobs.endhost_gap_s if mode == "end-host" else 0.0
+        # end-host's gaps skip re-allocations only on the representative path with more workers than
+        # PSes: with every worker (or co-hosted) every PS port carries many connections, and with as many
+        # PSes as workers the worker's own port is full, so the check would cost without paying.
+        self.track_ports = self.gap > 0 and self.symmetric and not colocate and workers > num_ps
         self.inflight = knobs.inflight if self.shared else None
         self.rng = random.Random(knobs.seed)
         per_class = mode in ("network", "hybrid")
@@ -537,6 +578,11 @@ class _Replay:
         # meet on separate hosts (PS NIC -> worker port, worker NIC -> PS port); colocated, they do.
         self.active: tuple[dict[_Flow, None], dict[_Flow, None]] = ({}, {})
         self.dirty = [False, False]
+        # The active flows through each port (filled as flows come and go; see _quiet_rate).
+        self.port_flows: dict[int, dict[_Flow, None]] = {}
+        # ... and the rate they use on it, refreshed by every re-allocation of its group.
+        self.port_used: dict[int, float] = {}
+        self.group_ports: tuple[set[int], set[int]] = (set(), set())
         self._add_background(knobs.background, len(thresholds) + 1 if per_class else None, len(keys), cap)
         self.saved: dict[tuple[int, int, int, int, int], float] = {}  # preempted transfers' bytes left
 
@@ -628,7 +674,7 @@ class _Replay:
 
     def run(self) -> None:
         for flow in self.bg_flows:
-            self.active[flow.group][flow] = None
+            self._join(flow)
             self.dirty[flow.group] = True
         self._release_pulls(self.by_rank, 0, 0.0)
         for wk in range(self.sim_workers):
@@ -636,6 +682,7 @@ class _Replay:
         self._settle(0.0)
         heap = self.heap
         dirty = self.dirty
+        t = 0.0
         while heap:
             t, _, kind, what, version = heapq.heappop(heap)
             if kind == _COMPUTE_DONE:
@@ -653,6 +700,8 @@ class _Replay:
             # Everything that happens at t first, then one re-allocation per group.
             if (dirty[0] or dirty[1]) and (not heap or heap[0][0] != t):
                 self._settle(t)
+        for flow in self.bg_flows:
+            self._advance(flow, t)  # background bytes up to the last event, however few re-allocations
         unfinished = [i for i in range(self.iterations) if self.agg_left[i] or self.bwd_left[i]]
         if unfinished:
             raise RuntimeError(f"simulator stalled before iteration {unfinished[0]} finished (a bug)")
@@ -746,7 +795,14 @@ class _Replay:
                 return
             if self.gap > 0:
                 flow.head = None
-                self._idle(flow)
+                if self._quiet_rate(flow, flow.level_up, flow.level_down) is None:
+                    self._idle(flow)
+                else:  # its leaving changes no other rate: no re-allocation (see _quiet_rate)
+                    self.port_used[flow.up] -= flow.rate
+                    self.port_used[flow.down] -= flow.rate
+                    flow.rate = 0.0
+                    flow.version += 1
+                    self._leave(flow)
                 if flow.queue:
                     self._pause(flow, t)
             else:
@@ -819,12 +875,14 @@ class _Replay:
         mode = self.mode
         if mode == "fifo":
             return None, None
-        if mode == "network":
+        if mode in ("network", "hybrid"):
+            if self.host_order and not (self.push_arrival and flow.side == PUSH):
+                # A send scheduler per host: its most urgent chunk first, whatever the connection
+                # (which also serves classes in priority order); the switch knows only the class.
+                return self.s_rank[j], self.s_cls[j]
+            # hybrid orders by urgency inside a connection only (the data plane's per-socket queue);
+            # the host's qdisc and the switch see the class.
             return self.s_cls[j], self.s_cls[j]
-        if mode == "hybrid":
-            # The host's data plane sends its most urgent pending chunk first, whatever the connection
-            # (which also serves classes in priority order); the switch knows only the class.
-            return self.s_rank[j], self.s_cls[j]
         if mode == "ideal":
             return self.s_rank[j], self.s_rank[j]
         return self.s_rank[j], None  # end-host: only the sender orders by urgency
@@ -834,15 +892,72 @@ class _Replay:
         flow.last_t = t
         flow.stale = True
         flow.level_up, flow.level_down = self._levels(flow, j)
-        self.active[flow.group][flow] = None
+        self._join(flow)
         self.dirty[flow.group] = True
 
     def _idle(self, flow: _Flow) -> None:
         flow.rate = 0.0
         flow.served = 0.0
         flow.version += 1
-        del self.active[flow.group][flow]
+        self._leave(flow)
         self.dirty[flow.group] = True
+
+    def _join(self, flow: _Flow) -> None:
+        self.active[flow.group][flow] = None
+        if self.track_ports:  # only _quiet_rate reads port_flows
+            pf = self.port_flows
+            pf.setdefault(flow.up, {})[flow] = None
+            pf.setdefault(flow.down, {})[flow] = None
+            self.group_ports[flow.group].update((flow.up, flow.down))
+
+    def _leave(self, flow: _Flow) -> None:
+        del self.active[flow.group][flow]
+        if self.track_ports:
+            del self.port_flows[flow.up][flow]
+            del self.port_flows[flow.down][flow]
+
+    def _quiet_rate(self, flow: _Flow, level_up: int | None, level_down: int | None) -> float | None:
+        """end-host's gap: the flow's rate if it can join (or leave) the allocation without changing
+        any other flow's rate, else None (then the group is re-allocated). Exact, not an approximation.
+
+        Progressive filling freezes a flow when one of its ports saturates. Say the flow is alone on
+        port a and its other port b stays below capacity with it: then a is its bottleneck (its rate is
+        a's capacity) and b limits no one, so its coming or going moves no other flow's limit. The one
+        other way it acts on others is priority at b: flows of a less urgent level there wait until it
+        is frozen; that timing changes nothing for a flow alone on its own other port (b never fills,
+        so it ends at that port's capacity whenever it starts), so each such flow must be alone there.
+        In a symmetric cluster with more workers than PSes every PS port is one representative
+        flow's, which is the common case: each end-host transfer then costs one allocation, not two."""
+        if not self.quiet_gaps or not self.track_ports or self.fast or self.dirty[flow.group]:
+            return None  # fast: weighted ports; dirty: the rates are about to change anyway
+        pf = self.port_flows
+        up, down = flow.up, flow.down
+        on_up = pf.setdefault(up, {})
+        on_down = pf.setdefault(down, {})
+        alone_up = len(on_up) == (flow in on_up)
+        alone_down = len(on_down) == (flow in on_down)
+        cap = self.capacity
+        if alone_up and alone_down:
+            return min(cap[up], cap[down])
+        if alone_up:
+            a, b, level = up, down, level_down
+        elif alone_down:
+            a, b, level = down, up, level_up
+        else:
+            return None
+        rate = cap[a]
+        # The others' use of b, plus this flow at its rate (the same whether it joins or leaves).
+        used = self.port_used.get(b, 0.0) + (0.0 if flow in pf[b] else rate)
+        if used > cap[b] * (1 - _QUIET_MARGIN):
+            return None
+        if level is not None:
+            for g in pf[b]:
+                if g is flow:
+                    continue
+                g_level, g_other = (g.level_up, g.down) if g.up == b else (g.level_down, g.up)
+                if g_level is not None and g_level > level and len(pf[g_other]) != 1:
+                    return None
+        return rate
 
     def _note_start(self, flow: _Flow, key: tuple[int, int], t: float) -> None:
         if self.trace:
@@ -883,7 +998,18 @@ class _Replay:
     def _resume(self, flow: _Flow, t: float) -> None:
         flow.paused = False
         _, j, it = heapq.heappop(flow.queue)
-        self._activate(flow, j, t)
+        levels = self._levels(flow, j)
+        rate = self._quiet_rate(flow, *levels)
+        if rate is None:
+            self._activate(flow, j, t)
+        else:  # its joining changes no other rate: it takes its own at once (see _quiet_rate)
+            flow.level_up, flow.level_down = levels
+            flow.rate = rate
+            flow.last_t = t
+            flow.stale = False
+            self._join(flow)
+            self.port_used[flow.up] = self.port_used.get(flow.up, 0.0) + rate
+            self.port_used[flow.down] = self.port_used.get(flow.down, 0.0) + rate
         left = self.saved.pop((flow.side, flow.src, flow.dst, j, it), self.s_bytes[j])
         self._set_head(flow, j, it, t, left)
 
@@ -913,6 +1039,12 @@ class _Replay:
                 return
             self._activate(flow, j, t)
             self._set_head(flow, j, it, t, self.s_bytes[j])
+            return
+        if self.push_arrival and flow.side == PUSH:
+            heapq.heappush(flow.queue, (self._ready(), j, it))
+            return
+        if self.push_whole and flow.side == PUSH:
+            heapq.heappush(flow.queue, (self.s_rank[j], j, it))  # urgency order, a started push finishes
             return
         head_j, head_it = flow.head
         if self.chunk is not None and self.s_rank[j] < self.s_rank[head_j]:
@@ -994,6 +1126,13 @@ class _Replay:
                 [f.wu for f in flows] if self.fast else None,
                 [f.wd for f in flows] if self.fast else None,
             )
+            if self.track_ports:
+                used = self.port_used
+                for port in self.group_ports[group]:
+                    used[port] = 0.0
+                for flow, rate in zip(flows, rates, strict=True):
+                    used[flow.up] += rate
+                    used[flow.down] += rate
             for flow, rate in zip(flows, rates, strict=True):
                 if flow.bg:
                     flow.rate = rate
@@ -1064,5 +1203,7 @@ class _Replay:
             seed=self.knobs.seed,
             ps_costs=self.knobs.ps_costs,
             background=self.knobs.background,
+            push_order=self.knobs.push_order,
+            sender_order=self.knobs.sender_order,
             spans=tuple(self.spans) if self.trace else None,
         )

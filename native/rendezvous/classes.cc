@@ -2,8 +2,8 @@
 // immutable snapshot; writers (GeryonSetMapTable) build a new snapshot and publish it with a
 // release store. Retired snapshots are kept, never freed: a reader may still hold one, and without
 // hazard pointers or RCU grace periods there is no safe moment to free it. A snapshot costs one
-// byte per parameter (names are checked, not kept), so even a million-parameter table costs 1 MB
-// per version, plus its TF1 producer bindings when it has any; a run installs a handful of versions.
+// byte of class and four of rank per parameter (names are checked, not kept), so even a
+// million-parameter table costs 5 MB per version, plus its TF1 producer bindings when it has any; a run installs a handful of versions.
 #include "classes.h"
 
 #include <algorithm>
@@ -23,7 +23,7 @@
 namespace geryon {
 namespace {
 
-constexpr absl::string_view kMagic = "geryon.map_table.native 1";
+constexpr absl::string_view kMagicPrefix = "geryon.map_table.native ";
 
 int ReadDefaultClassFromEnv() {
   const char* raw = std::getenv("GERYON_DEFAULT_CLASS");
@@ -75,7 +75,7 @@ bool ParseHeader(absl::string_view line, absl::string_view key, int64_t lo, int6
 
 bool SameTable(const MapTableSnapshot& a, const MapTableSnapshot& b) {
   return a.version == b.version && a.num_classes == b.num_classes && a.default_class == b.default_class &&
-         a.class_of_id == b.class_of_id && a.id_of_producer == b.id_of_producer;
+         a.class_of_id == b.class_of_id && a.rank_of_id == b.rank_of_id && a.id_of_producer == b.id_of_producer;
 }
 
 }  // namespace
@@ -125,6 +125,15 @@ int ClassForEdge(absl::string_view edge_name) {
   return table->class_of_id[id];
 }
 
+EdgeInfo LookupEdge(absl::string_view edge_name) {
+  const MapTableSnapshot* table = Current().load(std::memory_order_acquire);
+  int64_t id = ResolveIn(*table, edge_name);
+  if (id < 0 || id >= static_cast<int64_t>(table->class_of_id.size())) {
+    return EdgeInfo{table->default_class, kUnranked, id};
+  }
+  return EdgeInfo{table->class_of_id[id], table->rank_of_id[id], id};
+}
+
 int NumClasses() { return Current().load(std::memory_order_acquire)->num_classes; }
 
 const MapTableSnapshot& CurrentMapTable() { return *Current().load(std::memory_order_acquire); }
@@ -138,8 +147,19 @@ bool ParseMapTable(absl::string_view text, MapTableSnapshot* out, std::string* e
   std::vector<absl::string_view> lines = absl::StrSplit(text, '\n');
   // A trailing newline after "end" is allowed; anything else after it is not.
   if (!lines.empty() && lines.back().empty()) lines.pop_back();
-  if (lines.empty() || lines[0] != kMagic) {
-    *error = absl::StrCat("map_table line 1: expected '", kMagic, "' (the native map_table format)");
+  const std::string expected = absl::StrCat(kMagicPrefix, kMapTableFormat);
+  if (lines.empty() || lines[0] != expected) {
+    // Name the version found, so an old writer (format 1: no ranks) is told apart from garbage.
+    absl::string_view first = lines.empty() ? absl::string_view() : lines[0];
+    std::string found = "no format version";
+    if (absl::StartsWith(first, kMagicPrefix)) {
+      found = absl::StrCat("format version '", first.substr(kMagicPrefix.size()), "'");
+    } else {
+      found = absl::StrCat("'", first.substr(0, 80), "' (", found, ")");
+    }
+    *error = absl::StrCat("map_table line 1: found ", found, ", expected format version ", kMapTableFormat, " ('",
+                          expected, "'; version 1 tables carry no urgency ranks: rewrite them with this ",
+                          "release's geryon.tf.map_table_native.to_native)");
     return false;
   }
   size_t next = 1;  // index of the next unread line
@@ -169,12 +189,17 @@ bool ParseMapTable(absl::string_view text, MapTableSnapshot* out, std::string* e
   for (int64_t i = 0; i < params; ++i, ++next) {
     if (next >= lines.size()) return truncated(absl::StrCat(params - i, " more parameter lines"));
     absl::string_view line = lines[next];
-    // "<id> <class> <name>": the name is the rest of the line and may hold spaces.
-    std::vector<absl::string_view> parts = absl::StrSplit(line, absl::MaxSplits(' ', 2));
-    int64_t id, cls;
-    if (parts.size() != 3 || parts[2].empty() || !absl::SimpleAtoi(parts[0], &id) || id < 0 || id >= kMaxParams) {
-      *error = absl::StrCat("map_table line ", line_no(), ": expected '<id> <class> <name>' with id in [0, ",
+    // "<id> <class> <rank> <name>": the name is the rest of the line and may hold spaces.
+    std::vector<absl::string_view> parts = absl::StrSplit(line, absl::MaxSplits(' ', 3));
+    int64_t id, cls, rank;
+    if (parts.size() != 4 || parts[3].empty() || !absl::SimpleAtoi(parts[0], &id) || id < 0 || id >= kMaxParams) {
+      *error = absl::StrCat("map_table line ", line_no(), ": expected '<id> <class> <rank> <name>' with id in [0, ",
                             kMaxParams, "), got '", line, "'");
+      return false;
+    }
+    if (!absl::SimpleAtoi(parts[2], &rank) || rank < 0 || rank >= kMaxParams) {
+      *error = absl::StrCat("map_table line ", line_no(), ": rank '", parts[2], "' of parameter ", id,
+                            " is not an integer in [0, ", kMaxParams, ")");
       return false;
     }
     if (!absl::SimpleAtoi(parts[1], &cls) || cls < 0 || cls >= classes) {
@@ -185,6 +210,7 @@ bool ParseMapTable(absl::string_view text, MapTableSnapshot* out, std::string* e
     if (id >= static_cast<int64_t>(seen.size())) {
       seen.resize(id + 1, false);
       table.class_of_id.resize(id + 1, static_cast<int8_t>(default_class));
+      table.rank_of_id.resize(id + 1, kUnranked);
     }
     if (seen[id]) {
       *error = absl::StrCat("map_table line ", line_no(), ": duplicate parameter id ", id);
@@ -192,8 +218,9 @@ bool ParseMapTable(absl::string_view text, MapTableSnapshot* out, std::string* e
     }
     seen[id] = true;
     table.class_of_id[id] = static_cast<int8_t>(cls);
-    if (!names.insert(parts[2]).second) {
-      *error = absl::StrCat("map_table line ", line_no(), ": duplicate parameter name '", parts[2], "'");
+    table.rank_of_id[id] = static_cast<int32_t>(rank);
+    if (!names.insert(parts[3]).second) {
+      *error = absl::StrCat("map_table line ", line_no(), ": duplicate parameter name '", parts[3], "'");
       return false;
     }
   }

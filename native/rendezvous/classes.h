@@ -1,4 +1,6 @@
-// The native map_table: parameter id -> priority class, read on the hot path without locks.
+// The native map_table: parameter id -> (priority class, urgency rank), read on the hot path
+// without locks. The rank is the parameter's position in the forward pass's consumption order
+// (0 = needed first); the data plane serves the pending responses of one connection by it.
 //
 // Python (geryon/tf/map_table_native.py) writes the table as text; InstallMapTable parses and
 // validates it and swaps it in atomically. The graph pass (graph_pass.cc) annotates the Send/Recv
@@ -21,6 +23,18 @@ namespace geryon {
 // name). Lock-free on the hot path; the default class for tensors that carry no parameter.
 int ClassForEdge(absl::string_view edge_name);
 int NumClasses();  // k, from the current map_table (2 before any table is loaded)
+
+// Rank of tensors that carry no parameter (or one the table does not list): after every ranked
+// tensor, in arrival order among themselves (see README.md, "Order inside a class").
+inline constexpr int32_t kUnranked = INT32_MAX;
+
+// Class, urgency rank and parameter id (-1: none) of an edge, from one snapshot of the table.
+struct EdgeInfo {
+  int cls;
+  int32_t rank;
+  int64_t param_id;
+};
+EdgeInfo LookupEdge(absl::string_view edge_name);
 
 // The parameter id an annotated edge name carries, or -1 when it carries none.
 int64_t ParamIdForEdge(absl::string_view edge_name);
@@ -47,15 +61,20 @@ struct MapTableSnapshot {
   int num_classes = 2;
   int default_class = 0;
   std::vector<int8_t> class_of_id;  // index: parameter id; ids past the end take default_class
+  std::vector<int32_t> rank_of_id;  // index: parameter id; kUnranked for ids the table does not list
   // TF1 sessions: producer node name -> parameter id, for edges the pass could not annotate
   // (each process sees one end of the pair there). Python derives it from the client graph.
   absl::flat_hash_map<std::string, int64_t> id_of_producer;
   // Names are checked (non-empty, unique) at parse but not kept: retired snapshots are never
-  // freed, so a version costs one byte per parameter and no more.
+  // freed, so a version costs five bytes per parameter (class and rank) and no more.
 };
 
 
-// Parses `text` (format "geryon.map_table.native 1", see map_table_native.py). On error returns
+// The format version ParseMapTable reads: "geryon.map_table.native 2" (version 1 had no ranks and
+// is refused with a message naming both versions).
+inline constexpr int kMapTableFormat = 2;
+
+// Parses `text` (format "geryon.map_table.native 2", see map_table_native.py). On error returns
 // false and sets `*error` to a message naming the line and field; `*out` is left untouched.
 bool ParseMapTable(absl::string_view text, MapTableSnapshot* out, std::string* error);
 

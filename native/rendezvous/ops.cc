@@ -13,6 +13,7 @@
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/shape_inference.h"
 #include "tensorflow/core/framework/tensor.h"
+#include "transport.h"
 
 namespace geryon {
 namespace {
@@ -67,6 +68,135 @@ REGISTER_OP("GeryonAnnotatedEdges")
       return absl::OkStatus();
     })
     .Doc("What the graph pass annotated in this process: rows of (role, parameter id, old name, new name, sent tensor).");
+
+REGISTER_OP("GeryonRankForEdge")
+    .Input("edge_names: string")
+    .Output("ranks: int32")
+    .SetIsStateful()
+    .SetShapeFn([](shape_inference::InferenceContext* c) {
+      c->set_output(0, c->input(0));
+      return absl::OkStatus();
+    })
+    .Doc("The urgency rank the data plane sends with a request for each edge name (-1: unranked).");
+
+class RankForEdgeOp : public OpKernel {
+ public:
+  explicit RankForEdgeOp(OpKernelConstruction* ctx) : OpKernel(ctx) {}
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& names = ctx->input(0);
+    Tensor* ranks = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, names.shape(), &ranks));
+    auto in = names.flat<tstring>();
+    auto out = ranks->flat<int32_t>();
+    for (int64_t i = 0; i < in.size(); ++i) {
+      const EdgeInfo edge = LookupEdge(absl::string_view(in(i).data(), in(i).size()));
+      out(i) = edge.rank == kUnranked ? -1 : edge.rank;
+    }
+  }
+};
+
+// Order inside a class (issue 14), per process, set on every task the way map_tables are.
+REGISTER_OP("GeryonSetOrder")
+    .Input("order: string")
+    .Output("in_force: string")
+    .SetIsStateful()
+    .SetShapeFn(::tensorflow::shape_inference::ScalarShape)
+    .Doc("Sets how this process's data plane orders the responses of a connection: 'urgency' or 'arrival'.");
+
+REGISTER_OP("GeryonSetChunkBytes")
+    .Input("chunk_bytes: int64")
+    .Output("in_force: int64")
+    .SetIsStateful()
+    .SetShapeFn(::tensorflow::shape_inference::ScalarShape)
+    .Doc("Sets the chunk size (4 KiB to 1 GiB) of responses sent in urgency order in this process.");
+
+REGISTER_OP("GeryonDataPlaneOrder")
+    .Output("order: string")
+    .Output("chunk_bytes: int64")
+    .SetIsStateful()
+    .SetShapeFn([](shape_inference::InferenceContext* c) {
+      c->set_output(0, c->Scalar());
+      c->set_output(1, c->Scalar());
+      return absl::OkStatus();
+    })
+    .Doc("The order and chunk size in force in this process's data plane.");
+
+REGISTER_OP("GeryonTakeArrivals")
+    .Input("capacity: int64")
+    .Output("arrivals: int64")
+    .SetIsStateful()
+    .SetShapeFn([](shape_inference::InferenceContext* c) {
+      c->set_output(0, c->Matrix(c->UnknownDim(), 5));
+      return absl::OkStatus();
+    })
+    .Doc("Receives completed in this process since the last call, in completion order: rows of (steady ns, "
+         "urgency rank, parameter id, payload bytes, class); then logs up to `capacity` more (0: stop).");
+
+class SetOrderOp : public OpKernel {
+ public:
+  explicit SetOrderOp(OpKernelConstruction* ctx) : OpKernel(ctx) {}
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& input = ctx->input(0);
+    OP_REQUIRES(ctx, ::tensorflow::TensorShapeUtils::IsScalar(input.shape()),
+                errors::InvalidArgument("GeryonSetOrder: order must be a scalar string"));
+    const tstring& order = input.scalar<tstring>()();
+    std::string error;
+    OP_REQUIRES(ctx, SetResponseOrder(absl::string_view(order.data(), order.size()), &error),
+                errors::InvalidArgument("GeryonSetOrder: ", error));
+    Tensor* out = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({}), &out));
+    out->scalar<tstring>()() = ResponseOrderName(CurrentResponseOrder());
+  }
+};
+
+class SetChunkBytesOp : public OpKernel {
+ public:
+  explicit SetChunkBytesOp(OpKernelConstruction* ctx) : OpKernel(ctx) {}
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& input = ctx->input(0);
+    OP_REQUIRES(ctx, ::tensorflow::TensorShapeUtils::IsScalar(input.shape()),
+                errors::InvalidArgument("GeryonSetChunkBytes: chunk_bytes must be a scalar int64"));
+    std::string error;
+    OP_REQUIRES(ctx, SetChunkBytes(input.scalar<int64_t>()(), &error),
+                errors::InvalidArgument("GeryonSetChunkBytes: ", error));
+    Tensor* out = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({}), &out));
+    out->scalar<int64_t>()() = ChunkBytes();
+  }
+};
+
+class DataPlaneOrderOp : public OpKernel {
+ public:
+  explicit DataPlaneOrderOp(OpKernelConstruction* ctx) : OpKernel(ctx) {}
+  void Compute(OpKernelContext* ctx) override {
+    Tensor* out = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({}), &out));
+    out->scalar<tstring>()() = ResponseOrderName(CurrentResponseOrder());
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, TensorShape({}), &out));
+    out->scalar<int64_t>()() = ChunkBytes();
+  }
+};
+
+class TakeArrivalsOp : public OpKernel {
+ public:
+  explicit TakeArrivalsOp(OpKernelConstruction* ctx) : OpKernel(ctx) {}
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& input = ctx->input(0);
+    OP_REQUIRES(ctx, ::tensorflow::TensorShapeUtils::IsScalar(input.shape()),
+                errors::InvalidArgument("GeryonTakeArrivals: capacity must be a scalar int64"));
+    std::vector<ArrivalRecord> arrivals = TakeArrivals(input.scalar<int64_t>()());
+    Tensor* out = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({static_cast<int64_t>(arrivals.size()), 5}), &out));
+    auto m = out->matrix<int64_t>();
+    for (size_t i = 0; i < arrivals.size(); ++i) {
+      m(i, 0) = arrivals[i].t_ns;
+      m(i, 1) = arrivals[i].rank;
+      m(i, 2) = arrivals[i].param_id;
+      m(i, 3) = static_cast<int64_t>(arrivals[i].bytes);
+      m(i, 4) = arrivals[i].cls;
+    }
+  }
+};
 
 class SetMapTableOp : public OpKernel {
  public:
@@ -150,6 +280,11 @@ REGISTER_KERNEL_BUILDER(Name("GeryonSetMapTable").Device(DEVICE_CPU), SetMapTabl
 REGISTER_KERNEL_BUILDER(Name("GeryonMapTable").Device(DEVICE_CPU), MapTableOp);
 REGISTER_KERNEL_BUILDER(Name("GeryonClassForEdge").Device(DEVICE_CPU), ClassForEdgeOp);
 REGISTER_KERNEL_BUILDER(Name("GeryonAnnotatedEdges").Device(DEVICE_CPU), AnnotatedEdgesOp);
+REGISTER_KERNEL_BUILDER(Name("GeryonRankForEdge").Device(DEVICE_CPU), RankForEdgeOp);
+REGISTER_KERNEL_BUILDER(Name("GeryonSetOrder").Device(DEVICE_CPU), SetOrderOp);
+REGISTER_KERNEL_BUILDER(Name("GeryonSetChunkBytes").Device(DEVICE_CPU), SetChunkBytesOp);
+REGISTER_KERNEL_BUILDER(Name("GeryonDataPlaneOrder").Device(DEVICE_CPU), DataPlaneOrderOp);
+REGISTER_KERNEL_BUILDER(Name("GeryonTakeArrivals").Device(DEVICE_CPU), TakeArrivalsOp);
 
 }  // namespace
 }  // namespace geryon

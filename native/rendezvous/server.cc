@@ -11,7 +11,12 @@
 #include "absl/strings/str_cat.h"
 #include "tensorflow/core/common_runtime/device.h"
 #include "tensorflow/core/common_runtime/device_mgr.h"
+#include "absl/strings/cord.h"
+#include "absl/strings/match.h"
 #include "tensorflow/core/distributed_runtime/base_rendezvous_mgr.h"
+#include "tensorflow/core/distributed_runtime/error_payloads.h"
+#include "tensorflow/core/distributed_runtime/master_env.h"
+#include "tensorflow/core/distributed_runtime/worker_cache.h"
 #include "tensorflow/core/distributed_runtime/rpc/grpc_server_lib.h"
 #include "tensorflow/core/distributed_runtime/server_lib.h"
 #include "tensorflow/core/distributed_runtime/worker_env.h"
@@ -68,6 +73,15 @@ absl::Status CopyFailed(const absl::Status& s, const char* what, const std::stri
   CountStaging(StagingEvent::kCopyFailure);
   return absl::Status(s.code(), absl::StrCat("Geryon data plane: copying tensor ", key, " ", what, " ", device,
                                              " failed: ", s.message()));
+}
+
+// TF's shape for an error that a restarted task causes (Worker::PrepareRecvTensor on gRPC): the
+// kWorkerPossiblyRestarted payload (an empty WorkerPossiblyRestarted proto) beside the text.
+absl::Status WithRestartPayload(absl::Status s) {
+  if (s.code() == absl::StatusCode::kAborted && absl::StrContains(s.message(), "different device incarnation")) {
+    s.SetPayload(tensorflow::kWorkerPossiblyRestarted, absl::Cord());
+  }
+  return s;
 }
 
 // One receive in flight; registered with the rendezvous so StartAbort and cancellation reach it.
@@ -162,7 +176,7 @@ class GeryonRemoteRendezvous : public BaseRemoteRendezvous {
                                                         const Tensor& tensor, bool is_dead) {
           DeregisterCall(call.get(), recv_args);
           absl::Status s = call->status();  // an abort wins over whatever arrived
-          if (s.ok()) s = status;
+          if (s.ok()) s = WithRestartPayload(status);
           done(s, Args(), recv_args, s.ok() ? tensor : Tensor(), s.ok() && is_dead);
           Unref();
         });
@@ -297,13 +311,16 @@ absl::Status DataPortOffset(int* offset) {
 
 // Every task's data-plane address: the host of its gRPC address, port = gRPC port + offset. A fixed
 // offset needs no discovery round trip before the first tensor, and every task computes the same map
-// from the cluster spec it already has.
-absl::Status MakeClusterView(const tensorflow::ServerDef& def, ClusterView* view) {
+// from the cluster spec it already has. `local_port`: the local task's gRPC port when the ServerDef
+// overrides its address (ServerDef.port), else 0. `need_local`: the local task must be in `cluster`
+// (a server's own def; a session's cluster only adds tasks).
+absl::Status MakeClusterView(const tensorflow::ClusterDef& cluster, const std::string& job_name, int task_index,
+                             int local_port, bool need_local, ClusterView* view) {
   int offset;
   TF_RETURN_IF_ERROR(DataPortOffset(&offset));
   view->tasks.clear();
-  view->local_task = absl::StrCat("/job:", def.job_name(), "/replica:0/task:", def.task_index());
-  for (const auto& job : def.cluster().job()) {
+  view->local_task = absl::StrCat("/job:", job_name, "/replica:0/task:", task_index);
+  for (const auto& job : cluster.job()) {
     for (const auto& [index, address] : job.tasks()) {
       PeerAddress peer;
       peer.task = absl::StrCat("/job:", job.name(), "/replica:0/task:", index);
@@ -312,7 +329,7 @@ absl::Status MakeClusterView(const tensorflow::ServerDef& def, ClusterView* view
         return absl::InvalidArgumentError(
             absl::StrCat("cluster spec: the address of ", peer.task, " is '", address, "', expected host:port"));
       }
-      if (peer.task == view->local_task && def.port() != 0) grpc_port = def.port();
+      if (peer.task == view->local_task && local_port != 0) grpc_port = local_port;
       peer.data_port = grpc_port + offset;
       if (peer.data_port < 1 || peer.data_port > 65535) {
         return absl::InvalidArgumentError(absl::StrCat("Geryon data plane: ", peer.task, " has gRPC port ", grpc_port,
@@ -323,11 +340,15 @@ absl::Status MakeClusterView(const tensorflow::ServerDef& def, ClusterView* view
       view->tasks[peer.task] = peer;
     }
   }
-  if (view->local_data_port == 0) {
+  if (need_local && view->local_data_port == 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("cluster spec: the local task ", view->local_task, " is not in the cluster"));
   }
   return absl::OkStatus();
+}
+
+absl::Status MakeClusterView(const tensorflow::ServerDef& def, ClusterView* view) {
+  return MakeClusterView(def.cluster(), def.job_name(), def.task_index(), def.port(), /*need_local=*/true, view);
 }
 
 class GeryonServer : public tensorflow::GrpcServer {
@@ -361,10 +382,28 @@ class GeryonServer : public tensorflow::GrpcServer {
 
   absl::Status UpdateServerDef(const tensorflow::ServerDef& def) override {
     ClusterView view;
-    TF_RETURN_IF_ERROR(MakeClusterView(def, &view));
+    TF_RETURN_IF_ERROR(MakeClusterView(def, &view));  // nothing changes on a bad def
     TF_RETURN_IF_ERROR(GrpcServer::UpdateServerDef(def));
     transport_->UpdateCluster(view);
     return absl::OkStatus();
+  }
+
+ protected:
+  // TF makes a worker cache from a cluster whenever it learns one: the server's own (Init,
+  // UpdateServerDef), and each session's (SessionMgr::CreateSession / UpdateSession; the eager
+  // service's CreateContext and UpdateContext, which is how a coordinator that joins as "chief"
+  // with `connect_to_cluster`, or a replaced task, reaches the servers). Learning the tasks here
+  // makes them reachable on the data plane, and allowed to connect to it, at the moment TF's own
+  // gRPC can reach them; tasks of no cluster TF was told about stay refused.
+  absl::Status WorkerCacheFactory(const tensorflow::WorkerCacheFactoryOptions& options,
+                                  tensorflow::WorkerCacheInterface** worker_cache) override {
+    if (options.cluster_def.job_size() > 0) {
+      ClusterView view;
+      TF_RETURN_IF_ERROR(MakeClusterView(options.cluster_def, options.job_name, options.task_index, 0,
+                                         /*need_local=*/false, &view));
+      transport_->UpdateCluster(view);
+    }
+    return GrpcServer::WorkerCacheFactory(options, worker_cache);
   }
 
  private:

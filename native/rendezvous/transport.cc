@@ -14,19 +14,25 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <fstream>
 #include <functional>
 #include <mutex>
+#include <map>
 #include <set>
+#include <sys/ioctl.h>
 #include <thread>
 #include <unordered_map>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "tensorflow/core/framework/tensor.pb.h"
 #include "tensorflow/core/framework/tensor_shape.h"
@@ -42,7 +48,16 @@ using tensorflow::Tensor;
 constexpr uint32_t kHelloMagic = 0x48595247;  // "GRYH" on the wire (little-endian)
 constexpr uint32_t kRequestMagic = 0x51595247;   // "GRYQ"
 constexpr uint32_t kResponseMagic = 0x53595247;  // "GRYS"
-constexpr uint16_t kProtocolVersion = 1;
+constexpr uint32_t kChunkMagic = 0x43595247;     // "GRYC": a piece of a chunked response (kind 3)
+constexpr uint32_t kHelloAckMagic = 0x41595247;  // "GRYA": the producer names itself after a hello
+// 2 (issue 14): requests carry the urgency rank; raw responses may come in chunks (kind 3).
+// 3 (issue 16): the hello names the task it is for, and the producer answers it (ack or refusal),
+// so a consumer can try a task's data-port candidates (DataPortCandidate) until it finds that task.
+constexpr uint16_t kProtocolVersion = 3;
+// Data-port candidates per task: the first that is free when the task starts is its data port.
+constexpr int kDataPortCandidates = 8;
+// How long a consumer waits for a producer's answer to its hello before it tries the next candidate.
+constexpr int kHelloAckTimeoutSeconds = 5;
 constexpr uint32_t kMaxKeyBytes = 64 * 1024;
 constexpr uint32_t kMaxTaskBytes = 1024;
 constexpr uint32_t kMaxDims = 254;  // TensorShape's own limit
@@ -56,7 +71,13 @@ std::atomic<int> g_accepted{0};
 constexpr int kHelloTimeoutSeconds = 10;
 // Responses up to this size are written by the thread that produced them when the socket is idle.
 constexpr int64_t kInlineResponseBytes = 64 * 1024;
-constexpr uint8_t kRaw = 0, kProto = 1, kError = 2;
+constexpr uint8_t kRaw = 0, kProto = 1, kError = 2, kRawChunked = 3;
+// Urgency order: while at least a request header more is already readable on a connection, the
+// producer holds its writes, so the responses of a burst of requests are ordered together instead
+// of the first being sent before the rest are read. Bounded, so a stream of requests cannot
+// hold the responses back for long.
+constexpr uint32_t kRequestHeadBytes = 28;
+constexpr int kMaxHeldRequests = 256;
 // An error response with this id (never a request's: ids start at 1) answers the hello: the producer
 // refuses the connection (the task is not in its cluster spec, or not at that address) and closes.
 constexpr uint64_t kRefusalId = 0;
@@ -65,6 +86,15 @@ constexpr int kConnectAttempts = 8;
 constexpr int kFirstBackoffMs = 25;
 // A connect that failed this recently fails the next request at once instead of retrying again.
 constexpr auto kFailFastWindow = std::chrono::milliseconds(1000);
+
+// The i-th data-port candidate of a task whose first candidate is `first` (its gRPC port + offset).
+// A task listens on the first free one; consumers try them in order and the producer's answer to
+// the hello says whose port they reached. The stride (a prime) keeps the candidates of tasks with
+// adjacent gRPC ports (2222, 2223, ...) apart; wraps within 1024..65535.
+int DataPortCandidate(int first, int i) {
+  constexpr int kStride = 1009, kLow = 1024, kSpan = 65536 - 1024;
+  return kLow + ((first - kLow + i * kStride) % kSpan + kSpan) % kSpan;
+}
 // Keepalive: a peer silent for kKeepIdleSeconds gets kKeepCount probes kKeepIntervalSeconds apart;
 // none answered -> the flow fails (about 10 s in all). The consumer also bounds how long a request
 // may wait for its ACK (TCP_USER_TIMEOUT), the producer does not: see MarkSocket.
@@ -86,6 +116,20 @@ std::atomic<int> g_priority[kMaxClasses] = {6, 0, 2, 2, 2, 2, 2, 2};
 // Request ids are unique in the process, not per connection: a request (or its response) left over
 // from a connection that failed can never match a receive on the connection that replaced it.
 std::atomic<uint64_t> g_next_request_id{1};
+
+std::atomic<ResponseOrder> g_order{ResponseOrder::kUrgency};
+std::atomic<int64_t> g_chunk_bytes{kDefaultChunkBytes};
+
+std::mutex g_arrivals_mu;
+std::vector<ArrivalRecord>* g_arrivals = new std::vector<ArrivalRecord>;
+int64_t g_arrivals_capacity = 0;  // under g_arrivals_mu
+std::atomic<bool> g_arrivals_on{false};
+
+void LogArrival(const ArrivalRecord& a) {
+  if (!g_arrivals_on.load(std::memory_order_relaxed)) return;
+  std::lock_guard<std::mutex> l(g_arrivals_mu);
+  if (static_cast<int64_t>(g_arrivals->size()) < g_arrivals_capacity) g_arrivals->push_back(a);
+}
 
 int64_t NowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -125,6 +169,9 @@ struct FlowCounters {
   // binding): what the pass could not trace, plus tensors that carry no parameter at all. They
   // take the map_table's default class; these counters make a model that defeats the pass visible.
   std::atomic<uint64_t> unresolved_bytes{0}, unresolved_messages{0};
+  // producer (issue 14): ns spent in the ordered queue's code (insert, pick), chunk frames sent, and
+  // preemptions: a chunked response sent in part went back to the queue and another went next.
+  std::atomic<uint64_t> order_ns{0}, chunks_sent{0}, preemptions{0};
   std::atomic<int> dscp{-1};
   std::atomic<int> local_port{0}, peer_port{0};
 };
@@ -391,6 +438,15 @@ class PendingRecv : public RecvHandle {
 
   tensorflow::Allocator* const allocator_;
   bool unresolved_ = false;  // the key's edge carries no parameter id (counted per flow)
+  int32_t rank_ = kUnranked;  // urgency rank sent with the request
+  int64_t param_id_ = -1;
+  int cls_ = 0;
+  // A chunked response (kind 3) being reassembled; touched by the flow's reader thread only. The
+  // tensor's buffer stays referenced here, so chunks may land in it even after an abort.
+  bool chunked_ = false;
+  bool is_dead_ = false;
+  Tensor tensor_;
+  uint64_t expected_ = 0, received_ = 0, wire_bytes_ = 0;
   std::shared_ptr<FlowCounters> counters_;
   std::weak_ptr<ClientConn> conn_;
   uint64_t id_ = 0;
@@ -447,10 +503,11 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
       return;
     }
     std::string frame;
-    frame.reserve(24 + key.size());
+    frame.reserve(kRequestHeadBytes + key.size());
     Put<uint32_t>(&frame, kRequestMagic);
     Put<uint64_t>(&frame, p->id_);
     Put<int64_t>(&frame, step_id);
+    Put<int32_t>(&frame, p->rank_);
     Put<uint32_t>(&frame, static_cast<uint32_t>(key.size()));
     frame += key;
     iovec iov{frame.data(), frame.size()};
@@ -481,6 +538,12 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
   }
 
  private:
+  std::shared_ptr<PendingRecv> Find(uint64_t id) {
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = pending_.find(id);
+    return it == pending_.end() ? nullptr : it->second;
+  }
+
   std::shared_ptr<PendingRecv> Take(uint64_t id) {
     std::lock_guard<std::mutex> l(mu_);
     auto it = pending_.find(id);
@@ -541,6 +604,7 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
     uint64_t id;
     uint8_t head[4];
     if (!Get(fd_, &magic, error)) return false;
+    if (magic == kChunkMagic) return ReadChunk(error);
     if (magic != kResponseMagic) {
       *error = absl::StrCat("malformed frame (bad magic 0x", absl::Hex(magic), ")");
       return false;
@@ -549,9 +613,11 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
     const uint8_t kind = head[0];
     const bool is_dead = head[1] != 0;
     uint64_t header_bytes = 16;
-    std::shared_ptr<PendingRecv> p = Take(id);
-    *taken = p;
-    if (p != nullptr) counters_->queue_ns += NowNs() - p->start_ns_;
+    // A chunked response stays pending until its last chunk (so a broken flow fails it with the
+    // rest); any other frame is whole once its body is read.
+    std::shared_ptr<PendingRecv> p = kind == kRawChunked ? Find(id) : Take(id);
+    if (kind != kRawChunked) *taken = p;
+    if (p != nullptr && kind != kRawChunked) counters_->queue_ns += NowNs() - p->start_ns_;
     absl::Status status;
     Tensor tensor;
     uint64_t payload = 0;
@@ -576,7 +642,7 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
       // (ClusterCoordinator tells a failed PS from a failed worker by it).
       if (msg.find("error information from remote target") == std::string::npos) msg += PeerTag(peer_);
       status = absl::Status(static_cast<absl::StatusCode>(code), msg);
-    } else if (kind == kRaw) {
+    } else if (kind == kRaw || kind == kRawChunked) {
       uint32_t dtype, ndims;
       if (!Get(fd_, &dtype, error) || !Get(fd_, &ndims, error)) return false;
       if (!tensorflow::DataType_IsValid(static_cast<int>(dtype)) || dtype == 0 ||
@@ -596,6 +662,7 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
         *error = absl::StrCat("malformed tensor frame (", nbytes, " bytes do not match the shape)");
         return false;
       }
+      if (kind == kRawChunked) return StartChunked(id, p, dt, shape, nbytes, is_dead, header_bytes, error);
       payload = nbytes;
       if (p != nullptr && !p->finished()) {
         tensor = Tensor(p->allocator_, dt, shape);
@@ -642,8 +709,91 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
       counters_->unresolved_bytes += header_bytes + payload;
       counters_->unresolved_messages += 1;
     }
-    if (p != nullptr) p->Finish(status, tensor, is_dead);
+    if (p != nullptr) {
+      if (status.ok() && !p->finished()) LogArrival({NowNs(), p->rank_, p->param_id_, payload, cls_});
+      p->Finish(status, tensor, is_dead);
+    }
     return true;
+  }
+
+  // The head of a chunked response: allocates the tensor; its bytes come in chunk frames, each read
+  // straight into the buffer at its offset (zero copy, as for a whole response).
+  bool StartChunked(uint64_t id, const std::shared_ptr<PendingRecv>& p, tensorflow::DataType dt,
+                    const tensorflow::TensorShape& shape, uint64_t nbytes, bool is_dead, uint64_t header_bytes,
+                    std::string* error) {
+    counters_->bytes_received += header_bytes;
+    if (p == nullptr || p->finished()) return true;  // aborted: its chunks are discarded as they come
+    if (p->chunked_) {
+      *error = absl::StrCat("malformed frame (a second chunked head for request ", id, ")");
+      return false;
+    }
+    Tensor tensor(p->allocator_, dt, shape);
+    if (!tensor.IsInitialized()) {
+      Take(id);  // its chunks then find no receive and are discarded
+      p->Finish(absl::ResourceExhaustedError(absl::StrCat("Geryon data plane: cannot allocate ", nbytes,
+                                                          " bytes for a tensor from ", peer_)),
+                Tensor(), false);
+      return true;
+    }
+    p->chunked_ = true;
+    p->is_dead_ = is_dead;
+    p->tensor_ = std::move(tensor);
+    p->expected_ = nbytes;
+    p->received_ = 0;
+    p->wire_bytes_ = header_bytes;
+    if (nbytes == 0) CompleteChunked(p);
+    return true;
+  }
+
+  // "GRYC" u64 id, u64 offset, u32 len, bytes. A chunk of a receive that is unknown here (aborted,
+  // or failed to allocate) is read and dropped; one out of sequence breaks the flow (TCP keeps a
+  // connection's bytes in order, so that is a broken peer).
+  bool ReadChunk(std::string* error) {
+    // The rest of the chunk's header in one read (one recv per chunk instead of three).
+    char head[20];
+    if (!ReadFull(fd_, head, sizeof(head), error)) return false;
+    uint64_t id, offset;
+    uint32_t len;
+    std::memcpy(&id, head, 8);
+    std::memcpy(&offset, head + 8, 8);
+    std::memcpy(&len, head + 16, 4);
+    if (len == 0 || len > static_cast<uint64_t>(kMaxChunkBytes)) {
+      *error = absl::StrCat("malformed chunk frame (", len, " bytes)");
+      return false;
+    }
+    counters_->bytes_received += 24 + len;
+    std::shared_ptr<PendingRecv> p = Find(id);
+    if (p != nullptr && !p->finished() && !p->chunked_) {
+      *error = absl::StrCat("malformed chunk frame (request ", id, " has no chunked head)");
+      return false;
+    }
+    if (p == nullptr || p->finished()) return Discard(fd_, len, error);
+    if (offset != p->received_ || len > p->expected_ - p->received_) {
+      *error = absl::StrCat("malformed chunk frame (request ", id, ": ", len, " bytes at offset ", offset, ", ",
+                            p->received_, " of ", p->expected_, " received)");
+      return false;
+    }
+    // An abort meanwhile only finishes the receive: the buffer stays alive in p->tensor_.
+    char* at = const_cast<char*>(p->tensor_.tensor_data().data()) + offset;
+    if (!ReadFull(fd_, at, len, error)) return false;  // p is still pending: the flow's failure ends it
+    p->received_ += len;
+    p->wire_bytes_ += 24 + len;
+    if (p->received_ == p->expected_) CompleteChunked(p);
+    return true;
+  }
+
+  void CompleteChunked(const std::shared_ptr<PendingRecv>& p) {
+    Take(p->id_);
+    counters_->queue_ns += NowNs() - p->start_ns_;
+    counters_->messages_received += 1;
+    if (p->unresolved_) {
+      counters_->unresolved_bytes += p->wire_bytes_;
+      counters_->unresolved_messages += 1;
+    }
+    Tensor tensor = std::move(p->tensor_);
+    p->tensor_ = Tensor();
+    if (!p->finished()) LogArrival({NowNs(), p->rank_, p->param_id_, p->expected_, cls_});
+    p->Finish(absl::OkStatus(), tensor, p->is_dead_);
   }
 
   const int fd_;
@@ -675,18 +825,31 @@ struct Response {
   Tensor tensor;
   bool is_dead;
   int64_t enqueued_ns;
-  // The frame as it goes out: `head`, then the tensor's own bytes (or `proto_bytes`); `sent` of
-  // them are on the wire already.
+  // Place in the connection's queue: (rank, seq) in urgency order, (0, seq) in arrival order,
+  // fixed when it is queued; seq counts responses per connection, so ties keep arrival order.
+  int64_t key_rank = 0;
+  uint64_t seq = 0;
+  // The response as it goes out: `head`, then the tensor's own bytes (or `proto_bytes`). A chunked
+  // response (kind 3) sends `head` alone, then chunk frames of at most `chunk_bytes` payload bytes.
   bool encoded = false;
   std::string head, proto_bytes;
   bool raw_payload = false;  // the payload is the tensor's buffer (else proto_bytes, maybe empty)
-  size_t sent = 0;
+  bool chunked = false;
+  size_t chunk_bytes = 0;
+  bool head_sent = false;    // the head's frame is complete on the wire
+  size_t payload_done = 0;   // payload bytes whose frames are complete on the wire
+  // The frame on the wire now: frame_head, then payload[frame_off, frame_off + frame_len). Once a
+  // frame is started it must be finished before anything else is written to the socket.
+  bool in_frame = false;
+  std::string frame_head;
+  size_t frame_off = 0, frame_len = 0, frame_sent = 0;
 
   // Computed each time, not stored: a view into proto_bytes would dangle once the response moves.
   absl::string_view payload() const { return raw_payload ? tensor.tensor_data() : absl::string_view(proto_bytes); }
+  bool started() const { return head_sent || in_frame; }
 };
 
-enum class WriteResult { kDone, kWouldBlock, kFailed };
+enum class WriteResult { kDone, kMore, kWouldBlock, kFailed };
 
 class ServerConn : public std::enable_shared_from_this<ServerConn> {
  public:
@@ -704,22 +867,30 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
                           });
   }
 
-  void Enqueue(uint64_t id, const absl::Status& s, const Tensor& t, bool is_dead) {
-    Response r{id, s, t, is_dead, NowNs()};
-    // A small response with nobody writing goes out now, from the thread that produced it: a hop
-    // to the writer thread costs more than the write. It never blocks that thread (often TF's own,
-    // or another flow's reader): what the socket does not take at once, the writer thread finishes.
+  void Enqueue(uint64_t id, int32_t rank, const absl::Status& s, const Tensor& t, bool is_dead) {
+    auto r = std::make_unique<Response>();
+    r->id = id;
+    r->status = s;
+    r->tensor = t;
+    r->is_dead = is_dead;
+    r->enqueued_ns = NowNs();
+    r->key_rank = CurrentResponseOrder() == ResponseOrder::kUrgency ? rank : 0;
+    // A small response with nobody writing and nothing queued goes out now, from the thread that
+    // produced it: a hop to the writer thread costs more than the write, and with nothing pending
+    // there is nothing to order it against. It never blocks that thread (often TF's own, or another
+    // flow's reader): what the socket does not take at once, the writer thread finishes.
     if (!s.ok() || !t.IsInitialized() || t.TotalBytes() <= kInlineResponseBytes) {
       std::unique_lock<std::mutex> w(write_mu_, std::try_to_lock);
       if (w.owns_lock()) {
         {
           std::lock_guard<std::mutex> l(mu_);
           if (closed_) return;
-          if (!queue_.empty()) w.unlock();
+          if (!queue_.empty() || partial_ || holding_) w.unlock();
+          else r->seq = next_seq_++;
         }
         if (w.owns_lock()) {
           std::string error;
-          WriteResult result = WriteFrom(&r, /*nonblocking=*/true, &error);
+          WriteResult result = WriteFrom(r.get(), /*nonblocking=*/true, /*one_frame=*/false, &error);
           if (result == WriteResult::kDone) return;
           if (result == WriteResult::kFailed) {
             w.unlock();
@@ -727,10 +898,11 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
             return;
           }
           {
-            // Part of it is on the wire: it must be the next thing the writer thread sends.
             std::lock_guard<std::mutex> l(mu_);
             if (closed_) return;
-            queue_.push_front(std::move(r));
+            // Part of a frame is on the wire: it must be the next thing the writer thread sends.
+            if (r->in_frame) partial_ = std::move(r);
+            else Insert(std::move(r));
           }
           cv_.notify_one();
           return;
@@ -740,17 +912,42 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
     {
       std::lock_guard<std::mutex> l(mu_);
       if (closed_) return;  // the consumer is gone: nobody waits for this tensor
-      queue_.push_back(std::move(r));
+      r->seq = next_seq_++;
+      Insert(std::move(r));
     }
     cv_.notify_one();
   }
 
  private:
+  using Key = std::pair<int64_t, uint64_t>;
+
+  // Under mu_. A std::map keyed (rank, seq): insert and pick-first are O(log n), a few hundred ns
+  // for the tens of responses a connection holds (order_ns counts the time).
+  void Insert(std::unique_ptr<Response> r) TF_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const int64_t start = NowNs();
+    Key key{r->key_rank, r->seq};
+    queue_.emplace(key, std::move(r));
+    counters_->order_ns += NowNs() - start;
+  }
+
+  // Under mu_: the frame in progress, else the most urgent queued response (nullptr: none).
+  std::unique_ptr<Response> Pick() TF_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (partial_) return std::move(partial_);
+    if (queue_.empty()) return nullptr;
+    const int64_t start = NowNs();
+    auto it = queue_.begin();
+    std::unique_ptr<Response> r = std::move(it->second);
+    queue_.erase(it);
+    counters_->order_ns += NowNs() - start;
+    return r;
+  }
+
   void Close(const std::string& why, bool log_error) {
     std::lock_guard<std::mutex> l(mu_);
     if (closed_) return;
     closed_ = true;
     queue_.clear();
+    partial_.reset();
     if (log_error) {
       LOG(ERROR) << "Geryon data plane: closing the connection from " << peer_ip_ << " ("
                  << (peer_task_.empty() ? "before its hello" : peer_task_) << "): " << why;
@@ -763,6 +960,7 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
   // Tells the consumer why it is refused, as an error frame with kRefusalId, so that its receives
   // fail with FailedPrecondition (permanent) instead of looking like a lost flow (Unavailable, which
   // TF's ClusterCoordinator retries forever). Best effort: the socket is new and the frame small.
+  // The frame's layout is the same in every protocol version, so an older consumer reads it too.
   void WriteRefusal(const std::string& local_task, const std::string& why) {
     std::string msg = absl::StrCat("Geryon data plane: ", local_task, " ", why);
     std::string frame;
@@ -777,7 +975,20 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
     (void)ignored;
   }
 
-  bool ReadHello(const ClusterView* view, std::mutex* view_mu, std::string* error, bool* refused) {
+  // Answers a hello: `u32 kHelloAckMagic, u16 n, n bytes` naming this task.
+  void WriteAck(const std::string& local_task) {
+    std::string frame;
+    Put<uint32_t>(&frame, kHelloAckMagic);
+    Put<uint16_t>(&frame, static_cast<uint16_t>(local_task.size()));
+    frame += local_task;
+    std::lock_guard<std::mutex> w(write_mu_);
+    ssize_t ignored = send(fd_, frame.data(), frame.size(), MSG_NOSIGNAL | MSG_DONTWAIT);  // new socket: fits
+    (void)ignored;
+  }
+
+  // `*not_me`: the hello is for another task (it probed this port as one of that task's candidates).
+  bool ReadHello(const ClusterView* view, std::mutex* view_mu, const std::string& local_task, std::string* error,
+                 bool* refused, bool* not_me) {
     uint32_t magic;
     uint16_t version, cls, task_len;
     if (!Get(fd_, &magic, error)) return false;
@@ -785,15 +996,39 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
       *error = absl::StrCat("malformed hello (bad magic 0x", absl::Hex(magic), ")");
       return false;
     }
-    if (!Get(fd_, &version, error) || !Get(fd_, &cls, error) || !Get(fd_, &task_len, error)) return false;
-    if (version != kProtocolVersion || cls >= kMaxClasses || task_len == 0 || task_len > kMaxTaskBytes) {
+    if (!Get(fd_, &version, error)) return false;
+    if (version != kProtocolVersion) {
+      // Another release of Geryon: refused with both versions named, before reading further (the
+      // rest of an unknown version's hello may not be laid out as ours).
+      *error = absl::StrCat("refused: the consumer speaks Geryon data-plane protocol version ", version,
+                            ", this producer speaks version ", kProtocolVersion,
+                            "; run the same Geryon release on every task");
+      *refused = true;
+      return false;
+    }
+    if (!Get(fd_, &cls, error) || !Get(fd_, &task_len, error)) return false;
+    if (cls >= kMaxClasses || task_len == 0 || task_len > kMaxTaskBytes) {
       *error = absl::StrCat("malformed hello (version ", version, ", class ", cls, ", task name of ", task_len,
                             " bytes)");
       return false;
     }
     std::string task(task_len, '\0');
     if (!ReadFull(fd_, task.data(), task_len, error)) return false;
+    uint16_t target_len;
+    if (!Get(fd_, &target_len, error)) return false;
+    if (target_len == 0 || target_len > kMaxTaskBytes) {
+      *error = absl::StrCat("malformed hello (target task name of ", target_len, " bytes)");
+      return false;
+    }
+    std::string target(target_len, '\0');
+    if (!ReadFull(fd_, target.data(), target_len, error)) return false;
+    if (target != local_task) {
+      *error = absl::StrCat("the hello is for ", target, ", not for this task");
+      *not_me = true;
+      return false;
+    }
     std::string host;
+    std::set<std::string> addresses;
     {
       std::lock_guard<std::mutex> l(*view_mu);
       auto it = view->tasks.find(task);
@@ -803,9 +1038,11 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
         return false;
       }
       host = it->second.host;
+      addresses = it->second.addresses;  // resolved when the task was learned
     }
+    if (addresses.empty()) addresses = ResolveHost(host);  // it did not resolve then: try once more
     // Only the host the cluster spec names for that task may speak for it.
-    if (ResolveHost(host).count(peer_ip_) == 0) {
+    if (addresses.count(peer_ip_) == 0) {
       *error = absl::StrCat("refused: ", task, " is at ", host, " in the cluster spec, not at ", peer_ip_);
       *refused = true;
       return false;
@@ -815,48 +1052,79 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
     return true;
   }
 
+  // Urgency order: holds the writes while the next request is already readable (see
+  // kRequestHeadBytes), so the responses of one burst are ordered together.
+  void SetHolding(bool hold) {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (holding_ == hold) return;
+      holding_ = hold;
+    }
+    if (!hold) cv_.notify_one();
+  }
+
+  bool MoreRequestsReadable() {
+    int available = 0;
+    return ioctl(fd_, FIONREAD, &available) == 0 && available >= static_cast<int>(kRequestHeadBytes);
+  }
+
   void ReadLoop(const ClusterView* view, std::mutex* view_mu, const std::string& local_task, ServeFn serve) {
     std::string error;
     timeval hello_timeout{kHelloTimeoutSeconds, 0}, none{0, 0};
     setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &hello_timeout, sizeof(hello_timeout));
-    bool refused = false;
-    if (!ReadHello(view, view_mu, &error, &refused)) {
+    bool refused = false, not_me = false;
+    if (!ReadHello(view, view_mu, local_task, &error, &refused, &not_me)) {
       if (refused) WriteRefusal(local_task, error);
-      Close(error, error != "connection closed by peer");  // a port probe that left is no error
+      if (not_me) WriteAck(local_task);  // names this task, so the consumer tries its next candidate
+      // A port probe that left, or a consumer looking for another task, is no error.
+      Close(error, error != "connection closed by peer" && !not_me);
       close(fd_);
       g_accepted -= 1;
       return;
     }
-    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof(none));  // requests may be far apart
+    // Marked before the ack, so every byte this side sends on the flow carries the class's DSCP.
     MarkSocket(fd_, cls_, /*consumer=*/false);
+    WriteAck(local_task);
+    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof(none));  // requests may be far apart
     counters_ = CountersFor("producer", local_task, peer_task_, cls_);
     counters_->connections += 1;
     counters_->dscp = DscpForClass(cls_);
     counters_->local_port = LocalPort(fd_);
     auto self = shared_from_this();
     std::thread writer([self] { self->WriteLoop(); });
+    int held = 0;
     while (true) {
       uint32_t magic, key_len;
       uint64_t id;
       int64_t step_id;
+      int32_t rank;
       if (!Get(fd_, &magic, &error)) break;
       if (magic != kRequestMagic) {
         error = absl::StrCat("malformed frame (bad magic 0x", absl::Hex(magic), ")");
         break;
       }
-      if (!Get(fd_, &id, &error) || !Get(fd_, &step_id, &error) || !Get(fd_, &key_len, &error)) break;
+      if (!Get(fd_, &id, &error) || !Get(fd_, &step_id, &error) || !Get(fd_, &rank, &error) ||
+          !Get(fd_, &key_len, &error)) {
+        break;
+      }
       if (key_len == 0 || key_len > kMaxKeyBytes) {
         error = absl::StrCat("malformed request (key of ", key_len, " bytes)");
         break;
       }
+      if (rank < 0) rank = kUnranked;  // not a rank a consumer of this version sends; no priority
       std::string key(key_len, '\0');
       if (!ReadFull(fd_, key.data(), key_len, &error)) break;
-      counters_->bytes_received += 24 + key_len;
+      counters_->bytes_received += kRequestHeadBytes + key_len;
       counters_->messages_received += 1;
-      serve(step_id, key, [self, id](const absl::Status& s, const Tensor& t, bool is_dead) {
-        self->Enqueue(id, s, t, is_dead);
+      const bool hold = CurrentResponseOrder() == ResponseOrder::kUrgency && held < kMaxHeldRequests &&
+                        MoreRequestsReadable();
+      held = hold ? held + 1 : 0;
+      SetHolding(hold);
+      serve(step_id, key, [self, id, rank](const absl::Status& s, const Tensor& t, bool is_dead) {
+        self->Enqueue(id, rank, s, t, is_dead);
       });
     }
+    SetHolding(false);
     // EOF is the consumer going away (normal at exit); anything else is worth a log line.
     Close(error, error != "connection closed by peer");
     writer.join();
@@ -867,33 +1135,47 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
   }
 
   void WriteLoop() {
+    uint64_t last_id = 0;
+    bool last_unfinished = false;  // the last frame written belonged to a response not yet done
     while (true) {
       {
         std::unique_lock<std::mutex> l(mu_);
-        cv_.wait(l, [this] { return closed_ || !queue_.empty(); });
+        cv_.wait(l, [this] { return closed_ || partial_ || (!queue_.empty() && !holding_); });
         if (closed_) return;
       }
       // Take the socket first, then the response: an inline writer that left a partly sent
-      // response at the front of the queue has finished with the socket by then.
+      // frame in partial_ has finished with the socket by then.
       std::unique_lock<std::mutex> w(write_mu_);
-      Response r;
+      std::unique_ptr<Response> r;
       {
         std::lock_guard<std::mutex> l(mu_);
         if (closed_) return;
-        if (queue_.empty()) continue;
-        r = std::move(queue_.front());
-        queue_.pop_front();
+        r = Pick();
       }
-      if (r.sent == 0) counters_->queue_ns += NowNs() - r.enqueued_ns;
+      if (r == nullptr) continue;
+      // Another response goes out while a chunked one is half sent: a preemption.
+      if (last_unfinished && r->id != last_id) counters_->preemptions += 1;
+      if (!r->started()) counters_->queue_ns += NowNs() - r->enqueued_ns;
       std::string error;
-      if (WriteFrom(&r, /*nonblocking=*/false, &error) != WriteResult::kDone) {
+      // One frame at a time: between frames the most urgent pending response is picked again.
+      WriteResult result = WriteFrom(r.get(), /*nonblocking=*/false, /*one_frame=*/true, &error);
+      if (result == WriteResult::kFailed) {
         w.unlock();
         Close(absl::StrCat("sending a response failed: ", error), true);
         return;
       }
+      last_id = r->id;
+      last_unfinished = result == WriteResult::kMore;
+      if (result == WriteResult::kMore) {
+        std::lock_guard<std::mutex> l(mu_);
+        if (closed_) return;
+        Insert(std::move(r));
+      }
     }
   }
 
+  // Encodes the head. Chunked (kind 3) when the order is urgency and the raw payload is larger
+  // than the chunk size then in force; arrival order sends every response whole, as before issue 14.
   static void Encode(Response* r) {
     r->encoded = true;
     std::string& head = r->head;
@@ -920,13 +1202,17 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
     } else if (tensorflow::DataTypeCanUseMemcpy(t.dtype())) {
       // The tensor's own buffer goes to the socket: sendmsg streams it without a copy here.
       r->raw_payload = true;
-      head += std::string{static_cast<char>(kRaw), static_cast<char>(r->is_dead ? 1 : 0), 0, 0};
+      const size_t nbytes = t.tensor_data().size();
+      r->chunk_bytes = static_cast<size_t>(ChunkBytes());
+      r->chunked = CurrentResponseOrder() == ResponseOrder::kUrgency && nbytes > r->chunk_bytes;
+      head += std::string{static_cast<char>(r->chunked ? kRawChunked : kRaw),
+                          static_cast<char>(r->is_dead ? 1 : 0), 0, 0};
       Put<uint32_t>(&head, static_cast<uint32_t>(t.dtype()));
       Put<uint32_t>(&head, static_cast<uint32_t>(t.dims()));
       for (int i = 0; i < t.dims(); ++i) Put<int64_t>(&head, t.dim_size(i));
-      Put<uint64_t>(&head, t.tensor_data().size());
+      Put<uint64_t>(&head, nbytes);
     } else {
-      // Strings, variants, resources: TF's own encoding.
+      // Strings, variants, resources: TF's own encoding, always whole.
       tensorflow::TensorProto proto;
       t.AsProtoTensorContent(&proto);
       proto.SerializeToString(&r->proto_bytes);
@@ -935,36 +1221,76 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
     }
   }
 
-  // Sends what is left of `r`. Non-blocking: stops with kWouldBlock when the socket is full.
-  WriteResult WriteFrom(Response* r, bool nonblocking, std::string* error) {
+  // Sets up the next frame of `r`: the head (with the whole payload unless chunked; with the first
+  // chunk when chunked, so a chunked response's first write is one frame pair), else the next chunk.
+  static void NextFrame(Response* r) {
+    const size_t total = r->payload().size();
+    r->in_frame = true;
+    r->frame_sent = 0;
+    r->frame_off = r->payload_done;
+    r->frame_head.clear();
+    if (!r->head_sent) {
+      r->frame_head = r->head;
+      if (!r->chunked) {
+        r->frame_len = total;
+        return;
+      }
+    }
+    r->frame_len = std::min(r->chunk_bytes, total - r->payload_done);
+    Put<uint32_t>(&r->frame_head, kChunkMagic);
+    Put<uint64_t>(&r->frame_head, r->id);
+    Put<uint64_t>(&r->frame_head, static_cast<uint64_t>(r->frame_off));
+    Put<uint32_t>(&r->frame_head, static_cast<uint32_t>(r->frame_len));
+  }
+
+  // Sends frames of `r`: all that is left, or (one_frame) the current or next frame only, then
+  // kMore if more remain. Non-blocking: stops with kWouldBlock when the socket is full (in_frame
+  // then says whether a frame is half on the wire).
+  WriteResult WriteFrom(Response* r, bool nonblocking, bool one_frame, std::string* error) {
     if (!r->encoded) Encode(r);
     const absl::string_view payload = r->payload();
-    const size_t total = r->head.size() + payload.size();
-    while (r->sent < total) {
-      iovec iov[2];
-      int iovcnt = 0;
-      if (r->sent < r->head.size()) {
-        iov[iovcnt++] = iovec{r->head.data() + r->sent, r->head.size() - r->sent};
-        if (!payload.empty()) iov[iovcnt++] = iovec{const_cast<char*>(payload.data()), payload.size()};
-      } else {
-        size_t done = r->sent - r->head.size();
-        iov[iovcnt++] = iovec{const_cast<char*>(payload.data()) + done, payload.size() - done};
+    while (true) {
+      if (!r->in_frame) NextFrame(r);
+      const size_t frame_total = r->frame_head.size() + r->frame_len;
+      while (r->frame_sent < frame_total) {
+        iovec iov[2];
+        int iovcnt = 0;
+        const size_t fh = r->frame_head.size();
+        if (r->frame_sent < fh) {
+          iov[iovcnt++] = iovec{r->frame_head.data() + r->frame_sent, fh - r->frame_sent};
+          if (r->frame_len > 0) {
+            iov[iovcnt++] = iovec{const_cast<char*>(payload.data()) + r->frame_off, r->frame_len};
+          }
+        } else {
+          size_t done = r->frame_sent - fh;
+          iov[iovcnt++] = iovec{const_cast<char*>(payload.data()) + r->frame_off + done, r->frame_len - done};
+        }
+        msghdr msg{};
+        msg.msg_iov = iov;
+        msg.msg_iovlen = iovcnt;
+        ssize_t n = sendmsg(fd_, &msg, MSG_NOSIGNAL | (nonblocking ? MSG_DONTWAIT : 0));
+        if (n < 0) {
+          if (errno == EINTR) continue;
+          if (nonblocking && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            if (r->frame_sent == 0) r->in_frame = false;  // nothing of it went out: restart it later
+            return WriteResult::kWouldBlock;
+          }
+          *error = ErrnoText(errno);
+          return WriteResult::kFailed;
+        }
+        r->frame_sent += static_cast<size_t>(n);
+        counters_->bytes_sent += static_cast<uint64_t>(n);  // as it goes: shows a long response's progress
       }
-      msghdr msg{};
-      msg.msg_iov = iov;
-      msg.msg_iovlen = iovcnt;
-      ssize_t n = sendmsg(fd_, &msg, MSG_NOSIGNAL | (nonblocking ? MSG_DONTWAIT : 0));
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        if (nonblocking && (errno == EAGAIN || errno == EWOULDBLOCK)) return WriteResult::kWouldBlock;
-        *error = ErrnoText(errno);
-        return WriteResult::kFailed;
+      r->in_frame = false;
+      if (r->chunked) counters_->chunks_sent += 1;  // every frame of a chunked response is one chunk
+      r->head_sent = true;
+      r->payload_done = r->frame_off + r->frame_len;
+      if (r->payload_done >= payload.size()) {
+        counters_->messages_sent += 1;
+        return WriteResult::kDone;
       }
-      r->sent += static_cast<size_t>(n);
+      if (one_frame) return WriteResult::kMore;
     }
-    counters_->bytes_sent += total;
-    counters_->messages_sent += 1;
-    return WriteResult::kDone;
   }
 
   const int fd_;
@@ -975,15 +1301,21 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
   std::mutex write_mu_;  // whoever writes to the socket holds it (writer thread or Enqueue)
   std::mutex mu_;
   std::condition_variable cv_;
-  bool closed_ = false;
-  std::deque<Response> queue_;
+  bool closed_ TF_GUARDED_BY(mu_) = false;
+  bool holding_ TF_GUARDED_BY(mu_) = false;  // see SetHolding
+  uint64_t next_seq_ TF_GUARDED_BY(mu_) = 0;
+  std::map<Key, std::unique_ptr<Response>> queue_ TF_GUARDED_BY(mu_);
+  std::unique_ptr<Response> partial_ TF_GUARDED_BY(mu_);  // a frame half on the wire: goes next
 };
 
 // ---- the transport -----------------------------------------------------------------------------
 
 class TcpTransport : public Transport {
  public:
-  TcpTransport(ClusterView view, int listen_fd) : view_(std::move(view)), listen_fd_(listen_fd) {}
+  TcpTransport(ClusterView view, int listen_fd) : view_(std::move(view)), listen_fd_(listen_fd) {
+    for (auto& [task, peer] : view_.tasks) peer.addresses = ResolveHost(peer.host);
+    RebuildAllowed();
+  }
 
   absl::Status Start(ServeFn serve) override {
     serve_ = std::move(serve);
@@ -1003,15 +1335,40 @@ class TcpTransport : public Transport {
   }
 
   void UpdateCluster(const ClusterView& view) override {
+    std::map<std::string, PeerAddress> learned;
+    {
+      std::lock_guard<std::mutex> l(view_mu_);
+      for (const auto& [task, peer] : view.tasks) {
+        if (task == view_.local_task) continue;  // our own data port is the one we listen on
+        auto it = view_.tasks.find(task);
+        if (it == view_.tasks.end() || it->second.host != peer.host || it->second.data_port != peer.data_port) {
+          learned[task] = peer;
+        }
+      }
+    }
+    if (learned.empty()) return;  // the usual case: a session of the same cluster
+    // Resolved here, once per learned task, without the lock: DNS may be slow.
+    for (auto& [task, peer] : learned) peer.addresses = ResolveHost(peer.host);
     std::lock_guard<std::mutex> l(view_mu_);
-    view_.tasks = view.tasks;
+    for (auto& [task, peer] : learned) {
+      LOG(INFO) << "Geryon data plane: " << view_.local_task << " learned " << task << " at " << peer.host << ":"
+                << peer.data_port;
+      view_.tasks[task] = std::move(peer);
+    }
+    RebuildAllowed();
   }
 
   std::shared_ptr<RecvHandle> Recv(const std::string& peer_task, int cls, int64_t step_id, const std::string& key,
                                    tensorflow::Allocator* allocator, RecvDone done) override {
     auto p = std::make_shared<PendingRecv>(allocator, std::move(done));
-    p->unresolved_ = ResolveParamId(EdgeOfKey(key)) < 0;
+    // Class (chosen by the rendezvous) and rank come from the same table; the rank travels in the
+    // request, so the producer orders by what this consumer's table says.
+    const EdgeInfo edge = LookupEdge(EdgeOfKey(key));
+    p->unresolved_ = edge.param_id < 0;
+    p->rank_ = edge.rank;
+    p->param_id_ = edge.param_id;
     if (cls < 0 || cls >= kMaxClasses) cls = kMaxClasses - 1;
+    p->cls_ = cls;
     absl::Status s;
     std::shared_ptr<ClientConn> conn = Connection(peer_task, cls, &s);
     if (!s.ok()) {
@@ -1025,7 +1382,9 @@ class TcpTransport : public Transport {
  private:
   struct Slot {
     std::mutex mu;  // one connect at a time per flow
+    absl::StatusCode failure_code = absl::StatusCode::kUnavailable;  // kFailedPrecondition: refused
     std::shared_ptr<ClientConn> conn;
+    std::string dialed;  // host:port of `conn` (a task learned at a new address is redialed)
     std::chrono::steady_clock::time_point failed_at{};
     std::string failure;
   };
@@ -1049,77 +1408,180 @@ class TcpTransport : public Transport {
       slot = s.get();
     }
     std::lock_guard<std::mutex> l(slot->mu);
+    const std::string address = absl::StrCat(peer.host, ":", peer.data_port);
+    if (slot->dialed != address) {
+      // A restarted coordinator or task at a new address: forget the old flow and its failure.
+      slot->conn.reset();
+      slot->failure.clear();
+    }
     if (slot->conn && !slot->conn->broken()) return slot->conn;
     auto now = std::chrono::steady_clock::now();
     if (!slot->failure.empty() && now - slot->failed_at < kFailFastWindow) {
-      *status = absl::UnavailableError(slot->failure);
+      *status = absl::Status(slot->failure_code, slot->failure);
       return nullptr;
     }
     auto counters = CountersFor("consumer", local_task, peer_task, cls);
     std::string error;
-    int fd = Dial(peer, cls, local_task, &error);
+    int port = 0;
+    bool refused = false;
+    int fd = Dial(peer, cls, local_task, &error, &port, &refused);
+    if (fd < 0 && refused) {
+      // The task itself refused us (not in its cluster, another protocol version): permanent, as on
+      // gRPC, so that ClusterCoordinator does not retry it as a lost worker.
+      slot->failure = absl::StrCat(error, PeerTag(peer_task));
+      slot->failure_code = absl::StatusCode::kFailedPrecondition;
+      slot->failed_at = now;
+      slot->dialed = address;
+      counters->errors += 1;
+      *status = absl::FailedPreconditionError(slot->failure);
+      return nullptr;
+    }
     if (fd < 0) {
       // "failed to connect to all addresses" is gRPC's phrase for this, which TF's own PS tests expect.
       slot->failure = absl::StrCat("Geryon data plane: cannot reach ", peer_task, " at ", peer.host, ":",
                                    peer.data_port, " (class ", cls, "): failed to connect to all addresses; last error: ",
                                    error, PeerTag(peer_task));
+      slot->failure_code = absl::StatusCode::kUnavailable;
       slot->failed_at = now;
+      slot->dialed = address;
       counters->errors += 1;
       *status = absl::UnavailableError(slot->failure);
       return nullptr;
     }
     slot->failure.clear();
+    slot->dialed = address;
     counters->connections += 1;
     counters->dscp = DscpForClass(cls);
     counters->local_port = LocalPort(fd);
-    counters->peer_port = peer.data_port;
+    counters->peer_port = port;
     slot->conn = std::make_shared<ClientConn>(fd, peer_task, cls, counters);
     slot->conn->StartReader(&threads_);
     return slot->conn;
   }
 
   // Connects with bounded retries and backoff; marks the socket before connect so the SYN carries
-  // the class's DSCP too. Returns the descriptor after the hello was sent, or -1.
-  static int Dial(const PeerAddress& peer, int cls, const std::string& local_task, std::string* error) {
+  // the class's DSCP too. Each attempt tries the task's data-port candidates in order until the
+  // producer that answers the hello is `peer.task`. Returns the descriptor (its port in `*port`),
+  // or -1: `*refused` when that task refused the hello (permanent), else nothing answered as it.
+  static int Dial(const PeerAddress& peer, int cls, const std::string& local_task, std::string* error, int* port,
+                  bool* refused) {
+    std::string hello;
+    Put<uint32_t>(&hello, kHelloMagic);
+    Put<uint16_t>(&hello, kProtocolVersion);
+    Put<uint16_t>(&hello, static_cast<uint16_t>(cls));
+    Put<uint16_t>(&hello, static_cast<uint16_t>(local_task.size()));
+    hello += local_task;
+    Put<uint16_t>(&hello, static_cast<uint16_t>(peer.task.size()));
+    hello += peer.task;
     int backoff_ms = kFirstBackoffMs;
     for (int attempt = 0; attempt < kConnectAttempts; ++attempt) {
       if (attempt > 0) {
         std::this_thread::sleep_for(std::chrono::milliseconds(backoff_ms));
         backoff_ms *= 2;
       }
-      addrinfo hints{};
-      hints.ai_socktype = SOCK_STREAM;
-      addrinfo* res = nullptr;
-      std::string port = std::to_string(peer.data_port);
-      int rc = getaddrinfo(peer.host.c_str(), port.c_str(), &hints, &res);
-      if (rc != 0) {
-        *error = absl::StrCat("cannot resolve ", peer.host, ": ", gai_strerror(rc));
-        continue;
-      }
-      int fd = -1;
-      for (addrinfo* ai = res; ai != nullptr && fd < 0; ai = ai->ai_next) {
-        fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+      for (int i = 0; i < kDataPortCandidates; ++i) {
+        const int candidate = DataPortCandidate(peer.data_port, i);
+        bool host_failed = false;
+        int fd = Connect(peer.host, candidate, cls, error, &host_failed);
+        // Refused: nobody listens there (yet), the next candidate. A host that does not resolve,
+        // answer or route fails every candidate alike: back off instead of waiting 8 times.
+        if (fd < 0 && host_failed) break;
         if (fd < 0) continue;
-        MarkSocket(fd, cls, /*consumer=*/true);
-        if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
-          *error = ErrnoText(errno);
+        iovec iov{hello.data(), hello.size()};
+        if (!WriteAll(fd, &iov, 1, error)) {
           close(fd);
-          fd = -1;
+          continue;
+        }
+        switch (ReadAnswer(fd, peer.task, candidate, error)) {
+          case Answer::kAck:
+            *port = candidate;
+            return fd;
+          case Answer::kRefused:
+            close(fd);
+            *refused = true;
+            return -1;
+          case Answer::kOther:
+            close(fd);
+            continue;
         }
       }
-      freeaddrinfo(res);
-      if (fd < 0) continue;
-      std::string hello;
-      Put<uint32_t>(&hello, kHelloMagic);
-      Put<uint16_t>(&hello, kProtocolVersion);
-      Put<uint16_t>(&hello, static_cast<uint16_t>(cls));
-      Put<uint16_t>(&hello, static_cast<uint16_t>(local_task.size()));
-      hello += local_task;
-      iovec iov{hello.data(), hello.size()};
-      if (WriteAll(fd, &iov, 1, error)) return fd;
-      close(fd);
     }
     return -1;
+  }
+
+  // A connected, marked socket to host:port, or -1 with `*error`; `*host_failed` when the failure is
+  // the host's (no resolution, timeout, unreachable), not the port's (connection refused).
+  static int Connect(const std::string& host, int port, int cls, std::string* error, bool* host_failed) {
+    addrinfo hints{};
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* res = nullptr;
+    std::string service = std::to_string(port);
+    int rc = getaddrinfo(host.c_str(), service.c_str(), &hints, &res);
+    if (rc != 0) {
+      *error = absl::StrCat("cannot resolve ", host, ": ", gai_strerror(rc));
+      *host_failed = true;
+      return -1;
+    }
+    int fd = -1;
+    bool refused = false;
+    for (addrinfo* ai = res; ai != nullptr && fd < 0; ai = ai->ai_next) {
+      fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+      if (fd < 0) continue;
+      MarkSocket(fd, cls, /*consumer=*/true);
+      if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
+        refused = refused || errno == ECONNREFUSED;
+        *error = absl::StrCat("port ", port, ": ", ErrnoText(errno));
+        close(fd);
+        fd = -1;
+      }
+    }
+    freeaddrinfo(res);
+    if (fd < 0 && !refused) *host_failed = true;
+    return fd;
+  }
+
+  enum class Answer { kAck, kRefused, kOther };
+
+  // The producer's answer to our hello: an ack naming `task` (ours), a refusal frame (`*error` is
+  // its message), or anything else (another task's ack, another program, silence) -> kOther.
+  static Answer ReadAnswer(int fd, const std::string& task, int port, std::string* error) {
+    timeval wait{kHelloAckTimeoutSeconds, 0}, none{0, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof(wait));
+    uint32_t magic;
+    std::string e;
+    Answer answer = Answer::kOther;
+    if (!Get(fd, &magic, &e)) {
+      *error = absl::StrCat("port ", port, ": no answer to the hello (", e, ")");
+    } else if (magic == kHelloAckMagic) {
+      uint16_t n = 0;
+      std::string name;
+      if (Get(fd, &n, &e) && n <= kMaxTaskBytes) {
+        name.resize(n);
+        if (!ReadFull(fd, name.data(), n, &e)) name.clear();
+      }
+      if (name == task) {
+        answer = Answer::kAck;
+      } else {
+        *error = absl::StrCat("port ", port, " is ", name.empty() ? "another task" : name, "'s, not ", task, "'s");
+      }
+    } else if (magic == kResponseMagic) {
+      // The refusal frame: u64 id (0), u8 kind (error) + 3 bytes, u32 code, u32 n, n bytes.
+      uint64_t id = 1;
+      uint32_t kind_and_pad = 0, code = 0, n = 0;
+      if (Get(fd, &id, &e) && Get(fd, &kind_and_pad, &e) && Get(fd, &code, &e) && Get(fd, &n, &e) &&
+          id == kRefusalId && n <= kMaxErrorBytes) {
+        std::string msg(n, '\0');
+        if (ReadFull(fd, msg.data(), n, &e)) {
+          *error = msg;
+          answer = Answer::kRefused;
+        }
+      }
+      if (answer != Answer::kRefused) *error = absl::StrCat("port ", port, ": a malformed answer to the hello");
+    } else {
+      *error = absl::StrCat("port ", port, " answered the hello with 0x", absl::Hex(magic), ", not Geryon's");
+    }
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof(none));
+    return answer;
   }
 
   void AcceptLoop() {
@@ -1161,20 +1623,31 @@ class TcpTransport : public Transport {
     }
   }
 
+  // Whether any task of the cluster is at `ip`: the addresses cached when the tasks were learned,
+  // plus a fresh lookup of hosts that did not resolve then (none, usually).
   bool AllowedHost(const std::string& ip) {
-    std::set<std::string> hosts;
+    std::set<std::string> unresolved;
     {
       std::lock_guard<std::mutex> l(view_mu_);
-      for (const auto& [task, peer] : view_.tasks) hosts.insert(peer.host);
+      if (allowed_.count(ip) > 0) return true;
+      for (const auto& [task, peer] : view_.tasks) {
+        if (peer.addresses.empty()) unresolved.insert(peer.host);
+      }
     }
-    for (const auto& host : hosts) {
+    for (const auto& host : unresolved) {
       if (ResolveHost(host).count(ip) > 0) return true;
     }
     return false;
   }
 
+  void RebuildAllowed() {  // with view_mu_ held (or before the accept thread runs)
+    allowed_.clear();
+    for (const auto& [task, peer] : view_.tasks) allowed_.insert(peer.addresses.begin(), peer.addresses.end());
+  }
+
   std::mutex view_mu_;
   ClusterView view_ TF_GUARDED_BY(view_mu_);
+  std::set<std::string> allowed_ TF_GUARDED_BY(view_mu_);  // every address of every task in view_
   std::map<std::string, std::unique_ptr<Slot>> slots_ TF_GUARDED_BY(view_mu_);
   const int listen_fd_;
   ServeFn serve_;  // set by Start before the accept thread exists, then only read
@@ -1239,13 +1712,112 @@ bool SetClassMarks(const int* dscp, const int* priority, int n) {
   return true;
 }
 
-std::unique_ptr<Transport> NewTcpTransport(const ClusterView& view, absl::Status* status) {
+ResponseOrder CurrentResponseOrder() { return g_order.load(std::memory_order_relaxed); }
+
+const char* ResponseOrderName(ResponseOrder order) {
+  return order == ResponseOrder::kUrgency ? "urgency" : "arrival";
+}
+
+bool SetResponseOrder(absl::string_view order, std::string* error) {
+  if (order == "urgency") {
+    g_order = ResponseOrder::kUrgency;
+  } else if (order == "arrival") {
+    g_order = ResponseOrder::kArrival;
+  } else {
+    *error = absl::StrCat("order: '", order, "' is not one of 'urgency', 'arrival'");
+    return false;
+  }
+  return true;
+}
+
+int64_t ChunkBytes() { return g_chunk_bytes.load(std::memory_order_relaxed); }
+
+bool SetChunkBytes(int64_t bytes, std::string* error) {
+  if (bytes < kMinChunkBytes || bytes > kMaxChunkBytes) {
+    *error = absl::StrCat("chunk_bytes: ", bytes, " is not in [", kMinChunkBytes, ", ", kMaxChunkBytes,
+                          "] (4 KiB to 1 GiB)");
+    return false;
+  }
+  g_chunk_bytes = bytes;
+  return true;
+}
+
+std::vector<ArrivalRecord> TakeArrivals(int64_t capacity) {
+  std::lock_guard<std::mutex> l(g_arrivals_mu);
+  std::vector<ArrivalRecord> out;
+  out.swap(*g_arrivals);
+  g_arrivals_capacity = std::max<int64_t>(0, capacity);
+  g_arrivals->reserve(static_cast<size_t>(std::min<int64_t>(g_arrivals_capacity, 1 << 16)));
+  g_arrivals_on = g_arrivals_capacity > 0;
+  return out;
+}
+
+namespace {
+// GERYON_ORDER and GERYON_CHUNK_BYTES, read when a server starts; a bad value fails the start
+// with a message naming the variable, and changes nothing.
+absl::Status OrderSettingsFromEnv() {
   std::string error;
-  int fd = Listen(view.local_data_port, &error);
+  const char* order = std::getenv("GERYON_ORDER");
+  const char* chunk = std::getenv("GERYON_CHUNK_BYTES");
+  int64_t bytes = ChunkBytes();
+  if (chunk != nullptr && (!absl::SimpleAtoi(chunk, &bytes) || bytes < kMinChunkBytes || bytes > kMaxChunkBytes)) {
+    return absl::InvalidArgumentError(absl::StrCat("Geryon data plane: GERYON_CHUNK_BYTES='", chunk,
+                                                   "' is not a whole number of bytes in [", kMinChunkBytes, ", ",
+                                                   kMaxChunkBytes, "] (4 KiB to 1 GiB)"));
+  }
+  if (order != nullptr && std::string(order) != "urgency" && std::string(order) != "arrival") {
+    return absl::InvalidArgumentError(absl::StrCat("Geryon data plane: GERYON_ORDER='", order,
+                                                   "' is not one of 'urgency', 'arrival'"));
+  }
+  if (order != nullptr) SetResponseOrder(order, &error);
+  SetChunkBytes(bytes, &error);
+  return absl::OkStatus();
+}
+}  // namespace
+
+// Why a data port may be taken: a port in the kernel's ephemeral range can be any outgoing
+// connection's local port (net.ipv4.ip_local_port_range), which no port picker reserves.
+std::string EphemeralNote(int port) {
+  std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range");
+  int low = 0, high = 0;
+  if (!(range >> low >> high) || port < low || port > high) return "";
+  return absl::StrCat("; it lies in the kernel's ephemeral range ", low, "-", high,
+                      " (net.ipv4.ip_local_port_range), where outgoing connections take local ports: pick "
+                      "gRPC ports and an offset that put data ports outside it, or reserve them with "
+                      "net.ipv4.ip_local_reserved_ports");
+}
+
+std::unique_ptr<Transport> NewTcpTransport(const ClusterView& given, absl::Status* status) {
+  *status = OrderSettingsFromEnv();
+  if (!status->ok()) return nullptr;
+  ClusterView view = given;
+  std::string error, taken;
+  int fd = -1;
+  for (int i = 0; i < kDataPortCandidates && fd < 0; ++i) {
+    const int port = DataPortCandidate(given.local_data_port, i);
+    fd = Listen(port, &error);
+    if (fd >= 0) {
+      view.local_data_port = port;
+      if (i > 0) {
+        LOG(WARNING) << "Geryon data plane: " << view.local_task << " listens on data port " << port << " (candidate "
+                     << i << "): " << taken << " taken";
+      }
+    } else if (error == strerror(EADDRINUSE)) {
+      absl::StrAppend(&taken, taken.empty() ? "" : ", ", port);
+    } else {
+      break;  // not a taken port: the next candidate would fail alike
+    }
+  }
+  if (fd < 0 && !taken.empty()) {
+    error = absl::StrCat("every candidate is taken (", taken, "; candidate i is the first + i * 1009)");
+  }
   if (fd < 0) {
+    // Reported at server start, naming the port and the rule, so it is not found later as a
+    // receive that cannot connect. Unavailable, as gRPC's own bind failure is.
     *status = absl::UnavailableError(absl::StrCat(
-        "Geryon data plane: cannot listen on port ", view.local_data_port, " for ", view.local_task, ": ", error,
-        " (the data port is the task's gRPC port + GERYON_DATA_PORT_OFFSET; pick ports or an offset so it is free)"));
+        "Geryon data plane: cannot listen on data port ", view.local_data_port, " for ", view.local_task, ": ",
+        error, " (the data port is the task's gRPC port + GERYON_DATA_PORT_OFFSET; pick ports or an offset so it ",
+        "is free, e.g. with geryon.tf.ports.free_port_pairs", EphemeralNote(view.local_data_port), ")"));
     return nullptr;
   }
   *status = absl::OkStatus();
@@ -1270,7 +1842,8 @@ std::string FlowCountersJson() {
                     ",\"messages_received\":", c.messages_received.load(), ",\"queue_ns\":", c.queue_ns.load(),
                     ",\"connections\":", c.connections.load(), ",\"errors\":", c.errors.load(),
                     ",\"aborted\":", c.aborted.load(), ",\"unresolved_bytes\":", c.unresolved_bytes.load(),
-                    ",\"unresolved_messages\":", c.unresolved_messages.load(), "}");
+                    ",\"unresolved_messages\":", c.unresolved_messages.load(), ",\"order_ns\":", c.order_ns.load(),
+                    ",\"chunks_sent\":", c.chunks_sent.load(), ",\"preemptions\":", c.preemptions.load(), "}");
   }
   return out + "]";
 }

@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,9 @@ struct PeerAddress {
   std::string task;  // "/job:ps/replica:0/task:0"
   std::string host;  // from the cluster spec
   int data_port = 0;
+  // The host's numeric addresses, resolved when the transport learns the task (not per accept or
+  // hello); the accept loop and the hello check compare a peer's address with these.
+  std::set<std::string> addresses;
 };
 
 // The cluster as the data plane needs it: every task's data address, and which hosts may connect.
@@ -65,7 +69,11 @@ class Transport {
   virtual ~Transport() = default;
   // Starts serving requests from peers with `serve`.
   virtual absl::Status Start(ServeFn serve) = 0;
-  // Replaces the cluster (UpdateServerDef); existing flows to tasks still present stay.
+  // Learns the tasks of `view` (the server's own cluster on UpdateServerDef, or a session's cluster
+  // when TF makes that session's worker cache: e.g. the coordinator that joins as "chief" through
+  // the eager context's server-def update). Tasks are added, or replaced where their address
+  // changed (their flows are redialed); tasks not in `view` stay, since other sessions may still
+  // use them; the local task's own entry never changes.
   virtual void UpdateCluster(const ClusterView& view) = 0;
   // Asks `peer_task` for tensor `key` of `step_id` on the flow of class `cls`; the tensor is
   // allocated with `allocator` and the bytes are read from the socket straight into it.
@@ -76,6 +84,38 @@ class Transport {
 
 // TCP backend. The object lives as long as the process (TF servers are never destroyed cleanly).
 std::unique_ptr<Transport> NewTcpTransport(const ClusterView& view, absl::Status* status);
+
+// Order inside a class (issue 14): how each producer connection picks its next response.
+//   kUrgency: the pending response with the lowest urgency rank (the map_table's consumption
+//             order) first, then arrival; responses above the chunk size go out in chunks, and a
+//             more urgent response that becomes ready preempts at the next chunk boundary.
+//   kArrival: first ready, first sent, each response whole (the data plane before issue 14).
+// Per process; GERYON_ORDER sets it at start, SetResponseOrder (op GeryonSetOrder) at run time.
+enum class ResponseOrder { kUrgency, kArrival };
+ResponseOrder CurrentResponseOrder();
+const char* ResponseOrderName(ResponseOrder order);
+// Returns false with `*error` naming the field and what is allowed; changes nothing then.
+bool SetResponseOrder(absl::string_view order, std::string* error);
+
+// Chunk size of a response sent in urgency order: the preemption granularity. Default 256 KiB,
+// GERYON_CHUNK_BYTES at start, SetChunkBytes at run time; allowed kMinChunkBytes..kMaxChunkBytes.
+inline constexpr int64_t kDefaultChunkBytes = 256 * 1024;
+inline constexpr int64_t kMinChunkBytes = 4 * 1024;
+inline constexpr int64_t kMaxChunkBytes = int64_t{1} << 30;
+int64_t ChunkBytes();
+bool SetChunkBytes(int64_t bytes, std::string* error);
+
+// The order in which receives completed on this process's consumer flows (for benches and
+// tests): Take returns what was logged since the last call and then logs up to `capacity`
+// further completions (0: stop logging). Off by default; costs one relaxed load per receive then.
+struct ArrivalRecord {
+  int64_t t_ns;      // steady clock, when the last byte was in the tensor
+  int32_t rank;      // urgency rank the request carried (kUnranked: no parameter)
+  int64_t param_id;  // -1: none
+  uint64_t bytes;    // payload bytes
+  int cls;
+};
+std::vector<ArrivalRecord> TakeArrivals(int64_t capacity);
 
 // Per-flow counters of every transport in this process, as JSON (a list of objects).
 std::string FlowCountersJson();

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from geryon.threshold.calibration import KNOBS, load_knobs
+from geryon.threshold.calibration import KNOBS, knobs_document, load_knobs
 
 pytest.importorskip("tensorflow")
 
@@ -61,7 +61,9 @@ def test_ps_costs_small_is_read_by_load_knobs(tmp_path: Path) -> None:
     assert meta["runs"] == 1 and meta["repeats"] == 5 and meta["per_slice_includes_per_message"] is True
 
 
-@pytest.mark.parametrize("script", ["bench_tf_order.py", "bench_ps_costs.py", "bench_incluster.py"])
+@pytest.mark.parametrize(
+    "script", ["bench_tf_order.py", "bench_ps_costs.py", "bench_incluster.py", "bench_step_cost.py"]
+)
 def test_bad_flags_exit_2(script: str) -> None:
     done = _run(script, "--runs", "0")
     assert done.returncode == 2 and "--runs" in done.stderr
@@ -78,3 +80,34 @@ def test_incluster_small(tmp_path: Path) -> None:
     run = json.loads(out.read_text())["runs"][0]
     assert run["c_cluster_s"] > 0 and run["c_alone_s"] > 0 and run["steps_traced"] >= 3
     assert set(run["layers"]) == set(run["layers_alone"]) == {"conv1_1", "conv2_1", "fc1", "logits"}
+
+
+def test_step_cost_small_is_added_to_the_calibration(tmp_path: Path) -> None:
+    calibration = tmp_path / "costs.json"
+    knobs = {
+        "aggregate_s_per_byte": 1.4e-10,
+        "update_s_per_byte": 3.2e-10,
+        "per_message_s": 9e-5,
+        "per_slice_s": 1.4e-4,
+        "loopback_s_per_byte": 7e-10,
+    }
+    calibration.write_text(json.dumps(knobs_document(knobs, {"runs": 1})))
+    out = tmp_path / "step.json"
+    done = _run(
+        "bench_step_cost.py",
+        *("--runs", "1", "--seconds", "3", "--workers", "1", "--ps", "1"),
+        *("--calibration", str(calibration), "--out", str(out)),
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    got = load_knobs(calibration)
+    assert {k: got[k] for k in KNOBS} == knobs  # the PS costs are kept as they were
+    # A round of the demo's chief with (almost) no compute: between 0.1 ms and 1 s on any machine.
+    assert 1e-4 < got["step_fixed_s"] < 1.0
+    meta = json.loads(calibration.read_text())["meta"]
+    assert meta["runs"] == 1 and len(meta["step_fixed"]["runs"]) == 1
+    run = meta["step_fixed"]["runs"][0]
+    assert run["fixed_ms"] == pytest.approx(got["step_fixed_s"] * 1e3)
+    assert run["r0_ms"] - run["transfer_ms"] == pytest.approx(run["fixed_ms"])
+    assert json.loads(out.read_text())["step_fixed_s"] == got["step_fixed_s"]
+    missing = _run("bench_step_cost.py", "--calibration", str(tmp_path / "none.json"))
+    assert missing.returncode == 2 and "--calibration" in missing.stderr

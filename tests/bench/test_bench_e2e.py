@@ -74,6 +74,8 @@ def test_sweeps_plan_one_run_per_point(e2e: ModuleType) -> None:
         (["--sweep-workers", "1,,4"], "argument --sweep-workers: '1,,4': expected a comma-separated list"),
         (["--sweep-slices", "1MiB,x"], "argument --sweep-slices: invalid size 'x'"),
         (["--no-targets"], "--no-targets: nothing left to run"),
+        (["--background", "fast"], "argument --background: 'fast' is not a rate"),
+        (["--chunk-size", "x"], "argument --chunk-size: invalid size 'x'"),
     ],
 )
 def test_bad_flags_exit_2_naming_the_flag(
@@ -85,12 +87,31 @@ def test_bad_flags_exit_2_naming_the_flag(
     assert message in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--model", "nope"], "--model 'nope'"),
+        (["--modes", "geryon,turbo"], "--modes: unknown mode 'turbo'"),
+        (["--chunk-size", "1KiB"], "--chunk-size 1024: expected an integer in 4096..1073741824"),
+        (["--background", "400mbit"], "--background 400000000: expected an integer in 1000000..200000000"),
+        (["--second-job", "lenet"], "--second-job 'lenet': model must be one of"),
+    ],
+)
 def test_a_bad_runner_knob_exits_2_before_any_run(
-    e2e: ModuleType, capsys: pytest.CaptureFixture[str]
+    e2e: ModuleType, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
 ) -> None:
     pytest.importorskip("geryon.demo.runner")
-    assert e2e.main(["--model", "nope", "--out", "/nonexistent/never-written.json"]) == 2
-    assert "--model 'nope'" in capsys.readouterr().err
+    assert e2e.main([*argv, "--out", "/nonexistent/never-written.json"]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_paired_only_with_a_second_job_plans_one_targets_run(e2e: ModuleType) -> None:
+    args = e2e.parse_args(
+        ["--modes", "geryon,paper,endhost", "--second-job", "vggmini:16", "--background", "none"]
+    )
+    ((section, _, overrides),) = e2e.plan(args)
+    assert section == "targets" and overrides["modes"] == "geryon,paper,endhost"
+    assert overrides["second_job"] == "vggmini:16" and overrides["background_bits"] == 0
 
 
 def test_target_rows_say_met_and_not_met(e2e: ModuleType) -> None:

@@ -27,7 +27,7 @@ STEPS = {
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
-SIZES = {"timeline.png": (560, 1000), "sweep": (480, 900)}  # rows x columns; the rest 7 x 4.2 in
+SIZES = {"timeline.png": (560, 1380), "sweep": (480, 900)}  # rows x columns; the rest 7 x 4.2 in
 
 
 def read_png(path: Path, kind: str | None = None) -> np.ndarray:
@@ -107,7 +107,7 @@ def test_an_empty_result_writes_every_chart_over_old_ones(tmp_path: Path) -> Non
 def test_the_timeline_draws_the_predicted_rows(tmp_path: Path) -> None:
     res = with_timeline(result(STEPS), [0.5])
     why, panels = timeline_panels(res)
-    assert why == "" and list(panels) == ["ps", "geryon"]
+    assert why == "" and list(panels) == ["ps", "paper", "geryon"]
     rows = panels["geryon"]["rows"]
     assert [r["param"] for r in rows] == [p.name for p in three_layers().params]
     assert [r["class"] for r in rows] == [0, 0, 0, 1]  # urgency > 0.5: class 0

@@ -93,6 +93,12 @@ def test_every_mode_completes_with_consistent_numbers(quick: dict[str, Any]) -> 
         assert paired["rotation"] == ["geryon", "paper", "endhost"] and paired["alternation"] == "round"
         assert paired["switch_changes"] >= 2 * cfg["steps"]
         assert isinstance(runs[mode]["ordering_available"], bool)
+        # With the data plane's ordering every task answered the mode's order before its rounds:
+        # geryon and paper really ran different orders, round by round, in the same cluster.
+        if runs[mode]["ordering_available"]:
+            assert runs[mode]["order_in_force"] == [runs[mode]["order"]], runs[mode]
+        # The chunk size is in force where the data plane has chunks.
+        assert runs[mode]["chunk_bytes"] in (None, cfg["chunk_bytes"])
         # One settling round (unmeasured) before each measured round of a mode.
         assert len(runs[mode]["warmup_times"]) >= cfg["settle_rounds"] * cfg["steps"]
     assert runs["geryon"]["pids"] == runs["paper"]["pids"] == runs["endhost"]["pids"]
@@ -118,7 +124,7 @@ def test_every_mode_completes_with_consistent_numbers(quick: dict[str, Any]) -> 
     # The arrival timeline (P+S beside Geryon at its chosen threshold) and Geryon's simulated trace.
     assert str(quick["out"] / "timeline.png") in result["charts"]
     timeline = result["prediction"]["timeline"]
-    assert list(timeline["modes"]) == ["ps", "geryon"]
+    assert list(timeline["modes"]) == ["ps", "paper", "geryon"]
     assert timeline["modes"]["geryon"]["thresholds"] == runs["geryon"]["thresholds"]
     assert len(timeline["modes"]["geryon"]["rows"]) == len(result["params"])
     trace = json.loads((quick["out"] / "trace-geryon.json").read_text())

@@ -95,10 +95,10 @@ def test_predicts_every_mode_from_a_profile_measured_here_then_cached(tmp_path: 
     # The arrival timeline: P+S and Geryon at the threshold the geryon runs chose, one row per parameter
     # in consumption order, and Geryon's simulated run as a Chrome trace.
     timeline = p["timeline"]
-    assert list(timeline["modes"]) == ["ps", "geryon"] and timeline["trace"] == str(trace)
+    assert list(timeline["modes"]) == ["ps", "paper", "geryon"] and timeline["trace"] == str(trace)
     geryon = timeline["modes"]["geryon"]
     assert geryon["thresholds"] == [0.5] and geryon["simulated"]["mode"] == "network"
-    assert geryon["iteration_s"] == pytest.approx(p["modes"]["geryon"]["predicted_s"])
+    assert geryon["iteration_s"] == pytest.approx(p["modes"]["geryon"]["simulated_s"])  # no fixed cost
     for panel in timeline["modes"].values():
         rows = panel["rows"]
         assert len(rows) == prof["params"] and sum(r["bytes"] for r in rows) == prof["bytes"]
@@ -265,6 +265,24 @@ def test_ps_costs_come_from_the_calibration_file_or_the_report_says_none(
     assert costed["ps_costs"]["knobs"] == {k: v for k, v in knobs.items() if k != "loopback_s_per_byte"}
     for mode, m in costed["modes"].items():  # 1 ms per message at least: every step is slower
         assert m["predicted_s"] > free["modes"][mode]["predicted_s"], mode
+    assert costed["ps_costs"]["step_fixed_s"] is None
+    assert "per-step fixed cost not calibrated" in costed["ps_costs"]["note"]
+    # bench/bench_step_cost.py's knob: added to every simulated step, which stays as it was.
+    default.write_text(json.dumps(knobs_document({**knobs, "step_fixed_s": 0.015}, {"runs": 1})))
+    fixed = predict(tiny(), cache, quiet())
+    assert fixed["ps_costs"]["step_fixed_s"] == 0.015 and "15.0 ms added" in fixed["ps_costs"]["note"]
+    for mode, m in fixed["modes"].items():
+        assert m["simulated_s"] == pytest.approx(costed["modes"][mode]["predicted_s"]), mode
+        assert m["predicted_s"] == pytest.approx(m["simulated_s"] + 0.015), mode
+        assert m["error"] == pytest.approx(relative_error(m["measured_s"], m["predicted_s"])), mode
+    # Measured per worker count: `single` (1 worker) takes its own value, the others the knob.
+    default.write_text(
+        json.dumps(knobs_document({**knobs, "step_fixed_s": 0.015}, {"step_fixed_by_workers": {"1": 0.005}}))
+    )
+    per = predict(tiny(), cache, quiet())
+    assert "5.0 ms at 1 worker(s)" in per["ps_costs"]["note"]
+    assert per["modes"]["single"]["step_fixed_s"] == 0.005
+    assert per["modes"]["ps"]["step_fixed_s"] == 0.015  # 2 workers: not measured, the knob
     # An explicit file must load; a broken default one is reported and left out.
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({**knobs_document(knobs, {}), "knobs": {**knobs, "per_slice_s": -1}}))

@@ -112,10 +112,13 @@ def test_predict_timeline_simulates_ps_and_geryon_and_writes_geryons_trace(tmp_p
     runs = [{"mode": "geryon", "protocol": "grpc+geryon", "switch": "priority", "partitioned": True}]
     trace = tmp_path / "trace-geryon.json"
     t = arrival_timeline(two_layers(), config, runs, {"geryon": {"thresholds": [0.75]}}, trace)
-    assert list(t["modes"]) == ["ps", "geryon"] and t["iteration"] == ITERATIONS - 1
+    assert list(t["modes"]) == ["ps", "paper", "geryon"] and t["iteration"] == ITERATIONS - 1
     ps, geryon = t["modes"]["ps"], t["modes"]["geryon"]
     assert geryon["thresholds"] == [0.75] and ps["thresholds"] is None
     assert (ps["simulated"]["mode"], geryon["simulated"]["mode"]) == ("fifo", "network")
+    # The paper's Geryon beside it at the same thresholds: the same classes, FIFO inside a class.
+    paper = t["modes"]["paper"]
+    assert paper["thresholds"] == [0.75] and paper["simulated"]["mode"] == "network"
     # With the barrier every iteration is alike: the hand-computed arrivals hold in the last one too.
     assert [r["arrival_s"] for r in ps["rows"]] == pytest.approx([8 * MS, 104 * MS])
     assert [r["arrival_s"] for r in geryon["rows"]] == pytest.approx([4 * MS, 104 * MS])
@@ -126,3 +129,54 @@ def test_predict_timeline_simulates_ps_and_geryon_and_writes_geryons_trace(tmp_p
     assert {s.category for s in spans} == {"forward", "backward", "pull", "push"}
     assert {s.args["iteration"] for s in spans} == set(range(ITERATIONS))
     assert {s.track for s in spans if s.category == "pull"} == {"to worker0 class 0", "to worker0 class 1"}
+
+
+def _row(cls: int | None, arrival: float, moved: bool = True) -> dict:
+    return {"class": cls, "arrival_s": arrival, "first_byte_s": 0.0 if moved else None}
+
+
+def test_class_order_gives_each_class_its_arrival_order_and_tau() -> None:
+    from geryon.demo.timeline import class_order
+
+    rows = [_row(0, 0.1), _row(1, 0.9), _row(1, 0.5), _row(1, 0.7), _row(0, 0.2), _row(1, 0.0, moved=False)]
+    order = class_order(rows)
+    assert sorted(order) == [0, 1]
+    assert order[0] == {"arrival_order": [0, 4], "tau": 1.0}
+    # Class 1 (rows 1, 2, 3 consumed in that order) arrived 2, 3, 1: pairs (1,2) and (1,3) discordant,
+    # (2,3) concordant -> (1 - 2) / 3. Row 5 never crossed the network and does not count.
+    assert order[1]["arrival_order"] == [2, 3, 1]
+    assert order[1]["tau"] == pytest.approx(-1 / 3)
+    assert class_order([_row(0, 0.1), _row(0, 0.1)])[0]["tau"] == 0.0  # a tie is neither
+    assert class_order([_row(0, 0.1)])[0]["tau"] is None
+    assert class_order([_row(None, 0.1)]) == {}
+
+
+def test_the_hybrid_serves_a_class_in_urgency_order() -> None:
+    # Four parameters of one class (all below the threshold), consumed in layer order, sizes
+    # decreasing so a transfer-size order would be the reverse. The hybrid sends the most urgent first.
+    from geryon.demo.timeline import class_order
+
+    layers = tuple(LayerSpec(f"l{i}", 1 * MS, 1 * MS) for i in range(4))
+    params = tuple(ParamSpec(f"l{i}/kernel", (4000 * (4 - i),), 4, 0.5 - i * 0.1, i) for i in range(4))
+    profile = Profile("four", 1, layers, params)
+    setting = {"workers": 1, "num_ps": 1, "bandwidth_bps": 8e6, "thresholds": (0.75,), "iterations": 2}
+    sim = simulate(profile, mode="hybrid", trace=True, barrier=True, interleave=False, **setting)
+    assert sim.spans is not None
+    order = class_order(arrivals(sim.spans, profile))
+    assert list(order) == [1] and order[1]["arrival_order"] == [0, 1, 2, 3] and order[1]["tau"] == 1.0
+
+
+def test_the_prediction_simulates_the_runs_background() -> None:
+    # A run with background traffic on the workers' ports is predicted with it: end-host shares the
+    # FIFO port with it and slows; Geryon's classes stay ahead of it (it is below every class).
+    from geryon.demo.predict import sim_args, sim_setting
+
+    config = {"workers": 1, "ps": 1, "rate_bits": 8e6, "slice_bytes": None, "classes": 2}
+    times = {}
+    for bg in (0.0, 4e6):
+        for mode in ("endhost", "paper"):
+            setting = sim_setting(mode, [], [0.75], {**config, "background_bits": bg})
+            assert setting["background_bps"] == bg
+            times[mode, bg] = simulate(two_layers(), iterations=2, **sim_args(setting)).iteration_s
+    assert times["endhost", 4e6] > 1.3 * times["endhost", 0.0]
+    assert times["paper", 4e6] == pytest.approx(times["paper", 0.0], rel=0.02)

@@ -20,7 +20,7 @@ from geryon.tf import sanitizers
 from geryon.tf.build import build
 
 pytestmark = pytest.mark.slow
-HELLO, REQUEST, RESPONSE = 0x48595247, 0x51595247, 0x53595247
+HELLO, REQUEST, RESPONSE, ACK = 0x48595247, 0x51595247, 0x53595247, 0x41595247
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -57,12 +57,23 @@ def test_killing_the_ps_mid_training_fails_the_chief_within_10_s(tmp_path: Path)
     assert "/job:ps" in outcome["error"]
 
 
-def _hello(task: str, cls: int = 0) -> bytes:
-    return struct.pack("<IHHH", HELLO, 1, cls, len(task)) + task.encode()
+def _hello(task: str, cls: int = 0, target: str = "/job:ps/replica:0/task:0") -> bytes:
+    # Protocol 3 (README "Transport protocol"): the consumer's task, then the task the hello is for.
+    head = struct.pack("<IHHH", HELLO, 3, cls, len(task)) + task.encode()
+    return head + struct.pack("<H", len(target)) + target.encode()
 
 
-def _request(request_id: int, key: bytes, step: int = 1) -> bytes:
-    return struct.pack("<IQqI", REQUEST, request_id, step, len(key)) + key
+def _request(request_id: int, key: bytes, step: int = 1, rank: int = 2**31 - 1) -> bytes:
+    # Protocol 2+: i32 urgency rank (INT32_MAX: unranked) before the key length.
+    return struct.pack("<IQqiI", REQUEST, request_id, step, rank, len(key)) + key
+
+
+def _ack(sock: socket.socket) -> str:
+    """The producer's answer to a good hello: u32 "GRYA", u16 n, its task name."""
+    sock.settimeout(10)
+    magic, n = struct.unpack("<IH", _read_exact(sock, 6))
+    assert magic == ACK, hex(magic)
+    return _read_exact(sock, n).decode()
 
 
 def _closed_by_server(sock: socket.socket) -> bool:
@@ -119,12 +130,14 @@ def test_bad_frames_and_strangers_are_refused_and_the_server_keeps_serving() -> 
             assert _closed_by_server(s)  # a host no task of the cluster spec is on
         with socket.create_connection(("127.0.0.1", port)) as s:  # a request frame with a bad magic
             s.sendall(_hello(worker) + b"\x00" * 32)
+            assert _ack(s) == "/job:ps/replica:0/task:0"
             assert _closed_by_server(s)
         with socket.create_connection(("127.0.0.1", port)) as s:  # truncated: half a request, then gone
             s.sendall(_hello(worker) + _request(7, b"k" * 100)[:30])
         # A well-formed request for a key that does not parse gets an error frame, not a crash.
         with socket.create_connection(("127.0.0.1", port)) as s:
             s.sendall(_hello(worker) + _request(42, b"not;a;key"))
+            assert _ack(s) == "/job:ps/replica:0/task:0"
             request_id, code, message = _error_response(s)
             assert request_id == 42 and code == 3 and message  # INVALID_ARGUMENT
             s.sendall(_request(43, b"still;not;a;key"))

@@ -1,8 +1,8 @@
 """The native map_table: the text Python writes, parsed, validated and looked up by the C++ side.
 
 Everything goes through the extension's real ops (GeryonSetMapTable, GeryonMapTable,
-GeryonClassForEdge) in this process. The store is process-wide and refuses older versions, so each
-test installs versions above whatever is in force when it starts.
+GeryonClassForEdge, GeryonRankForEdge) in this process. The store is process-wide and refuses older
+versions, so each test installs versions above whatever is in force when it starts.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from geryon.tagger.map_table import MapTable
-from geryon.tf.map_table_native import MAGIC, to_native
+from geryon.tf.map_table_native import MAGIC, consumption_ranks, to_native
 
 tf = pytest.importorskip("tensorflow")
 
@@ -47,8 +47,8 @@ def test_text_format_is_line_based_with_counts_and_end() -> None:
         "classes 2",
         "default 1",
         "params 2",
-        "0 0 a/kernel",
-        "1 1 a/bias",
+        "0 0 0 a/kernel",  # <id> <class> <rank> <name>; ranks from urgency when not given
+        "1 1 1 a/bias",
         "bindings 0",
         "end",
     ]
@@ -89,8 +89,15 @@ def _lines(ops: Any) -> list[str]:
 
 
 MALFORMED = {
-    "wrong magic": (lambda ls: ["geryon.map_table.native 2", *ls[1:]], "line 1: expected"),
-    "empty": (lambda ls: [], "line 1: expected"),
+    "format version 1": (
+        lambda ls: ["geryon.map_table.native 1", *ls[1:]],
+        "line 1: found format version '1', expected format version 2 ('geryon.map_table.native 2'",
+    ),
+    "garbage": (
+        lambda ls: ["GIF89a", *ls[1:]],
+        "line 1: found 'GIF89a' (no format version), expected format",
+    ),
+    "empty": (lambda ls: [], "line 1: found"),
     "truncated in the header": (lambda ls: ls[:3], "truncated after line 3"),
     "truncated in the parameters": (lambda ls: ls[:7], "truncated after line 7: expected 2 more parameter"),
     "no end": (lambda ls: ls[:-1], "expected 'end'"),
@@ -104,11 +111,23 @@ MALFORMED = {
         "default '2' is not an integer in [0, 1]",
     ),
     "header out of order": (lambda ls: [ls[0], ls[2], ls[1], *ls[3:]], "expected 'version <integer>'"),
-    "class out of range": (lambda ls: [*ls[:5], "0 2 net/conv/kernel", *ls[6:]], "class '2' of parameter 0"),
-    "negative id": (lambda ls: [*ls[:5], "-1 0 net/conv/kernel", *ls[6:]], "line 6: expected '<id> <class>"),
-    "missing name": (lambda ls: [*ls[:5], "0 0", *ls[6:]], "line 6: expected '<id> <class> <name>'"),
-    "duplicate id": (lambda ls: [*ls[:6], "0 1 other", *ls[7:]], "line 7: duplicate parameter id 0"),
-    "duplicate name": (lambda ls: [*ls[:6], "1 1 net/conv/kernel", *ls[7:]], "duplicate parameter name"),
+    "class out of range": (
+        lambda ls: [*ls[:5], "0 2 0 net/conv/kernel", *ls[6:]],
+        "class '2' of parameter 0",
+    ),
+    "negative id": (
+        lambda ls: [*ls[:5], "-1 0 0 net/conv/kernel", *ls[6:]],
+        "line 6: expected '<id> <class>",
+    ),
+    "missing name": (lambda ls: [*ls[:5], "0 0 0", *ls[6:]], "line 6: expected '<id> <class> <rank> <name>'"),
+    "a format 1 line (no rank)": (
+        lambda ls: [*ls[:5], "0 0 net/conv/kernel", *ls[6:]],
+        "line 6: expected '<id> <class> <rank> <name>'",
+    ),
+    "negative rank": (lambda ls: [*ls[:5], "0 0 -1 net/conv/kernel", *ls[6:]], "rank '-1' of parameter 0"),
+    "rank not a number": (lambda ls: [*ls[:5], "0 0 first net/conv/kernel", *ls[6:]], "rank 'first'"),
+    "duplicate id": (lambda ls: [*ls[:6], "0 1 5 other", *ls[7:]], "line 7: duplicate parameter id 0"),
+    "duplicate name": (lambda ls: [*ls[:6], "1 1 5 net/conv/kernel", *ls[7:]], "duplicate parameter name"),
     "binding to an unknown id": (
         lambda ls: [*ls[:-2], "bindings 1", "9 w/read", "end"],
         "line 11: expected '<id> <producer>' with the id of a parameter listed above",
@@ -121,7 +140,7 @@ MALFORMED = {
     "fewer bindings than announced": (lambda ls: [*ls[:-2], "bindings 2", "0 w/read", "end"], "line 12"),
     "fewer parameters than announced": (
         lambda ls: [*ls[:5], *ls[6:]],
-        "line 9: expected '<id> <class> <name>'",
+        "line 9: expected '<id> <class> <rank> <name>'",
     ),
 }
 
@@ -167,6 +186,34 @@ def test_python_refuses_names_the_format_cannot_carry(name: str, field: str) -> 
     table = MapTable.build([name], [1.0], [0.5], "layer")
     with pytest.raises(ValueError, match=field.replace("[", r"\[").replace("]", r"\]")):
         to_native(table)
+
+
+def test_ranks_travel_with_the_table_and_resolve_per_edge(ops: Any) -> None:
+    table = next_table(ops)
+    # Consumption order 2, 0, 3, 1: parameter 2 is needed first.
+    ops.geryon_set_map_table(to_native(table, ranks=consumption_ranks([2, 0, 3, 1])))
+    edges = [
+        "edge_1_a#gp=0",
+        "edge_2_b#gp=1",
+        "edge_3_c#gp=2",
+        "edge_4_d#gp=3",
+        "edge_5_plain",
+        "edge_6_x#gp=77",
+    ]
+    # Unranked (no parameter, or one the table does not list): -1 here, after every ranked one on the wire.
+    assert ops.geryon_rank_for_edge(edges).numpy().tolist() == [1, 3, 0, 2, -1, -1]
+    # A new version with other classes keeps the ranks it is given.
+    ops.geryon_set_map_table(to_native(table.with_thresholds([0.1]), ranks=consumption_ranks([3, 2, 1, 0])))
+    assert ops.geryon_rank_for_edge(edges[:4]).numpy().tolist() == [3, 2, 1, 0]
+
+
+@pytest.mark.parametrize(
+    ("ranks", "field"), [({0: 0}, r"ranks\[1\]: None"), ({0: 0, 1: -2, 2: 1, 3: 3}, r"ranks\[1\]: -2")]
+)
+def test_python_refuses_missing_or_negative_ranks(ranks: dict[int, int], field: str) -> None:
+    table = MapTable.build(["a", "b", "c", "d"], [1.0, 0.7, 0.4, 0.1], [0.5], "layer")
+    with pytest.raises(ValueError, match=field):
+        to_native(table, ranks=ranks)
 
 
 def test_tf1_edges_resolve_through_producer_bindings(ops: Any) -> None:

@@ -82,13 +82,16 @@ def pump(src, dst, limit, log_ids):
         while True:
             data = src.recv(65536)
             if not data: break
-            if log_ids and len(buf) < 64:
+            if log_ids and len(buf) < 256:
                 buf += data
-                # hello: u32 magic, u16 version, u16 class, u16 n, n bytes; then request: u32, u64 id
-                if len(buf) >= 10:
+                # hello: u32 magic, u16 version, u16 class, u16 n, n bytes, u16 m, m bytes (the task it
+                # is for); then request: u32, u64 id
+                if len(buf) >= 12:
                     n = struct.unpack_from("<H", buf, 8)[0]
-                    if len(buf) >= 10 + n + 12:
-                        first_ids.append(struct.unpack_from("<Q", buf, 10 + n + 4)[0]); log_ids = False
+                    if len(buf) >= 12 + n:
+                        head = 12 + n + struct.unpack_from("<H", buf, 10 + n)[0]
+                        if len(buf) >= head + 12:
+                            first_ids.append(struct.unpack_from("<Q", buf, head + 4)[0]); log_ids = False
             if limit is not None and seen + len(data) >= limit:
                 dst.sendall(data[: limit - seen])
                 break

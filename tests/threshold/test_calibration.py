@@ -93,21 +93,53 @@ def test_cited_throughputs() -> None:
         achieved("k40", "resnet50")
 
 
-def test_paper_compute_states_its_basis() -> None:
-    # AlexNet: TensorFlow's own K40c figure, unscaled; "k80" takes the K80 row instead.
+def test_paper_compute_carries_the_cited_fraction_of_peak() -> None:
+    from geryon.threshold.profiles import DEVICES
+
+    # ResNet-50: the K80 row of the same Keras model: 51.9 img/s x 23.45 GFLOP (3 x 7.82 forward).
+    r50 = paper_compute("ResNet50")
+    assert r50.cited.device == "k80"
+    assert r50.cited_flops_per_image == pytest.approx(23.45e9, rel=1e-3)
+    assert r50.efficiency == pytest.approx(51.9 * 23.45e9 / DEVICES["k80"], rel=1e-3)
+    assert "GK210" in r50.assumption
+    # AlexNet: TensorFlow's K40c figure (480 ms per 128), counted over that benchmark's own conv-only
+    # AlexNet, which has fewer FLOPs than the paper's model; "k80" takes tf_cnn_benchmarks' row.
     alex = paper_compute("alexnet")
-    assert (alex.cited.device, alex.scale) == ("k40", 1.0)
-    assert alex.step_s(128) == pytest.approx(0.480)
-    assert paper_compute("alexnet", "k80").step_s(512) == pytest.approx(512 / 656.0)
-    # ResNet-50: the K80 row, one GK210 taken as one K40.
-    assert paper_compute("ResNet50").step_s(64) == pytest.approx(64 / 51.9)
-    assert "GK210" in paper_compute("resnet50").assumption
-    # VGG-19: VGG16's row times the cited VGG-19/VGG-16 ratio (281.69 / 232.55 ms).
+    assert (alex.cited.device, alex.cited.step_s) == ("k40", pytest.approx(0.480))
+    assert "alexnet_benchmark" in alex.assumption
+    assert 0 < alex.efficiency < paper_compute("alexnet", "k80").efficiency <= 1
+    # VGG-19 has no cited figure: VGG16's efficiency, said so.
     vgg = paper_compute("vgg19")
     assert vgg.cited.model == "vgg16"
-    assert vgg.step_s(32) == pytest.approx(32 / 35.4 * 281.69 / 232.55)
-    assert "cnn-benchmarks" in vgg.assumption
+    assert vgg.efficiency == pytest.approx(paper_compute("vgg16").efficiency)
+    assert "VGG16's efficiency" in vgg.assumption
     with pytest.raises(CalibrationError, match="basis"):
         paper_compute("vgg19", "peak")
     with pytest.raises(CalibrationError, match="cited: "):
         paper_compute("mobilenet")
+
+
+def test_the_per_step_fixed_cost_is_an_optional_knob(tmp_path: Path) -> None:
+    from geryon.threshold.simknobs import PsCosts
+
+    path = _write(tmp_path, knobs_document({**GOOD, "step_fixed_s": 0.012}, {}))
+    assert load_knobs(path) == {**GOOD, "step_fixed_s": 0.012}
+    assert PsCosts.load(str(path)).per_message_s == GOOD["per_message_s"]  # not a PS cost: left out
+    with pytest.raises(CalibrationError, match=r"knobs\.step_fixed_s: expected a finite number >= 0"):
+        knobs_document({**GOOD, "step_fixed_s": -0.1}, {})
+
+
+def test_fixed_cost_per_worker_count(tmp_path: Path) -> None:
+    from geryon.threshold.calibration import step_fixed_by_workers
+
+    good = knobs_document({**GOOD, "step_fixed_s": 0.02}, {"step_fixed_by_workers": {"1": 0.01, "2": 0.02}})
+    assert step_fixed_by_workers(_write(tmp_path, good)) == {1: 0.01, 2: 0.02}
+    assert step_fixed_by_workers(_write(tmp_path, knobs_document(GOOD, {}))) == {}
+    for table, message in (
+        ({"one": 0.01}, "key 'one': expected a worker count >= 1"),
+        ({"1": -1}, r"step_fixed_by_workers\.1: expected a finite number >= 0"),
+        ([0.01], "expected an object of worker count -> seconds"),
+    ):
+        path = _write(tmp_path, knobs_document(GOOD, {"step_fixed_by_workers": table}))
+        with pytest.raises(CalibrationError, match=message):
+            step_fixed_by_workers(path)

@@ -168,3 +168,36 @@ def test_bad_values_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     )
     assert "--input-shape" in capsys.readouterr().err
     assert not (tmp_path / "p.json").exists()
+
+
+def test_overlap_across_threads_is_counted_once(tmp_path: Path) -> None:
+    """Two threads each running a 100 us op over the same 50 us: 150 us of wall time, 200 us summed."""
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    from geryon.threshold.incluster import read_trace, union_length
+
+    assert union_length([(0, 10), (5, 20), (30, 40), (32, 35)]) == 30
+    assert union_length([]) == 0
+    space = xplane_pb2.XSpace()
+    plane = space.planes.add(name="/host:CPU", id=0)
+    plane.event_metadata[1].id = 1
+    plane.event_metadata[1].name = "tiny_1/conv1_1_1/Relu:_MklNativeFusedConv2D"
+    plane.event_metadata[2].id = 2
+    plane.event_metadata[2].name = "gradient_tape/tiny_1/fc1_1/MatMul:MatMul"
+    for thread, (start_ns, mid) in enumerate([(0, 1), (50_000, 2)]):
+        line = plane.lines.add(id=thread, name=f"tf_Compute/{thread}", timestamp_ns=start_ns)
+        line.events.add(metadata_id=mid, offset_ps=0, duration_ps=100_000_000)
+    trace = tmp_path / "two.xplane.pb"
+    trace.write_bytes(space.SerializeToString())
+    ops, overlap = read_trace(trace)
+    assert overlap == pytest.approx(150 / 200)
+    from geryon.demo.models import build_model
+
+    profile = profile_from_ops(ops, build_model("tiny", SHAPE), batch_size=1, source="x", overlap=overlap)
+    by_name = {layer.name: layer for layer in profile.layers}
+    assert by_name["conv1_1"].forward_s == pytest.approx(75e-6)
+    assert by_name["fc1"].backward_s == pytest.approx(75e-6)
+    assert profile.compute_s == pytest.approx(150e-6)  # the wall time the two ops took
+    assert profile.meta["overlap"] == pytest.approx(0.75)
+    with pytest.raises(ProfileError, match=r"overlap: expected a factor in \(0, 1\]"):
+        profile_from_ops(ops, build_model("tiny", SHAPE), batch_size=1, source="x", overlap=1.5)

@@ -45,6 +45,60 @@ def test_hybrid_preempts_at_the_next_chunk_boundary_hand_computed():
         assert r.iteration_s == pytest.approx(91.112)
 
 
+def test_hybrid_pushes_in_arrival_order_never_preempt_hand_computed():
+    # The case above with push_order="arrival": pulls still go most urgent first, but layer 0's gradient
+    # (ready at 51.056) waits for layer 1's whole push (46.056 + 40.96 = 87.016), then takes 4.096 s.
+    p = synthetic([4096, 40960], [0.0, 0.0], [5.0, 1.0])
+    kw = dict(**SLOW, thresholds=(0.25,), iterations=1, trace=True, chunk_bytes=4096)
+    r = simulate(p, mode="hybrid", push_order="arrival", **kw)
+    pulls = {s.args["layer"]: s.end_s for s in r.spans if s.category == "pull"}
+    assert pulls == pytest.approx({0: 4.096, 1: 45.056})
+    assert push_end(r, 1) == pytest.approx(87.016)
+    assert push_end(r, 0) == pytest.approx(91.112)
+    assert r.push_order == "arrival" and r.to_dict()["push_order"] == "arrival"
+    assert simulate(p, mode="hybrid", **kw).push_order == "urgency"  # the default
+
+
+def test_hybrid_push_orders_hand_computed():
+    # Three layers in one class, 4 KiB chunks. Pulls end at 4.096, 8.192, 49.152; backward (1 s each)
+    # makes layer 2's gradient (40960 B) at 50.152, layer 1's at 51.152, layer 0's at 52.152.
+    # urgency: layer 1 takes over at layer 2's next boundary (54.248); layer 0, now queued too, is more
+    # urgent, so it goes first (58.344), then layer 1 (62.44), then layer 2's rest (99.304).
+    # whole: layer 2's push finishes (91.112), then the most urgent, layer 0 (95.208), then layer 1.
+    # arrival: layer 2, then layer 1 (ready first, 95.208), then layer 0 (99.304).
+    p = synthetic([4096, 4096, 40960], [0.0, 0.0, 0.0], [1.0, 1.0, 1.0])
+    kw = dict(**SLOW, mode="hybrid", thresholds=(0.25,), iterations=1, trace=True, chunk_bytes=4096)
+    expect = {
+        "urgency": {0: 58.344, 1: 62.44, 2: 99.304},
+        "whole": {0: 95.208, 1: 99.304, 2: 91.112},
+        "arrival": {0: 99.304, 1: 95.208, 2: 91.112},
+    }
+    for order, ends in expect.items():
+        r = simulate(p, push_order=order, **kw)
+        assert {layer: push_end(r, layer) for layer in ends} == pytest.approx(ends), order
+        assert r.iteration_s == pytest.approx(99.304)
+
+
+def test_hybrid_orders_inside_a_connection_only_and_connections_of_a_class_share_the_nic():
+    # Whole variables on 2 PSes: layer 0 (4096 B) on ps0, layer 1 (40960 B) on ps1, one class. Pulls
+    # share the worker's port: layer 0 by 8.192 s, layer 1 by 45.056. Backward: layer 1's push starts at
+    # 46.056, layer 0's at 51.056 on another connection (to ps0): the data plane orders inside a
+    # connection only, so the worker's NIC shares fairly between the two (500 B/s each): layer 0 ends
+    # at 51.056 + 8.192 = 59.248, layer 1's last 31864 B at full rate by 91.112.
+    p = synthetic([4096, 40960], [0.0, 0.0], [5.0, 1.0])
+    kw = dict(workers=1, num_ps=2, bandwidth_bps=8000, partition=False, thresholds=(0.25,), iterations=1)
+    r = simulate(p, mode="hybrid", trace=True, chunk_bytes=4096, **kw)
+    assert push_end(r, 0) == pytest.approx(59.248)
+    assert push_end(r, 1) == pytest.approx(91.112)
+    assert r.sender_order == "connection"
+    # A send scheduler per host (sender_order="host") gives the NIC to the most urgent connection:
+    # layer 0's push takes the whole link at 51.056, ends at 55.152.
+    host = simulate(p, mode="hybrid", trace=True, chunk_bytes=4096, sender_order="host", **kw)
+    assert push_end(host, 0) == pytest.approx(55.152)
+    assert push_end(host, 1) == pytest.approx(91.112)
+    assert host.to_dict()["sender_order"] == "host"
+
+
 def test_hybrid_keeps_strict_priority_between_classes_like_network():
     # Threshold 0.75 puts layer 0 alone in class 0: it never waits behind class 1 at any port.
     p = synthetic([4096, 40960], [0.0, 0.0], [5.0, 1.0])
@@ -56,7 +110,13 @@ def test_hybrid_keeps_strict_priority_between_classes_like_network():
     assert push_end(network, 0) == pytest.approx(55.152)
 
 
-def test_hybrid_is_never_slower_than_network_without_interleaving_and_bounded_by_ideal():
+@pytest.mark.parametrize(
+    ("push_order", "sender_order"),
+    [("urgency", "connection"), ("arrival", "connection"), ("whole", "connection"), ("whole", "host")],
+)
+def test_hybrid_is_never_slower_than_network_without_interleaving_and_bounded_by_ideal(
+    push_order, sender_order
+):
     rng = random.Random(11)
     for _ in range(30):
         n = rng.randint(2, 6)
@@ -74,7 +134,7 @@ def test_hybrid_is_never_slower_than_network_without_interleaving_and_bounded_by
             barrier=True,
             iterations=2,
         )
-        hybrid = simulate(p, mode="hybrid", **kw)
+        hybrid = simulate(p, mode="hybrid", push_order=push_order, sender_order=sender_order, **kw)
         n_, c = hybrid.comm_s, hybrid.compute_s
         assert max(n_, c) * (1 - 1e-9) <= hybrid.first_iteration_s <= (n_ + c) * (1 + 1e-9)
         assert max(n_, c) * (1 - 1e-9) <= hybrid.iteration_s <= (n_ + c) * (1 + 1e-9)
@@ -107,6 +167,58 @@ def test_end_host_waits_its_gap_before_every_transfer_hand_computed():
         assert simulate(p, **SLOW, mode=mode, iterations=1, endhost_gap_s=0.5).iteration_s == pytest.approx(
             4.0
         )
+
+
+GAP_SETTINGS = [
+    dict(workers=16, num_ps=4),  # representative, more workers than PSes: the quiet case
+    dict(workers=16, num_ps=4, slice_bytes=64 << 10, barrier=True),
+    dict(workers=2, num_ps=4),  # the worker's ports fill: every gap re-allocates
+    dict(workers=4, num_ps=2, symmetric=False),
+    dict(workers=4, num_ps=3, colocate=True),
+    dict(workers=8, num_ps=2, partition=False),
+    dict(workers=8, num_ps=2, background=(Background(3e8, hosts="all", direction="both"),)),
+]
+
+
+@pytest.mark.parametrize("setting", GAP_SETTINGS)
+def test_end_host_gaps_without_reallocation_match_the_full_path(monkeypatch, setting):
+    # A transfer's gap leaves the allocation alone where its coming and going moves no other rate
+    # (_Replay._quiet_rate); the result must equal re-allocating at every gap, span by span.
+    import geryon.threshold.simulator as sim
+
+    p = synthetic(
+        [300_000, 40_000, 2_500_000, 800_000, 120_000],
+        [2e-3, 1e-3, 4e-3, 1e-3, 5e-4],
+        [3e-3, 2e-3, 6e-3, 2e-3, 1e-3],
+    )
+    kw = dict(bandwidth_bps=1e9, mode="end-host", iterations=3, trace=True, endhost_gap_s=2e-4, **setting)
+    calls = {"n": 0}
+    allocate = sim.allocate
+
+    def counted(*args, **kwargs):
+        calls["n"] += 1
+        return allocate(*args, **kwargs)
+
+    monkeypatch.setattr(sim, "allocate", counted)
+    runs = []
+    for quiet in (False, True):
+        monkeypatch.setattr(sim._Replay, "quiet_gaps", quiet)
+        calls["n"] = 0
+        runs.append((simulate(p, **kw), calls["n"]))
+    (full, full_calls), (quiet_run, quiet_calls) = runs
+    assert quiet_run.iteration_ends == pytest.approx(full.iteration_ends, rel=1e-9)
+    assert quiet_run.link_bytes == pytest.approx(full.link_bytes, rel=1e-9)
+
+    def key(s):
+        return (s.host, s.track, s.name, s.args["iteration"])
+
+    a, b = sorted(full.spans, key=key), sorted(quiet_run.spans, key=key)
+    assert [key(s) for s in a] == [key(s) for s in b]
+    assert [s.start_s for s in b] == pytest.approx([s.start_s for s in a], rel=1e-9)
+    assert [s.end_s for s in b] == pytest.approx([s.end_s for s in a], rel=1e-9)
+    assert quiet_calls <= full_calls
+    if setting == GAP_SETTINGS[0]:
+        assert quiet_calls < full_calls / 10  # the case it is for: PS ports are one flow's each
 
 
 def test_smaller_slices_cost_end_host_more():
@@ -277,6 +389,8 @@ OK = dict(workers=2, num_ps=2, bandwidth_bps=1e9, mode="hybrid")
         ({"endhost_gap_s": -1}, "endhost_gap_s: expected a finite number of seconds >= 0"),
         ({"inflight": 0.5}, "inflight: expected None or a number of transfers >= 1"),
         ({"seed": "x"}, "seed: expected an integer"),
+        ({"push_order": "lifo"}, "push_order: unknown push order 'lifo'; allowed: urgency, arrival, whole"),
+        ({"sender_order": "nic"}, "sender_order: unknown sender order 'nic'; allowed: connection, host"),
         ({"ps_costs": {"per_message_s": 1}}, "ps_costs: expected a PsCosts"),
         ({"background": ["5gbit"]}, "background: expected Background entries"),
     ],

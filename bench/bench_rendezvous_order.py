@@ -1,0 +1,335 @@
+"""Order inside a class (issue 14 item 1): urgency order vs arrival order on the real data plane.
+
+    .venv/bin/python bench/bench_rendezvous.py --order [--repeats 15] [--runs 3]
+
+One PS and one worker process (`grpc+geryon`, loopback) and a TF1 client. The worker's step pulls 64
+parameters of mixed sizes (log-uniform 4 KiB..4 MiB, seeded) from the PS, all in ONE class. They form
+a chain, so the tagger ranks them 0..63 in chain order; they are created in a random (seeded) order,
+so the worker asks for them in random order. Each repeat runs the step under `urgency` and then under
+`arrival` (A B A B ..., set on both tasks between steps, the way GeryonStrategy.set_order does), then
+a step of 200 tiny (4 B) parameters and a step pulling one 64 MiB parameter under each. Per run:
+  tau            Kendall tau of the order in which the worker's receives completed against the
+                 urgency rank (GeryonTakeArrivals on the worker), median over repeats; target >= 0.95
+  ordering cost  ns per response in the producer's ordered-queue code (insert + pick; the PS's
+                 `order_ns` / responses), and the paired urgency - arrival step-time difference per
+                 tiny tensor (what the whole ordering path costs end to end); target < 2 us
+  throughput     MB/s of the mixed step and of the 64 MiB pull (urgency sends it in 256 KiB chunks,
+                 arrival whole: the cost of chunking alone); the ratio urgency / arrival is the
+                 median of per-repeat paired ratios with a bootstrap 95% interval; target >= 0.95
+Several runs (fresh processes each) show the spread. Writes JSON (default out/bench/rendezvous_order.json).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+from benchlib import print_table, write_json
+
+from geryon.demo.paired import bootstrap_ci
+from geryon.progress import Progress
+from geryon.tf.build import build
+from geryon.tf.ports import free_port_pairs
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+DATA_OFFSET = -7000
+TENSORS = 64
+TINY = 200
+BULK_MB = 64
+SEED = 14
+TARGET_TAU = 0.95
+TARGET_COST_US = 2.0
+TARGET_RATIO = 0.95
+
+_SERVER = r"""
+import json, os, sys, time
+import tensorflow as tf
+import geryon.tf
+spec = json.loads(os.environ["BENCH_SPEC"])
+server = geryon.tf.server(tf.train.ClusterSpec(spec["cluster"]), spec["job"], 0)
+print("READY", flush=True)
+while True:  # the producer's counters (order_ns) for the bench to read
+    rows = [c.__dict__ for c in geryon.tf.flow_counters()]
+    with open(spec["counters"] + ".tmp", "w") as f:
+        json.dump(rows, f)
+    os.replace(spec["counters"] + ".tmp", spec["counters"])
+    time.sleep(0.2)
+"""
+
+_CLIENT = r"""
+import json, os, random, sys, time
+import tensorflow as tf
+from geryon.tf.strategy import native_ops
+from geryon.tf.tf1 import Tf1Classes
+spec = json.loads(os.environ["BENCH_SPEC"])
+v1 = tf.compat.v1
+v1.disable_eager_execution()
+ops = native_ops()
+rng = random.Random(spec["seed"])
+# Sizes in float32 elements, log-uniform 4 KiB .. 4 MiB.
+sizes = [int(1024 * 2 ** rng.uniform(0, 10)) for _ in range(spec["tensors"])]
+created = list(range(spec["tensors"]))
+rng.shuffle(created)  # creation order = the order the worker's executor asks in
+tiny_created = list(range(spec["tiny"]))
+rng.shuffle(tiny_created)
+cluster = tf.train.ClusterSpec(spec["cluster"])
+
+
+def chain(prefix, n, sizes, order, x):
+    weights = {}
+    with v1.device("/job:ps/task:0"):
+        for i in order:
+            with v1.variable_scope(f"{prefix}{i:03d}"):
+                weights[i] = v1.get_variable("w", [sizes[i]], initializer=v1.ones_initializer(),
+                                             use_resource=True)
+    with v1.device("/job:worker/task:0"):
+        h = x
+        for i in range(n):  # layer i needs layer i-1's output: the tagger ranks them in this order
+            h = h + tf.reduce_sum(weights[i] * (h / h))
+    return h[0]
+
+
+graph = tf.Graph()
+with graph.as_default():
+    with v1.device("/job:worker/task:0"):
+        x = v1.placeholder(tf.float32, [1], name="x")
+        x_tiny = v1.placeholder(tf.float32, [1], name="x_tiny")
+    mixed = chain("mixed", spec["tensors"], sizes, created, x)
+    tiny = chain("tiny", spec["tiny"], [1] * spec["tiny"], tiny_created, x_tiny)
+    with v1.device("/job:ps/task:0"):
+        bulk_var = v1.get_variable("bulk/w", [spec["bulk_mb"] << 18], initializer=v1.ones_initializer(),
+                                   use_resource=True)
+    with v1.device("/job:worker/task:0"):
+        bulk = tf.reduce_sum(bulk_var)
+    order_in = v1.placeholder(tf.string, [])
+    set_order = []
+    for device in ("/job:ps/task:0", "/job:worker/task:0"):
+        with v1.device(device):
+            set_order.append(ops.geryon_set_order(order_in))
+    with v1.device("/job:worker/task:0"):
+        take = ops.geryon_take_arrivals(tf.constant(100000, tf.int64))
+    init = v1.global_variables_initializer()
+classes = Tf1Classes(graph, cluster, thresholds=[1.0])  # every parameter in one class
+target = "grpc://" + spec["worker"]
+classes.install(target)
+feed = {x: [1.0], x_tiny: [1.0]}
+samples = []
+with v1.Session(target, graph=graph) as sess:
+    sess.run(init)
+    for order in ("urgency", "arrival"):  # warm-up: connections, each fetch's graph, both paths
+        sess.run(set_order, {order_in: order})
+        sess.run(take)
+        sess.run(mixed, {x: [1.0]})
+        sess.run(take)
+        sess.run(tiny, {x_tiny: [1.0]})
+        sess.run(bulk)
+    for r in range(spec["repeats"]):
+        for order in ("urgency", "arrival"):
+            sess.run(set_order, {order_in: order})
+            sess.run(take)  # clears the log; logs this step's receives
+            start = time.perf_counter()
+            value = sess.run(mixed, {x: [1.0]})
+            mixed_s = time.perf_counter() - start
+            rows = sess.run(take).tolist()
+            start = time.perf_counter()
+            sess.run(tiny, {x_tiny: [1.0]})
+            tiny_s = time.perf_counter() - start
+            start = time.perf_counter()
+            sess.run(bulk)
+            bulk_s = time.perf_counter() - start
+            ranks = [row[1] for row in rows if row[1] >= 0]
+            ok = abs(float(value) - (1 + sum(sizes))) < 1e-3 * (1 + sum(sizes))
+            samples.append({"repeat": r, "order": order, "mixed_s": mixed_s, "tiny_s": tiny_s,
+                            "bulk_s": bulk_s, "ranks": ranks, "value_ok": ok})
+        print(f"bench: repeat {r + 1} done", file=sys.stderr, flush=True)
+print("RESULT " + json.dumps({"sizes": sizes, "samples": samples}), flush=True)
+os._exit(0)
+"""
+
+
+def kendall_tau(seq: list[int]) -> float:
+    """Kendall's tau-a of `seq` against its sorted order (1: sorted, -1: reversed)."""
+    n = len(seq)
+    pairs = n * (n - 1) // 2
+    score = 0
+    for i in range(n):
+        for j in range(i + 1, n):
+            score += (seq[i] < seq[j]) - (seq[i] > seq[j])
+    return score / pairs if pairs else 1.0
+
+
+def _env(spec: dict[str, Any]) -> dict[str, str]:
+    return {
+        **os.environ,
+        "TF_CPP_MIN_LOG_LEVEL": "2",
+        "GERYON_DATA_PORT_OFFSET": str(DATA_OFFSET),
+        "BENCH_SPEC": json.dumps(spec),
+        "PYTHONPATH": str(REPO_ROOT),
+    }
+
+
+def one_run(repeats: int, run: int, progress: Progress) -> dict[str, Any]:
+    procs: list[subprocess.Popen[str]] = []
+    with tempfile.TemporaryDirectory(prefix="geryon-order-") as tmp:
+        try:
+            ps_port, worker_port = free_port_pairs(2, DATA_OFFSET)
+            cluster = {"ps": [f"127.0.0.1:{ps_port}"], "worker": [f"127.0.0.1:{worker_port}"]}
+            counters = str(Path(tmp) / "ps.json")
+            for job in ("ps", "worker"):
+                spec = {"cluster": cluster, "job": job, "counters": str(Path(tmp) / f"{job}.json")}
+                procs.append(
+                    subprocess.Popen(
+                        [sys.executable, "-c", _SERVER],
+                        env=_env(spec),
+                        stdout=subprocess.PIPE,
+                        stderr=subprocess.DEVNULL,
+                        text=True,
+                    )
+                )
+            for proc in procs:
+                assert proc.stdout is not None
+                if not proc.stdout.readline().startswith("READY"):
+                    raise RuntimeError("a server did not start")
+            progress.say(f"run {run + 1}: 2 servers up; measuring")
+            spec = {
+                "cluster": cluster,
+                "worker": cluster["worker"][0],
+                "tensors": TENSORS,
+                "tiny": TINY,
+                "seed": SEED + run,
+                "repeats": repeats,
+                "bulk_mb": BULK_MB,
+            }
+            client = subprocess.run(
+                [sys.executable, "-c", textwrap.dedent(_CLIENT)],
+                env=_env(spec),
+                capture_output=True,
+                text=True,
+                timeout=1800,
+            )
+            result = next(
+                (
+                    json.loads(ln[len("RESULT ") :])
+                    for ln in client.stdout.splitlines()
+                    if ln.startswith("RESULT ")
+                ),
+                None,
+            )
+            if result is None:
+                raise RuntimeError(f"the client failed: {client.stderr[-3000:]}")
+            time.sleep(0.5)  # one more counters dump after the last step
+            rows = json.loads(Path(counters).read_text())
+            result["producer"] = [r for r in rows if r["role"] == "producer"]
+            return dict(result)
+        finally:
+            for proc in procs:
+                if proc.poll() is None:
+                    os.kill(proc.pid, signal.SIGKILL)
+                    proc.wait()
+
+
+def summarize(result: dict[str, Any]) -> dict[str, Any]:
+    samples = result["samples"]
+    by = {o: [s for s in samples if s["order"] == o] for o in ("urgency", "arrival")}
+    total_mb = sum(result["sizes"]) * 4 / 1e6
+    taus = {o: [kendall_tau(s["ranks"]) for s in by[o]] for o in by}
+    pairs = list(zip(by["urgency"], by["arrival"], strict=True))
+    ratios = [a["mixed_s"] / u["mixed_s"] for u, a in pairs]  # urgency throughput over arrival's
+    bulk_ratios = [a["bulk_s"] / u["bulk_s"] for u, a in pairs]
+    tiny_diff_us = [(u["tiny_s"] - a["tiny_s"]) / TINY * 1e6 for u, a in pairs]
+    producer = result["producer"]
+    responses = sum(r["messages_sent"] for r in producer)
+    return {
+        "repeats": len(pairs),
+        "tensors": len(result["sizes"]),
+        "mixed_mb": total_mb,
+        "all_values_ok": all(s["value_ok"] for s in samples),
+        "all_ranks_seen": all(
+            sorted(s["ranks"])[: len(result["sizes"])] == list(range(len(result["sizes"]))) for s in samples
+        ),
+        "tau_urgency": statistics.median(taus["urgency"]),
+        "tau_urgency_min": min(taus["urgency"]),
+        "tau_arrival": statistics.median(taus["arrival"]),
+        "mbps_urgency": total_mb / statistics.median(s["mixed_s"] for s in by["urgency"]),
+        "mbps_arrival": total_mb / statistics.median(s["mixed_s"] for s in by["arrival"]),
+        "ratio": statistics.median(ratios),
+        "ratio_ci": bootstrap_ci(ratios),
+        "bulk_mbps_urgency": BULK_MB * 1.048576 / statistics.median(s["bulk_s"] for s in by["urgency"]),
+        "bulk_mbps_arrival": BULK_MB * 1.048576 / statistics.median(s["bulk_s"] for s in by["arrival"]),
+        "bulk_ratio": statistics.median(bulk_ratios),
+        "bulk_ratio_ci": bootstrap_ci(bulk_ratios),
+        "queue_ns_per_response": sum(r["order_ns"] for r in producer) / responses if responses else None,
+        "tiny_diff_us": statistics.median(tiny_diff_us),
+        "tiny_diff_ci": bootstrap_ci(tiny_diff_us),
+        "tiny_us_urgency": statistics.median(s["tiny_s"] for s in by["urgency"]) / TINY * 1e6,
+        "tiny_us_arrival": statistics.median(s["tiny_s"] for s in by["arrival"]) / TINY * 1e6,
+        "chunks_sent": sum(r["chunks_sent"] for r in producer),
+        "preemptions": sum(r["preemptions"] for r in producer),
+        "taus": taus,
+        "ratios": ratios,
+        "bulk_ratios": bulk_ratios,
+        "tiny_diff_us_all": tiny_diff_us,
+    }
+
+
+def run(repeats: int, runs: int, out: str) -> int:
+    progress = Progress("bench_rendezvous --order")
+    build(progress=progress)
+    results, summaries = [], []
+    for r in range(runs):
+        result = one_run(repeats, r, progress)
+        results.append(result)
+        summaries.append(summarize(result))
+    rows = []
+    for i, s in enumerate(summaries):
+        lo, hi = s["ratio_ci"] or (None, None)
+        dlo, dhi = s["tiny_diff_ci"] or (None, None)
+        blo, bhi = s["bulk_ratio_ci"] or (None, None)
+        rows.append(
+            {"run": i + 1, **s, "ratio_lo": lo, "ratio_hi": hi, "diff_lo": dlo, "diff_hi": dhi,
+             "bulk_lo": blo, "bulk_hi": bhi}
+        )  # fmt: skip
+    print(
+        f"{TENSORS} tensors ({summaries[0]['mixed_mb']:.1f} MB, seed {SEED}+run) in random request order, "
+        f"one class, loopback; {repeats} paired repeats (urgency, arrival) per run, {runs} run(s):"
+    )
+    print_table(
+        rows,
+        [("run", "run", "d"), ("tau_urgency", "tau urg", ".3f"), ("tau_urgency_min", "min", ".3f"),
+         ("tau_arrival", "tau arr", ".3f"), ("mbps_urgency", "MB/s urg", ".0f"),
+         ("mbps_arrival", "MB/s arr", ".0f"),
+         ("ratio", "urg/arr", ".3f"), ("ratio_lo", "lo", ".3f"), ("ratio_hi", "hi", ".3f"),
+         ("bulk_mbps_urgency", "64MiB urg", ".0f"), ("bulk_mbps_arrival", "64MiB arr", ".0f"),
+         ("bulk_ratio", "urg/arr", ".3f"), ("bulk_lo", "lo", ".3f"), ("bulk_hi", "hi", ".3f"),
+         ("queue_ns_per_response", "queue ns/resp", ".0f"), ("tiny_diff_us", "tiny d us", ".2f"),
+         ("diff_lo", "lo", ".2f"), ("diff_hi", "hi", ".2f"), ("chunks_sent", "chunks", "d"),
+         ("preemptions", "preempt", "d")],
+    )  # fmt: skip
+    print(
+        f"targets: tau >= {TARGET_TAU}; ordering cost < {TARGET_COST_US} us per tensor; "
+        f"urgency throughput >= {TARGET_RATIO:.2f} x arrival's. Values checked: "
+        f"{all(s['all_values_ok'] for s in summaries)}."
+    )
+    write_json(
+        out,
+        {
+            "tensors": TENSORS,
+            "tiny": TINY,
+            "seed": SEED,
+            "repeats": repeats,
+            "runs": runs,
+            "targets": {"tau": TARGET_TAU, "cost_us": TARGET_COST_US, "ratio": TARGET_RATIO},
+            "summaries": summaries,
+            "results": results,
+        },
+    )
+    return 0

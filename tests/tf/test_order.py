@@ -1,0 +1,311 @@
+"""Order inside a class (issue 14): urgency order and chunked preemption on real data-plane flows.
+
+One process runs a PS and a worker server (real sockets on loopback, the real extension) and a TF1
+session whose worker step pulls 16 parameters of mixed sizes from the PS, all in one class. The
+parameters form a chain, so the tagger ranks them 0..15 in chain order; they are created in reverse
+order, so the worker's executor asks for the least urgent first. Under `arrival` the PS answers in
+request order; under `urgency` it answers most urgent first and sends the large ones in chunks that
+more urgent responses preempt. The worker logs the order in which its receives completed
+(GeryonTakeArrivals), and the step's result checks that every chunked tensor was reassembled right.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from geryon.tf.build import build
+
+tf = pytest.importorskip("tensorflow")
+
+pytestmark = pytest.mark.slow
+TESTS_TF = str(Path(__file__).parent)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _built() -> None:
+    build()
+
+
+def _run(script: str, env: dict[str, str] | None = None, timeout: float = 300) -> dict[str, Any]:
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "TESTS_TF": TESTS_TF, **(env or {})},
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    facts: dict[str, Any] = json.loads(result.stdout.strip().splitlines()[-1])
+    return facts
+
+
+def kendall_tau(seq: list[int]) -> float:
+    """Kendall's tau-a of a sequence against its sorted order (1: sorted, -1: reversed)."""
+    n = len(seq)
+    pairs = n * (n - 1) // 2
+    concordant = sum(1 for i in range(n) for j in range(i + 1, n) if seq[i] < seq[j])
+    discordant = sum(1 for i in range(n) for j in range(i + 1, n) if seq[i] > seq[j])
+    return (concordant - discordant) / pairs if pairs else 1.0
+
+
+ORDER_SCRIPT = r"""
+import json, os, sys, threading, time
+sys.path.insert(0, os.environ["TESTS_TF"])
+from tf_cluster import DATA_OFFSET, pick_ports
+import tensorflow as tf
+import geryon.tf
+from geryon.tf.strategy import native_ops
+from geryon.tf.tf1 import Tf1Classes
+
+v1 = tf.compat.v1
+ops = native_ops()
+LAYERS = 16
+# Mixed sizes (float32 elements): 4 KiB to 2 MiB, so some responses fit one chunk and some take 32.
+SIZES = [(1024, 524288, 8192, 131072, 2048, 262144)[i % 6] for i in range(LAYERS)]
+ps_port, worker_port = pick_ports(2)
+spec = tf.train.ClusterSpec({"ps": [f"127.0.0.1:{ps_port}"], "worker": [f"127.0.0.1:{worker_port}"]})
+servers = [geryon.tf.server(spec, job, 0, data_port_offset=DATA_OFFSET) for job in ("ps", "worker")]
+graph = tf.Graph()
+with graph.as_default():
+    weights = {}
+    with v1.device("/job:ps/task:0"):
+        for i in reversed(range(LAYERS)):  # created last-layer first: the executor asks in this order
+            with v1.variable_scope(f"layer{i:02d}"):
+                init = tf.cast(tf.range(SIZES[i]) % 3, tf.float32)  # sum is exact in float32
+                weights[i] = v1.get_variable("w", initializer=init, use_resource=True)
+    with v1.device("/job:worker/task:0"):
+        x = v1.placeholder(tf.float32, [1], name="x")  # the model's input (the tagger needs one)
+        h = x
+        for i in range(LAYERS):  # a chain: layer i needs layer i-1's output, so ranks follow i
+            one = h / h  # 1, but after layer i-1
+            h = h + tf.reduce_sum(weights[i] * one)
+        total = h[0]
+    with v1.device("/job:ps/task:0"):
+        with v1.variable_scope(f"layer{LAYERS:02d}"):  # 128 MiB, consumed last: the least urgent
+            huge = v1.get_variable("w", [32 << 20], initializer=v1.zeros_initializer(), use_resource=True)
+    with v1.device("/job:worker/task:0"):
+        after_all = h + tf.reduce_sum(huge * (h / h))  # only for the tagger: ranks `huge` last (16)
+        fetch_huge = tf.reduce_sum(huge)
+        fetch_first = tf.reduce_sum(weights[0])  # rank 0
+        order_in = v1.placeholder_with_default("urgency", [])
+        set_order = ops.geryon_set_order(order_in)
+        chunk = ops.geryon_set_chunk_bytes(tf.constant(int(os.environ.get("CHUNK", 65536)), tf.int64))
+        settings = ops.geryon_data_plane_order()
+        take = ops.geryon_take_arrivals(tf.constant(1000, tf.int64))
+    init = v1.global_variables_initializer()
+expected = 1.0 + sum(sum(j % 3 for j in range(n)) for n in SIZES)
+classes = Tf1Classes(graph, spec, thresholds=[1.0])  # every parameter in one class (1)
+target = servers[1].target
+classes.install(target)
+out = {"expected": expected, "sizes": SIZES, "steps": []}
+with v1.Session(target, graph=graph) as sess:
+    sess.run(init)
+    out["chunk"] = int(sess.run(chunk))
+    sess.run(total, {x: [1.0]})  # warm-up: connections, graph registration
+    for step in range(8):
+        order = "urgency" if step % 2 == 0 else "arrival"
+        sess.run(set_order, {order_in: order})
+        sess.run(take)  # clears the log, then logs this step's receives
+        value = float(sess.run(total, {x: [1.0]}))
+        rows = sess.run(take).tolist()
+        ranked = [r for r in rows if r[1] >= 0]
+        out["steps"].append({"order": order, "value": value, "ranks": [r[1] for r in ranked],
+                             "classes": sorted({r[4] for r in ranked}), "bytes": [r[3] for r in ranked]})
+    rows = [dict(c.__dict__) for c in geryon.tf.flow_counters() if c.role == "producer"]
+    out["producer"] = rows
+
+    # Preemption: the most urgent tensor is asked for while the least urgent 128 MiB one is going out.
+    def sent():
+        return sum(c.bytes_sent for c in geryon.tf.flow_counters() if c.role == "producer")
+
+    sess.run([fetch_huge, fetch_first])  # warm-up
+    out["preempt"] = {}
+    for order in ("urgency", "arrival"):
+        sess.run(set_order, {order_in: order})
+        before_preemptions = sum(c.preemptions for c in geryon.tf.flow_counters() if c.role == "producer")
+        sess.run(take)
+        start = sent()
+        thread = threading.Thread(target=lambda: sess.run(fetch_huge))
+        thread.start()
+        deadline = time.time() + 60
+        while sent() < start + (8 << 20) and time.time() < deadline:  # 8 MiB of it is on the wire
+            time.sleep(0.0005)
+        sess.run(fetch_first)
+        thread.join()
+        ranks = [r[1] for r in sess.run(take).tolist() if r[1] in (0, LAYERS)]
+        preemptions = sum(c.preemptions for c in geryon.tf.flow_counters() if c.role == "producer")
+        out["preempt"][order] = {"ranks": ranks, "preemptions": preemptions - before_preemptions}
+    out["settings"] = [s.decode() if isinstance(s, bytes) else int(s) for s in sess.run(settings)]
+print(json.dumps(out), flush=True)
+os._exit(0)
+"""
+
+
+def test_urgency_order_serves_the_most_urgent_first_and_preempts_large_tensors_in_chunks() -> None:
+    facts = _run(ORDER_SCRIPT)
+    assert facts["chunk"] == 65536
+    taus: dict[str, list[float]] = {"urgency": [], "arrival": []}
+    for step in facts["steps"]:
+        # Every tensor arrived whole and right, chunked or not (the sum covers every element).
+        assert step["value"] == facts["expected"], step
+        assert sorted(step["ranks"]) == list(range(16)), step
+        assert step["classes"] == [1], step  # one class: the order inside it is what is measured
+        taus[step["order"]].append(kendall_tau(step["ranks"]))
+    urgency = sorted(taus["urgency"])
+    arrival = sorted(taus["arrival"])
+    # Arrival: answered as requested and produced (requested least urgent first; small ones finish
+    # sooner), far from rank order (measured: tau -0.07 to 0.2). Urgency: most urgent first; only
+    # responses written before later requests were read can be out of place (measured: 0.7 to 1.0).
+    assert urgency[len(urgency) // 2] >= 0.6, taus
+    assert arrival[len(arrival) // 2] <= 0.4, taus
+    producer = [r for r in facts["producer"] if r["klass"] == 1 and r["messages_sent"] > 0]
+    assert sum(r["chunks_sent"] for r in producer) > 0, producer
+    # Everything was asked for in one burst, so urgency ordered it before writing: no preemption needed.
+    # Asked for while the 128 MiB least urgent tensor is going out, the most urgent one preempts it
+    # at the next chunk boundary and completes first; in arrival order it waits for the whole tensor.
+    assert facts["preempt"]["urgency"]["ranks"] == [0, 16], facts["preempt"]
+    assert facts["preempt"]["urgency"]["preemptions"] >= 1, facts["preempt"]
+    assert facts["preempt"]["arrival"] == {"ranks": [16, 0], "preemptions": 0}, facts["preempt"]
+    # The cost of the ordered queue per response (insert and pick), a loose bound for a loaded host.
+    sent = sum(r["messages_sent"] for r in producer)
+    assert sum(r["order_ns"] for r in producer) / sent < 50_000, producer
+    assert facts["settings"] == ["arrival", 65536]
+
+
+BAD_SETTINGS_SCRIPT = r"""
+import json, os
+import tensorflow as tf
+from geryon.tf.strategy import native_ops
+ops = native_ops()
+out = {}
+for name, call in [("order", lambda: ops.geryon_set_order("fastest")),
+                   ("small", lambda: ops.geryon_set_chunk_bytes(tf.constant(4095, tf.int64))),
+                   ("large", lambda: ops.geryon_set_chunk_bytes(tf.constant((1 << 30) + 1, tf.int64)))]:
+    try:
+        call()
+        out[name] = None
+    except tf.errors.InvalidArgumentError as e:
+        out[name] = e.message
+order, chunk = ops.geryon_data_plane_order()
+out["in_force"] = [order.numpy().decode(), int(chunk)]
+out["edge"] = int(ops.geryon_set_chunk_bytes(tf.constant(4096, tf.int64)))
+print(json.dumps(out), flush=True)
+os._exit(0)
+"""
+
+
+def test_bad_order_or_chunk_size_is_refused_naming_the_field_and_nothing_changes() -> None:
+    facts = _run(BAD_SETTINGS_SCRIPT)
+    assert "order: 'fastest' is not one of 'urgency', 'arrival'" in facts["order"]
+    assert "chunk_bytes: 4095 is not in [4096, 1073741824]" in facts["small"]
+    assert "chunk_bytes: 1073741825 is not in" in facts["large"]
+    assert facts["in_force"] == ["urgency", 256 * 1024]  # the defaults stay
+    assert facts["edge"] == 4096
+
+
+ENV_SCRIPT = r"""
+import json, os, sys
+sys.path.insert(0, os.environ["TESTS_TF"])
+from tf_cluster import DATA_OFFSET, pick_ports
+import tensorflow as tf
+import geryon.tf
+(port,) = pick_ports(1)
+try:
+    spec = tf.train.ClusterSpec({"ps": [f"127.0.0.1:{port}"]})
+    geryon.tf.server(spec, "ps", 0, data_port_offset=DATA_OFFSET)
+    print(json.dumps({"error": None}), flush=True)
+except Exception as e:
+    print(json.dumps({"error": str(e)[:2000]}), flush=True)
+os._exit(0)
+"""
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"GERYON_CHUNK_BYTES": "1k"}, "GERYON_CHUNK_BYTES='1k' is not a whole number of bytes in [4096,"),
+        ({"GERYON_CHUNK_BYTES": "2048"}, "GERYON_CHUNK_BYTES='2048'"),
+        ({"GERYON_ORDER": "lifo"}, "GERYON_ORDER='lifo' is not one of 'urgency', 'arrival'"),
+    ],
+)
+def test_a_bad_environment_setting_fails_the_server_start_naming_the_variable(
+    env: dict[str, str], message: str
+) -> None:
+    facts = _run(ENV_SCRIPT, env)
+    assert facts["error"] is not None and message in facts["error"], facts
+
+
+OLD_PEER_SCRIPT = r"""
+import json, os, socket, struct, sys
+sys.path.insert(0, os.environ["TESTS_TF"])
+from tf_cluster import DATA_OFFSET, pick_ports
+import tensorflow as tf
+import geryon.tf
+ps_port, worker_port = pick_ports(2)
+spec = tf.train.ClusterSpec({"ps": [f"127.0.0.1:{ps_port}"], "worker": [f"127.0.0.1:{worker_port}"]})
+server = geryon.tf.server(spec, "ps", 0, data_port_offset=DATA_OFFSET)
+# A consumer of protocol version 1 (before issue 14): its hello, as that release wrote it.
+task = b"/job:worker/replica:0/task:0"
+s = socket.create_connection(("127.0.0.1", ps_port + DATA_OFFSET), timeout=10)
+s.sendall(struct.pack("<IHHH", 0x48595247, 1, 0, len(task)) + task)
+data = b""
+while True:
+    chunk = s.recv(4096)
+    if not chunk:
+        break
+    data += chunk
+magic, rid, kind = struct.unpack("<IQB", data[:13])
+code, n = struct.unpack("<II", data[16:24])
+message = data[24:24 + n].decode()
+print(json.dumps({"magic": magic, "id": rid, "kind": kind, "code": code, "message": message}))
+os._exit(0)
+"""
+
+
+def test_an_old_peer_gets_a_refusal_frame_naming_both_protocol_versions() -> None:
+    facts = _run(OLD_PEER_SCRIPT)
+    # The refusal frame of every version: a response head with id 0, kind 2 (error), FailedPrecondition.
+    assert (facts["magic"], facts["id"], facts["kind"], facts["code"]) == (0x53595247, 0, 2, 9), facts
+    assert "protocol version 1, this producer speaks version 3" in facts["message"], facts
+
+
+STRATEGY_SCRIPT = r"""
+import json, os
+from geryon.demo import schedule
+from geryon.tf import strategy as gs
+devices = {"coordinator": ""}  # this process: the same op path every task takes
+out = {"hook": schedule.ordering_available(gs.GeryonStrategy(None, None, None, None, devices))}
+out["set"] = gs.set_order("arrival", devices)
+out["chunk"] = gs.set_chunk_bytes(1 << 20, devices)
+out["read"] = gs.read_orders(devices)
+for name, call in [("order", lambda: gs.set_order("fifo", devices)),
+                   ("chunk", lambda: gs.set_chunk_bytes(1024, devices)),
+                   ("bool", lambda: gs.set_chunk_bytes(True, devices))]:
+    try:
+        call()
+        out["error_" + name] = None
+    except ValueError as e:
+        out["error_" + name] = str(e)
+out["after"] = gs.read_orders(devices)
+print(json.dumps(out), flush=True)
+os._exit(0)
+"""
+
+
+def test_strategy_set_order_reaches_the_task_and_bad_values_send_nothing() -> None:
+    facts = _run(STRATEGY_SCRIPT)
+    assert facts["hook"] is True  # geryon.demo.schedule finds GeryonStrategy.set_order
+    assert facts["set"] == {"coordinator": "arrival"}
+    assert facts["chunk"] == {"coordinator": 1 << 20}
+    assert facts["read"] == {"coordinator": ["arrival", 1 << 20]}
+    assert facts["error_order"] == "order: 'fifo' is not one of urgency, arrival"
+    assert "chunk_bytes: 1024 is not an int in [4096, 1073741824]" in facts["error_chunk"]
+    assert "chunk_bytes: True" in facts["error_bool"]
+    assert facts["after"] == facts["read"]  # refused values changed nothing
