@@ -148,8 +148,10 @@ def environment(sanitizer: str, log_dir: Path) -> dict[str, str]:
                 log,
                 f"suppressions={SUPPRESSIONS_DIR / 'tsan.supp'}",
                 "print_suppressions=0",
-                # Report every race and go on: one run shows all of them, not the first.
+                # Report every race and go on: one run shows all of them, not the first; and exit as
+                # the process would (not 66): the reports are read from the logs.
                 "halt_on_error=0",
+                "exitcode=0",
                 # Python's signal handlers call async-unsafe functions by design (TF's too).
                 "report_signal_unsafe=0",
                 # Longer access history: TF's thread pools run many accesses between two of ours.
