@@ -44,7 +44,10 @@ from typing import Any
 ENDHOST_GAP_S = 300e-6  # ByteScheduler (paper 004) Sec. 4.1: partition overhead "about 300us"
 CHUNK_BYTES = 256 << 10  # issue 14 item 1: chunks of about 256 KiB
 CHUNK_MIN, CHUNK_MAX = 4 << 10, 1 << 30
-PUSH_ORDERS = ("urgency", "arrival", "whole")  # hybrid's push ranking; the first is the default
+PUSH_ORDERS = ("urgency", "arrival", "whole")  # hybrid's push ranking
+# The data plane's: pushes (responses to a PS) queue in urgency order but go out whole once started
+# (native/rendezvous/README.md, "Order inside a class"; bench/README.md, "The simulator's modes").
+PUSH_ORDER_DEFAULT = "whole"
 SENDER_ORDERS = ("connection", "host")  # where hybrid's urgency order holds; the first is the default
 TF_INFLIGHT = 3.5  # bench/bench_tf_order.py on this machine: 3.49 pulls in flight per PS connection
 

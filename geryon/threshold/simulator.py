@@ -26,8 +26,9 @@ or changes level, which keeps the event count near two per transfer:
 - hybrid (Geryon with urgency order inside a class, issue 14): one connection per pair and class, as
   network; each connection sends its most urgent pending transfer in chunks of `chunk_bytes`, and a more
   urgent one that becomes ready takes over at the next chunk boundary (the preempted one keeps the bytes
-  it has left). Pushes go in the same urgency order, or with `push_order="arrival"` in the order they
-  became ready, without preemption, or with "whole" in urgency order without preemption. The data
+  it has left). Pushes (by default, `push_order="whole"`, as the data plane sends them) go in urgency
+  order but a started one is not preempted; with "urgency" they are preempted like pulls, with
+  "arrival" they go in the order they became ready, without preemption. The data
   plane orders inside each connection only (native/rendezvous: one socket per consumer, producer and
   class), so every port, the sender's NIC
   too, serves classes in strict priority and shares fairly among the connections of a class; with
@@ -86,7 +87,7 @@ from geryon.threshold.profile import Profile
 from geryon.threshold.simknobs import (
     CHUNK_BYTES,
     ENDHOST_GAP_S,
-    PUSH_ORDERS,
+    PUSH_ORDER_DEFAULT,
     SENDER_ORDERS,
     Background,
     PsCosts,
@@ -143,7 +144,7 @@ class SimResult:
     inflight: float | None = None
     seed: int = 0
     ps_costs: PsCosts = field(default_factory=PsCosts)
-    push_order: str = PUSH_ORDERS[0]
+    push_order: str = PUSH_ORDER_DEFAULT
     sender_order: str = SENDER_ORDERS[0]
     background: tuple[Background, ...] = ()
     # trace=True: compute spans (args: iteration, layer, worker) and transfer spans (args: iteration,
@@ -216,7 +217,7 @@ def simulate(
     ps_costs: PsCosts | None = None,
     background: Sequence[Background] = (),
     cohost_fast: bool = False,
-    push_order: str = PUSH_ORDERS[0],
+    push_order: str = PUSH_ORDER_DEFAULT,
     sender_order: str = SENDER_ORDERS[0],
 ) -> SimResult:
     """Simulates `iterations` BSP iterations of `profile` on the cluster; see the module docstring.
@@ -335,7 +336,7 @@ class _Knobs:
     ps_costs: PsCosts
     background: tuple[Background, ...]
     cohost_fast: bool = False
-    push_order: str = PUSH_ORDERS[0]
+    push_order: str = PUSH_ORDER_DEFAULT
     sender_order: str = SENDER_ORDERS[0]
 
 

@@ -309,3 +309,53 @@ def test_strategy_set_order_reaches_the_task_and_bad_values_send_nothing() -> No
     assert "chunk_bytes: 1024 is not an int in [4096, 1073741824]" in facts["error_chunk"]
     assert "chunk_bytes: True" in facts["error_bool"]
     assert facts["after"] == facts["read"]  # refused values changed nothing
+
+
+PUSH_SCRIPT = r"""
+import json, os, sys
+sys.path.insert(0, os.environ["TESTS_TF"])
+from tf_cluster import DATA_OFFSET, pick_ports
+import tensorflow as tf
+import geryon.tf
+from geryon.tf.strategy import native_ops
+
+v1 = tf.compat.v1
+ops = native_ops()
+ps_port, worker_port = pick_ports(2)
+spec = tf.train.ClusterSpec({"ps": [f"127.0.0.1:{ps_port}"], "worker": [f"127.0.0.1:{worker_port}"]})
+servers = [geryon.tf.server(spec, job, 0, data_port_offset=DATA_OFFSET) for job in ("ps", "worker")]
+graph = tf.Graph()
+with graph.as_default():
+    with v1.device("/job:worker/task:0"):
+        two = v1.placeholder_with_default(2.0, [])  # fed values: grappler cannot fold the sums away
+        grad = tf.fill([4 << 20], two)  # 16 MiB made on the worker: the PS receives it (a push)
+        settings = ops.geryon_set_order(tf.constant("urgency"))
+        chunk = ops.geryon_set_chunk_bytes(tf.constant(65536, tf.int64))
+    with v1.device("/job:ps/task:0"):
+        pushed = tf.reduce_sum(grad)
+        three = v1.placeholder_with_default(3.0, [])
+        param = tf.fill([4 << 20], three)  # 16 MiB made on the PS: the worker receives it (a pull)
+    with v1.device("/job:worker/task:0"):
+        pulled = tf.reduce_sum(param)
+with v1.Session(servers[1].target, graph=graph) as sess:
+    sess.run([settings, chunk])
+    values = [float(v) for v in sess.run([pushed, pulled], {two: 2.0, three: 3.0})]
+rows = [c for c in geryon.tf.flow_counters() if c.role == "producer" and c.bytes_sent > (8 << 20)]
+every = [[c.local_task, c.peer_task, c.role, c.bytes_sent] for c in geryon.tf.flow_counters()]
+producers = {c.local_task.split("/")[1]: [c.bytes_sent, c.chunks_sent] for c in rows}
+print(json.dumps({"values": values, "all": every, "producers": producers}), flush=True)
+os._exit(0)
+"""
+
+
+def test_pushes_go_out_whole_while_pulls_are_chunked() -> None:
+    # A response to a parameter server is a gradient push: urgency order keeps it whole once started
+    # (preempted pushes go last-in-first-out, see native/rendezvous/README.md), pulls keep chunks.
+    facts = _run(PUSH_SCRIPT)
+    assert facts["values"] == [2.0 * (4 << 20), 3.0 * (4 << 20)]
+    producers = facts["producers"]
+    assert set(producers) == {"job:worker", "job:ps"}, facts["all"]
+    sent, chunks = producers["job:worker"]  # the worker's flow to the PS: the push
+    assert sent >= 16 << 20 and chunks == 0
+    sent, chunks = producers["job:ps"]  # the PS's flow to the worker: the pull, in 64 KiB chunks
+    assert sent >= 16 << 20 and chunks >= (16 << 20) // 65536

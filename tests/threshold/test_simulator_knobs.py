@@ -33,7 +33,7 @@ def test_hybrid_preempts_at_the_next_chunk_boundary_hand_computed():
     # inside the class (network without interleaving) at 91.112.
     p = synthetic([4096, 40960], [0.0, 0.0], [5.0, 1.0])
     kw = dict(**SLOW, thresholds=(0.25,), iterations=1, trace=True, chunk_bytes=4096)
-    hybrid = simulate(p, mode="hybrid", **kw)
+    hybrid = simulate(p, mode="hybrid", push_order="urgency", **kw)  # pushes preempted like pulls
     ideal = simulate(p, mode="ideal", **kw)
     network = simulate(p, mode="network", interleave=False, **kw)
     assert {s.args["class"] for s in hybrid.spans if s.category in ("pull", "push")} == {0}
@@ -56,7 +56,7 @@ def test_hybrid_pushes_in_arrival_order_never_preempt_hand_computed():
     assert push_end(r, 1) == pytest.approx(87.016)
     assert push_end(r, 0) == pytest.approx(91.112)
     assert r.push_order == "arrival" and r.to_dict()["push_order"] == "arrival"
-    assert simulate(p, mode="hybrid", **kw).push_order == "urgency"  # the default
+    assert simulate(p, mode="hybrid", **kw).push_order == "whole"  # the default, as the data plane
 
 
 def test_hybrid_push_orders_hand_computed():
