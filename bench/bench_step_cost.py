@@ -23,7 +23,9 @@ Each run is a fresh cluster; the value written is the median over runs (the tabl
 
 Writes the result into the calibration file (`--calibration`, bench/bench_ps_costs.py's
 `geryon.ps-costs` JSON, which must exist: its loopback rate and PS costs are needed above) as the
-optional knob `step_fixed_s` with its runs in `meta.step_fixed`, and JSON of its own (--out, default
+optional knob `step_fixed_s` with its runs in `meta.step_fixed` and the value per worker count in
+`meta.step_fixed_by_workers` (run it once per worker count the demo runs: `--workers 1` for
+`single`), and JSON of its own (--out, default
 out/bench/step_cost.json). `geryon.demo.predict` adds the knob to every predicted step.
 """
 
@@ -180,9 +182,12 @@ def main() -> int:
     }
     doc = json.loads(Path(args.calibration).read_text())
     base = {k: knobs[k] for k in knobs if k != "step_fixed_s"}
-    updated = knobs_document(
-        {**base, "step_fixed_s": fixed}, {**doc.get("meta", {}), "step_fixed": meta_step}
-    )
+    meta = dict(doc.get("meta", {}))
+    # One value per worker count (a round schedules one closure per worker: 1 worker costs less);
+    # the knob is the latest, for worker counts not measured.
+    by_workers = {**meta.get("step_fixed_by_workers", {}), str(args.workers): fixed}
+    meta.update(step_fixed=meta_step, step_fixed_by_workers=by_workers)
+    updated = knobs_document({**base, "step_fixed_s": fixed}, meta)
     Path(args.calibration).write_text(json.dumps(updated, indent=1) + "\n")
     print(f"calibration: {args.calibration} (knobs.step_fixed_s)")
     write_json(args.out, {"step_fixed_s": fixed, **meta_step, "calibration": args.calibration})

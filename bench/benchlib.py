@@ -26,7 +26,8 @@ def print_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[tuple[str, 
         [format(row[key], spec) if row.get(key) is not None else "-" for key, _, spec in columns]
         for row in rows
     ]
-    widths = [max(len(header), *(len(c[i]) for c in cells)) for i, (_, header, _) in enumerate(columns)]
+    # A list, not max(a, *rest): with no rows max() would get a lone int (every paired mode failed).
+    widths = [max([len(header), *(len(c[i]) for c in cells)]) for i, (_, header, _) in enumerate(columns)]
     print("  ".join(header.rjust(w) for (_, header, _), w in zip(columns, widths, strict=True)))
     print("  ".join("-" * w for w in widths))
     for c in cells:

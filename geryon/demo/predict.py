@@ -60,7 +60,8 @@ What it does not model, so where to look when the error is large:
   gRPC/rendezvous overheads and serialization copies; the optimizer's update ops on the PSes. These
   are not simulated: when the calibration has `step_fixed_s` (bench/bench_step_cost.py, measured on a
   loopback cluster of the demo's processes), it is added to every mode's simulated step
-  (`predicted_s` = `simulated_s` + `step_fixed_s`).
+  (`predicted_s` = `simulated_s` + `step_fixed_s`), the value measured for the mode's worker count
+  (`meta.step_fixed_by_workers`) where there is one.
 - Head-of-line blocking: a gRPC channel interleaves tensors as HTTP/2 frames, but once bytes sit in
   the kernel's socket buffer (megabytes with autotuning) and the switch queue, they leave in FIFO
   order, so a small urgent tensor can wait behind bulk more than fair interleaving (what is simulated
@@ -137,7 +138,7 @@ def predict(
     config = _config(result)
     profile, cached, chosen = choose_profile(result, config, profile_path, progress, profile_source)
     ps_costs, ps_info = resolve_ps_costs(ps_costs_path)
-    step_fixed = ps_info.get("step_fixed_s") or 0.0
+    by_workers: dict[int, float] = ps_info.get("step_fixed_by_workers") or {}
     progress.say(f"profile: {chosen['used']} ({profile.source}); {ps_info['note']}")
     summary = summarize(result)
     runs = [r for r in result.get("runs") or [] if isinstance(r, Mapping)]
@@ -146,6 +147,7 @@ def predict(
         setting = sim_setting(mode, [r for r in runs if r.get("mode") == mode], m["thresholds"], config)
         sim = simulate(profile, iterations=ITERATIONS, ps_costs=ps_costs, **sim_args(setting))
         measured = m["median_step_s"]
+        step_fixed = by_workers.get(setting["workers"], ps_info.get("step_fixed_s") or 0.0)
         predicted = sim.iteration_s + step_fixed
         modes[mode] = {
             "predicted_s": predicted,
@@ -334,7 +336,7 @@ def resolve_ps_costs(path: str | Path | None) -> tuple[PsCosts | None, dict[str,
     """The PS costs for simulate() and what the report says of them. An explicit `path` must load (a
     CalibrationError names the key); the default one, when present but unreadable, is reported and
     left out rather than failing the whole prediction."""
-    from geryon.threshold.calibration import CalibrationError, load_knobs
+    from geryon.threshold.calibration import CalibrationError, load_knobs, step_fixed_by_workers
 
     explicit = path is not None
     where = Path(path) if path is not None else DEFAULT_PS_COSTS
@@ -342,6 +344,7 @@ def resolve_ps_costs(path: str | Path | None) -> tuple[PsCosts | None, dict[str,
         return None, {"calibrated": False, "path": None, "knobs": None, "note": UNCALIBRATED}
     try:
         knobs = load_knobs(where)
+        by_workers = step_fixed_by_workers(where)
     except CalibrationError as e:
         if explicit:
             raise
@@ -353,13 +356,16 @@ def resolve_ps_costs(path: str | Path | None) -> tuple[PsCosts | None, dict[str,
         "path": str(where),
         "knobs": costs.to_dict(),
         "step_fixed_s": step_fixed,
-        "note": f"PS costs: {where}"
-        + (
-            f"; per-step fixed cost {step_fixed * 1e3:.1f} ms added"
-            if step_fixed is not None
-            else f"; {NO_STEP_COST}"
-        ),
+        "step_fixed_by_workers": by_workers,
+        "note": f"PS costs: {where}; " + step_note(step_fixed, by_workers),
     }
+
+
+def step_note(step_fixed: float | None, by_workers: Mapping[int, float]) -> str:
+    if step_fixed is None:
+        return NO_STEP_COST
+    per = ", ".join(f"{v * 1e3:.1f} ms at {w} worker(s)" for w, v in sorted(by_workers.items()))
+    return f"per-step fixed cost {per or f'{step_fixed * 1e3:.1f} ms'} added"
 
 
 # --- the profile -----------------------------------------------------------------------------------

@@ -6,11 +6,12 @@ A schedule is (the classes: thresholds, or one class for every tensor; the order
 The classes go through the map_table (g.set_thresholds installs the next version on every task,
 as the threshold search does at run time). The order inside a class is the data plane's
 per-connection ordering (issue 14 item 1: each (consumer, producer, class) connection serves its
-most urgent pending response first, large ones in chunks, or first ready with "arrival"), set on every task through
-ORDERING_HOOK (`g.set_order("urgency" | "arrival")`) before each round; every task answers with the
-order it now runs, which the returned dict keeps (`order_in_force`; a task that answers otherwise is
-a ScheduleError). A strategy without the hook (a data plane from before item 1) is recorded as
-`ordering_available: False`, and the report prints that urgency order was requested but not applied.
+most urgent pending response first, large ones in chunks, or first ready with "arrival"), set on
+every task through ORDERING_HOOK (`g.set_order("urgency" | "arrival")`) before each round; every
+task answers with the order it now runs, which the returned dict keeps (`order_in_force`; a task
+that answers otherwise is a ScheduleError). A strategy without the hook (a data plane from before
+item 1) is recorded as `ordering_available: False`, and the report prints that urgency order was
+requested but not applied.
 The chunk size (`--chunk-size`, validated by the runner to 4 KiB..1 GiB) goes in once per cluster
 through CHUNK_HOOK (`g.set_chunk_bytes(n)`) the same way (apply_chunk).
 """

@@ -34,6 +34,14 @@ LOG_PREFIX = "sanitizer"
 _OURS = re.compile(r"libgeryon_rendezvous|native/rendezvous/")
 # Where a report starts: ASAN/TSAN/UBSAN headers, and each leak of a LeakSanitizer report.
 _START = re.compile(r"^(WARNING: ThreadSanitizer:|==\d+==ERROR: \w+Sanitizer:|(Direct|Indirect) leak of )")
+_FRAME = re.compile(r"#\d+ ")
+_CREATED = re.compile(r"Thread T\d+.* created (by|at)")
+# Frames of the sanitizer's runtime (interceptors), libc and libstdc++'s own code: the caller is
+# what made the access.
+_RUNTIME = re.compile(r"\((libtsan|libasan|liblsan|libc|libstdc\+\+|ld-linux[^ ]*)\.so|/libsanitizer/")
+# A frame's address: ASAN prints the pc ("#1 0x7f.. in"), TSAN the module and offset; frames inlined
+# into one instruction share it.
+_ADDRESS = re.compile(r"^#\d+ (0x[0-9a-f]+)|\(([^()]+\+0x[0-9a-f]+)\)$")
 _NOT_A_REPORT = re.compile(r"==\d+==ERROR: LeakSanitizer: detected memory leaks")
 
 
@@ -45,7 +53,41 @@ class Report:
 
     @property
     def ours(self) -> bool:
-        return bool(_OURS.search(self.text))
+        """Whether the code that did it is ours: in some stack of the error itself (an access, an
+        allocation, a free, a leak's allocation), the first frame past the sanitizer runtime, libc
+        and libstdc++ (with the frames inlined at the same address) is in our library or sources.
+        Not any frame anywhere: TF's gRPC threads are created, and its resolver called, from our
+        NewServer, which would make every race between two gRPC threads name us far up a stack."""
+        for stack in _stacks(self.text):
+            frames = [f for f in stack if not _RUNTIME.search(f)]
+            if not frames:
+                continue
+            key = _address(frames[0])
+            top = [f for f in frames if key is not None and _address(f) == key] or frames[:1]
+            if any(_OURS.search(f) for f in top):
+                return True
+        return False
+
+
+def _address(frame: str) -> str | None:
+    m = _ADDRESS.search(frame)
+    return None if m is None else (m.group(1) or m.group(2))
+
+
+def _stacks(text: str) -> list[list[str]]:
+    """The report's stacks, without those that say where a thread was created."""
+    stacks: list[list[str]] = []
+    current: list[str] | None = None
+    for line in text.splitlines():
+        stripped = line.strip()
+        if _FRAME.match(stripped):
+            if current is not None:
+                current.append(stripped)
+        elif stripped:
+            current = None if _CREATED.match(stripped) else []
+            if current is not None:
+                stacks.append(current)
+    return stacks
 
 
 def active() -> str | None:
@@ -106,8 +148,10 @@ def environment(sanitizer: str, log_dir: Path) -> dict[str, str]:
                 log,
                 f"suppressions={SUPPRESSIONS_DIR / 'tsan.supp'}",
                 "print_suppressions=0",
-                # Report every race and go on: one run shows all of them, not the first.
+                # Report every race and go on: one run shows all of them, not the first; and exit as
+                # the process would (not 66): the reports are read from the logs.
                 "halt_on_error=0",
+                "exitcode=0",
                 # Python's signal handlers call async-unsafe functions by design (TF's too).
                 "report_signal_unsafe=0",
                 # Longer access history: TF's thread pools run many accesses between two of ours.

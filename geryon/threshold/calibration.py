@@ -101,6 +101,31 @@ def knobs_from_dict(data: Any, where: str = "calibration") -> dict[str, float]:
     return out
 
 
+def step_fixed_by_workers(path: str | os.PathLike[str]) -> dict[int, float]:
+    """`meta.step_fixed_by_workers` of a calibration file: bench/bench_step_cost.py's per-step fixed
+    cost for each worker count it measured ({} when none). The knob `step_fixed_s` is the latest
+    one measured, for worker counts not in this map."""
+    data = read_json(path, CalibrationError, "calibration")
+    meta = data.get("meta") if isinstance(data, Mapping) else None
+    table = meta.get("step_fixed_by_workers", {}) if isinstance(meta, Mapping) else {}
+    where = f"{path}.meta.step_fixed_by_workers"
+    if not isinstance(table, Mapping):
+        raise CalibrationError(f"{where}: expected an object of worker count -> seconds")
+    out: dict[int, float] = {}
+    for key, value in table.items():
+        if not (isinstance(key, str) and key.isdigit() and int(key) >= 1):
+            raise CalibrationError(f"{where}: key {key!r}: expected a worker count >= 1")
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+            or value < 0
+        ):
+            raise CalibrationError(f"{where}.{key}: expected a finite number >= 0, got {value!r}")
+        out[int(key)] = float(value)
+    return out
+
+
 def knobs_document(knobs: Mapping[str, float], meta: Mapping[str, Any]) -> dict[str, Any]:
     """The JSON object `load_knobs` reads (validated on the way out, so a bench never writes a bad one)."""
     doc = {"format": FORMAT, "version": FORMAT_VERSION, "knobs": dict(knobs), "meta": dict(meta)}

@@ -547,6 +547,10 @@ class _Replay:
         self.push_whole = mode == "hybrid" and knobs.push_order == "whole"
         self.host_order = mode == "hybrid" and knobs.sender_order == "host"
         self.gap = knobs.endhost_gap_s if mode == "end-host" else 0.0
+        # end-host's gaps skip re-allocations only on the representative path with more workers than
+        # PSes: with every worker (or co-hosted) every PS port carries many connections, and with as many
+        # PSes as workers the worker's own port is full, so the check would cost without paying.
+        self.track_ports = self.gap > 0 and self.symmetric and not colocate and workers > num_ps
         self.inflight = knobs.inflight if self.shared else None
         self.rng = random.Random(knobs.seed)
         per_class = mode in ("network", "hybrid")
@@ -900,7 +904,7 @@ class _Replay:
 
     def _join(self, flow: _Flow) -> None:
         self.active[flow.group][flow] = None
-        if self.gap > 0:  # only _quiet_rate reads port_flows
+        if self.track_ports:  # only _quiet_rate reads port_flows
             pf = self.port_flows
             pf.setdefault(flow.up, {})[flow] = None
             pf.setdefault(flow.down, {})[flow] = None
@@ -908,7 +912,7 @@ class _Replay:
 
     def _leave(self, flow: _Flow) -> None:
         del self.active[flow.group][flow]
-        if self.gap > 0:
+        if self.track_ports:
             del self.port_flows[flow.up][flow]
             del self.port_flows[flow.down][flow]
 
@@ -924,7 +928,7 @@ class _Replay:
         so it ends at that port's capacity whenever it starts), so each such flow must be alone there.
         In a symmetric cluster with more workers than PSes every PS port is one representative
         flow's, which is the common case: each end-host transfer then costs one allocation, not two."""
-        if not self.quiet_gaps or self.fast or self.dirty[flow.group]:
+        if not self.quiet_gaps or not self.track_ports or self.fast or self.dirty[flow.group]:
             return None  # fast: weighted ports; dirty: the rates are about to change anyway
         pf = self.port_flows
         up, down = flow.up, flow.down
@@ -1122,7 +1126,7 @@ class _Replay:
                 [f.wu for f in flows] if self.fast else None,
                 [f.wd for f in flows] if self.fast else None,
             )
-            if self.gap > 0:
+            if self.track_ports:
                 used = self.port_used
                 for port in self.group_ports[group]:
                     used[port] = 0.0

@@ -40,7 +40,10 @@ MapTableSnapshot* BuiltinTable() {
 }
 
 std::atomic<const MapTableSnapshot*>& Current() {
-  static std::atomic<const MapTableSnapshot*> current{BuiltinTable()};
+  // Held here for the process: a reader that loaded it before the first install may still use it, so
+  // it is never freed, and without this pointer it was unreachable (a leak, found by LeakSanitizer).
+  static const MapTableSnapshot* const builtin = BuiltinTable();
+  static std::atomic<const MapTableSnapshot*> current{builtin};
   return current;
 }
 

@@ -1082,9 +1082,10 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
       g_accepted -= 1;
       return;
     }
+    // Marked before the ack, so every byte this side sends on the flow carries the class's DSCP.
+    MarkSocket(fd_, cls_, /*consumer=*/false);
     WriteAck(local_task);
     setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof(none));  // requests may be far apart
-    MarkSocket(fd_, cls_, /*consumer=*/false);
     counters_ = CountersFor("producer", local_task, peer_task_, cls_);
     counters_->connections += 1;
     counters_->dscp = DscpForClass(cls_);

@@ -78,3 +78,12 @@ def test_run_client_returns_the_result_line(benchlib: ModuleType) -> None:
 def test_run_client_without_a_result_says_what_the_client_wrote(benchlib: ModuleType) -> None:
     with pytest.raises(RuntimeError, match=r"the client failed: .*boom"):
         benchlib.run_client("raise SystemExit('boom')", benchlib.child_env({}))
+
+
+def test_a_table_without_rows_prints_its_header(
+    benchlib: ModuleType, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # bench_e2e prints its paired table even when every paired mode failed.
+    benchlib.print_table([], [("t", "time s", ".3f"), ("mode", "mode", "s")])
+    header, rule = capsys.readouterr().out.splitlines()
+    assert header.split() == ["time", "s", "mode"] and set(rule.replace(" ", "")) == {"-"}

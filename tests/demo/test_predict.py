@@ -275,6 +275,14 @@ def test_ps_costs_come_from_the_calibration_file_or_the_report_says_none(
         assert m["simulated_s"] == pytest.approx(costed["modes"][mode]["predicted_s"]), mode
         assert m["predicted_s"] == pytest.approx(m["simulated_s"] + 0.015), mode
         assert m["error"] == pytest.approx(relative_error(m["measured_s"], m["predicted_s"])), mode
+    # Measured per worker count: `single` (1 worker) takes its own value, the others the knob.
+    default.write_text(
+        json.dumps(knobs_document({**knobs, "step_fixed_s": 0.015}, {"step_fixed_by_workers": {"1": 0.005}}))
+    )
+    per = predict(tiny(), cache, quiet())
+    assert "5.0 ms at 1 worker(s)" in per["ps_costs"]["note"]
+    assert per["modes"]["single"]["step_fixed_s"] == 0.005
+    assert per["modes"]["ps"]["step_fixed_s"] == 0.015  # 2 workers: not measured, the knob
     # An explicit file must load; a broken default one is reported and left out.
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({**knobs_document(knobs, {}), "knobs": {**knobs, "per_slice_s": -1}}))

@@ -165,7 +165,6 @@ def test_urgency_order_serves_the_most_urgent_first_and_preempts_large_tensors_i
     # responses written before later requests were read can be out of place (measured: 0.7 to 1.0).
     assert urgency[len(urgency) // 2] >= 0.6, taus
     assert arrival[len(arrival) // 2] <= 0.4, taus
-    assert min(urgency) > max(arrival), taus
     producer = [r for r in facts["producer"] if r["klass"] == 1 and r["messages_sent"] > 0]
     assert sum(r["chunks_sent"] for r in producer) > 0, producer
     # Everything was asked for in one burst, so urgency ordered it before writing: no preemption needed.

@@ -127,3 +127,19 @@ def test_the_per_step_fixed_cost_is_an_optional_knob(tmp_path: Path) -> None:
     assert PsCosts.load(str(path)).per_message_s == GOOD["per_message_s"]  # not a PS cost: left out
     with pytest.raises(CalibrationError, match=r"knobs\.step_fixed_s: expected a finite number >= 0"):
         knobs_document({**GOOD, "step_fixed_s": -0.1}, {})
+
+
+def test_fixed_cost_per_worker_count(tmp_path: Path) -> None:
+    from geryon.threshold.calibration import step_fixed_by_workers
+
+    good = knobs_document({**GOOD, "step_fixed_s": 0.02}, {"step_fixed_by_workers": {"1": 0.01, "2": 0.02}})
+    assert step_fixed_by_workers(_write(tmp_path, good)) == {1: 0.01, 2: 0.02}
+    assert step_fixed_by_workers(_write(tmp_path, knobs_document(GOOD, {}))) == {}
+    for table, message in (
+        ({"one": 0.01}, "key 'one': expected a worker count >= 1"),
+        ({"1": -1}, r"step_fixed_by_workers\.1: expected a finite number >= 0"),
+        ([0.01], "expected an object of worker count -> seconds"),
+    ):
+        path = _write(tmp_path, knobs_document(GOOD, {"step_fixed_by_workers": table}))
+        with pytest.raises(CalibrationError, match=message):
+            step_fixed_by_workers(path)
