@@ -52,16 +52,26 @@ def _server_script(body: str) -> subprocess.CompletedProcess:
     )
 
 
-def test_a_taken_data_port_is_a_clear_error() -> None:
+def test_every_data_port_candidate_taken_is_a_clear_error() -> None:
+    # A task listens on the first free of 8 candidates (first + i * 1009, wrapping in 1024..65535;
+    # DataPortCandidate in transport.cc); with all of them taken the server's start names the rule.
     port = pick_ports(1)[0]
+    first = port + DATA_OFFSET
+    candidates = [1024 + (first - 1024 + i * 1009) % (65536 - 1024) for i in range(8)]
     result = _server_script(
         f"""
         import socket
         import tensorflow as tf
         import geryon.tf
-        blocker = socket.socket()
-        blocker.bind(("0.0.0.0", {port + DATA_OFFSET}))
-        blocker.listen(1)
+        blockers = []
+        for p in {candidates}:
+            b = socket.socket()
+            try:
+                b.bind(("0.0.0.0", p))
+                b.listen(1)
+            except OSError:
+                pass  # taken already: as good
+            blockers.append(b)
         spec = tf.train.ClusterSpec({{"ps": ["127.0.0.1:{port}"]}})
         try:
             geryon.tf.server(spec, "ps", 0, data_port_offset={DATA_OFFSET})
@@ -69,9 +79,10 @@ def test_a_taken_data_port_is_a_clear_error() -> None:
             print("ERROR", type(e).__name__, e)
         """
     )
-    assert f"cannot listen on port {port + DATA_OFFSET} for /job:ps/replica:0/task:0" in result.stdout, (
+    assert f"cannot listen on data port {first} for /job:ps/replica:0/task:0" in result.stdout, (
         result.stdout + result.stderr[-2000:]
     )
+    assert "every candidate is taken" in result.stdout and "first + i * 1009" in result.stdout
     assert "GERYON_DATA_PORT_OFFSET" in result.stdout
 
 
