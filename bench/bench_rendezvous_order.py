@@ -22,25 +22,19 @@ Several runs (fresh processes each) show the spread. Writes JSON (default out/be
 from __future__ import annotations
 
 import json
-import os
-import signal
 import statistics
-import subprocess
-import sys
 import tempfile
-import textwrap
 import time
 from pathlib import Path
 from typing import Any
 
-from benchlib import print_table, write_json
+from benchlib import child_env, child_servers, print_table, run_client, write_json
 
 from geryon.demo.paired import bootstrap_ci
 from geryon.progress import Progress
 from geryon.tf.build import build
 from geryon.tf.ports import free_port_pairs
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 DATA_OFFSET = -7000
 TENSORS = 64
 TINY = 200
@@ -167,38 +161,20 @@ def kendall_tau(seq: list[int]) -> float:
     return score / pairs if pairs else 1.0
 
 
-def _env(spec: dict[str, Any]) -> dict[str, str]:
-    return {
-        **os.environ,
-        "TF_CPP_MIN_LOG_LEVEL": "2",
-        "GERYON_DATA_PORT_OFFSET": str(DATA_OFFSET),
-        "BENCH_SPEC": json.dumps(spec),
-        "PYTHONPATH": str(REPO_ROOT),
-    }
-
-
 def one_run(repeats: int, run: int, progress: Progress) -> dict[str, Any]:
-    procs: list[subprocess.Popen[str]] = []
+    offset = str(DATA_OFFSET)
     with tempfile.TemporaryDirectory(prefix="geryon-order-") as tmp:
-        try:
-            ps_port, worker_port = free_port_pairs(2, DATA_OFFSET)
-            cluster = {"ps": [f"127.0.0.1:{ps_port}"], "worker": [f"127.0.0.1:{worker_port}"]}
-            counters = str(Path(tmp) / "ps.json")
-            for job in ("ps", "worker"):
-                spec = {"cluster": cluster, "job": job, "counters": str(Path(tmp) / f"{job}.json")}
-                procs.append(
-                    subprocess.Popen(
-                        [sys.executable, "-c", _SERVER],
-                        env=_env(spec),
-                        stdout=subprocess.PIPE,
-                        stderr=subprocess.DEVNULL,
-                        text=True,
-                    )
-                )
-            for proc in procs:
-                assert proc.stdout is not None
-                if not proc.stdout.readline().startswith("READY"):
-                    raise RuntimeError("a server did not start")
+        ps_port, worker_port = free_port_pairs(2, DATA_OFFSET)
+        cluster = {"ps": [f"127.0.0.1:{ps_port}"], "worker": [f"127.0.0.1:{worker_port}"]}
+        counters = str(Path(tmp) / "ps.json")
+        envs = [
+            child_env(
+                {"cluster": cluster, "job": job, "counters": str(Path(tmp) / f"{job}.json")},
+                GERYON_DATA_PORT_OFFSET=offset,
+            )
+            for job in ("ps", "worker")
+        ]
+        with child_servers(_SERVER, envs):
             progress.say(f"run {run + 1}: 2 servers up; measuring")
             spec = {
                 "cluster": cluster,
@@ -209,32 +185,11 @@ def one_run(repeats: int, run: int, progress: Progress) -> dict[str, Any]:
                 "repeats": repeats,
                 "bulk_mb": BULK_MB,
             }
-            client = subprocess.run(
-                [sys.executable, "-c", textwrap.dedent(_CLIENT)],
-                env=_env(spec),
-                capture_output=True,
-                text=True,
-                timeout=1800,
-            )
-            result = next(
-                (
-                    json.loads(ln[len("RESULT ") :])
-                    for ln in client.stdout.splitlines()
-                    if ln.startswith("RESULT ")
-                ),
-                None,
-            )
-            if result is None:
-                raise RuntimeError(f"the client failed: {client.stderr[-3000:]}")
+            result = run_client(_CLIENT, child_env(spec, GERYON_DATA_PORT_OFFSET=offset), timeout=1800)
             time.sleep(0.5)  # one more counters dump after the last step
             rows = json.loads(Path(counters).read_text())
             result["producer"] = [r for r in rows if r["role"] == "producer"]
             return dict(result)
-        finally:
-            for proc in procs:
-                if proc.poll() is None:
-                    os.kill(proc.pid, signal.SIGKILL)
-                    proc.wait()
 
 
 def summarize(result: dict[str, Any]) -> dict[str, Any]:
