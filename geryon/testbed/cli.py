@@ -194,11 +194,19 @@ def _print_up(info: dict[str, Any], as_json: bool) -> None:
 def _exec_with(tb: Any, info: dict[str, Any], cmd: list[str], as_json: bool, progress: Progress) -> int:
     from geryon.testbed import state
 
+    child: subprocess.Popen[bytes] | None = None
+    deferred = False
+
     def stop(signum: int, _frame: FrameType | None) -> None:
+        nonlocal deferred
+        if child is None:
+            # Not started, or inside Popen: raising there would orphan a forked child (it keeps our
+            # stderr open, so whoever reads it waits for the command); stop once it is ours to end.
+            deferred = True
+            return
         raise KeyboardInterrupt  # unwinds to the finally below, which takes the testbed down
 
     old = signal.signal(signal.SIGTERM, stop)
-    child: subprocess.Popen[bytes] | None = None
     try:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})  # a held SIGTERM lands here
         _print_up(info, as_json)
@@ -209,6 +217,8 @@ def _exec_with(tb: Any, info: dict[str, Any], cmd: list[str], as_json: bool, pro
         except OSError as e:
             print(f"geryon testbed: error: --exec: cannot run {cmd[0]!r}: {e.strerror}", file=sys.stderr)
             return 127
+        if deferred:
+            raise KeyboardInterrupt
         return child.wait()
     finally:
         if child is not None and child.poll() is None:
