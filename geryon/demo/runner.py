@@ -1154,6 +1154,17 @@ def failed_modes(result: dict[str, Any]) -> list[str]:
     return sorted({r["mode"] for r in result["runs"] if r["error"]})
 
 
+def native_ready(cfg: dict[str, Any]) -> None:
+    """Builds the data plane's library here, once, before any grpc+geryon task starts: a task that
+    found it missing would build it itself (minutes on 2 cores) inside its TASK_START_S and fail the
+    mode (seen on a fresh clone under load). Cached: instant when it is built."""
+    geryon_modes = any(modes_mod.mode(n).protocol == "grpc+geryon" for n in cfg["modes"])
+    if geryon_modes or cfg.get("second_job"):
+        from geryon.tf.build import build
+
+        build(progress=Progress("geryon native"))
+
+
 def run_demo(config: dict[str, Any], out_dir: Path, progress: Progress | None = None) -> dict[str, Any]:
     """The demo: one testbed, every mode of `config` (make_config's keys); writes out_dir/demo.json."""
     cfg = validate({**DEFAULTS, **config})
@@ -1161,6 +1172,7 @@ def run_demo(config: dict[str, Any], out_dir: Path, progress: Progress | None = 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     check_privileges()
+    native_ready(cfg)
     started = time.monotonic()
     why = shape_note(cfg)
     if why:
@@ -1209,6 +1221,8 @@ def run_bench(
     out_dir.mkdir(parents=True, exist_ok=True)
     configs = bench_configs(config)
     check_privileges()
+    for cfg in configs:
+        native_ready(cfg)  # cached after the first
     results: list[dict[str, Any]] = []
     shape_keys = ("workers", "ps", "rate_bits", "buffer_bytes", "classes", "background_bits", "second_job")
 
