@@ -146,18 +146,27 @@ def main() -> int:
     parser.add_argument(
         "--baseline-lib", default=None, help="compare with this built libgeryon_rendezvous.so"
     )
+    parser.add_argument(
+        "--syscalls",
+        type=int,
+        default=0,
+        metavar="STEPS",
+        help="--baseline-*: also count syscalls per tensor with strace over STEPS steps of 200 x 4 KiB",
+    )
     args = parser.parse_args()
     if args.repeats < 1:
         parser.error("--repeats must be >= 1")
     if args.runs < 1:
         parser.error("--runs must be >= 1")
+    if args.syscalls < 0:
+        parser.error("--syscalls must be >= 0")
     if args.baseline_ref and args.baseline_lib:
         parser.error("--baseline-ref and --baseline-lib: give one")
     if args.baseline_ref or args.baseline_lib:
         from bench_rendezvous_libs import run as run_libs
 
         out = args.out or "out/bench/rendezvous_libs.json"
-        return run_libs(args.baseline_lib, args.baseline_ref, args.repeats, args.runs, out)
+        return run_libs(args.baseline_lib, args.baseline_ref, args.repeats, args.runs, out, args.syscalls)
     if args.order:
         from bench_rendezvous_order import run as run_order
 

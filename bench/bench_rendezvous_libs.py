@@ -21,9 +21,13 @@ after each run (default out/bench/rendezvous_libs.json).
 from __future__ import annotations
 
 import os
+import shutil
+import signal
 import statistics
 import subprocess
+import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +55,8 @@ import geryon.tf
 spec = json.loads(os.environ["BENCH_SPEC"])
 geryon.tf.load(Path(spec["library"]))  # this cluster's build of the extension
 server = geryon.tf.server(tf.train.ClusterSpec(spec["cluster"]), spec["job"], 0)
+if spec.get("pid_file"):
+    Path(spec["pid_file"]).write_text(str(os.getpid()))
 print("READY", flush=True)
 while True:
     time.sleep(1)
@@ -98,6 +104,23 @@ os._exit(0)
 """
 
 
+# --syscalls: the same graphs; after the warm-up the client says WARM and waits for the bench to attach
+# strace to the servers, then runs `steps` steps of the 200 x 4 KiB row on each build.
+_SYSCALL_CLIENT = (
+    _CLIENT.split("names = list(fetches)")[0]
+    + r"""
+print("WARM", flush=True)
+while not os.path.exists(spec["go_file"]):
+    time.sleep(0.05)
+for build, (sess, f) in sessions.items():
+    for _ in range(spec["steps"]):
+        sess.run(f[f"{spec['small']} x 4 KiB"])
+print("RESULT {}", flush=True)
+os._exit(0)
+"""
+)
+
+
 def _uptime() -> str:
     return subprocess.run(["uptime"], capture_output=True, text=True, check=False).stdout.strip()
 
@@ -143,6 +166,78 @@ def measure(
         return result
 
 
+def _strace_summary(text: str) -> dict[str, int]:
+    """Calls per syscall from `strace -c`'s table (columns: % time, seconds, usecs/call, calls, errors,
+    syscall)."""
+    calls: dict[str, int] = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) >= 5 and parts[0][0].isdigit() and parts[-1] != "total":
+            calls[parts[-1]] = int(parts[3])
+    return calls
+
+
+def count_syscalls(libraries: dict[str, Path], steps: int, progress: Progress) -> dict[str, Any]:
+    """Syscalls of the PS and the worker process per 4 KiB tensor (`strace -c -f` attached to both
+    servers of each build while `steps` steps of 200 x 4 KiB run): what the frame reader cuts, counted,
+    not timed (strace slows every call down, so no time from this run is reported)."""
+    if shutil.which("strace") is None:
+        raise UsageError("--syscalls needs strace (apt-get install strace)")
+    offset = {"GERYON_DATA_PORT_OFFSET": str(DATA_OFFSET)}
+    with tempfile.TemporaryDirectory(prefix="geryon-syscalls-") as tmp:
+        workers, envs, pid_files = {}, [], {}
+        for name in BUILDS:
+            ps_port, worker_port = free_port_pairs(2, DATA_OFFSET)
+            cluster = {"ps": [f"127.0.0.1:{ps_port}"], "worker": [f"127.0.0.1:{worker_port}"]}
+            workers[name] = cluster["worker"][0]
+            for job in ("ps", "worker"):
+                pid_files[(name, job)] = Path(tmp, f"{name}-{job}.pid")
+                spec = {"cluster": cluster, "job": job, "library": str(libraries[name])}
+                envs.append(child_env({**spec, "pid_file": str(pid_files[(name, job)])}, **offset))
+        go = Path(tmp, "go")
+        with child_servers(_SERVER, envs):
+            spec = {"workers": workers, "pulls_mb": [1], "small": SMALL, "small_floats": SMALL_FLOATS}
+            client = subprocess.Popen(
+                [sys.executable, "-c", _SYSCALL_CLIENT],
+                env=child_env({**spec, "steps": steps, "go_file": str(go)}, **offset),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                text=True,
+            )
+            assert client.stdout is not None
+            try:
+                if not client.stdout.readline().startswith("WARM"):
+                    raise RuntimeError("the syscall client did not start")
+                tracers = {}
+                for key, pid_file in pid_files.items():
+                    out = Path(tmp, f"{key[0]}-{key[1]}.strace")
+                    pid = pid_file.read_text().strip()
+                    tracers[key] = (
+                        subprocess.Popen(
+                            ["strace", "-c", "-f", "-o", str(out), "-p", pid], stderr=subprocess.DEVNULL
+                        ),
+                        out,
+                    )
+                time.sleep(2)  # every thread attached
+                progress.say(f"strace attached to 4 servers; {steps} steps of {SMALL} x 4 KiB per build")
+                go.touch()
+                client.wait(timeout=600)
+            finally:
+                if client.poll() is None:
+                    client.kill()
+                    client.wait()
+            result: dict[str, Any] = {}
+            for key, (tracer, out) in tracers.items():
+                tracer.send_signal(signal.SIGINT)
+                tracer.wait(timeout=60)
+                calls = _strace_summary(out.read_text())
+                tensors = steps * SMALL
+                result.setdefault(key[0], {})[key[1]] = {
+                    name: round(n / tensors, 2) for name, n in sorted(calls.items()) if n >= tensors // 10
+                }
+            return result
+
+
 def per_tensor(samples: dict[str, list[float]]) -> list[float]:
     """Per round: (t(200 x 4 KiB) - t(1 x 4 KiB)) / 199, seconds."""
     many, one = samples[f"{SMALL} x 4 KiB"], samples["1 x 4 KiB"]
@@ -175,7 +270,25 @@ def summarize(samples: dict[str, dict[str, list[float]]]) -> list[dict[str, Any]
     return rows
 
 
-def run(baseline_lib: str | None, baseline_ref: str | None, repeats: int, runs: int, out: str) -> int:
+def print_syscalls(counts: dict[str, Any]) -> None:
+    names = ("recvfrom", "sendmsg", "ioctl", "futex")
+    rows = []
+    for build_name in BUILDS:
+        for job in ("ps", "worker"):
+            per = counts[build_name][job]
+            rows.append({"build": build_name, "process": job, **{n: per.get(n, 0.0) for n in names}})
+    print("\nsyscalls per 4 KiB tensor (strace -c -f on the servers; recv() is recvfrom):")
+    print_table(rows, [("build", "build", "s"), ("process", "process", "s"), *[(n, n, ".2f") for n in names]])
+
+
+def run(
+    baseline_lib: str | None,
+    baseline_ref: str | None,
+    repeats: int,
+    runs: int,
+    out: str,
+    syscall_steps: int = 0,
+) -> int:
     progress = Progress("bench_rendezvous --baseline")
     new = build(progress=progress)
     if baseline_lib is not None:
@@ -212,9 +325,15 @@ def run(baseline_lib: str | None, baseline_ref: str | None, repeats: int, runs: 
         target = next((t for prefix, t in targets.items() if name.startswith(prefix)), None)
         note = f" (target >= {target})" if target else ""
         print(f"  {name:18s} " + "  ".join(f"{r:.2f}" for r in ratios) + note)
+    syscalls = None
+    if syscall_steps > 0:
+        syscalls = count_syscalls(libraries, syscall_steps, progress)
+        print_syscalls(syscalls)
     write_json(
         out,
         {
+            "syscalls_per_tensor": syscalls,
+            "syscall_steps": syscall_steps,
             "baseline_library": str(baseline),
             "baseline_ref": baseline_ref,
             "new_library": str(new),
