@@ -139,6 +139,8 @@ class SimResult:
     barrier: bool
     colocate: bool = False
     cohost_fast: bool = False
+    # Hosts whose worker the replay ran (a representative or a group's stand-in counts once).
+    simulated_workers: int = 0
     chunk_bytes: int = CHUNK_BYTES
     endhost_gap_s: float = ENDHOST_GAP_S
     inflight: float | None = None
@@ -177,6 +179,7 @@ class SimResult:
             "barrier": self.barrier,
             "colocate": self.colocate,
             "cohost_fast": self.cohost_fast,
+            "simulated_workers": self.simulated_workers,
             "chunk_bytes": self.chunk_bytes,
             "endhost_gap_s": self.endhost_gap_s,
             "inflight": self.inflight,
@@ -1269,8 +1272,11 @@ class _Replay:
         link_bytes: dict[str, float] = {}
         for h, name in enumerate(self.port_names):
             scale = self.workers if (self.symmetric and h >= W) else 1
-            link_bytes[f"{name}.nic"] = self.link_moved[2 * h] * scale
-            link_bytes[f"switch->{name}"] = self.link_moved[2 * h + 1] * scale
+            # A group's hosts each move what its stand-in moves (the symmetry that made it one).
+            names = [f"host{g}" for g in self.groups[h]] if self.groups is not None else [name]
+            for each in names:
+                link_bytes[f"{each}.nic"] = self.link_moved[2 * h] * scale
+                link_bytes[f"switch->{each}"] = self.link_moved[2 * h + 1] * scale
         return SimResult(
             mode=self.mode,
             workers=self.workers,
@@ -1296,6 +1302,7 @@ class _Replay:
             barrier=self.barrier,
             colocate=self.colocate,
             cohost_fast=self.fast,
+            simulated_workers=W,
             chunk_bytes=self.knobs.chunk_bytes,
             endhost_gap_s=self.knobs.endhost_gap_s,
             inflight=self.knobs.inflight,
