@@ -57,11 +57,18 @@ hosts i >= num_ps hold a worker only) and shares its one full-duplex link. A hos
 PS's pulls to the other workers and its worker's pushes to the other PSes; its switch port carries its
 worker's pulls from the other PSes and the other workers' pushes to its PS. A transfer between a worker
 and the PS on its own host is a memory copy, taken as free: it arrives the moment it starts, moves no
-bytes on any port and has no span in the trace. Colocated workers are not identical (each has other
-shards at hand), so `symmetric` has no effect there: every worker is simulated, and the result says
-`symmetric=False`. Pulls and pushes share ports there, so they are allocated together, and without the
-barrier the pulls of one more iteration run too (nothing computes after them): the last iteration's
-pushes then share the links as they would in a longer run, and `link_bytes` counts those pulls.
+bytes on any port and has no span in the trace. Colocated workers are not all identical (each has
+its own PS's shards at hand), but hosts whose PSes hold the same pieces of the same parameters are
+interchangeable, and so are the hosts with a worker only: with `symmetric=True` one host per such
+group is simulated, its flows weighing on the ports as often as the group's hosts send or receive
+them (`_Replay._cohost_groups`). That is exact, not an approximation (tests/threshold/
+test_simulator_cohost.py compares it with every host simulated, all modes and knobs, to 1e-9), and
+the result says `symmetric=True`. Where it would not be exact (a TF channel window, `inflight`, draws
+a random order per connection) or with `trace=True` (every host's timeline), every host is
+simulated. 1024 hosts x 64 PSes of VGG-19 form 19 groups. Pulls and pushes share ports there, so
+they are allocated together, and without the barrier the pulls of one more iteration run too (nothing
+computes after them): the last iteration's pushes then share the links as they would in a longer run,
+and `link_bytes` counts those pulls.
 Colocation is not simply slower: 1/W of the traffic stays home, and while workers pull, a colocated
 link carries pulls both ways (its PS's out, its worker's in) where separate hosts use one direction of
 each link per phase. It wins where pulls and pushes alternate (the barrier, or the first layer's
@@ -231,9 +238,10 @@ def simulate(
     they became ready (an RDMA queue pair, or one TCP byte stream) instead of interleaving all they
     hold (the streams of a gRPC/HTTP2 channel).
     `colocate=True` runs PS i on worker i's host and link (needs num_ps <= workers); transfers
-    between a worker and its own host's PS are free, and every worker is simulated.
-    `cohost_fast=True` (with colocate) simulates two hosts standing for all by symmetry (see
-    `_Replay._cohost_fast_hosts`): seconds for a thousand hosts, an approximation of the exact path.
+    between a worker and its own host's PS are free; interchangeable hosts are simulated once per
+    group (exact; `symmetric=False` simulates every host).
+    `cohost_fast=True` (with colocate) simulates two hosts standing for all as if every PS held alike
+    shards (see `_Replay._cohost_fast_hosts`): a mean-field approximation of the exact path.
     `chunk_bytes` is hybrid's preemption unit, `endhost_gap_s` end-host's per-transfer cost, `inflight`
     the TF channel window of fifo and network (None: all pending transfers share), `seed` its random
     order; `ps_costs` and `background` as in the module docstring; `push_order` hybrid's ranking of
