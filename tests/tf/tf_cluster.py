@@ -271,6 +271,26 @@ class TfCluster:
         raise TfClusterError(f"chief exited {proc.returncode} without a result: {stderr[-6000:]}")
 
 
+def mse_step(strategy: Any, model: Any, optimizer: Any) -> Any:
+    """For chief bodies (imported as tests.tf.tf_cluster, also by bench/bench_ps_kill.py's chief): a
+    tf.function step that trains `model` under the parameter-server `strategy` on one batch x, loss
+    mean(model(x) ** 2), the gradients applied by `optimizer`; schedule it with a ClusterCoordinator."""
+    import tensorflow as tf
+
+    @tf.function
+    def step(x: Any) -> Any:
+        def replica(x: Any) -> Any:
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(model(x) ** 2)
+            grads = tape.gradient(loss, model.trainable_variables)
+            optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
+            return loss
+
+        return strategy.run(replica, args=(x,))
+
+    return step
+
+
 # The chief body the tests and the benchmark train with: a small CNN under ParameterServerStrategy,
 # fixed seeds, and one step at a time on fixed batches, so the loss trajectory does not depend on
 # which worker runs a step. ARGS: steps; optional progress_file (steps done, written after each
