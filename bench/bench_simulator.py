@@ -80,6 +80,16 @@ def table(rows: list[dict[str, Any]], columns: list[tuple[str, str, str]]) -> st
     return "\n".join(lines)
 
 
+def with_twin(rows: list[dict[str, Any]], path: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """Each row run by `path`, with its "representative" twin (same cluster, slices and mode)."""
+
+    def key(r: dict[str, Any]) -> tuple[Any, ...]:
+        return (r["workers"], r["ps"], r["slice"], r["mode"])
+
+    twins = {key(r): r for r in rows if r["path"] == "representative"}
+    return [(r, twins[key(r)]) for r in rows if r["path"] == path]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeats", type=int, default=5, help="runs per setting and mode (median reported)")
@@ -210,26 +220,17 @@ def main() -> int:
     print(table(rows, columns))
     # The symmetry's price and proof, measured side by side: same cluster, both paths.
     pairs = []
-    for row in rows:
-        if row["path"] == "every worker":
-            twin = next(
-                r
-                for r in rows
-                if r["path"] == "representative"
-                and (r["workers"], r["ps"], r["slice"], r["mode"])
-                == (row["workers"], row["ps"], row["slice"], row["mode"])
-            )
-            pairs.append(
-                {
-                    "workers": row["workers"],
-                    "ps": row["ps"],
-                    "slice": row["slice"],
-                    "mode": row["mode"],
-                    "speedup": row["wall_ms"] / twin["wall_ms"],
-                    "iteration_rel_diff": abs(row["iteration_ms"] - twin["iteration_ms"])
-                    / twin["iteration_ms"],
-                }
-            )
+    for row, twin in with_twin(rows, "every worker"):
+        pairs.append(
+            {
+                "workers": row["workers"],
+                "ps": row["ps"],
+                "slice": row["slice"],
+                "mode": row["mode"],
+                "speedup": row["wall_ms"] / twin["wall_ms"],
+                "iteration_rel_diff": abs(row["iteration_ms"] - twin["iteration_ms"]) / twin["iteration_ms"],
+            }
+        )
     if pairs:
         print()
         print(
@@ -247,27 +248,19 @@ def main() -> int:
         )
     # Colocation's effect on the predicted iteration, side by side with separate PS hosts.
     colocated = []
-    for row in rows:
-        if row["path"] == "colocated":
-            twin = next(
-                r
-                for r in rows
-                if r["path"] == "representative"
-                and (r["workers"], r["ps"], r["slice"], r["mode"])
-                == (row["workers"], row["ps"], row["slice"], row["mode"])
-            )
-            colocated.append(
-                {
-                    "workers": row["workers"],
-                    "ps": row["ps"],
-                    "slice": row["slice"],
-                    "mode": row["mode"],
-                    "separate_ms": twin["iteration_ms"],
-                    "colocated_ms": row["iteration_ms"],
-                    "ratio": row["iteration_ms"] / twin["iteration_ms"],
-                    "wall_ms": row["wall_ms"],
-                }
-            )
+    for row, twin in with_twin(rows, "colocated"):
+        colocated.append(
+            {
+                "workers": row["workers"],
+                "ps": row["ps"],
+                "slice": row["slice"],
+                "mode": row["mode"],
+                "separate_ms": twin["iteration_ms"],
+                "colocated_ms": row["iteration_ms"],
+                "ratio": row["iteration_ms"] / twin["iteration_ms"],
+                "wall_ms": row["wall_ms"],
+            }
+        )
     if colocated:
         print()
         print(
