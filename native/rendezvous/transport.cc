@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -33,6 +34,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/types/span.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "tensorflow/core/framework/tensor.pb.h"
@@ -40,6 +42,7 @@
 #include "tensorflow/core/framework/types.h"
 #include "tsl/platform/logging.h"
 #include "tsl/platform/thread_annotations.h"
+#include "frame_reader.h"
 
 namespace geryon {
 namespace {
@@ -51,10 +54,16 @@ constexpr uint32_t kRequestMagic = 0x51595247;   // "GRYQ"
 constexpr uint32_t kResponseMagic = 0x53595247;  // "GRYS"
 constexpr uint32_t kChunkMagic = 0x43595247;     // "GRYC": a piece of a chunked response (kind 3)
 constexpr uint32_t kHelloAckMagic = 0x41595247;  // "GRYA": the producer names itself after a hello
+constexpr uint32_t kCancelMagic = 0x58595247;    // "GRYX": the consumer gave a receive up (protocol 4)
 // 2 (issue 14): requests carry the urgency rank; raw responses may come in chunks (kind 3).
 // 3 (issue 16): the hello names the task it is for, and the producer answers it (ack or refusal),
 // so a consumer can try a task's data-port candidates (DataPortCandidate) until it finds that task.
-constexpr uint16_t kProtocolVersion = 3;
+// 4 (issue 16): cancel frames (consumer -> producer, `u32 kCancelMagic, u64 id`): an aborted receive
+// tells the producer, which drops the queued response or stops sending its chunks.
+constexpr uint16_t kProtocolVersion = 4;
+// Cancelled ids whose response was not queued yet (still being produced), kept so that it is dropped
+// when it comes; bounded (oldest first), since a cancel may also come after its response went out.
+constexpr size_t kMaxCancelled = 1024;
 // Data-port candidates per task: the first that is free when the task starts is its data port.
 constexpr int kDataPortCandidates = 8;
 // How long a consumer waits for a producer's answer to its hello before it tries the next candidate.
@@ -173,6 +182,9 @@ struct FlowCounters {
   // producer (issue 14): ns spent in the ordered queue's code (insert, pick), chunk frames sent, and
   // preemptions: a chunked response sent in part went back to the queue and another went next.
   std::atomic<uint64_t> order_ns{0}, chunks_sent{0}, preemptions{0};
+  // issue 16: consumer: cancel frames sent for aborted receives; producer: responses dropped (queued,
+  // or half sent in chunks) because their consumer cancelled them.
+  std::atomic<uint64_t> cancels_sent{0}, cancelled{0};
   std::atomic<int> dscp{-1};
   std::atomic<int> local_port{0}, peer_port{0};
 };
@@ -310,35 +322,9 @@ bool WriteAll(int fd, iovec* iov, int iovcnt, std::string* error) {
   return true;
 }
 
-// Reads exactly n bytes; false with `error` set on EOF or a socket error.
-bool ReadFull(int fd, void* buf, size_t n, std::string* error) {
-  char* p = static_cast<char*>(buf);
-  while (n > 0) {
-    ssize_t r = recv(fd, p, n, 0);
-    if (r == 0) {
-      *error = "connection closed by peer";
-      return false;
-    }
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      *error = (errno == EAGAIN || errno == EWOULDBLOCK) ? "timed out waiting for data" : ErrnoText(errno);
-      return false;
-    }
-    p += r;
-    n -= static_cast<size_t>(r);
-  }
-  return true;
-}
-
-bool Discard(int fd, uint64_t n, std::string* error) {
-  char buf[64 * 1024];
-  while (n > 0) {
-    size_t chunk = n < sizeof(buf) ? static_cast<size_t>(n) : sizeof(buf);
-    if (!ReadFull(fd, buf, chunk, error)) return false;
-    n -= chunk;
-  }
-  return true;
-}
+// Reads exactly n bytes; false with `error` set on EOF or a socket error. Unbuffered: for the hello's
+// answer, read once per connection before its FrameReader exists (nothing may be read past it).
+bool ReadFull(int fd, void* buf, size_t n, std::string* error) { return RecvExact(fd, buf, n, error); }
 
 template <typename T>
 void Put(std::string* out, T v) {
@@ -503,15 +489,16 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
       p->Finish(absl::Status(broken_code, broken_reason), Tensor(), false);
       return;
     }
-    std::string frame;
-    frame.reserve(kRequestHeadBytes + key.size());
-    Put<uint32_t>(&frame, kRequestMagic);
-    Put<uint64_t>(&frame, p->id_);
-    Put<int64_t>(&frame, step_id);
-    Put<int32_t>(&frame, p->rank_);
-    Put<uint32_t>(&frame, static_cast<uint32_t>(key.size()));
-    frame += key;
-    iovec iov{frame.data(), frame.size()};
+    // The head on the stack and the key from the caller's string: no allocation per request.
+    char head[kRequestHeadBytes];
+    const uint32_t key_len = static_cast<uint32_t>(key.size());
+    std::memcpy(head, &kRequestMagic, 4);
+    std::memcpy(head + 4, &p->id_, 8);
+    std::memcpy(head + 12, &step_id, 8);
+    std::memcpy(head + 20, &p->rank_, 4);
+    std::memcpy(head + 24, &key_len, 4);
+    iovec iov[2] = {{head, sizeof(head)}, {const_cast<char*>(key.data()), key.size()}};
+    const size_t frame_bytes = sizeof(head) + key.size();
     std::string error;
     bool ok;
     {
@@ -522,20 +509,44 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
         ok = false;
         error = "the connection is closed";
       } else {
-        ok = WriteAll(fd_, &iov, 1, &error);
+        ok = WriteAll(fd_, iov, 2, &error);
       }
     }
     if (!ok) {
       Fail(absl::StrCat("sending a request failed: ", error));
       return;
     }
-    counters_->bytes_sent += frame.size();
+    counters_->bytes_sent += frame_bytes;
     counters_->messages_sent += 1;
   }
 
-  void Forget(uint64_t id) {
+  // Drops the pending receive `id` (aborted); true if it was still pending.
+  bool Forget(uint64_t id) {
     std::lock_guard<std::mutex> l(mu_);
-    pending_.erase(id);
+    return pending_.erase(id) > 0;
+  }
+
+  // Tells the producer that receive `id` was given up (a cancel frame), so it drops the response or
+  // stops sending its chunks instead of filling the flow with bytes nobody reads. Best effort: on a
+  // broken or closed connection there is nobody to tell.
+  void SendCancel(uint64_t id) {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (broken_) return;
+    }
+    char frame[12];
+    std::memcpy(frame, &kCancelMagic, 4);
+    std::memcpy(frame + 4, &id, 8);
+    iovec iov{frame, sizeof(frame)};
+    std::string error;
+    bool ok;
+    {
+      std::lock_guard<std::mutex> l(write_mu_);
+      ok = !fd_closed_ && WriteAll(fd_, &iov, 1, &error);
+    }
+    if (!ok) return;  // the reader sees the broken socket and fails the flow
+    counters_->bytes_sent += sizeof(frame);
+    counters_->cancels_sent += 1;
   }
 
  private:
@@ -599,20 +610,24 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
 
   // Reads one response frame; false with `error` on a socket error or a malformed frame. The
   // receive the frame answers is removed from pending_ before its body is read and handed back in
-  // `*taken`, so that the caller fails it if the flow breaks mid-frame.
+  // `*taken`, so that the caller fails it if the flow breaks mid-frame. Fields come out of the
+  // connection's FrameReader (one recv() brings a whole header, often several small frames); a large
+  // body is read straight into the tensor's buffer.
   bool ReadOne(std::shared_ptr<PendingRecv>* taken, std::string* error) {
     uint32_t magic;
-    uint64_t id;
-    uint8_t head[4];
-    if (!Get(fd_, &magic, error)) return false;
+    if (!reader_.Get(&magic, error)) return false;
     if (magic == kChunkMagic) return ReadChunk(error);
     if (magic != kResponseMagic) {
       *error = absl::StrCat("malformed frame (bad magic 0x", absl::Hex(magic), ")");
       return false;
     }
-    if (!Get(fd_, &id, error) || !ReadFull(fd_, head, sizeof(head), error)) return false;
-    const uint8_t kind = head[0];
-    const bool is_dead = head[1] != 0;
+    // u64 id, u8 kind, u8 is_dead, u16 0
+    const char* head = reader_.Take(12, error);
+    if (head == nullptr) return false;
+    uint64_t id;
+    std::memcpy(&id, head, 8);
+    const uint8_t kind = static_cast<uint8_t>(head[8]);
+    const bool is_dead = head[9] != 0;
     uint64_t header_bytes = 16;
     // A chunked response stays pending until its last chunk (so a broken flow fails it with the
     // rest); any other frame is whole once its body is read.
@@ -624,13 +639,13 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
     uint64_t payload = 0;
     if (kind == kError) {
       uint32_t code, len;
-      if (!Get(fd_, &code, error) || !Get(fd_, &len, error)) return false;
+      if (!reader_.Get(&code, error) || !reader_.Get(&len, error)) return false;
       if (len > kMaxErrorBytes || code == 0 || code > 16) {
         *error = absl::StrCat("malformed error frame (code ", code, ", ", len, " bytes)");
         return false;
       }
       std::string msg(len, '\0');
-      if (!ReadFull(fd_, msg.data(), len, error)) return false;
+      if (!reader_.Read(msg.data(), len, error)) return false;
       header_bytes += 8;
       payload = len;
       if (id == kRefusalId) {
@@ -645,20 +660,20 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
       status = absl::Status(static_cast<absl::StatusCode>(code), msg);
     } else if (kind == kRaw || kind == kRawChunked) {
       uint32_t dtype, ndims;
-      if (!Get(fd_, &dtype, error) || !Get(fd_, &ndims, error)) return false;
+      if (!reader_.Get(&dtype, error) || !reader_.Get(&ndims, error)) return false;
       if (!tensorflow::DataType_IsValid(static_cast<int>(dtype)) || dtype == 0 ||
           !tensorflow::DataTypeCanUseMemcpy(static_cast<tensorflow::DataType>(dtype)) || ndims > kMaxDims) {
         *error = absl::StrCat("malformed tensor frame (dtype ", dtype, ", ", ndims, " dims)");
         return false;
       }
-      std::vector<int64_t> dims(ndims);
-      if (ndims > 0 && !ReadFull(fd_, dims.data(), ndims * sizeof(int64_t), error)) return false;
+      int64_t dims[kMaxDims];  // on the stack: no allocation per response
+      if (ndims > 0 && !reader_.Read(dims, ndims * sizeof(int64_t), error)) return false;
       uint64_t nbytes;
-      if (!Get(fd_, &nbytes, error)) return false;
+      if (!reader_.Get(&nbytes, error)) return false;
       header_bytes += 16 + 8ull * ndims;
       tensorflow::TensorShape shape;
       auto dt = static_cast<tensorflow::DataType>(dtype);
-      if (!tensorflow::TensorShape::BuildTensorShape(dims, &shape).ok() ||
+      if (!tensorflow::TensorShape::BuildTensorShape(absl::Span<const int64_t>(dims, ndims), &shape).ok() ||
           static_cast<uint64_t>(shape.num_elements()) * tensorflow::DataTypeSize(dt) != nbytes) {
         *error = absl::StrCat("malformed tensor frame (", nbytes, " bytes do not match the shape)");
         return false;
@@ -670,30 +685,40 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
         if (!tensor.IsInitialized()) {
           status = absl::ResourceExhaustedError(absl::StrCat("Geryon data plane: cannot allocate ", nbytes,
                                                              " bytes for a tensor from ", peer_));
-          if (!Discard(fd_, nbytes, error)) return false;
+          if (!reader_.Discard(nbytes, error)) return false;
         } else if (nbytes > 0) {
-          // The bytes go from the socket straight into the tensor's buffer: no staging copy.
-          if (!ReadFull(fd_, const_cast<char*>(tensor.tensor_data().data()), nbytes, error)) return false;
+          // Into the tensor's buffer: what is buffered is copied, a large rest comes straight from
+          // the socket (no staging copy).
+          if (!reader_.Read(const_cast<char*>(tensor.tensor_data().data()), nbytes, error)) return false;
         }
-      } else if (!Discard(fd_, nbytes, error)) {
+      } else if (!reader_.Discard(nbytes, error)) {
         return false;
       }
     } else if (kind == kProto) {
       uint64_t nbytes;
-      if (!Get(fd_, &nbytes, error)) return false;
+      if (!reader_.Get(&nbytes, error)) return false;
       if (nbytes > kMaxProtoBytes) {
         *error = absl::StrCat("malformed tensor frame (", nbytes, " proto bytes)");
         return false;
       }
       header_bytes += 8;
       payload = nbytes;
-      std::string buf(nbytes, '\0');
-      if (!ReadFull(fd_, buf.data(), nbytes, error)) return false;
+      // A small proto is parsed where it lies in the reader's buffer; a larger one gets its own.
+      std::string large;
+      const char* bytes = nullptr;
+      if (nbytes <= reader_.capacity()) {
+        bytes = reader_.Take(nbytes, error);
+        if (bytes == nullptr) return false;
+      } else {
+        large.resize(nbytes);
+        if (!reader_.Read(large.data(), nbytes, error)) return false;
+        bytes = large.data();
+      }
       if (p != nullptr && !p->finished()) {
         tensorflow::TensorProto proto;
         // The frame was read whole, so the flow is still in step: only this receive fails, with
         // Internal as TF's own RPC rendezvous does for a tensor it cannot decode.
-        if (!proto.ParseFromString(buf) || !tensor.FromProto(p->allocator_, proto)) {
+        if (!proto.ParseFromArray(bytes, static_cast<int>(nbytes)) || !tensor.FromProto(p->allocator_, proto)) {
           status = absl::InternalError(absl::StrCat("Geryon data plane: a tensor from ", peer_,
                                                     " could not be decoded (malformed TensorProto, ", nbytes,
                                                     " bytes)"));
@@ -750,9 +775,9 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
   // or failed to allocate) is read and dropped; one out of sequence breaks the flow (TCP keeps a
   // connection's bytes in order, so that is a broken peer).
   bool ReadChunk(std::string* error) {
-    // The rest of the chunk's header in one read (one recv per chunk instead of three).
-    char head[20];
-    if (!ReadFull(fd_, head, sizeof(head), error)) return false;
+    // The rest of the chunk's header, out of the reader's buffer.
+    const char* head = reader_.Take(20, error);
+    if (head == nullptr) return false;
     uint64_t id, offset;
     uint32_t len;
     std::memcpy(&id, head, 8);
@@ -768,7 +793,7 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
       *error = absl::StrCat("malformed chunk frame (request ", id, " has no chunked head)");
       return false;
     }
-    if (p == nullptr || p->finished()) return Discard(fd_, len, error);
+    if (p == nullptr || p->finished()) return reader_.Discard(len, error);
     if (offset != p->received_ || len > p->expected_ - p->received_) {
       *error = absl::StrCat("malformed chunk frame (request ", id, ": ", len, " bytes at offset ", offset, ", ",
                             p->received_, " of ", p->expected_, " received)");
@@ -776,7 +801,7 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
     }
     // An abort meanwhile only finishes the receive: the buffer stays alive in p->tensor_.
     char* at = const_cast<char*>(p->tensor_.tensor_data().data()) + offset;
-    if (!ReadFull(fd_, at, len, error)) return false;  // p is still pending: the flow's failure ends it
+    if (!reader_.Read(at, len, error)) return false;  // p is still pending: the flow's failure ends it
     p->received_ += len;
     p->wire_bytes_ += 24 + len;
     if (p->received_ == p->expected_) CompleteChunked(p);
@@ -801,6 +826,7 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
   const std::string peer_;
   const int cls_;
   std::shared_ptr<FlowCounters> counters_;
+  FrameReader reader_{fd_};  // the reader thread's only
   std::mutex write_mu_;  // held by whoever writes to fd_, and by the close
   bool fd_closed_ TF_GUARDED_BY(write_mu_) = false;
   std::mutex mu_;
@@ -813,7 +839,10 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
 };
 
 void PendingRecv::Abort(const absl::Status& status) {
-  if (auto conn = conn_.lock()) conn->Forget(id_);
+  // Still pending (its response, or the rest of its chunks, not read yet): tell the producer.
+  if (auto conn = conn_.lock()) {
+    if (conn->Forget(id_) && !finished()) conn->SendCancel(id_);
+  }
   if (!finished() && counters_) counters_->aborted += 1;
   Finish(status, Tensor(), false);
 }
@@ -871,6 +900,10 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
   }
 
   void Enqueue(uint64_t id, int32_t rank, const absl::Status& s, const Tensor& t, bool is_dead) {
+    if (has_cancelled_.load(std::memory_order_acquire)) {  // issue 16: its consumer gave it up already
+      std::lock_guard<std::mutex> l(mu_);
+      if (TakeCancelledLocked(id)) return;
+    }
     auto r = std::make_unique<Response>();
     r->id = id;
     r->status = s;
@@ -995,12 +1028,12 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
                  bool* refused, bool* not_me) {
     uint32_t magic;
     uint16_t version, cls, task_len;
-    if (!Get(fd_, &magic, error)) return false;
+    if (!reader_.Get(&magic, error)) return false;
     if (magic != kHelloMagic) {
       *error = absl::StrCat("malformed hello (bad magic 0x", absl::Hex(magic), ")");
       return false;
     }
-    if (!Get(fd_, &version, error)) return false;
+    if (!reader_.Get(&version, error)) return false;
     if (version != kProtocolVersion) {
       // Another release of Geryon: refused with both versions named, before reading further (the
       // rest of an unknown version's hello may not be laid out as ours).
@@ -1010,22 +1043,22 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
       *refused = true;
       return false;
     }
-    if (!Get(fd_, &cls, error) || !Get(fd_, &task_len, error)) return false;
+    if (!reader_.Get(&cls, error) || !reader_.Get(&task_len, error)) return false;
     if (cls >= kMaxClasses || task_len == 0 || task_len > kMaxTaskBytes) {
       *error = absl::StrCat("malformed hello (version ", version, ", class ", cls, ", task name of ", task_len,
                             " bytes)");
       return false;
     }
     std::string task(task_len, '\0');
-    if (!ReadFull(fd_, task.data(), task_len, error)) return false;
+    if (!reader_.Read(task.data(), task_len, error)) return false;
     uint16_t target_len;
-    if (!Get(fd_, &target_len, error)) return false;
+    if (!reader_.Get(&target_len, error)) return false;
     if (target_len == 0 || target_len > kMaxTaskBytes) {
       *error = absl::StrCat("malformed hello (target task name of ", target_len, " bytes)");
       return false;
     }
     std::string target(target_len, '\0');
-    if (!ReadFull(fd_, target.data(), target_len, error)) return false;
+    if (!reader_.Read(target.data(), target_len, error)) return false;
     if (target != local_task) {
       *error = absl::StrCat("the hello is for ", target, ", not for this task");
       *not_me = true;
@@ -1057,6 +1090,33 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
     return true;
   }
 
+  // A cancel frame: the consumer gave receive `id` up. Its queued response is dropped, also one half
+  // sent in chunks (the queue holds those between frames only); one not produced yet is remembered
+  // and dropped when it comes (Enqueue), one being written now stops after its current frame
+  // (WriteLoop). A response sent whole cannot be recalled once its frame started.
+  void Cancel(uint64_t id) {
+    std::lock_guard<std::mutex> l(mu_);
+    for (auto it = queue_.begin(); it != queue_.end(); ++it) {
+      if (it->second->id == id) {
+        queue_.erase(it);
+        counters_->cancelled += 1;
+        return;
+      }
+    }
+    cancelled_.insert(id);
+    while (cancelled_.size() > kMaxCancelled) cancelled_.erase(cancelled_.begin());  // the oldest ids
+    has_cancelled_.store(true, std::memory_order_release);
+  }
+
+  // Under mu_: whether `id` was cancelled before its response (or its next chunk) was queued; if so
+  // it is forgotten and counted.
+  bool TakeCancelledLocked(uint64_t id) TF_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (cancelled_.empty() || cancelled_.erase(id) == 0) return false;
+    has_cancelled_.store(!cancelled_.empty(), std::memory_order_release);
+    counters_->cancelled += 1;
+    return true;
+  }
+
   // Urgency order: holds the writes while the next request is already readable (see
   // kRequestHeadBytes), so the responses of one burst are ordered together.
   void SetHolding(bool hold) {
@@ -1068,9 +1128,14 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
     if (!hold) cv_.notify_one();
   }
 
+  // What the FrameReader already holds counts too: a burst's requests are often in its buffer
+  // already, not in the socket (and then no ioctl is needed).
   bool MoreRequestsReadable() {
+    const size_t buffered = reader_.buffered();
+    if (buffered >= kRequestHeadBytes) return true;
     int available = 0;
-    return ioctl(fd_, FIONREAD, &available) == 0 && available >= static_cast<int>(kRequestHeadBytes);
+    return ioctl(fd_, FIONREAD, &available) == 0 &&
+           buffered + static_cast<size_t>(available) >= kRequestHeadBytes;
   }
 
   void ReadLoop(const ClusterView* view, std::mutex* view_mu, const std::string& local_task, ServeFn serve) {
@@ -1103,22 +1168,32 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
       uint64_t id;
       int64_t step_id;
       int32_t rank;
-      if (!Get(fd_, &magic, &error)) break;
+      // Out of the connection's FrameReader: a burst of requests arrives in one recv().
+      if (!reader_.Get(&magic, &error)) break;
+      if (magic == kCancelMagic) {
+        uint64_t cancelled_id;
+        if (!reader_.Get(&cancelled_id, &error)) break;
+        counters_->bytes_received += 12;
+        Cancel(cancelled_id);
+        continue;
+      }
       if (magic != kRequestMagic) {
         error = absl::StrCat("malformed frame (bad magic 0x", absl::Hex(magic), ")");
         break;
       }
-      if (!Get(fd_, &id, &error) || !Get(fd_, &step_id, &error) || !Get(fd_, &rank, &error) ||
-          !Get(fd_, &key_len, &error)) {
-        break;
-      }
+      const char* head = reader_.Take(kRequestHeadBytes - 4, &error);  // u64 id, i64 step, i32 rank, u32 n
+      if (head == nullptr) break;
+      std::memcpy(&id, head, 8);
+      std::memcpy(&step_id, head + 8, 8);
+      std::memcpy(&rank, head + 16, 4);
+      std::memcpy(&key_len, head + 20, 4);
       if (key_len == 0 || key_len > kMaxKeyBytes) {
         error = absl::StrCat("malformed request (key of ", key_len, " bytes)");
         break;
       }
       if (rank < 0) rank = kUnranked;  // not a rank a consumer of this version sends; no priority
       std::string key(key_len, '\0');
-      if (!ReadFull(fd_, key.data(), key_len, &error)) break;
+      if (!reader_.Read(key.data(), key_len, &error)) break;
       counters_->bytes_received += kRequestHeadBytes + key_len;
       counters_->messages_received += 1;
       const bool hold = CurrentResponseOrder() == ResponseOrder::kUrgency && held < kMaxHeldRequests &&
@@ -1174,6 +1249,7 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
       if (result == WriteResult::kMore) {
         std::lock_guard<std::mutex> l(mu_);
         if (closed_) return;
+        if (TakeCancelledLocked(r->id)) continue;  // cancelled while this frame went out: no more chunks
         Insert(std::move(r));
       }
     }
@@ -1300,6 +1376,7 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
 
   const int fd_;
   const std::string peer_ip_;
+  FrameReader reader_{fd_};  // the serving thread's only (ReadHello, ReadLoop)
   std::string peer_task_;
   // The consumer is a parameter server, so every response is a gradient push. Pushes are queued in
   // urgency order but go out whole once started: backprop makes gradients last layer first, and
@@ -1318,6 +1395,8 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
   uint64_t next_seq_ TF_GUARDED_BY(mu_) = 0;
   std::map<Key, std::unique_ptr<Response>> queue_ TF_GUARDED_BY(mu_);
   std::unique_ptr<Response> partial_ TF_GUARDED_BY(mu_);  // a frame half on the wire: goes next
+  std::set<uint64_t> cancelled_ TF_GUARDED_BY(mu_);  // see Cancel; at most kMaxCancelled
+  std::atomic<bool> has_cancelled_{false};            // !cancelled_.empty(), read without mu_
 };
 
 // ---- the transport -----------------------------------------------------------------------------
@@ -1396,15 +1475,19 @@ class TcpTransport : public Transport {
     std::mutex mu;  // one connect at a time per flow
     absl::StatusCode failure_code = absl::StatusCode::kUnavailable;  // kFailedPrecondition: refused
     std::shared_ptr<ClientConn> conn;
-    std::string dialed;  // host:port of `conn` (a task learned at a new address is redialed)
+    // The address of `conn` (a task learned at a new address is redialed).
+    std::string dialed_host;
+    int dialed_port = -1;
     std::chrono::steady_clock::time_point failed_at{};
     std::string failure;
   };
 
   std::shared_ptr<ClientConn> Connection(const std::string& peer_task, int cls, absl::Status* status) {
+    // The common case (the flow is up) copies no task entry and builds no string: the host (a short
+    // address, kept inline by std::string) and port are compared with the ones dialed.
     Slot* slot;
-    PeerAddress peer;
-    std::string local_task;
+    std::string host;
+    int data_port;
     {
       std::lock_guard<std::mutex> l(view_mu_);
       auto it = view_.tasks.find(peer_task);
@@ -1413,20 +1496,34 @@ class TcpTransport : public Transport {
             absl::StrCat("Geryon data plane: ", peer_task, " is not a task of the cluster spec"));
         return nullptr;
       }
-      peer = it->second;
-      local_task = view_.local_task;
-      auto& s = slots_[absl::StrCat(peer_task, "|", cls)];
+      host = it->second.host;
+      data_port = it->second.data_port;
+      auto& s = slots_[peer_task][cls];
       if (!s) s = std::make_unique<Slot>();
       slot = s.get();
     }
     std::lock_guard<std::mutex> l(slot->mu);
-    const std::string address = absl::StrCat(peer.host, ":", peer.data_port);
-    if (slot->dialed != address) {
+    if (slot->dialed_host != host || slot->dialed_port != data_port) {
       // A restarted coordinator or task at a new address: forget the old flow and its failure.
       slot->conn.reset();
       slot->failure.clear();
     }
     if (slot->conn && !slot->conn->broken()) return slot->conn;
+    PeerAddress peer;
+    std::string local_task;
+    {
+      std::lock_guard<std::mutex> v(view_mu_);
+      auto it = view_.tasks.find(peer_task);
+      if (it != view_.tasks.end()) peer = it->second;
+      local_task = view_.local_task;
+    }
+    if (peer.host != host || peer.data_port != data_port) {
+      // Learned at another address just now: dial what was looked up first (the next receive
+      // sees the new address and redials).
+      peer.task = peer_task;
+      peer.host = host;
+      peer.data_port = data_port;
+    }
     auto now = std::chrono::steady_clock::now();
     if (!slot->failure.empty() && now - slot->failed_at < kFailFastWindow) {
       *status = absl::Status(slot->failure_code, slot->failure);
@@ -1443,7 +1540,8 @@ class TcpTransport : public Transport {
       slot->failure = absl::StrCat(error, PeerTag(peer_task));
       slot->failure_code = absl::StatusCode::kFailedPrecondition;
       slot->failed_at = now;
-      slot->dialed = address;
+      slot->dialed_host = host;
+      slot->dialed_port = data_port;
       counters->errors += 1;
       *status = absl::FailedPreconditionError(slot->failure);
       return nullptr;
@@ -1455,13 +1553,15 @@ class TcpTransport : public Transport {
                                    error, PeerTag(peer_task));
       slot->failure_code = absl::StatusCode::kUnavailable;
       slot->failed_at = now;
-      slot->dialed = address;
+      slot->dialed_host = host;
+      slot->dialed_port = data_port;
       counters->errors += 1;
       *status = absl::UnavailableError(slot->failure);
       return nullptr;
     }
     slot->failure.clear();
-    slot->dialed = address;
+    slot->dialed_host = host;
+    slot->dialed_port = data_port;
     counters->connections += 1;
     counters->dscp = DscpForClass(cls);
     counters->local_port = LocalPort(fd);
@@ -1660,7 +1760,8 @@ class TcpTransport : public Transport {
   std::mutex view_mu_;
   ClusterView view_ TF_GUARDED_BY(view_mu_);
   std::set<std::string> allowed_ TF_GUARDED_BY(view_mu_);  // every address of every task in view_
-  std::map<std::string, std::unique_ptr<Slot>> slots_ TF_GUARDED_BY(view_mu_);
+  // Per peer task, one slot per class (found without building a key string per receive).
+  std::map<std::string, std::array<std::unique_ptr<Slot>, kMaxClasses>, std::less<>> slots_ TF_GUARDED_BY(view_mu_);
   const int listen_fd_;
   ServeFn serve_;  // set by Start before the accept thread exists, then only read
   std::atomic<bool> stopping_{false};
@@ -1855,7 +1956,8 @@ std::string FlowCountersJson() {
                     ",\"connections\":", c.connections.load(), ",\"errors\":", c.errors.load(),
                     ",\"aborted\":", c.aborted.load(), ",\"unresolved_bytes\":", c.unresolved_bytes.load(),
                     ",\"unresolved_messages\":", c.unresolved_messages.load(), ",\"order_ns\":", c.order_ns.load(),
-                    ",\"chunks_sent\":", c.chunks_sent.load(), ",\"preemptions\":", c.preemptions.load(), "}");
+                    ",\"chunks_sent\":", c.chunks_sent.load(), ",\"preemptions\":", c.preemptions.load(),
+                    ",\"cancels_sent\":", c.cancels_sent.load(), ",\"cancelled\":", c.cancelled.load(), "}");
   }
   return out + "]";
 }
