@@ -94,11 +94,13 @@ from geryon.threshold.profile import Profile
 from geryon.threshold.simknobs import (
     CHUNK_BYTES,
     ENDHOST_GAP_S,
+    ENDHOST_SCOPES,
     PUSH_ORDER_DEFAULT,
     SENDER_ORDERS,
     Background,
     PsCosts,
     check_chunk,
+    check_endhost_scope,
     check_inflight,
     check_push_order,
     check_seconds,
@@ -155,6 +157,7 @@ class SimResult:
     ps_costs: PsCosts = field(default_factory=PsCosts)
     push_order: str = PUSH_ORDER_DEFAULT
     sender_order: str = SENDER_ORDERS[0]
+    endhost_scope: str = ENDHOST_SCOPES[0]
     background: tuple[Background, ...] = ()
     # trace=True: compute spans (args: iteration, layer, worker) and transfer spans (args: iteration,
     # bytes, class, layer, param, worker: the worker end of the pull or push, an index).
@@ -194,6 +197,7 @@ class SimResult:
             "ps_costs": self.ps_costs.to_dict(),
             "push_order": self.push_order,
             "sender_order": self.sender_order,
+            "endhost_scope": self.endhost_scope,
             "background": [b.to_dict() for b in self.background],
         }
 
@@ -229,6 +233,7 @@ def simulate(
     cohost_fast: bool = False,
     push_order: str = PUSH_ORDER_DEFAULT,
     sender_order: str = SENDER_ORDERS[0],
+    endhost_scope: str = ENDHOST_SCOPES[0],
 ) -> SimResult:
     """Simulates `iterations` BSP iterations of `profile` on the cluster; see the module docstring.
 
@@ -283,6 +288,9 @@ def simulate(
     inflight = check_inflight(inflight)
     push_order = check_push_order(push_order)
     sender_order = check_sender_order(sender_order)
+    endhost_scope = check_endhost_scope(endhost_scope)
+    if endhost_scope == "sender" and cohost_fast:
+        raise ValueError("cohost_fast: not with endhost_scope='sender' (its senders treat hosts unequally)")
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise ValueError(f"seed: expected an integer, got {seed!r}")
     if ps_costs is None:
@@ -319,6 +327,7 @@ def simulate(
             cohost_fast,
             push_order,
             sender_order,
+            endhost_scope,
         ),
     )
     replay.run()
@@ -349,6 +358,7 @@ class _Knobs:
     cohost_fast: bool = False
     push_order: str = PUSH_ORDER_DEFAULT
     sender_order: str = SENDER_ORDERS[0]
+    endhost_scope: str = ENDHOST_SCOPES[0]
 
 
 class _Flow:
@@ -365,6 +375,7 @@ class _Flow:
         "cut",
         "down",
         "dst",
+        "fid",
         "group",
         "head",
         "last_t",
@@ -420,6 +431,7 @@ class _Flow:
         self.cut: float | None = None  # hybrid: the head's bytes left after the chunk it now finishes
         self.paused = False  # end-host: waiting out the per-transfer gap
         self.bg = False  # a background flow: always active, never finishes
+        self.fid = 0  # its place in _Replay.flow_list (end-host per sender)
         self.wu = 1.0  # share of its up and down ports per unit of rate (cohost_fast's mirrors)
         self.wd = 1.0
 
@@ -463,6 +475,9 @@ class _Replay:
         # Colocated workers differ (each has its own PS's shards at hand): no representative one.
         # cohost_fast: a mean-field stand-in for large co-hosted clusters (see _cohost_fast_hosts).
         self.fast = colocate and knobs.cohost_fast
+        # end-host per sender: a PS sends to one worker after another, so workers differ.
+        self.sender_serial = mode == "end-host" and knobs.endhost_scope == "sender"
+        symmetric = symmetric and not self.sender_serial
         self.symmetric = (symmetric and not colocate) or self.fast
         self.partition = partition
         self.interleave = interleave
@@ -603,6 +618,11 @@ class _Replay:
         self.rng = random.Random(knobs.seed)
         per_class = mode in ("network", "hybrid")
         self.flows: dict[tuple[int, int, int, int], _Flow] = {}
+        self.flow_list: list[_Flow] = []
+        # end-host per sender: each sender's pending transfers (rank, shard, iteration, flow) and
+        # the senders sending or in their gap.
+        self.sender_q: dict[tuple[int, int], list[tuple[int, int, int, int]]] = {}
+        self.sender_busy: set[tuple[int, int]] = set()
         for side in (PULL, PUSH):
             for ps in range(num_ps):
                 if self.groups is not None and ps not in reps:
@@ -636,6 +656,8 @@ class _Replay:
                             flow.wd = self.w_down[(side, wk)]
                         else:
                             flow.wu, flow.wd = weights
+                        flow.fid = len(self.flow_list)
+                        self.flow_list.append(flow)
                         self.flows[(side, ps, wk, cls)] = flow
         self.per_class = per_class
         # Allocation groups: flows that share no port are allocated apart. Pulls and pushes do not
@@ -798,7 +820,10 @@ class _Replay:
                 self._compute_done(what, t)
                 self.events += 1
             elif kind == _RESUME:
-                self._resume(what, t)
+                if self.sender_serial:
+                    self._sender_next(what, t)
+                else:
+                    self._resume(what, t)
             elif kind == _UPDATED:
                 self._updated(what[0], what[1], t)
             elif kind == _READY:
@@ -903,7 +928,15 @@ class _Replay:
                 # hybrid: a chunk boundary with a more urgent transfer waiting; the head steps back.
                 self._switch_now(flow, j, it, t)
                 return
-            if self.gap > 0:
+            if self.sender_serial:
+                flow.head = None
+                self._idle(flow)
+                key = (flow.side, flow.src)
+                if self.sender_q.get(key):
+                    self._at(t + self.gap, _RESUME, key)  # the sender's next transfer, after the gap
+                else:
+                    self.sender_busy.discard(key)
+            elif self.gap > 0:
                 flow.head = None
                 if self._quiet_rate(flow, flow.level_up, flow.level_down) is None:
                     self._idle(flow)
@@ -1123,6 +1156,13 @@ class _Replay:
         left = self.saved.pop((flow.side, flow.src, flow.dst, j, it), self.s_bytes[j])
         self._set_head(flow, j, it, t, left)
 
+    def _sender_next(self, key: tuple[int, int], t: float) -> None:
+        """end-host per sender: after its gap the sender starts its most urgent pending transfer."""
+        _, j, it, fid = heapq.heappop(self.sender_q[key])
+        flow = self.flow_list[fid]  # idle: its sender sends one transfer at a time
+        self._activate(flow, j, t)
+        self._set_head(flow, j, it, t, self.s_bytes[j])
+
     def _enqueue(self, flow: _Flow, j: int, it: int, t: float) -> None:
         if flow.shared:
             if not flow.members:
@@ -1140,6 +1180,13 @@ class _Replay:
             self._note_start(flow, (j, it), t)
             if not flow.stale:
                 self._schedule(flow, t)  # same rate, one more member to share it
+            return
+        if self.sender_serial:
+            key = (flow.side, flow.src)
+            heapq.heappush(self.sender_q.setdefault(key, []), (self.s_rank[j], j, it, flow.fid))
+            if key not in self.sender_busy:
+                self.sender_busy.add(key)
+                self._at(t + self.gap, _RESUME, key)
             return
         if flow.head is None:
             if self.gap > 0:
@@ -1319,5 +1366,6 @@ class _Replay:
             background=self.knobs.background,
             push_order=self.knobs.push_order,
             sender_order=self.knobs.sender_order,
+            endhost_scope=self.knobs.endhost_scope,
             spans=tuple(self.spans) if self.trace else None,
         )
