@@ -20,7 +20,9 @@ or changes level, which keeps the event count near two per transfer:
   queue pair); every port shares fairly among connections.
 - end-host (TicTac/P3-like): one connection per pair sending its most urgent pending transfer (class,
   then urgency, then layer; a started transfer finishes first); the sender's NIC serves its
-  connections in that order, but switch ports share fairly among senders.
+  connections in that order, but switch ports share fairly among senders. With
+  `endhost_scope="sender"` each sending process sends one transfer at a time, its most urgent of any
+  connection.
 - network (Geryon): one connection per pair and class, carrying its transfers like fifo does; every
   port (NIC and switch) serves classes in strict priority and shares fairly within a class.
 - hybrid (Geryon with urgency order inside a class, issue 14): one connection per pair and class, as
@@ -251,7 +253,8 @@ def simulate(
     the TF channel window of fifo and network (None: all pending transfers share), `seed` its random
     order; `ps_costs` and `background` as in the module docstring; `push_order` hybrid's ranking of
     pushes ("urgency" or "arrival") and `sender_order` where its urgency order holds ("connection" or
-    "host"), see `geryon.threshold.simknobs`.
+    "host"), `endhost_scope` what end-host's stop-and-wait serializes ("connection" or "sender": one
+    transfer at a time per sending process, every worker simulated), see `geryon.threshold.simknobs`.
     Raises ValueError naming the argument when one is out of range.
     """
     if not isinstance(profile, Profile):
