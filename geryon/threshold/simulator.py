@@ -680,21 +680,25 @@ class _Replay:
         # meet the next iteration's pulls: those run too (no compute follows) to time it as in steady state.
         self.pull_rounds = iterations + (1 if colocate and not barrier else 0)
         # What each worker waits for per layer, and each shard's PS per iteration: one arrival per
-        # transfer, where a group's stand-in gets a shard both from its own PS (at home) and from the
-        # others of its group (one weighted flow).
-        need = [[0] * W for _ in range(n)]
-        for j in live:
-            ps = s_ps[j]
-            for wk in range(W):
-                need[j][wk] = self.is_local[ps][wk] + (
-                    (PULL, ps, wk, self.s_cls[j] if per_class else 0) in self.flows
-                )
-        self.agg_need = [sum(row) for row in need]
-        per_layer = [[0] * L for _ in range(W)]
-        for j in live:
-            for wk in range(W):
-                per_layer[wk][s_layer[j]] += need[j][wk]
-        self.pending = [per_layer[wk] * self.pull_rounds for wk in range(W)]
+        # transfer (a copy at home or a flow: one per worker and shard), where a group's stand-in gets a
+        # shard both from its own PS (at home) and from the others of its group (one weighted flow).
+        if self.groups is None:
+            self.agg_need = [W] * n
+            per_layer_all = [len(shards) for shards in self.layer_shards]
+            self.pending = [per_layer_all * self.pull_rounds for _ in range(W)]
+        else:
+            need = [[0] * W for _ in range(n)]
+            for j in live:
+                ps = s_ps[j]
+                for wk in range(W):
+                    remote = (PULL, ps, wk, self.s_cls[j] if per_class else 0) in self.flows
+                    need[j][wk] = self.is_local[ps][wk] + remote
+            self.agg_need = [sum(row) for row in need]
+            per_layer = [[0] * L for _ in range(W)]
+            for j in live:
+                for wk in range(W):
+                    per_layer[wk][s_layer[j]] += need[j][wk]
+            self.pending = [per_layer[wk] * self.pull_rounds for wk in range(W)]
         self.op = [0] * W  # next GPU op: iteration * 2L + position (forward 0..L-1, then backward L-1..0)
         self.busy = [False] * W
         self.op_start = [0.0] * W
