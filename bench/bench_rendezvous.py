@@ -134,15 +134,27 @@ def main() -> int:
         help="order inside a class: 64 mixed tensors, urgency vs arrival (bench_rendezvous_order.py)",
     )
     parser.add_argument("--runs", type=int, default=3, help="--order: runs (fresh processes each)")
+    parser.add_argument(
+        "--variants",
+        default="urgency",
+        help="--order: comma-separated sender variants to interleave against arrival "
+        "(bench_rendezvous_order.VARIANTS; default urgency)",
+    )
     args = parser.parse_args()
     if args.repeats < 1:
         parser.error("--repeats must be >= 1")
     if args.runs < 1:
         parser.error("--runs must be >= 1")
     if args.order:
+        from bench_rendezvous_order import check_variants
         from bench_rendezvous_order import run as run_order
 
-        return run_order(args.repeats, args.runs, args.out or "out/bench/rendezvous_order.json")
+        variants = [v for v in args.variants.split(",") if v]
+        try:
+            check_variants(variants)
+        except ValueError as e:
+            parser.error(str(e))  # exit 2, naming the flag
+        return run_order(args.repeats, args.runs, args.out or "out/bench/rendezvous_order.json", variants)
     if args.device:
         from bench_device_tensors import run
 

@@ -17,6 +17,12 @@ a step of 200 tiny (4 B) parameters and a step pulling one 64 MiB parameter unde
                  arrival whole: the cost of chunking alone); the ratio urgency / arrival is the
                  median of per-repeat paired ratios with a bootstrap 95% interval; target >= 0.95
 Several runs (fresh processes each) show the spread. Writes JSON (default out/bench/rendezvous_order.json).
+
+`--variants a,b,...` (bench_rendezvous.py --order --variants ...) measures sender settings apart, all
+interleaved in one run (a b c a b c ...), each against `arrival` paired per repeat (see VARIANTS):
+the burst hold (hold=off), the inline write of small responses (inline=off: everything through
+the writer thread; inline=drain: the producing thread writes what is pending, most urgent first),
+and the unsent-bytes bound of the socket (notsent_lowat).
 """
 
 from __future__ import annotations
@@ -43,6 +49,22 @@ SEED = 14
 TARGET_TAU = 0.95
 TARGET_COST_US = 2.0
 TARGET_RATIO = 0.95
+# The sender settings every variant starts from (the data plane's defaults, transport.h).
+SENDER_DEFAULTS = {"sender_order": "host", "hold": "on", "inline": "small", "notsent_lowat": "0"}
+# name -> (order, sender settings that differ from SENDER_DEFAULTS)
+VARIANTS: dict[str, tuple[str, dict[str, str]]] = {
+    "urgency": ("urgency", {}),
+    "arrival": ("arrival", {}),
+    "urgency-nohold": ("urgency", {"hold": "off"}),
+    "urgency-writer": ("urgency", {"inline": "off"}),
+    "urgency-drain": ("urgency", {"inline": "drain"}),
+    "urgency-nohold-drain": ("urgency", {"hold": "off", "inline": "drain"}),
+    "urgency-connection": ("urgency", {"sender_order": "connection"}),
+    "urgency-lowat": ("urgency", {"notsent_lowat": str(256 * 1024)}),
+    "arrival-writer": ("arrival", {"inline": "off"}),
+    "arrival-drain": ("arrival", {"inline": "drain"}),
+}
+REFERENCE = "arrival"
 
 _SERVER = r"""
 import json, os, sys, time
@@ -105,10 +127,13 @@ with graph.as_default():
     with v1.device("/job:worker/task:0"):
         bulk = tf.reduce_sum(bulk_var)
     order_in = v1.placeholder(tf.string, [])
+    option_in = {name: v1.placeholder(tf.string, []) for name in spec["defaults"]}
     set_order = []
     for device in ("/job:ps/task:0", "/job:worker/task:0"):
         with v1.device(device):
             set_order.append(ops.geryon_set_order(order_in))
+            for name, value in option_in.items():
+                set_order.append(ops.geryon_set_sender_option(tf.constant(name), value))
     with v1.device("/job:worker/task:0"):
         take = ops.geryon_take_arrivals(tf.constant(100000, tf.int64))
     init = v1.global_variables_initializer()
@@ -117,18 +142,28 @@ target = "grpc://" + spec["worker"]
 classes.install(target)
 feed = {x: [1.0], x_tiny: [1.0]}
 samples = []
+
+
+def settings(variant):
+    order, changed = spec["variants"][variant]
+    feed = {order_in: order}
+    for name, value in {**spec["defaults"], **changed}.items():
+        feed[option_in[name]] = value
+    return feed
+
+
 with v1.Session(target, graph=graph) as sess:
     sess.run(init)
-    for order in ("urgency", "arrival"):  # warm-up: connections, each fetch's graph, both paths
-        sess.run(set_order, {order_in: order})
+    for variant in spec["variants"]:  # warm-up: connections, each fetch's graph, every path
+        sess.run(set_order, settings(variant))
         sess.run(take)
         sess.run(mixed, {x: [1.0]})
         sess.run(take)
         sess.run(tiny, {x_tiny: [1.0]})
         sess.run(bulk)
     for r in range(spec["repeats"]):
-        for order in ("urgency", "arrival"):
-            sess.run(set_order, {order_in: order})
+        for order in spec["variants"]:  # A B C A B C ...: each variant in turn
+            sess.run(set_order, settings(order))
             sess.run(take)  # clears the log; logs this step's receives
             start = time.perf_counter()
             value = sess.run(mixed, {x: [1.0]})
@@ -161,7 +196,7 @@ def kendall_tau(seq: list[int]) -> float:
     return score / pairs if pairs else 1.0
 
 
-def one_run(repeats: int, run: int, progress: Progress) -> dict[str, Any]:
+def one_run(repeats: int, run: int, progress: Progress, variants: list[str]) -> dict[str, Any]:
     offset = str(DATA_OFFSET)
     with tempfile.TemporaryDirectory(prefix="geryon-order-") as tmp:
         ps_port, worker_port = free_port_pairs(2, DATA_OFFSET)
@@ -184,6 +219,8 @@ def one_run(repeats: int, run: int, progress: Progress) -> dict[str, Any]:
                 "seed": SEED + run,
                 "repeats": repeats,
                 "bulk_mb": BULK_MB,
+                "defaults": SENDER_DEFAULTS,
+                "variants": {v: VARIANTS[v] for v in variants},
             }
             result = run_client(_CLIENT, child_env(spec, GERYON_DATA_PORT_OFFSET=offset), timeout=1800)
             time.sleep(0.5)  # one more counters dump after the last step
@@ -192,18 +229,20 @@ def one_run(repeats: int, run: int, progress: Progress) -> dict[str, Any]:
             return dict(result)
 
 
-def summarize(result: dict[str, Any]) -> dict[str, Any]:
+def summarize(result: dict[str, Any], variant: str) -> dict[str, Any]:
+    """`variant` against REFERENCE (arrival), paired by repeat."""
     samples = result["samples"]
-    by = {o: [s for s in samples if s["order"] == o] for o in ("urgency", "arrival")}
+    by = {o: [s for s in samples if s["order"] == o] for o in (variant, REFERENCE)}
     total_mb = sum(result["sizes"]) * 4 / 1e6
     taus = {o: [kendall_tau(s["ranks"]) for s in by[o]] for o in by}
-    pairs = list(zip(by["urgency"], by["arrival"], strict=True))
-    ratios = [a["mixed_s"] / u["mixed_s"] for u, a in pairs]  # urgency throughput over arrival's
+    pairs = list(zip(by[variant], by[REFERENCE], strict=True))
+    ratios = [a["mixed_s"] / u["mixed_s"] for u, a in pairs]  # the variant's throughput over arrival's
     bulk_ratios = [a["bulk_s"] / u["bulk_s"] for u, a in pairs]
     tiny_diff_us = [(u["tiny_s"] - a["tiny_s"]) / TINY * 1e6 for u, a in pairs]
     producer = result["producer"]
     responses = sum(r["messages_sent"] for r in producer)
     return {
+        "variant": variant,
         "repeats": len(pairs),
         "tensors": len(result["sizes"]),
         "mixed_mb": total_mb,
@@ -211,22 +250,23 @@ def summarize(result: dict[str, Any]) -> dict[str, Any]:
         "all_ranks_seen": all(
             sorted(s["ranks"])[: len(result["sizes"])] == list(range(len(result["sizes"]))) for s in samples
         ),
-        "tau_urgency": statistics.median(taus["urgency"]),
-        "tau_urgency_min": min(taus["urgency"]),
-        "tau_arrival": statistics.median(taus["arrival"]),
-        "mbps_urgency": total_mb / statistics.median(s["mixed_s"] for s in by["urgency"]),
-        "mbps_arrival": total_mb / statistics.median(s["mixed_s"] for s in by["arrival"]),
+        "tau_urgency": statistics.median(taus[variant]),
+        "tau_urgency_min": min(taus[variant]),
+        "tau_arrival": statistics.median(taus[REFERENCE]),
+        "mbps_urgency": total_mb / statistics.median(s["mixed_s"] for s in by[variant]),
+        "mbps_arrival": total_mb / statistics.median(s["mixed_s"] for s in by[REFERENCE]),
         "ratio": statistics.median(ratios),
         "ratio_ci": bootstrap_ci(ratios),
-        "bulk_mbps_urgency": BULK_MB * 1.048576 / statistics.median(s["bulk_s"] for s in by["urgency"]),
-        "bulk_mbps_arrival": BULK_MB * 1.048576 / statistics.median(s["bulk_s"] for s in by["arrival"]),
+        "bulk_mbps_urgency": BULK_MB * 1.048576 / statistics.median(s["bulk_s"] for s in by[variant]),
+        "bulk_mbps_arrival": BULK_MB * 1.048576 / statistics.median(s["bulk_s"] for s in by[REFERENCE]),
         "bulk_ratio": statistics.median(bulk_ratios),
         "bulk_ratio_ci": bootstrap_ci(bulk_ratios),
+        # Over every variant of the run (the producer's counters are per process).
         "queue_ns_per_response": sum(r["order_ns"] for r in producer) / responses if responses else None,
         "tiny_diff_us": statistics.median(tiny_diff_us),
         "tiny_diff_ci": bootstrap_ci(tiny_diff_us),
-        "tiny_us_urgency": statistics.median(s["tiny_s"] for s in by["urgency"]) / TINY * 1e6,
-        "tiny_us_arrival": statistics.median(s["tiny_s"] for s in by["arrival"]) / TINY * 1e6,
+        "tiny_us_urgency": statistics.median(s["tiny_s"] for s in by[variant]) / TINY * 1e6,
+        "tiny_us_arrival": statistics.median(s["tiny_s"] for s in by[REFERENCE]) / TINY * 1e6,
         "chunks_sent": sum(r["chunks_sent"] for r in producer),
         "preemptions": sum(r["preemptions"] for r in producer),
         "taus": taus,
@@ -236,43 +276,62 @@ def summarize(result: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def run(repeats: int, runs: int, out: str) -> int:
+def load_average() -> list[float]:
+    return [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]]
+
+
+def check_variants(names: list[str]) -> list[str]:
+    """The variants to run, REFERENCE included once (ValueError naming an unknown one)."""
+    for name in names:
+        if name not in VARIANTS:
+            raise ValueError(f"--variants: {name!r} is not one of {', '.join(VARIANTS)}")
+    return [REFERENCE, *dict.fromkeys(n for n in names if n != REFERENCE)]
+
+
+def run(repeats: int, runs: int, out: str, variants: list[str] | None = None) -> int:
+    chosen = check_variants(variants or ["urgency"])
     progress = Progress("bench_rendezvous --order")
     build(progress=progress)
-    results, summaries = [], []
+    results, summaries, loads = [], [], []
     for r in range(runs):
-        result = one_run(repeats, r, progress)
+        before = load_average()
+        result = one_run(repeats, r, progress, chosen)
+        loads.append({"before": before, "after": load_average()})
         results.append(result)
-        summaries.append(summarize(result))
+        summaries.append([summarize(result, v) for v in chosen if v != REFERENCE])
     rows = []
-    for i, s in enumerate(summaries):
-        lo, hi = s["ratio_ci"] or (None, None)
-        dlo, dhi = s["tiny_diff_ci"] or (None, None)
-        blo, bhi = s["bulk_ratio_ci"] or (None, None)
-        rows.append(
-            {"run": i + 1, **s, "ratio_lo": lo, "ratio_hi": hi, "diff_lo": dlo, "diff_hi": dhi,
-             "bulk_lo": blo, "bulk_hi": bhi}
-        )  # fmt: skip
+    for i, per_variant in enumerate(summaries):
+        for s in per_variant:
+            lo, hi = s["ratio_ci"] or (None, None)
+            dlo, dhi = s["tiny_diff_ci"] or (None, None)
+            blo, bhi = s["bulk_ratio_ci"] or (None, None)
+            rows.append(
+                {"run": i + 1, **s, "ratio_lo": lo, "ratio_hi": hi, "diff_lo": dlo, "diff_hi": dhi,
+                 "bulk_lo": blo, "bulk_hi": bhi}
+            )  # fmt: skip
     print(
-        f"{TENSORS} tensors ({summaries[0]['mixed_mb']:.1f} MB, seed {SEED}+run) in random request order, "
-        f"one class, loopback; {repeats} paired repeats (urgency, arrival) per run, {runs} run(s):"
+        f"{TENSORS} tensors ({summaries[0][0]['mixed_mb']:.1f} MB, seed {SEED}+run) in random request order, "
+        f"one class, loopback; {repeats} repeats of {', '.join(chosen)} in turn per run, {runs} run(s); "
+        f"every ratio is the variant's throughput over {REFERENCE}'s, paired by repeat; load average "
+        f"(1 min) at the runs' starts: {', '.join(format(x['before'][0], '.1f') for x in loads)}:"
     )
     print_table(
         rows,
-        [("run", "run", "d"), ("tau_urgency", "tau urg", ".3f"), ("tau_urgency_min", "min", ".3f"),
-         ("tau_arrival", "tau arr", ".3f"), ("mbps_urgency", "MB/s urg", ".0f"),
+        [("run", "run", "d"), ("variant", "variant", "s"), ("tau_urgency", "tau", ".3f"),
+         ("tau_urgency_min", "min", ".3f"),
+         ("tau_arrival", "tau arr", ".3f"), ("mbps_urgency", "MB/s var", ".0f"),
          ("mbps_arrival", "MB/s arr", ".0f"),
-         ("ratio", "urg/arr", ".3f"), ("ratio_lo", "lo", ".3f"), ("ratio_hi", "hi", ".3f"),
-         ("bulk_mbps_urgency", "64MiB urg", ".0f"), ("bulk_mbps_arrival", "64MiB arr", ".0f"),
-         ("bulk_ratio", "urg/arr", ".3f"), ("bulk_lo", "lo", ".3f"), ("bulk_hi", "hi", ".3f"),
-         ("queue_ns_per_response", "queue ns/resp", ".0f"), ("tiny_diff_us", "tiny d us", ".2f"),
+         ("ratio", "var/arr", ".3f"), ("ratio_lo", "lo", ".3f"), ("ratio_hi", "hi", ".3f"),
+         ("bulk_mbps_urgency", "64MiB var", ".0f"), ("bulk_mbps_arrival", "64MiB arr", ".0f"),
+         ("bulk_ratio", "var/arr", ".3f"), ("bulk_lo", "lo", ".3f"), ("bulk_hi", "hi", ".3f"),
+         ("queue_ns_per_response", "queue ns/resp", ".0f"), ("tiny_diff_us", "tiny var-arr us", ".2f"),
          ("diff_lo", "lo", ".2f"), ("diff_hi", "hi", ".2f"), ("chunks_sent", "chunks", "d"),
          ("preemptions", "preempt", "d")],
     )  # fmt: skip
     print(
         f"targets: tau >= {TARGET_TAU}; ordering cost < {TARGET_COST_US} us per tensor; "
         f"urgency throughput >= {TARGET_RATIO:.2f} x arrival's. Values checked: "
-        f"{all(s['all_values_ok'] for s in summaries)}."
+        f"{all(s['all_values_ok'] for per in summaries for s in per)}."
     )
     write_json(
         out,
@@ -282,6 +341,9 @@ def run(repeats: int, runs: int, out: str) -> int:
             "seed": SEED,
             "repeats": repeats,
             "runs": runs,
+            "variants": {v: VARIANTS[v] for v in chosen},
+            "sender_defaults": SENDER_DEFAULTS,
+            "load_average": loads,
             "targets": {"tau": TARGET_TAU, "cost_us": TARGET_COST_US, "ratio": TARGET_RATIO},
             "summaries": summaries,
             "results": results,
