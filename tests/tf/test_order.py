@@ -416,7 +416,8 @@ def producer(what):
 out = {"tries": []}
 with v1.Session(target, graph=graph) as sess:
     sess.run(init)
-    sess.run([fetch_late, fetch_urgent])  # warm-up: both consumers' connections, graph registration
+    for fetch in (fetch_late, fetch_urgent):  # warm-up: both consumers' connections, each fetch's graph
+        sess.run(fetch)
     for sender in ("host", "connection") * int(os.environ.get("TRIES", "3")):
         sess.run(set_ops, {sender_in: sender})
         sess.run(take)
@@ -444,7 +445,9 @@ def test_host_order_serves_a_more_urgent_tensor_of_another_consumer_first() -> N
     # once 8 MiB of it is on the wire worker 1 asks for the more urgent 64 MiB one. Host order: the
     # PS's writer for worker 0 yields at its next chunk, so the more urgent tensor completes first
     # although it is twice as large and was asked for later. Per-connection order: both connections
-    # send at once and the kernel interleaves them, so the smaller, earlier one completes first.
+    # send at once and which one completes first is up to the scheduler and the kernel (measured on
+    # this 2-core machine: the late one first in 1 and in 3 of 3 tries), so only its count of waits
+    # is asserted.
     facts = _run(HOST_ORDER_SCRIPT, timeout=600)
     for attempt in facts["tries"]:
         assert attempt["values"] == {"late": float(8 << 20), "urgent": float(16 << 20)}, attempt
@@ -455,7 +458,6 @@ def test_host_order_serves_a_more_urgent_tensor_of_another_consumer_first() -> N
     assert all(t["bytes"] == [64 << 20, 32 << 20] for t in host), host
     assert all(t["host_waits"] >= 1 for t in host), host
     assert all(t["host_waits"] == 0 for t in connection), connection
-    assert sum(t["bytes"] == [32 << 20, 64 << 20] for t in connection) >= len(connection) - 1, connection
 
 
 BAD_SENDER_SCRIPT = r"""
