@@ -50,12 +50,21 @@ TARGET_TAU = 0.95
 TARGET_COST_US = 2.0
 TARGET_RATIO = 0.95
 # The sender settings every variant starts from (the data plane's defaults, transport.h).
-SENDER_DEFAULTS = {"sender_order": "host", "hold": "on", "inline": "small", "notsent_lowat": "0"}
+SENDER_DEFAULTS = {
+    "sender_order": "host",
+    "hold": "on",
+    "hold_gap_us": "100",
+    "inline": "small",
+    "notsent_lowat": "0",
+}
 # name -> (order, sender settings that differ from SENDER_DEFAULTS)
 VARIANTS: dict[str, tuple[str, dict[str, str]]] = {
     "urgency": ("urgency", {}),
     "arrival": ("arrival", {}),
     "urgency-nohold": ("urgency", {"hold": "off"}),
+    "urgency-gap0": ("urgency", {"hold_gap_us": "0"}),
+    "urgency-gap30": ("urgency", {"hold_gap_us": "30"}),
+    "urgency-gap300": ("urgency", {"hold_gap_us": "300"}),
     "urgency-writer": ("urgency", {"inline": "off"}),
     "urgency-drain": ("urgency", {"inline": "drain"}),
     "urgency-nohold-drain": ("urgency", {"hold": "off", "inline": "drain"}),

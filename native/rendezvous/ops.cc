@@ -122,16 +122,17 @@ REGISTER_OP("GeryonDataPlaneOrder")
     .Doc("The order and chunk size in force in this process's data plane.");
 
 REGISTER_OP("GeryonSetSenderOption")
-    .Input("name: string")
+    .Input("option: string")
     .Input("value: string")
     .Output("in_force: string")
     .SetIsStateful()
     .SetShapeFn(::tensorflow::shape_inference::ScalarShape)
     .Doc("Sets a sender option of this process's data plane: sender_order (connection|host), hold (on|off), "
-         "inline (off|small|drain), notsent_lowat (bytes, 0: the kernel's default). Returns the value in force.");
+         "hold_gap_us (0..10000), inline (off|small|drain), notsent_lowat (bytes, 0: the kernel's default). "
+         "Returns the value in force.");
 
 REGISTER_OP("GeryonSenderOption")
-    .Input("name: string")
+    .Input("option: string")
     .Output("value: string")
     .SetIsStateful()
     .SetShapeFn(::tensorflow::shape_inference::ScalarShape)
@@ -190,7 +191,7 @@ class SetSenderOptionOp : public OpKernel {
     OP_REQUIRES(ctx,
                 ::tensorflow::TensorShapeUtils::IsScalar(name.shape()) &&
                     ::tensorflow::TensorShapeUtils::IsScalar(value.shape()),
-                errors::InvalidArgument("GeryonSetSenderOption: name and value must be scalar strings"));
+                errors::InvalidArgument("GeryonSetSenderOption: option and value must be scalar strings"));
     const tstring& n = name.scalar<tstring>()();
     const tstring& v = value.scalar<tstring>()();
     const absl::string_view option(n.data(), n.size());
@@ -209,12 +210,12 @@ class SenderOptionOp : public OpKernel {
   void Compute(OpKernelContext* ctx) override {
     const Tensor& name = ctx->input(0);
     OP_REQUIRES(ctx, ::tensorflow::TensorShapeUtils::IsScalar(name.shape()),
-                errors::InvalidArgument("GeryonSenderOption: name must be a scalar string"));
+                errors::InvalidArgument("GeryonSenderOption: option must be a scalar string"));
     const tstring& n = name.scalar<tstring>()();
     const std::string value = SenderOption(absl::string_view(n.data(), n.size()));
     OP_REQUIRES(ctx, !value.empty(),
                 errors::InvalidArgument("GeryonSenderOption: sender option: '", n,
-                                        "' is not one of 'sender_order', 'hold', 'inline', 'notsent_lowat'"));
+                                        "' is not one of 'sender_order', 'hold', 'hold_gap_us', 'inline', 'notsent_lowat'"));
     Tensor* out = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({}), &out));
     out->scalar<tstring>()() = value;

@@ -476,7 +476,7 @@ for name, option, value in [("order", "sender_order", "global"), ("hold", "hold"
     except tf.errors.InvalidArgumentError as e:
         out[name] = e.message
 out["in_force"] = {n: ops.geryon_sender_option(n).numpy().decode()
-                   for n in ("sender_order", "hold", "inline", "notsent_lowat")}
+                   for n in ("sender_order", "hold", "hold_gap_us", "inline", "notsent_lowat")}
 devices = {"coordinator": ""}
 out["set"] = gs.set_sender_order("connection", devices)
 try:
@@ -497,7 +497,8 @@ def test_bad_sender_settings_are_refused_naming_the_field_and_nothing_changes() 
     assert "inline: 'always' is not one of 'off', 'small', 'drain'" in facts["inline"]
     assert "notsent_lowat: '-1' is not a whole number of bytes" in facts["lowat"]
     assert "sender option: 'speed' is not one of" in facts["unknown"]
-    defaults = {"sender_order": "host", "hold": "on", "inline": "small", "notsent_lowat": "0"}
+    defaults = {"sender_order": "host", "hold": "on", "hold_gap_us": "100", "inline": "small"}
+    defaults["notsent_lowat"] = "0"
     assert facts["in_force"] == defaults
     assert facts["set"] == {"coordinator": "connection"}
     assert facts["strategy_error"] == "sender_order: 'global' is not one of host, connection"
