@@ -135,6 +135,9 @@ def main() -> int:
     )
     parser.add_argument("--runs", type=int, default=3, help="--order: runs (fresh processes each)")
     parser.add_argument(
+        "--consumers", type=int, default=1, help="--order: workers pulling the same tensors at once"
+    )
+    parser.add_argument(
         "--variants",
         default="urgency",
         help="--order: comma-separated sender variants to interleave against arrival "
@@ -154,7 +157,10 @@ def main() -> int:
             check_variants(variants)
         except ValueError as e:
             parser.error(str(e))  # exit 2, naming the flag
-        return run_order(args.repeats, args.runs, args.out or "out/bench/rendezvous_order.json", variants)
+        if args.consumers < 1:
+            parser.error("--consumers must be >= 1")
+        out = args.out or "out/bench/rendezvous_order.json"
+        return run_order(args.repeats, args.runs, out, variants, args.consumers)
     if args.device:
         from bench_device_tensors import run
 

@@ -18,6 +18,8 @@ a step of 200 tiny (4 B) parameters and a step pulling one 64 MiB parameter unde
                  median of per-repeat paired ratios with a bootstrap 95% interval; target >= 0.95
 Several runs (fresh processes each) show the spread. Writes JSON (default out/bench/rendezvous_order.json).
 
+`--consumers 2`: two workers pull the same 64 parameters at once, so the PS serves two connections
+of the class (what sender_order=host orders together; variant urgency-connection against urgency).
 `--variants a,b,...` (bench_rendezvous.py --order --variants ...) measures sender settings apart, all
 interleaved in one run (a b c a b c ...), each against `arrival` paired per repeat (see VARIANTS):
 the burst hold (hold=off), the inline write of small responses (inline=off: everything through
@@ -53,7 +55,7 @@ TARGET_RATIO = 0.95
 SENDER_DEFAULTS = {
     "sender_order": "host",
     "hold": "on",
-    "hold_gap_us": "100",
+    "hold_gap_us": "300",
     "inline": "small",
     "notsent_lowat": "0",
 }
@@ -63,7 +65,7 @@ VARIANTS: dict[str, tuple[str, dict[str, str]]] = {
     "arrival": ("arrival", {}),
     "urgency-nohold": ("urgency", {"hold": "off"}),
     "urgency-gap0": ("urgency", {"hold_gap_us": "0"}),
-    "urgency-gap30": ("urgency", {"hold_gap_us": "30"}),
+    "urgency-gap100": ("urgency", {"hold_gap_us": "100"}),
     "urgency-gap300": ("urgency", {"hold_gap_us": "300"}),
     "urgency-writer": ("urgency", {"inline": "off"}),
     "urgency-drain": ("urgency", {"inline": "drain"}),
@@ -80,7 +82,7 @@ import json, os, sys, time
 import tensorflow as tf
 import geryon.tf
 spec = json.loads(os.environ["BENCH_SPEC"])
-server = geryon.tf.server(tf.train.ClusterSpec(spec["cluster"]), spec["job"], 0)
+server = geryon.tf.server(tf.train.ClusterSpec(spec["cluster"]), spec["job"], spec["task"])
 print("READY", flush=True)
 while True:  # the producer's counters (order_ns) for the bench to read
     rows = [c.__dict__ for c in geryon.tf.flow_counters()]
@@ -109,18 +111,21 @@ rng.shuffle(tiny_created)
 cluster = tf.train.ClusterSpec(spec["cluster"])
 
 
-def chain(prefix, n, sizes, order, x):
+def chain(prefix, n, sizes, order, x, consumers=1):
     weights = {}
     with v1.device("/job:ps/task:0"):
         for i in order:
             with v1.variable_scope(f"{prefix}{i:03d}"):
                 weights[i] = v1.get_variable("w", [sizes[i]], initializer=v1.ones_initializer(),
                                              use_resource=True)
-    with v1.device("/job:worker/task:0"):
-        h = x
-        for i in range(n):  # layer i needs layer i-1's output: the tagger ranks them in this order
-            h = h + tf.reduce_sum(weights[i] * (h / h))
-    return h[0]
+    outs = []
+    for w in range(consumers):  # every consumer pulls every parameter: one PS connection each
+        with v1.device(f"/job:worker/task:{w}"):
+            h = x
+            for i in range(n):  # layer i needs layer i-1's output: the tagger ranks them in this order
+                h = h + tf.reduce_sum(weights[i] * (h / h))
+        outs.append(h[0])
+    return outs if consumers > 1 else outs[0]
 
 
 graph = tf.Graph()
@@ -128,7 +133,7 @@ with graph.as_default():
     with v1.device("/job:worker/task:0"):
         x = v1.placeholder(tf.float32, [1], name="x")
         x_tiny = v1.placeholder(tf.float32, [1], name="x_tiny")
-    mixed = chain("mixed", spec["tensors"], sizes, created, x)
+    mixed = chain("mixed", spec["tensors"], sizes, created, x, spec["consumers"])
     tiny = chain("tiny", spec["tiny"], [1] * spec["tiny"], tiny_created, x_tiny)
     with v1.device("/job:ps/task:0"):
         bulk_var = v1.get_variable("bulk/w", [spec["bulk_mb"] << 18], initializer=v1.ones_initializer(),
@@ -138,7 +143,7 @@ with graph.as_default():
     order_in = v1.placeholder(tf.string, [])
     option_in = {name: v1.placeholder(tf.string, []) for name in spec["defaults"]}
     set_order = []
-    for device in ("/job:ps/task:0", "/job:worker/task:0"):
+    for device in ["/job:ps/task:0"] + [f"/job:worker/task:{w}" for w in range(spec["consumers"])]:
         with v1.device(device):
             set_order.append(ops.geryon_set_order(order_in))
             for name, value in option_in.items():
@@ -185,7 +190,8 @@ with v1.Session(target, graph=graph) as sess:
             sess.run(bulk)
             bulk_s = time.perf_counter() - start
             ranks = [row[1] for row in rows if row[1] >= 0]
-            ok = abs(float(value) - (1 + sum(sizes))) < 1e-3 * (1 + sum(sizes))
+            ok = all(abs(float(v) - (1 + sum(sizes))) < 1e-3 * (1 + sum(sizes))
+                     for v in (value if isinstance(value, list) else [value]))
             samples.append({"repeat": r, "order": order, "mixed_s": mixed_s, "tiny_s": tiny_s,
                             "bulk_s": bulk_s, "ranks": ranks, "value_ok": ok})
         print(f"bench: repeat {r + 1} done", file=sys.stderr, flush=True)
@@ -205,21 +211,24 @@ def kendall_tau(seq: list[int]) -> float:
     return score / pairs if pairs else 1.0
 
 
-def one_run(repeats: int, run: int, progress: Progress, variants: list[str]) -> dict[str, Any]:
+def one_run(
+    repeats: int, run: int, progress: Progress, variants: list[str], consumers: int = 1
+) -> dict[str, Any]:
     offset = str(DATA_OFFSET)
     with tempfile.TemporaryDirectory(prefix="geryon-order-") as tmp:
-        ps_port, worker_port = free_port_pairs(2, DATA_OFFSET)
-        cluster = {"ps": [f"127.0.0.1:{ps_port}"], "worker": [f"127.0.0.1:{worker_port}"]}
-        counters = str(Path(tmp) / "ps.json")
+        ps_port, *worker_ports = free_port_pairs(1 + consumers, DATA_OFFSET)
+        cluster = {"ps": [f"127.0.0.1:{ps_port}"], "worker": [f"127.0.0.1:{p}" for p in worker_ports]}
+        counters = str(Path(tmp) / "ps0.json")
+        tasks = [("ps", 0)] + [("worker", w) for w in range(consumers)]
         envs = [
             child_env(
-                {"cluster": cluster, "job": job, "counters": str(Path(tmp) / f"{job}.json")},
+                {"cluster": cluster, "job": job, "task": i, "counters": str(Path(tmp) / f"{job}{i}.json")},
                 GERYON_DATA_PORT_OFFSET=offset,
             )
-            for job in ("ps", "worker")
+            for job, i in tasks
         ]
         with child_servers(_SERVER, envs):
-            progress.say(f"run {run + 1}: 2 servers up; measuring")
+            progress.say(f"run {run + 1}: {len(tasks)} servers up; measuring")
             spec = {
                 "cluster": cluster,
                 "worker": cluster["worker"][0],
@@ -230,6 +239,7 @@ def one_run(repeats: int, run: int, progress: Progress, variants: list[str]) -> 
                 "bulk_mb": BULK_MB,
                 "defaults": SENDER_DEFAULTS,
                 "variants": {v: VARIANTS[v] for v in variants},
+                "consumers": consumers,
             }
             result = run_client(_CLIENT, child_env(spec, GERYON_DATA_PORT_OFFSET=offset), timeout=1800)
             time.sleep(0.5)  # one more counters dump after the last step
@@ -297,14 +307,14 @@ def check_variants(names: list[str]) -> list[str]:
     return [REFERENCE, *dict.fromkeys(n for n in names if n != REFERENCE)]
 
 
-def run(repeats: int, runs: int, out: str, variants: list[str] | None = None) -> int:
+def run(repeats: int, runs: int, out: str, variants: list[str] | None = None, consumers: int = 1) -> int:
     chosen = check_variants(variants or ["urgency"])
     progress = Progress("bench_rendezvous --order")
     build(progress=progress)
     results, summaries, loads = [], [], []
     for r in range(runs):
         before = load_average()
-        result = one_run(repeats, r, progress, chosen)
+        result = one_run(repeats, r, progress, chosen, consumers)
         loads.append({"before": before, "after": load_average()})
         results.append(result)
         summaries.append([summarize(result, v) for v in chosen if v != REFERENCE])
@@ -320,7 +330,8 @@ def run(repeats: int, runs: int, out: str, variants: list[str] | None = None) ->
             )  # fmt: skip
     print(
         f"{TENSORS} tensors ({summaries[0][0]['mixed_mb']:.1f} MB, seed {SEED}+run) in random request order, "
-        f"one class, loopback; {repeats} repeats of {', '.join(chosen)} in turn per run, {runs} run(s); "
+        f"one class, loopback, pulled by {consumers} worker(s) at once (tau: worker 0's); {repeats} repeats "
+        f"of {', '.join(chosen)} in turn per run, {runs} run(s); "
         f"every ratio is the variant's throughput over {REFERENCE}'s, paired by repeat; load average "
         f"(1 min) at the runs' starts: {', '.join(format(x['before'][0], '.1f') for x in loads)}:"
     )
@@ -350,6 +361,7 @@ def run(repeats: int, runs: int, out: str, variants: list[str] | None = None) ->
             "seed": SEED,
             "repeats": repeats,
             "runs": runs,
+            "consumers": consumers,
             "variants": {v: VARIANTS[v] for v in chosen},
             "sender_defaults": SENDER_DEFAULTS,
             "load_average": loads,

@@ -126,7 +126,7 @@ bool SetChunkBytes(int64_t bytes, std::string* error);
 enum class SenderOrder { kConnection, kHost };
 enum class InlineWrite { kOff, kSmall, kDrain };
 inline constexpr int64_t kDefaultNotsentLowat = 0;
-inline constexpr int64_t kDefaultHoldGapUs = 100;
+inline constexpr int64_t kDefaultHoldGapUs = 300;
 inline constexpr int64_t kMaxNotsentLowat = int64_t{1} << 30;
 SenderOrder CurrentSenderOrder();
 // `name` is one of sender_order, hold, hold_gap_us, inline, notsent_lowat; false with `*error` naming the field

@@ -497,7 +497,7 @@ def test_bad_sender_settings_are_refused_naming_the_field_and_nothing_changes() 
     assert "inline: 'always' is not one of 'off', 'small', 'drain'" in facts["inline"]
     assert "notsent_lowat: '-1' is not a whole number of bytes" in facts["lowat"]
     assert "sender option: 'speed' is not one of" in facts["unknown"]
-    defaults = {"sender_order": "host", "hold": "on", "hold_gap_us": "100", "inline": "small"}
+    defaults = {"sender_order": "host", "hold": "on", "hold_gap_us": "300", "inline": "small"}
     defaults["notsent_lowat"] = "0"
     assert facts["in_force"] == defaults
     assert facts["set"] == {"coordinator": "connection"}
