@@ -18,11 +18,8 @@ Writes JSON (default out/bench/map_table.json).
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import signal
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -31,24 +28,12 @@ from typing import Any
 from geryon.tf.ports import free_port_pairs
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib import median_time, print_table, write_json
+from benchlib import GERYON_SERVER, child_env, child_servers, median_time, print_table, write_json
 
 from geryon.progress import Progress
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 SIZES = (680, 10_000, 1_000_000)
 DATA_OFFSET = -7000
-
-_SERVER = r"""
-import json, os, time
-import tensorflow as tf
-import geryon.tf
-spec = json.loads(os.environ["BENCH_SPEC"])
-geryon.tf.server(tf.train.ClusterSpec(spec["cluster"]), spec["job"], spec["index"])
-print("READY", flush=True)
-while True:
-    time.sleep(1)
-"""
 
 
 def bench_install(repeats: int) -> list[dict[str, Any]]:
@@ -110,38 +95,15 @@ def bench_lookup(repeats: int) -> list[dict[str, Any]]:
     return rows
 
 
-def bench_cluster(repeats: int, progress: Progress, procs: list[subprocess.Popen[str]]) -> dict[str, Any]:
-    """Starts the servers into `procs` (the caller kills them, after reporting)."""
+def bench_cluster(cluster: dict[str, list[str]], repeats: int, progress: Progress) -> dict[str, Any]:
+    """Times a step and a threshold change as the coordinator of `cluster`, whose servers run."""
     import keras
     import tensorflow as tf
 
     from geryon.tf import PROTOCOL
     from geryon.tf.strategy import strategy
 
-    ports = free_port_pairs(4, DATA_OFFSET)
-    cluster = {
-        "chief": [f"127.0.0.1:{ports[0]}"],
-        "worker": [f"127.0.0.1:{p}" for p in ports[1:3]],
-        "ps": [f"127.0.0.1:{ports[3]}"],
-    }
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", GERYON_DATA_PORT_OFFSET=str(DATA_OFFSET))
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
     os.environ["GERYON_DATA_PORT_OFFSET"] = str(DATA_OFFSET)
-    for job, index in (("ps", 0), ("worker", 0), ("worker", 1)):
-        spec = json.dumps({"cluster": cluster, "job": job, "index": index})
-        procs.append(
-            subprocess.Popen(
-                [sys.executable, "-c", _SERVER],
-                env=dict(env, BENCH_SPEC=spec),
-                stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL,
-                text=True,
-            )
-        )
-    for proc in procs:
-        assert proc.stdout is not None
-        if not proc.stdout.readline().startswith("READY"):
-            raise RuntimeError("a server process did not start")
     progress.say("cluster up: 1 PS, 2 workers")
     resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
         tf.train.ClusterSpec(cluster), rpc_layer=PROTOCOL
@@ -204,15 +166,19 @@ def main() -> int:
     progress.say("timing class lookups")
     lookup = bench_lookup(args.repeats)
     progress.say("starting a grpc+geryon cluster")
-    procs: list[subprocess.Popen[str]] = []
-    try:
-        cluster = bench_cluster(args.repeats, progress, procs)
+    ports = free_port_pairs(4, DATA_OFFSET)
+    cluster_spec = {
+        "chief": [f"127.0.0.1:{ports[0]}"],
+        "worker": [f"127.0.0.1:{p}" for p in ports[1:3]],
+        "ps": [f"127.0.0.1:{ports[3]}"],
+    }
+    offset = {"GERYON_DATA_PORT_OFFSET": str(DATA_OFFSET)}
+    tasks = (("ps", 0), ("worker", 0), ("worker", 1))
+    envs = [child_env({"cluster": cluster_spec, "job": job, "index": i}, **offset) for job, i in tasks]
+    # The servers are killed (by PID) after reporting: the coordinator logs errors once they are gone.
+    with child_servers(GERYON_SERVER, envs):
+        cluster = bench_cluster(cluster_spec, args.repeats, progress)
         report(install, lookup, cluster, args)
-    finally:
-        for proc in procs:  # by PID, after reporting: the coordinator logs errors once they are gone
-            if proc.poll() is None:
-                os.kill(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=10)
     return 0
 
 

@@ -3,7 +3,8 @@
     .venv/bin/python bench/bench_paper_scaling.py [--models alexnet vgg19 resnet50]
                                                   [--compute achieved|achieved-k80|peak] [--efficiency 1.0]
                                                   [--ps-costs FILE] [--no-barrier] [--separate]
-                                                  [--geryon-interleave] [--out FILE]
+                                                  [--geryon-interleave] [--endhost-gaps S ...]
+                                                  [--out FILE]
 
 Settings (paper 002, Sec. V): 8 servers, each a worker and a PS (co-hosted, as the testbed; --separate
 puts the PSes on hosts of their own), K40 compute from cited achieved throughput (--compute achieved,
@@ -33,6 +34,8 @@ the paper's numbers: the tables are the validation. The targets (issue 15) are p
   (4 MiB) throughput; Geryon beside it;
 - Fig. 7 (2 servers, each a worker and a PS, VGG-19, 10 Gbit/s): partitioning gains 5-15% over vanilla
   (paper: 11.3%), slicing up to 9.6% more.
+--endhost-gaps S ... adds a sensitivity table, not a calibration: end-host at 1024K and 256K with each
+per-transfer gap, to show how large a per-transfer cost Table IV's drop would need in this model.
 Prints the tables and writes JSON (default out/bench/paper_scaling.json).
 """
 
@@ -122,6 +125,14 @@ def main() -> int:
     ap.add_argument("--no-barrier", action="store_true")
     ap.add_argument("--separate", action="store_true", help="PSes on hosts of their own, not co-hosted")
     ap.add_argument("--geryon-interleave", action="store_true", help="Geryon's flows interleave tensors")
+    ap.add_argument(
+        "--endhost-gaps",
+        nargs="+",
+        type=float,
+        metavar="SECONDS",
+        help="Table IV sensitivity: end-host at 1024K and 256K with each per-transfer gap (what the drop "
+        "would need; not a calibration: the model's value stays ByteScheduler's 300 us)",
+    )
     ap.add_argument("--out", default="out/bench/paper_scaling.json")
     args = ap.parse_args()
     if args.compute != "peak" and args.device != "k40":
@@ -282,6 +293,38 @@ def main() -> int:
             ],
         )
     table_iv_drop = 1 - table_iv[-1]["end_host"] / table_iv[0]["end_host"] if table_iv else None
+    gap_rows = []
+    if "vgg19" in profiles and args.endhost_gaps:
+        profile = profiles["vgg19"]
+        common = {
+            "workers": args.workers,
+            "num_ps": args.ps,
+            "bandwidth_bps": 10e9,
+            "barrier": not args.no_barrier,
+            "colocate": not args.separate,
+        }
+        imgs = args.workers * profile.batch_size
+        for gap in args.endhost_gaps:
+            big, small = (
+                imgs
+                / run(
+                    profile, "end-host", common, slice_bytes=TABLE_IV_SLICES[k], endhost_gap_s=gap
+                ).iteration_s
+                for k in ("1024K", "256K")
+            )
+            gap_rows.append(
+                {"gap_ms": gap * 1e3, "1024K": big, "256K": small, "drop": (1 - small / big) * 100}
+            )
+        print("\nTable IV sensitivity (not a calibration): end-host images/s against its per-transfer gap")
+        print_table(
+            gap_rows,
+            [
+                ("gap_ms", "gap ms", ".2f"),
+                ("1024K", "1024K", ".1f"),
+                ("256K", "256K", ".1f"),
+                ("drop", "256K below 1024K %", ".1f"),
+            ],
+        )
 
     # Fig. 7: 2 servers, each a worker and a PS: partitioning, then slicing.
     fig7: dict[str, Any] = {}
@@ -371,6 +414,7 @@ def main() -> int:
             "rows": rows,
             "table_iv": table_iv,
             "table_iv_end_host_drop": table_iv_drop,
+            "table_iv_gap_sensitivity": gap_rows,
             "fig7": fig7,
             "targets": [{"target": t, "verdict": v, "value": x} for t, v, x in targets],
         },

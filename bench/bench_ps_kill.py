@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
-import signal
 import statistics
 import subprocess
 import sys
@@ -29,33 +27,31 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib import print_table, write_json
+from benchlib import (
+    GERYON_SERVER,
+    child_env,
+    child_process,
+    child_servers,
+    kill_child,
+    print_table,
+    write_json,
+)
 
 from geryon.tf.build import build
 from geryon.tf.ports import free_port_pairs
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 DATA_OFFSET = -7000
 HANG_SECONDS = 30.0
 TARGET_SECONDS = 10.0
 
-_SERVER = r"""
-import json, os, time
-import tensorflow as tf
-import geryon.tf
-spec = json.loads(os.environ["BENCH_SPEC"])
-server = geryon.tf.server(tf.train.ClusterSpec(spec["cluster"]), spec["job"], 0)
-print("READY", flush=True)
-while True:
-    time.sleep(1)
-"""
-
+# The training step is tests/tf/tf_cluster.py's mse_step (the same one the strategy tests run).
 _CHIEF = r"""
 import json, os, sys, time
 import numpy as np
 import tensorflow as tf
 import keras
 import geryon.tf
+from tests.tf.tf_cluster import mse_step
 geryon.tf.load()
 spec = json.loads(os.environ["BENCH_SPEC"])
 resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
@@ -65,17 +61,7 @@ coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
 with strategy.scope():
     model = keras.Sequential([keras.Input((2048,)), keras.layers.Dense(2048), keras.layers.Dense(1)])
     optimizer = keras.optimizers.SGD(0.001)
-
-@tf.function
-def step(x):
-    def replica(x):
-        with tf.GradientTape() as tape:
-            loss = tf.reduce_mean(model(x) ** 2)
-        grads = tape.gradient(loss, model.trainable_variables)
-        optimizer.apply_gradients(zip(grads, model.trainable_variables))
-        return loss
-    return strategy.run(replica, args=(x,))
-
+step = mse_step(strategy, model, optimizer)
 x = tf.constant(np.ones((4, 2048), dtype="float32"))
 try:
     for i in range(100000):
@@ -90,23 +76,6 @@ os._exit(0)
 """
 
 
-def _start(script: str, spec: dict[str, Any], env: dict[str, str], stderr: Path) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-c", script],
-        env={**env, "BENCH_SPEC": json.dumps(spec)},
-        cwd=REPO_ROOT,
-        stdout=subprocess.PIPE,
-        stderr=stderr.open("w"),
-        text=True,
-    )
-
-
-def _kill(proc: subprocess.Popen[str]) -> None:
-    if proc.poll() is None:
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
-
-
 def one_try(index: int, rng: random.Random, tmp: Path) -> dict[str, Any]:
     ports = free_port_pairs(3, DATA_OFFSET)
     cluster = {
@@ -114,71 +83,64 @@ def one_try(index: int, rng: random.Random, tmp: Path) -> dict[str, Any]:
         "worker": [f"127.0.0.1:{ports[1]}"],
         "ps": [f"127.0.0.1:{ports[2]}"],
     }
-    env = dict(
-        os.environ,
-        TF_CPP_MIN_LOG_LEVEL="2",
-        KERAS_BACKEND="tensorflow",
-        GERYON_DATA_PORT_OFFSET=str(DATA_OFFSET),
-        PYTHONPATH=os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p),
-    )
-    procs = {
-        job: _start(_SERVER, {"cluster": cluster, "job": job}, env, tmp / f"{index}-{job}.stderr")
-        for job in ("ps", "worker")
-    }
-    chief = None
-    try:
-        for job, proc in procs.items():
-            assert proc.stdout is not None
-            if not proc.stdout.readline().startswith("READY"):
-                log = (tmp / f"{index}-{job}.stderr").read_text()[-2000:]
-                raise RuntimeError(f"{job} did not start: {log}")
-        chief_env = dict(env, TF_COORDINATOR_IGNORE_TRANSIENT_PS_FAILURES="0")
-        chief = _start(_CHIEF, {"cluster": cluster}, chief_env, tmp / f"{index}-chief.stderr")
-        assert chief.stdout is not None
-        step_seconds: list[float] = []
-        while len(step_seconds) < 3:
-            line = chief.stdout.readline()
-            if not line:
-                raise RuntimeError(f"chief ended: {(tmp / f'{index}-chief.stderr').read_text()[-2000:]}")
-            row = json.loads(line)
+    extra = {"KERAS_BACKEND": "tensorflow", "GERYON_DATA_PORT_OFFSET": str(DATA_OFFSET)}
+    jobs = ("ps", "worker")
+    envs = [child_env({"cluster": cluster, "job": job}, **extra) for job in jobs]
+    logs = [tmp / f"{index}-{job}.stderr" for job in jobs]
+    with child_servers(GERYON_SERVER, envs, logs) as (ps, _worker):
+        chief_log = tmp / f"{index}-chief.stderr"
+        chief_env = child_env({"cluster": cluster}, TF_COORDINATOR_IGNORE_TRANSIENT_PS_FAILURES="0", **extra)
+        chief = child_process(_CHIEF, chief_env, chief_log)
+        try:
+            return _kill_and_time(index, rng, chief, ps, chief_log)
+        finally:
+            kill_child(chief)
+
+
+def _kill_and_time(
+    index: int, rng: random.Random, chief: subprocess.Popen[str], ps: subprocess.Popen[str], chief_log: Path
+) -> dict[str, Any]:
+    """Lets the chief run 3 steps, kills the PS at a random moment of the next, times the chief's error."""
+    stdout = chief.stdout
+    assert stdout is not None
+    step_seconds: list[float] = []
+    while len(step_seconds) < 3:
+        line = stdout.readline()
+        if not line:
+            raise RuntimeError(f"chief ended: {chief_log.read_text()[-2000:]}")
+        row = json.loads(line)
+        if "error" in row:
+            raise RuntimeError(f"chief failed before the kill: {row['error']}")
+        step_seconds.append(row["seconds"])
+    delay = rng.uniform(0, statistics.median(step_seconds))
+    time.sleep(delay)
+    killed_at = time.time()
+    kill_child(ps)
+    # The chief prints one line per step and one with the error; a hang prints nothing more.
+    found: list[dict[str, Any]] = []
+
+    def read_lines() -> None:
+        for line in stdout:
+            row = json.loads(line) if line.startswith("{") else {}
             if "error" in row:
-                raise RuntimeError(f"chief failed before the kill: {row['error']}")
-            step_seconds.append(row["seconds"])
-        delay = rng.uniform(0, statistics.median(step_seconds))
-        time.sleep(delay)
-        killed_at = time.time()
-        _kill(procs["ps"])
-        # The chief prints one line per step and one with the error; a hang prints nothing more.
-        found: list[dict[str, Any]] = []
-        stdout = chief.stdout
+                found.append(row)
+                return
 
-        def read_lines() -> None:
-            for line in stdout:
-                row = json.loads(line) if line.startswith("{") else {}
-                if "error" in row:
-                    found.append(row)
-                    return
-
-        reader = threading.Thread(target=read_lines, daemon=True)
-        reader.start()
-        reader.join(timeout=max(0.0, killed_at + HANG_SECONDS - time.time()))
-        error = found[0]["error"] if found else None
-        error_at = found[0]["error_at"] if found else None
-        seconds = None if error_at is None else error_at - killed_at
-        return {
-            "try": index + 1,
-            "step_ms": 1000 * statistics.median(step_seconds),
-            "kill_after_ms": 1000 * delay,
-            "seconds": seconds,
-            "hang": error is None,
-            "names_ps": bool(found and found[0].get("names_ps")),  # judged on the whole message
-            "error": (error or "")[:200],
-        }
-    finally:
-        if chief is not None:
-            _kill(chief)
-        for proc in procs.values():
-            _kill(proc)
+    reader = threading.Thread(target=read_lines, daemon=True)
+    reader.start()
+    reader.join(timeout=max(0.0, killed_at + HANG_SECONDS - time.time()))
+    error = found[0]["error"] if found else None
+    error_at = found[0]["error_at"] if found else None
+    seconds = None if error_at is None else error_at - killed_at
+    return {
+        "try": index + 1,
+        "step_ms": 1000 * statistics.median(step_seconds),
+        "kill_after_ms": 1000 * delay,
+        "seconds": seconds,
+        "hang": error is None,
+        "names_ps": bool(found and found[0].get("names_ps")),  # judged on the whole message
+        "error": (error or "")[:200],
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

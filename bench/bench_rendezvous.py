@@ -13,6 +13,8 @@ protocols see the same machine load. Rows (medians over repeats):
 Target (issue 4): grpc+geryon at least as fast as grpc. Writes JSON (default out/bench/rendezvous.json).
 With --device: tensors in accelerator memory vs host memory instead (see bench_device_tensors.py).
 With --order: urgency vs arrival order inside one class (issue 14; see bench_rendezvous_order.py).
+With --baseline-ref REF or --baseline-lib PATH: this checkout's build of the data plane against
+another build, interleaved round by round (issue 16; see bench_rendezvous_libs.py).
 """
 
 from __future__ import annotations
@@ -133,7 +135,24 @@ def main() -> int:
         action="store_true",
         help="order inside a class: 64 mixed tensors, urgency vs arrival (bench_rendezvous_order.py)",
     )
-    parser.add_argument("--runs", type=int, default=3, help="--order: runs (fresh processes each)")
+    parser.add_argument(
+        "--runs", type=int, default=3, help="--order, --baseline-*: runs (fresh processes each)"
+    )
+    parser.add_argument(
+        "--baseline-ref",
+        default=None,
+        help="compare with this git ref's native/rendezvous (built into its own cache entry), e.g. main",
+    )
+    parser.add_argument(
+        "--baseline-lib", default=None, help="compare with this built libgeryon_rendezvous.so"
+    )
+    parser.add_argument(
+        "--syscalls",
+        type=int,
+        default=0,
+        metavar="STEPS",
+        help="--baseline-*: also count syscalls per tensor with strace over STEPS steps of 200 x 4 KiB",
+    )
     parser.add_argument(
         "--consumers", type=int, default=1, help="--order: workers pulling the same tensors at once"
     )
@@ -148,6 +167,15 @@ def main() -> int:
         parser.error("--repeats must be >= 1")
     if args.runs < 1:
         parser.error("--runs must be >= 1")
+    if args.syscalls < 0:
+        parser.error("--syscalls must be >= 0")
+    if args.baseline_ref and args.baseline_lib:
+        parser.error("--baseline-ref and --baseline-lib: give one")
+    if args.baseline_ref or args.baseline_lib:
+        from bench_rendezvous_libs import run as run_libs
+
+        out = args.out or "out/bench/rendezvous_libs.json"
+        return run_libs(args.baseline_lib, args.baseline_ref, args.repeats, args.runs, out, args.syscalls)
     if args.order:
         from bench_rendezvous_order import check_variants
         from bench_rendezvous_order import run as run_order

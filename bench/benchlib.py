@@ -64,32 +64,59 @@ def child_env(spec: Mapping[str, Any], **extra: str) -> dict[str, str]:
     }
 
 
+# A grpc+geryon server of BENCH_SPEC's cluster (task `job`, `index`, default 0): prints READY once it
+# serves, then serves until it is killed.
+GERYON_SERVER = r"""
+import json, os, time
+import tensorflow as tf
+import geryon.tf
+spec = json.loads(os.environ["BENCH_SPEC"])
+server = geryon.tf.server(tf.train.ClusterSpec(spec["cluster"]), spec["job"], spec.get("index", 0))
+print("READY", flush=True)
+while True:
+    time.sleep(1)
+"""
+
+
+def child_process(script: str, env: Mapping[str, str], stderr: Path | None = None) -> subprocess.Popen[str]:
+    """`python -c script` with its stdout piped (text) and its stderr written to the file `stderr`
+    (dropped without one)."""
+    return subprocess.Popen(
+        [sys.executable, "-c", script],
+        env=dict(env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL if stderr is None else stderr.open("w"),
+        text=True,
+    )
+
+
+def kill_child(proc: subprocess.Popen[str]) -> None:
+    """SIGKILL by PID (a TF server has no clean stop) unless it has ended, then reap it."""
+    if proc.poll() is None:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+
+
 @contextmanager
-def child_servers(script: str, envs: Sequence[Mapping[str, str]]) -> Iterator[None]:
-    """Runs `python -c script` once per environment, returns once every one has printed READY, and kills
-    them all (SIGKILL: a TF server has no clean stop) when the block ends, also when a start failed."""
+def child_servers(
+    script: str, envs: Sequence[Mapping[str, str]], logs: Sequence[Path] | None = None
+) -> Iterator[list[subprocess.Popen[str]]]:
+    """Runs `python -c script` once per environment, yields the processes once every one has printed
+    READY, and kills them all when the block ends, also when a start failed. `logs`: a stderr file
+    per server (the end of it is in the error of a server that did not start)."""
     procs: list[subprocess.Popen[str]] = []
     try:
-        for env in envs:
-            procs.append(
-                subprocess.Popen(
-                    [sys.executable, "-c", script],
-                    env=dict(env),
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.DEVNULL,
-                    text=True,
-                )
-            )
-        for proc in procs:
+        for i, env in enumerate(envs):
+            procs.append(child_process(script, env, logs[i] if logs else None))
+        for i, proc in enumerate(procs):
             assert proc.stdout is not None
             if not proc.stdout.readline().startswith("READY"):
-                raise RuntimeError("a server did not start")
-        yield
+                log = f": {logs[i].read_text()[-2000:]}" if logs else ""
+                raise RuntimeError(f"server {i} did not start{log}")
+        yield procs
     finally:
         for proc in procs:
-            if proc.poll() is None:
-                os.kill(proc.pid, signal.SIGKILL)
-                proc.wait()
+            kill_child(proc)
 
 
 def run_client(script: str, env: Mapping[str, str], timeout: float = 900) -> Any:

@@ -4,8 +4,9 @@ One dump per call returns every established TCP socket of the (network) namespac
 counters, RTT and retransmits. Mapping flows to jobs and roles is jobs.py's business; this module only
 reads and normalises what the kernel says.
 
-The dump is encoded and decoded here with struct, on a netlink socket that pyroute2 opens (inside a named
-namespace when asked). pyroute2's own DiagSocket decodes the same messages (the tests compare both) but
+The dump is encoded and decoded here with struct and the agent's netlink framing (geryon.agent.netlink:
+messages, error ACKs and attributes by the kernel's rules), on a netlink socket opened inside a named
+namespace when asked. pyroute2's own DiagSocket decodes the same messages (the tests compare both) but
 costs ~0.2 ms per socket in its generic NLA machinery and asyncio loop; a scrape with hundreds of sockets
 must stay well under 50 ms.
 """
@@ -24,12 +25,20 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from geryon.agent.netlink import (
+    NLM_F_REQUEST,
+    NLMSG_DONE,
+    NLMSG_ERROR,
+    NLMSGHDR,
+    error_code,
+    iter_messages,
+    nlas,
+    nlmsg,
+)
+
 NETLINK_SOCK_DIAG = 4
 SOCK_DIAG_BY_FAMILY = 20
-NLM_F_REQUEST = 0x1
 NLM_F_DUMP = 0x300
-NLMSG_ERROR = 2
-NLMSG_DONE = 3
 TCP_ESTABLISHED = 1
 TCP_LISTEN = 10
 
@@ -39,13 +48,11 @@ INET_DIAG_TOS = 5
 INET_DIAG_TCLASS = 6
 _EXTENSIONS = (1 << (INET_DIAG_INFO - 1)) | (1 << (INET_DIAG_TOS - 1)) | (1 << (INET_DIAG_TCLASS - 1))
 
-_NLMSGHDR = struct.Struct("=IHHII")  # len, type, flags, seq, pid
 # struct inet_diag_req_v2: family, protocol, ext, pad, states, then struct inet_diag_sockid
 # (sport, dport big-endian; src, dst 16 bytes; if; cookie[2]).
 _REQ_V2 = struct.Struct("=BBBxIHH16s16sI8s")  # a dump sets no ports or addresses: byte order is moot
 # struct inet_diag_msg: family, state, timer, retrans, sockid, expires, rqueue, wqueue, uid, inode.
 _DIAG_MSG = struct.Struct("=BBBB2s2s16s16sI8sIIIII")
-_RTA = struct.Struct("=HH")
 # struct tcp_info (linux/tcp.h, a stable ABI that only grows): the offsets of the fields read here.
 _TCPI_FIELDS = {
     "rtt_us": (68, "=I"),  # smoothed RTT, microseconds
@@ -156,29 +163,19 @@ def _address(family: int, raw: bytes) -> str:
 def diag_request(states: int, extensions: int, family: int, seq: int) -> bytes:
     """A SOCK_DIAG_BY_FAMILY dump request for TCP sockets of `family` in the given states (bitmask)."""
     body = _REQ_V2.pack(family, socket.IPPROTO_TCP, extensions, states, 0, 0, b"", b"", 0, b"")
-    return (
-        _NLMSGHDR.pack(_NLMSGHDR.size + len(body), SOCK_DIAG_BY_FAMILY, NLM_F_REQUEST | NLM_F_DUMP, seq, 0)
-        + body
-    )
-
-
-def _attributes(data: bytes, offset: int, end: int) -> dict[int, bytes]:
-    out = {}
-    while offset + _RTA.size <= end:
-        length, kind = _RTA.unpack_from(data, offset)
-        if length < _RTA.size or offset + length > end:
-            break
-        out[kind & 0x3FFF] = data[offset + _RTA.size : offset + length]
-        offset += (length + 3) & ~3
-    return out
+    return nlmsg(SOCK_DIAG_BY_FAMILY, NLM_F_REQUEST | NLM_F_DUMP, seq, body)
 
 
 def flow_from_diag(data: bytes, offset: int, end: int) -> Flow:
-    """Decodes one inet_diag_msg (and its attributes) found at data[offset:end]."""
+    """Decodes one inet_diag_msg (and its attributes) found at data[offset:end]; OSError(EBADMSG) for
+    an attribute whose length does not fit."""
     family, _state, _timer, _retrans, sport, dport, src, dst, _if, _cookie, _exp, _rq, _wq, _uid, inode = (
         _DIAG_MSG.unpack_from(data, offset)
     )
-    attrs = _attributes(data, offset + _DIAG_MSG.size, end)
+    try:
+        attrs = dict(nlas(data[offset + _DIAG_MSG.size : end]))
+    except ValueError as e:
+        raise OSError(errno.EBADMSG, f"sock_diag: {e}") from None
     local, peer = _address(family, src), _address(family, dst)
     tos = attrs.get(INET_DIAG_TOS, b"\0")[0]
     if family == socket.AF_INET6 and ":" in peer and INET_DIAG_TCLASS in attrs:
@@ -200,24 +197,21 @@ def flow_from_diag(data: bytes, offset: int, end: int) -> Flow:
 
 
 def parse_diag_dump(data: bytes, seq: int) -> tuple[list[Flow], bool]:
-    """Decodes a buffer of netlink messages; returns the flows and whether NLMSG_DONE was seen."""
+    """Decodes one datagram of a dump's answer; returns the flows and whether NLMSG_DONE was seen.
+    Messages of another request (sequence number) are skipped; an error ACK is OSError(errno), a
+    message that does not fit OSError(EBADMSG) (netlink.iter_messages)."""
     flows: list[Flow] = []
-    offset = 0
-    while offset + _NLMSGHDR.size <= len(data):
-        length, kind, _flags, msg_seq, _pid = _NLMSGHDR.unpack_from(data, offset)
-        if length < _NLMSGHDR.size or offset + length > len(data):
-            raise OSError(errno.EPROTO, f"truncated netlink message ({length} bytes at {offset})")
-        body = offset + _NLMSGHDR.size
-        if msg_seq == seq:
-            if kind == NLMSG_DONE:
-                return flows, True
-            if kind == NLMSG_ERROR:
-                (code,) = struct.unpack_from("=i", data, body)
-                if code:
-                    raise OSError(-code, f"sock_diag: {os.strerror(-code)}")
-            elif kind == SOCK_DIAG_BY_FAMILY:
-                flows.append(flow_from_diag(data, body, offset + length))
-        offset += (length + 3) & ~3
+    for kind, msg_seq, raw in iter_messages(data, "sock_diag"):
+        if msg_seq != seq:
+            continue
+        if kind == NLMSG_DONE:
+            return flows, True
+        if kind == NLMSG_ERROR:
+            code = error_code(raw, "sock_diag")
+            if code:
+                raise OSError(code, f"sock_diag: {os.strerror(code)}")
+        elif kind == SOCK_DIAG_BY_FAMILY:
+            flows.append(flow_from_diag(raw, NLMSGHDR.size, len(raw)))
     return flows, False
 
 

@@ -13,7 +13,9 @@ comes first; then an NLMSG_ERROR ACK when the request set NLM_F_ACK or failed (e
 negative errno). A request without NLM_F_ACK that succeeds gets its reply and nothing else. `exchange`
 follows exactly that, so it must not be used for dumps (NLM_F_DUMP, many replies, NLMSG_DONE).
 
-The socket comes from a factory in each client so tests put a fake kernel exactly at `NetlinkSock`.
+Dumps (sock_diag, geryon.agent.flows) use the framing here (nlmsg, iter_messages, error_code, nlas) with
+their own read loop. The socket comes from a factory in each client so tests put a fake kernel exactly
+at `NetlinkSock`.
 """
 
 from __future__ import annotations
@@ -92,6 +94,15 @@ def iter_messages(data: bytes, where: str) -> Iterator[tuple[int, int, bytes]]:
         offset += _align(length)
 
 
+def error_code(raw: bytes, where: str) -> int:
+    """The errno an NLMSG_ERROR message carries (0: an ACK); OSError(EBADMSG) starting with `where` when
+    it is too short to hold one."""
+    if len(raw) < NLMSGHDR.size + NLMSGERR_CODE.size:
+        raise OSError(errno.EBADMSG, f"{where}: truncated error message ({len(raw)} bytes)")
+    code: int = NLMSGERR_CODE.unpack_from(raw, NLMSGHDR.size)[0]
+    return -code
+
+
 def exchange(
     sock: NetlinkSock,
     request: bytes,
@@ -119,15 +130,9 @@ def exchange(
             if mseq != seq:
                 continue  # a stale answer to an earlier request
             if mtype == NLMSG_ERROR:
-                if len(raw) < NLMSGHDR.size + NLMSGERR_CODE.size:
-                    raise OSError(errno.EBADMSG, f"{where}: truncated error message ({len(raw)} bytes)")
-                (code,) = NLMSGERR_CODE.unpack_from(raw, NLMSGHDR.size)
+                code = error_code(raw, where)
                 if code:
-                    raise (
-                        error(-code)
-                        if error is not None
-                        else OSError(-code, f"{where}: {os.strerror(-code)}")
-                    )
+                    raise error(code) if error is not None else OSError(code, f"{where}: {os.strerror(code)}")
                 return reply
             if mtype == NLMSG_DONE:
                 return reply

@@ -70,7 +70,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -304,6 +304,30 @@ class LineReader:
         return self.lines.get(timeout=max(timeout, 0.01))
 
 
+def wait_ready(
+    readers: Mapping[str, LineReader],
+    procs: Mapping[str, subprocess.Popen[Any]],
+    timeout_s: float,
+    name: Callable[[str], str] = str,
+    tail: Callable[[str], str] | None = None,
+) -> None:
+    """Returns once every host's task (geryon.demo.task) has printed READY, the lines before it passed
+    over; else RuntimeError "<name(host)> did not start within <timeout_s> s" or "<name(host)> exited
+    <code> at start", with ": <tail(host)>" (its log's end) when `tail` is given."""
+    deadline = time.monotonic() + timeout_s
+    for host, reader in readers.items():
+        while True:
+            try:
+                line = reader.get(deadline - time.monotonic())
+            except queue.Empty:
+                raise RuntimeError(f"{name(host)} did not start within {timeout_s:.0f} s") from None
+            if line is None:
+                log = f": {tail(host)}" if tail is not None else ""
+                raise RuntimeError(f"{name(host)} exited {procs[host].wait()} at start{log}")
+            if line.startswith(READY):
+                break
+
+
 def stop(proc: subprocess.Popen[Any]) -> None:
     """Kills one process we started, by its PID."""
     if proc.poll() is None:
@@ -519,18 +543,7 @@ class ModeRun:
         if self.capture:
             self._start_capture(env)
         deadline = time.monotonic() + TASK_START_S
-        for host, reader in readers.items():
-            while True:
-                try:
-                    line = reader.get(deadline - time.monotonic())
-                except queue.Empty:
-                    raise RuntimeError(f"{host} did not start within {TASK_START_S:.0f} s") from None
-                if line is None:
-                    raise RuntimeError(
-                        f"{host} exited {self.procs[host].wait()} at start: {self._tail(host)}"
-                    )
-                if line.startswith(READY):
-                    break
+        wait_ready(readers, self.procs, TASK_START_S, tail=self._tail)
         if self._capture_reader is not None:
             # Its TF import done before the chief starts: not competing with any timed round.
             try:

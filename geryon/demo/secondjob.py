@@ -23,12 +23,10 @@ from __future__ import annotations
 
 import contextlib
 import json
-import queue
 import statistics
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -146,7 +144,7 @@ def second_job(tb: Any, cfg: dict[str, Any], log_dir: Path, progress: Any) -> It
                 procs[host] = popen(host, [sys.executable, "-m", "geryon.demo.task", json.dumps(spec)])
                 readers[host] = runner.LineReader(procs[host])
         record["pids"] = {h: p.pid for h, p in procs.items()}
-        _wait_ready(readers, procs)
+        runner.wait_ready(readers, procs, runner.TASK_START_S, name=lambda host: f"second job: {host}'s task")
         job_cfg = {
             **cfg,
             "model": model,
@@ -187,20 +185,3 @@ def second_job(tb: Any, cfg: dict[str, Any], log_dir: Path, progress: Any) -> It
             record["error"] = events.error
         if procs:
             progress.say(f"second job: stopped after {record['rounds']} rounds")
-
-
-def _wait_ready(readers: dict[str, Any], procs: dict[str, Any]) -> None:
-    from geryon.demo import runner
-    from geryon.demo.task import READY
-
-    deadline = time.monotonic() + runner.TASK_START_S
-    for host, reader in readers.items():
-        while True:
-            try:
-                line = reader.get(deadline - time.monotonic())
-            except queue.Empty:
-                raise RuntimeError(f"second job: {host}'s task did not start in time") from None
-            if line is None:
-                raise RuntimeError(f"second job: {host}'s task exited {procs[host].wait()} at start")
-            if line.startswith(READY):
-                break

@@ -23,7 +23,19 @@ from pathlib import Path
 
 from geryon.tf.build import SANITIZERS, SOURCE_DIR, BuildError, compiler_file, sanitizer_runtime
 
-__all__ = ["ENV", "SUPPRESSIONS_DIR", "Report", "active", "environment", "ours", "reports", "run_pytest"]
+__all__ = [
+    "ENV",
+    "SUPPRESSIONS_DIR",
+    "Group",
+    "Report",
+    "active",
+    "environment",
+    "groups",
+    "ours",
+    "reports",
+    "run_pytest",
+    "triage_table",
+]
 
 # Set in a process's environment, geryon.tf.load() loads the named sanitizer's variant.
 ENV = "GERYON_SANITIZER"
@@ -69,6 +81,16 @@ class Report:
         return False
 
 
+@dataclass(frozen=True, order=True)
+class Group:
+    """What a triage groups reports by: our top frame, the report's kind and the other access's top
+    frame (for a race: the other thread's; "-" where the report has one stack)."""
+
+    ours: str
+    kind: str
+    other: str
+
+
 def _address(frame: str) -> str | None:
     m = _ADDRESS.search(frame)
     return None if m is None else (m.group(1) or m.group(2))
@@ -76,7 +98,13 @@ def _address(frame: str) -> str | None:
 
 def _stacks(text: str) -> list[list[str]]:
     """The report's stacks, without those that say where a thread was created."""
-    stacks: list[list[str]] = []
+    return [frames for _, frames in _sections(text)]
+
+
+def _sections(text: str) -> list[tuple[str, list[str]]]:
+    """The report's stacks with the line that heads each ("Read of size 8 at ... by thread T3:"),
+    without those that say where a thread was created."""
+    sections: list[tuple[str, list[str]]] = []
     current: list[str] | None = None
     for line in text.splitlines():
         stripped = line.strip()
@@ -86,8 +114,106 @@ def _stacks(text: str) -> list[list[str]]:
         elif stripped:
             current = None if _CREATED.match(stripped) else []
             if current is not None:
-                stacks.append(current)
-    return stacks
+                sections.append((stripped, current))
+    return sections
+
+
+# The two accesses of a TSAN race ("Write of size 8 ...", "Previous atomic read of size 4 ...").
+_ACCESS = re.compile(r"^(Previous )?(atomic )?(read|write) of size", re.IGNORECASE)
+# A symbolized frame: "#3 function file:line[:col] (module+0x..)"; "<null>" where there is no file.
+_FRAME_PARTS = re.compile(
+    r"^#\d+ (?:0x[0-9a-f]+ in )?(?P<func>.*?) (?P<file>\S+) \((?P<module>[^()+]+)\+0x[0-9a-f]+\)$"
+)
+_KIND = re.compile(
+    r"^(?:WARNING: ThreadSanitizer: |==\d+==ERROR: \w+Sanitizer: )?"
+    r"(?P<kind>[a-zA-Z -]+?)(?: \(pid=\d+\)| on address.*)?$"
+)
+
+
+def _short_function(func: str) -> str:
+    """`ns::Class<T>::method(args) const` -> `ns::Class::method`; lambdas stay `operator()`."""
+    func = func.replace("(anonymous namespace)::", "").replace("operator()", "operator\x00")
+    func = func.replace("~<lambda", "~lambda<")
+    out, depth = [], 0
+    for ch in func:
+        if ch in "<(":
+            depth += 1
+        elif ch in ">)" and depth:
+            depth -= 1
+        elif depth == 0:
+            out.append(ch)
+    short = "".join(out).replace("operator\x00", "operator()").strip()
+    return short.removesuffix(" const").strip()
+
+
+def _frame_name(frame: str) -> str:
+    """A frame as the triage table shows it: `function file:line` for our sources and the
+    libraries' headers, `function (module)` where there is no file."""
+    m = _FRAME_PARTS.match(frame)
+    if m is None:
+        return frame.split(" ", 1)[-1]
+    func, file = _short_function(m.group("func")), m.group("file")
+    if file == "<null>":
+        return f"{func} ({m.group('module')})"
+    return f"{func} {file.rsplit('/', 1)[-1]}"
+
+
+def _top(stack: list[str]) -> tuple[str, bool]:
+    """The frame that made the access (first past the runtime, libc and libstdc++; of the frames
+    inlined at its address, ours if one is) and whether it is ours."""
+    frames = [f for f in stack if not _RUNTIME.search(f)]
+    if not frames:
+        return ("-", False)
+    key = _address(frames[0])
+    same = [f for f in frames if key is not None and _address(f) == key] or frames[:1]
+    if not any(_OURS.search(f) for f in same):
+        return (_frame_name(same[0]), False)
+    # Ours: name the first line of our sources (a library header's code inlined into our library,
+    # e.g. std::function's, says less than the line of ours that ran it).
+    for f in frames:
+        if "native/rendezvous/" in f:
+            return (_frame_name(f), True)
+        if not _OURS.search(f):
+            break
+    return (_frame_name(same[0]), True)
+
+
+def _kind(first_line: str) -> str:
+    m = _KIND.match(first_line.strip())
+    return m.group("kind").strip() if m else first_line.strip()
+
+
+def group_of(report: Report) -> Group:
+    """The report's triage group: for a race, our access's top frame and the other access's top
+    frame; for a one-stack report (a leak, a use-after-free, a signal-unsafe call), its first stack."""
+    sections = _sections(report.text)
+    accesses = [frames for head, frames in sections if _ACCESS.match(head)] or [
+        frames for _, frames in sections[:1]
+    ]
+    tops = [_top(frames) for frames in accesses]
+    mine = next((i for i, (_, is_ours) in enumerate(tops) if is_ours), 0) if tops else None
+    if mine is None:
+        return Group("-", _kind(report.kind), "-")
+    others = [name for i, (name, _) in enumerate(tops) if i != mine]
+    return Group(tops[mine][0], _kind(report.kind), others[0] if others else "-")
+
+
+def groups(found: list[Report]) -> dict[Group, list[Report]]:
+    """The reports by triage group, the biggest group first."""
+    by: dict[Group, list[Report]] = {}
+    for report in found:
+        by.setdefault(group_of(report), []).append(report)
+    return dict(sorted(by.items(), key=lambda item: (-len(item[1]), item[0])))
+
+
+def triage_table(found: list[Report]) -> str:
+    """One line per group: count, kind, our top frame, the other access's top frame."""
+    rows = [("count", "kind", "our frame", "other frame")]
+    rows += [(str(len(rs)), g.kind, g.ours, g.other) for g, rs in groups(found).items()]
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    return "\n".join(
+        "  ".join([r[0].rjust(widths[0]), r[1].ljust(widths[1]), r[2].ljust(widths[2]), r[3]]) for r in rows
+    )
 
 
 def active() -> str | None:

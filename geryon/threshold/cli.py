@@ -126,14 +126,15 @@ def register(sub: Any) -> None:
         "--colocate",
         action="store_true",
         help="PS i runs on worker i's host and shares its link, as on the paper's testbed (needs --ps <= "
-        "--workers; every worker is simulated, so large clusters take seconds)",
+        "--workers; hosts whose PSes hold alike shards, and the worker-only hosts, are simulated once per "
+        "group, exactly; with --tf-inflight every host is simulated)",
     )
     p.add_argument(
         "--cohost-fast",
         action="store_true",
-        help="with --colocate: simulate one co-hosted and one worker-only host standing for all by symmetry "
-        "(seconds for 1024 hosts; an approximation: 1-38%% off the exact path on VGG-19 at 8-32 hosts, "
-        "see bench/bench_simulator.py --cohost)",
+        help="with --colocate: simulate one co-hosted and one worker-only host standing for all, as if "
+        "every PS held alike shards (a mean-field approximation of the exact grouped path; "
+        "bench/bench_simulator.py --cohost prints its error)",
     )
     p.add_argument(
         "--batch-size",

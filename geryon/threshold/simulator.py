@@ -57,11 +57,18 @@ hosts i >= num_ps hold a worker only) and shares its one full-duplex link. A hos
 PS's pulls to the other workers and its worker's pushes to the other PSes; its switch port carries its
 worker's pulls from the other PSes and the other workers' pushes to its PS. A transfer between a worker
 and the PS on its own host is a memory copy, taken as free: it arrives the moment it starts, moves no
-bytes on any port and has no span in the trace. Colocated workers are not identical (each has other
-shards at hand), so `symmetric` has no effect there: every worker is simulated, and the result says
-`symmetric=False`. Pulls and pushes share ports there, so they are allocated together, and without the
-barrier the pulls of one more iteration run too (nothing computes after them): the last iteration's
-pushes then share the links as they would in a longer run, and `link_bytes` counts those pulls.
+bytes on any port and has no span in the trace. Colocated workers are not all identical (each has
+its own PS's shards at hand), but hosts whose PSes hold the same pieces of the same parameters are
+interchangeable, and so are the hosts with a worker only: with `symmetric=True` one host per such
+group is simulated, its flows weighing on the ports as often as the group's hosts send or receive
+them (`_Replay._cohost_groups`). That is exact, not an approximation (tests/threshold/
+test_simulator_cohost.py compares it with every host simulated, all modes and knobs, to 1e-9), and
+the result says `symmetric=True`. Where it would not be exact (a TF channel window, `inflight`, draws
+a random order per connection) or with `trace=True` (every host's timeline), every host is
+simulated. 1024 hosts x 64 PSes of VGG-19 form 19 groups. Pulls and pushes share ports there, so
+they are allocated together, and without the barrier the pulls of one more iteration run too (nothing
+computes after them): the last iteration's pushes then share the links as they would in a longer run,
+and `link_bytes` counts those pulls.
 Colocation is not simply slower: 1/W of the traffic stays home, and while workers pull, a colocated
 link carries pulls both ways (its PS's out, its worker's in) where separate hosts use one direction of
 each link per phase. It wins where pulls and pushes alternate (the barrier, or the first layer's
@@ -139,6 +146,8 @@ class SimResult:
     barrier: bool
     colocate: bool = False
     cohost_fast: bool = False
+    # Hosts whose worker the replay ran (a representative or a group's stand-in counts once).
+    simulated_workers: int = 0
     chunk_bytes: int = CHUNK_BYTES
     endhost_gap_s: float = ENDHOST_GAP_S
     inflight: float | None = None
@@ -177,6 +186,7 @@ class SimResult:
             "barrier": self.barrier,
             "colocate": self.colocate,
             "cohost_fast": self.cohost_fast,
+            "simulated_workers": self.simulated_workers,
             "chunk_bytes": self.chunk_bytes,
             "endhost_gap_s": self.endhost_gap_s,
             "inflight": self.inflight,
@@ -228,9 +238,10 @@ def simulate(
     they became ready (an RDMA queue pair, or one TCP byte stream) instead of interleaving all they
     hold (the streams of a gRPC/HTTP2 channel).
     `colocate=True` runs PS i on worker i's host and link (needs num_ps <= workers); transfers
-    between a worker and its own host's PS are free, and every worker is simulated.
-    `cohost_fast=True` (with colocate) simulates two hosts standing for all by symmetry (see
-    `_Replay._cohost_fast_hosts`): seconds for a thousand hosts, an approximation of the exact path.
+    between a worker and its own host's PS are free; interchangeable hosts are simulated once per
+    group (exact; `symmetric=False` simulates every host).
+    `cohost_fast=True` (with colocate) simulates two hosts standing for all as if every PS held alike
+    shards (see `_Replay._cohost_fast_hosts`): a mean-field approximation of the exact path.
     `chunk_bytes` is hybrid's preemption unit, `endhost_gap_s` end-host's per-transfer cost, `inflight`
     the TF channel window of fifo and network (None: all pending transfers share), `seed` its random
     order; `ps_costs` and `background` as in the module docstring; `push_order` hybrid's ranking of
@@ -456,10 +467,6 @@ class _Replay:
         self.partition = partition
         self.interleave = interleave
         self.colocate = colocate
-        if self.fast:
-            self.sim_workers = 2 if workers > num_ps else 1  # a co-hosted host, then a worker-only host
-        else:
-            self.sim_workers = 1 if self.symmetric else workers
         self.events = 0
         self.spans: list[Span] = []
 
@@ -489,6 +496,28 @@ class _Replay:
         n = len(s_bytes)
         self.s_bytes, self.s_ps, self.s_layer, self.s_cls, self.s_name = s_bytes, s_ps, s_layer, s_cls, s_name
         self.s_param = s_param
+        # Co-hosted hosts whose PSes hold alike shards are interchangeable: one stands for its group
+        # (see _cohost_groups). None: every host is simulated.
+        self.groups: list[list[int]] | None = None
+        if colocate and symmetric and not self.fast:
+            self.groups = self._cohost_groups(mode, interleave, knobs.inflight, trace)
+            self.symmetric = self.groups is not None
+        if self.fast:
+            self.sim_workers = 2 if workers > num_ps else 1  # a co-hosted host, then a worker-only host
+        elif self.groups is not None:
+            self.sim_workers = len(self.groups)
+        else:
+            self.sim_workers = 1 if self.symmetric else workers
+        self.weighted = self.fast or self.groups is not None  # flows with per-port weights
+        # The shards simulated: all, or with groups only those of each group's first PS (the others'
+        # move the same way, by symmetry).
+        reps: set[int] = set()
+        if self.groups is None:
+            live = list(range(n))
+        else:
+            reps = {g[0] for g in self.groups if g[0] < num_ps}
+            live = [j for j in range(n) if s_ps[j] in reps]
+        self.s_param = s_param
         costs = knobs.ps_costs
         self.send_delay = [costs.per_slice_s if sl else costs.per_message_s for sl in s_sliced]
         self.delayed = any(d > 0 for d in self.send_delay)
@@ -500,7 +529,7 @@ class _Replay:
         keys = sorted({(-urg[j], s_layer[j]) for j in range(n)})
         rank_of = {k: r for r, k in enumerate(keys)}
         self.s_rank = [rank_of[(-urg[j], s_layer[j])] for j in range(n)]
-        self.by_rank = sorted(range(n), key=lambda j: (self.s_rank[j], j))
+        self.by_rank = sorted(live, key=lambda j: (self.s_rank[j], j))
         L = profile.num_layers
         self.L = L
         self.layer_shards: list[list[int]] = [[] for _ in range(L)]
@@ -517,6 +546,19 @@ class _Replay:
         self.w_down: dict[tuple[int, int], float] = {}
         if self.fast:
             self._cohost_fast_hosts(cap)
+        elif self.groups is not None:
+            groups = self.groups
+            self.ps_host = [0] * num_ps
+            for r, g in enumerate(groups):
+                for h in g:
+                    if h < num_ps:
+                        self.ps_host[h] = r
+            self.capacity = [cap] * (2 * W)
+            self.port_names = [f"host{g[0]}" for g in groups]
+            self.host_names = [
+                f"host{g[0]} (worker{g[0]}" + (f"+ps{g[0]}" if g[0] < num_ps else "") + f", for {len(g)})"
+                for g in groups
+            ]
         elif colocate:
             self.ps_host = list(range(num_ps))
             self.capacity = [cap] * (2 * W)
@@ -534,6 +576,11 @@ class _Replay:
         self.is_local = [
             [self.ps_host[ps] == wk and not self.fast for wk in range(W)] for ps in range(num_ps)
         ]
+        if self.groups is not None:
+            size = [len(g) for g in self.groups]
+            for ps in range(num_ps):
+                if ps not in reps:
+                    self.is_local[ps] = [False] * W  # a stand-in's PS: its shards are not simulated
         if self.fast and num_ps == 1:
             self.is_local[0][0] = True  # the co-hosted worker's only PS is its own
 
@@ -558,8 +605,22 @@ class _Replay:
         self.flows: dict[tuple[int, int, int, int], _Flow] = {}
         for side in (PULL, PUSH):
             for ps in range(num_ps):
+                if self.groups is not None and ps not in reps:
+                    continue
                 for wk in range(W):
-                    if self.is_local[ps][wk]:
+                    weights = (1.0, 1.0)
+                    if self.groups is not None:
+                        # Group A's worker and group B's PS: every real PS of B sends (or receives)
+                        # to |A| workers, every real worker of A from |B| PSes; inside one group each
+                        # host talks to the |A| - 1 others (and to its own PS at home).
+                        a, b = size[wk], size[self.ps_host[ps]]
+                        if self.ps_host[ps] == wk:
+                            if a == 1:
+                                continue
+                            weights = (a - 1.0, a - 1.0)
+                        else:
+                            weights = (float(a), float(b)) if side == PULL else (float(b), float(a))
+                    elif self.is_local[ps][wk]:
                         continue  # same host: the transfer never touches the network (see _send)
                     src, dst = (self.ps_host[ps], wk) if side == PULL else (wk, self.ps_host[ps])
                     up, down = 2 * src, 2 * dst + 1
@@ -573,6 +634,8 @@ class _Replay:
                         if self.fast:
                             flow.wu = self.w_up[(side, wk)]
                             flow.wd = self.w_down[(side, wk)]
+                        else:
+                            flow.wu, flow.wd = weights
                         self.flows[(side, ps, wk, cls)] = flow
         self.per_class = per_class
         # Allocation groups: flows that share no port are allocated apart. Pulls and pushes do not
@@ -591,16 +654,61 @@ class _Replay:
         # Colocated pulls share links with pushes, so without the barrier the last iteration's pushes
         # meet the next iteration's pulls: those run too (no compute follows) to time it as in steady state.
         self.pull_rounds = iterations + (1 if colocate and not barrier else 0)
-        self.pending = [[len(shards) for shards in self.layer_shards] * self.pull_rounds for _ in range(W)]
+        # What each worker waits for per layer, and each shard's PS per iteration: one arrival per
+        # transfer, where a group's stand-in gets a shard both from its own PS (at home) and from the
+        # others of its group (one weighted flow).
+        need = [[0] * W for _ in range(n)]
+        for j in live:
+            ps = s_ps[j]
+            for wk in range(W):
+                need[j][wk] = self.is_local[ps][wk] + (
+                    (PULL, ps, wk, self.s_cls[j] if per_class else 0) in self.flows
+                )
+        self.agg_need = [sum(row) for row in need]
+        per_layer = [[0] * L for _ in range(W)]
+        for j in live:
+            for wk in range(W):
+                per_layer[wk][s_layer[j]] += need[j][wk]
+        self.pending = [per_layer[wk] * self.pull_rounds for wk in range(W)]
         self.op = [0] * W  # next GPU op: iteration * 2L + position (forward 0..L-1, then backward L-1..0)
         self.busy = [False] * W
         self.op_start = [0.0] * W
         self.agg = [[0] * n for _ in range(iterations)]
-        self.agg_left = [n] * iterations
+        self.agg_left = [len(live)] * iterations
         self.bwd_left = [W] * iterations
         self.iteration_end = [0.0] * iterations
         self.heap: list[tuple[float, int, int, Any, int]] = []
         self.seq = 0
+
+    def _cohost_groups(
+        self, mode: str, interleave: bool, inflight: float | None, trace: bool
+    ) -> list[list[int]] | None:
+        """Co-hosted hosts that are interchangeable, in groups (first host first), or None.
+
+        Every worker pulls and pushes every shard, so two hosts differ only in what their PS holds:
+        hosts whose PSes hold the same pieces of the same parameters, in the same order, can swap
+        places without changing the cluster, and the worker-only hosts can always. A deterministic
+        replay of a cluster that a swap leaves unchanged gives both hosts the same schedule (the
+        max-min allocation is unique, so it is symmetric too), so one host per group is simulated and
+        its flows weigh on the ports as many times as the group's hosts send or receive them (see the
+        flow set-up in __init__). Exact, not an approximation; tests/threshold/test_simulator_knobs.py
+        compares it with every host simulated. Not used (None) where it would not be exact or saves
+        nothing: a TF channel window (`inflight`) draws a random order per connection, so two
+        connections that stand for each other would differ; a trace shows every host's timeline;
+        no two hosts alike."""
+        if trace or (inflight is not None and interleave and mode in ("fifo", "network")):
+            return None
+        P, W = self.num_ps, self.workers
+        held: list[list[tuple[str, float]]] = [[] for _ in range(P)]
+        for j, ps in enumerate(self.s_ps):
+            held[ps].append((self.s_param[j], self.s_bytes[j]))
+        by_content: dict[tuple[tuple[str, float], ...], list[int]] = {}
+        for k in range(P):
+            by_content.setdefault(tuple(held[k]), []).append(k)
+        groups = list(by_content.values())
+        if W > P:
+            groups.append(list(range(P, W)))
+        return groups if len(groups) < W else None
 
     def _cohost_fast_hosts(self, cap: float) -> None:
         """cohost_fast: two simulated hosts stand for a co-hosted cluster of W hosts, the first P of
@@ -759,8 +867,9 @@ class _Replay:
         if self.is_local[ps][wk]:
             # A copy in host memory, free next to the network (its cost is taken as 0).
             self._arrived(side, j, it, wk, t)
-        else:
-            flow = self.flows[(side, ps, wk, self.s_cls[j] if self.per_class else 0)]
+        key = (side, ps, wk, self.s_cls[j] if self.per_class else 0)
+        if key in self.flows:  # with groups, a stand-in also gets its group's others' copies
+            flow = self.flows[key]
             if self.delayed and self.send_delay[j] > 0:
                 self._at(t + self.send_delay[j], _READY, (flow, j, it))  # per-message work first
             else:
@@ -838,7 +947,7 @@ class _Replay:
                 self._try_start(wk, t)
         else:
             self.agg[it][j] += 1
-            if self.agg[it][j] == self.sim_workers:
+            if self.agg[it][j] == self.agg_need[j]:
                 cost = self.update_s[j]
                 if cost > 0:
                     # The PS updates one shard at a time, in the order their last gradients arrived.
@@ -1124,8 +1233,8 @@ class _Replay:
                 [f.level_up for f in flows],
                 [f.level_down for f in flows],
                 self.capacity,
-                [f.wu for f in flows] if self.fast else None,
-                [f.wd for f in flows] if self.fast else None,
+                [f.wu for f in flows] if self.weighted else None,
+                [f.wd for f in flows] if self.weighted else None,
             )
             if self.track_ports:
                 used = self.port_used
@@ -1171,8 +1280,11 @@ class _Replay:
         link_bytes: dict[str, float] = {}
         for h, name in enumerate(self.port_names):
             scale = self.workers if (self.symmetric and h >= W) else 1
-            link_bytes[f"{name}.nic"] = self.link_moved[2 * h] * scale
-            link_bytes[f"switch->{name}"] = self.link_moved[2 * h + 1] * scale
+            # A group's hosts each move what its stand-in moves (the symmetry that made it one).
+            names = [f"host{g}" for g in self.groups[h]] if self.groups is not None else [name]
+            for each in names:
+                link_bytes[f"{each}.nic"] = self.link_moved[2 * h] * scale
+                link_bytes[f"switch->{each}"] = self.link_moved[2 * h + 1] * scale
         return SimResult(
             mode=self.mode,
             workers=self.workers,
@@ -1198,6 +1310,7 @@ class _Replay:
             barrier=self.barrier,
             colocate=self.colocate,
             cohost_fast=self.fast,
+            simulated_workers=W,
             chunk_bytes=self.knobs.chunk_bytes,
             endhost_gap_s=self.knobs.endhost_gap_s,
             inflight=self.knobs.inflight,

@@ -23,6 +23,7 @@
 #include "tensorflow/core/framework/device_base.h"
 #include "staging.h"
 #include "transport.h"
+#include "tsan.h"
 
 #ifndef GERYON_TF_VERSION
 #error "GERYON_TF_VERSION (the TensorFlow release built against) is set by geryon/tf/build.py"
@@ -87,14 +88,17 @@ absl::Status WithRestartPayload(absl::Status s) {
 // One receive in flight; registered with the rendezvous so StartAbort and cancellation reach it.
 class GeryonRecvCall : public BaseRecvTensorCall {
  public:
-  explicit GeryonRecvCall(tensorflow::thread::ThreadPool* pool) : pool_(pool) {}
+  // Announced: TF may call StartAbort from another thread as soon as RegisterCall has the call,
+  // ordered only by TF's own lock on its call table (BaseRemoteRendezvous::RegisterCall).
+  explicit GeryonRecvCall(tensorflow::thread::ThreadPool* pool) : pool_(pool) { GERYON_HAPPENS_BEFORE(this); }
 
   void Start(std::function<void()>) override {}  // started by the transport, see RecvFromRemoteAsync
 
   void StartAbort(const absl::Status& s) override {
+    GERYON_HAPPENS_AFTER(this);
     std::shared_ptr<RecvHandle> handle;
     {
-      tensorflow::mutex_lock l(mu_);
+      MutexLock l(mu_);
       status_.Update(s);
       handle = handle_;
     }
@@ -104,7 +108,7 @@ class GeryonRecvCall : public BaseRecvTensorCall {
   }
 
   absl::Status status() const override {
-    tensorflow::mutex_lock l(mu_);
+    MutexLock l(mu_);
     return status_;
   }
 
@@ -112,7 +116,7 @@ class GeryonRecvCall : public BaseRecvTensorCall {
   void SetHandle(std::shared_ptr<RecvHandle> handle) {
     absl::Status s;
     {
-      tensorflow::mutex_lock l(mu_);
+      MutexLock l(mu_);
       handle_ = handle;
       s = status_;
     }
@@ -121,19 +125,25 @@ class GeryonRecvCall : public BaseRecvTensorCall {
 
  private:
   tensorflow::thread::ThreadPool* const pool_;
-  mutable tensorflow::mutex mu_;
+  mutable Mutex mu_;  // ours, not tensorflow::mutex: ThreadSanitizer sees it (tsan.h)
   absl::Status status_ TF_GUARDED_BY(mu_);
   std::shared_ptr<RecvHandle> handle_ TF_GUARDED_BY(mu_);
 };
 
 class GeryonRemoteRendezvous : public BaseRemoteRendezvous {
  public:
+  // Announced on construction and claimed by every method TF calls and by the destructor: TF hands
+  // the rendezvous between its threads through its manager's table and refcount, which TSAN cannot
+  // see (tsan.h).
   GeryonRemoteRendezvous(const WorkerEnv* env, int64_t step_id, Transport* transport)
-      : BaseRemoteRendezvous(env, step_id), transport_(transport) {}
+      : BaseRemoteRendezvous(env, step_id), transport_(transport) {
+    GERYON_HAPPENS_BEFORE(this);
+  }
 
  protected:
   void RecvFromRemoteAsync(const Rendezvous::ParsedKey& parsed, const Rendezvous::Args& recv_args,
                            DoneCallback done) override {
+    ScopedHandoff handoff(this);
     std::string src_task, src_device;
     if (!DeviceNameUtils::SplitDeviceName(parsed.src_device, &src_task, &src_device)) {
       done(absl::InternalError(absl::StrCat(parsed.src_device, " is an invalid remote source device")), Args(),
@@ -178,6 +188,7 @@ class GeryonRemoteRendezvous : public BaseRemoteRendezvous {
           absl::Status s = call->status();  // an abort wins over whatever arrived
           if (s.ok()) s = WithRestartPayload(status);
           done(s, Args(), recv_args, s.ok() ? tensor : Tensor(), s.ok() && is_dead);
+          GERYON_HAPPENS_BEFORE(this);  // the last Unref may be TF's, on another thread
           Unref();
         });
     // Runs on the flow's reader thread, as RpcRemoteRendezvous runs it on gRPC's: the executor
@@ -186,6 +197,11 @@ class GeryonRemoteRendezvous : public BaseRemoteRendezvous {
                    key = std::string(parsed.FullKey())](const absl::Status& status, const Tensor& tensor,
                                                         bool is_dead) {
       if (!to_device || !status.ok() || is_dead || !call->status().ok()) {
+        // The bytes just read into the tensor's buffer: TF may pass the tensor on to a Send whose
+        // consumer our producer side then writes it to (Serve claims it there).
+        if (tensor.IsInitialized() && tensor.tensor_data().data() != nullptr) {
+          GERYON_HAPPENS_BEFORE(tensor.tensor_data().data());
+        }
         (*complete)(status, Args(), recv_args, tensor, is_dead);
         return;
       }
@@ -214,7 +230,7 @@ class GeryonRemoteRendezvous : public BaseRemoteRendezvous {
   }
 
  private:
-  ~GeryonRemoteRendezvous() override = default;
+  ~GeryonRemoteRendezvous() override { GERYON_HAPPENS_AFTER(this); }
   Transport* const transport_;  // lives as long as the process
 };
 
@@ -231,6 +247,80 @@ class GeryonRendezvousMgr : public tensorflow::BaseRendezvousMgr {
 
  private:
   Transport* const transport_;
+};
+
+// What Serve hands TF's rendezvous: runs when the tensor is there, on whichever thread produced it.
+// A class and not a lambda so that it knows its own address: std::function keeps it on the heap,
+// where TF's rendezvous item holds it, and it is announced there on construction and claimed there
+// when TF runs it (tsan.h; TF orders the two under its bucket lock, local_rendezvous.cc).
+class ServeCallback {
+ public:
+  ServeCallback(ServeDone done, Device* src_device, std::string key)
+      : done_(std::move(done)), src_device_(src_device), key_(std::move(key)) {
+    GERYON_HAPPENS_BEFORE(this);
+  }
+  ServeCallback(ServeCallback&& o) : done_(std::move(o.done_)), src_device_(o.src_device_), key_(std::move(o.key_)) {
+    GERYON_HAPPENS_BEFORE(this);
+  }
+  ServeCallback(const ServeCallback& o) : done_(o.done_), src_device_(o.src_device_), key_(o.key_) {
+    GERYON_HAPPENS_BEFORE(this);
+  }
+  ServeCallback& operator=(const ServeCallback&) = delete;
+
+  void operator()(const absl::Status& status, const Rendezvous::Args& send_args, const Rendezvous::Args&,
+                  const Tensor& given, bool is_dead) {
+    GERYON_HAPPENS_AFTER(this);
+    // `given` and `send_args` are TF's, in its rendezvous item, built on the producing kernel's
+    // thread and handed over under TF's lock: copied into ours without recording the reads (tsan.h).
+    Tensor val;
+    tensorflow::AllocatorAttributes alloc_attrs;
+    DeviceContext* device_context;
+    const void* data;
+    GERYON_IGNORE_ACCESSES_BEGIN();
+    val = given;
+    alloc_attrs = send_args.alloc_attrs;
+    device_context = send_args.device_context;
+    data = val.IsInitialized() ? val.tensor_data().data() : nullptr;
+    GERYON_IGNORE_ACCESSES_END();
+    // A tensor our consumer side read from another flow (TF passed it on to this Send): its bytes
+    // were announced there (RecvFromRemoteAsync) and are claimed before the transport writes them.
+    if (data != nullptr) GERYON_HAPPENS_AFTER(data);
+    if (!status.ok() || is_dead || !IsAcceleratorTensor(src_device_, alloc_attrs)) {
+      done_(status, val, is_dead);  // host memory: the transport writes the tensor's own buffer
+      return;
+    }
+    // From device memory: copy into a pooled host staging tensor (as GrpcWorker does), then
+    // the usual write; the staging buffer returns to the pool when the write is done with it.
+    DeviceContext* context = CopyContext(src_device_, device_context);
+    tensorflow::Allocator* staging = nullptr;
+    absl::Status s = context == nullptr ? NoDeviceContext(src_device_->name(), key_)
+                                        : StagingAllocatorFor(src_device_, &staging);
+    auto host = s.ok() ? std::make_shared<Tensor>(staging, val.dtype(), val.shape()) : nullptr;
+    if (s.ok() && !host->IsInitialized()) {
+      s = absl::ResourceExhaustedError(absl::StrCat("Geryon data plane: no host staging memory (", val.TotalBytes(),
+                                                    " bytes) to send tensor ", key_, " from ", src_device_->name()));
+    }
+    if (!s.ok()) {
+      done_(s, Tensor(), false);
+      return;
+    }
+    CountStaging(StagingEvent::kSend);
+    auto source = std::make_shared<Tensor>(val);  // keeps the device buffer until the copy is done
+    context->CopyDeviceTensorToCPU(source.get(), key_, src_device_, host.get(),
+                                   [done = done_, host, source, src_device = src_device_,
+                                    key = key_](const absl::Status& c) {
+                                     if (!c.ok()) {
+                                       done(CopyFailed(c, "out of", src_device->name(), key), Tensor(), false);
+                                       return;
+                                     }
+                                     done(absl::OkStatus(), *host, false);
+                                   });
+  }
+
+ private:
+  ServeDone done_;
+  Device* src_device_;
+  std::string key_;
 };
 
 // Producer side: the tensor a peer asked for, from this task's own rendezvous (as GrpcWorker does).
@@ -252,41 +342,7 @@ void Serve(const WorkerEnv* env, int64_t step_id, const std::string& key, ServeD
     done(s, Tensor(), false);
     return;
   }
-  env->rendezvous_mgr->RecvLocalAsync(
-      step_id, parsed,
-      [done = std::move(done), src_device, key](const absl::Status& status, const Rendezvous::Args& send_args,
-                                                const Rendezvous::Args&, const Tensor& val, bool is_dead) {
-        if (!status.ok() || is_dead || !IsAcceleratorTensor(src_device, send_args.alloc_attrs)) {
-          done(status, val, is_dead);  // host memory: the transport writes the tensor's own buffer
-          return;
-        }
-        // From device memory: copy into a pooled host staging tensor (as GrpcWorker does), then
-        // the usual write; the staging buffer returns to the pool when the write is done with it.
-        DeviceContext* context = CopyContext(src_device, send_args.device_context);
-        tensorflow::Allocator* staging = nullptr;
-        absl::Status s = context == nullptr ? NoDeviceContext(src_device->name(), key)
-                                            : StagingAllocatorFor(src_device, &staging);
-        auto host = s.ok() ? std::make_shared<Tensor>(staging, val.dtype(), val.shape()) : nullptr;
-        if (s.ok() && !host->IsInitialized()) {
-          s = absl::ResourceExhaustedError(absl::StrCat("Geryon data plane: no host staging memory (",
-                                                        val.TotalBytes(), " bytes) to send tensor ", key,
-                                                        " from ", src_device->name()));
-        }
-        if (!s.ok()) {
-          done(s, Tensor(), false);
-          return;
-        }
-        CountStaging(StagingEvent::kSend);
-        auto source = std::make_shared<Tensor>(val);  // keeps the device buffer until the copy is done
-        context->CopyDeviceTensorToCPU(
-            source.get(), key, src_device, host.get(), [done, host, source, src_device, key](const absl::Status& c) {
-              if (!c.ok()) {
-                done(CopyFailed(c, "out of", src_device->name(), key), Tensor(), false);
-                return;
-              }
-              done(absl::OkStatus(), *host, false);
-            });
-      });
+  env->rendezvous_mgr->RecvLocalAsync(step_id, parsed, ServeCallback(std::move(done), src_device, key));
 }
 
 bool SplitHostPort(const std::string& address, std::string* host, int* port) {

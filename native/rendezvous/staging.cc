@@ -11,7 +11,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "tensorflow/core/platform/mutex.h"
+#include "tsan.h"
 
 namespace geryon {
 namespace {
@@ -40,7 +40,7 @@ class StagingPool : public tensorflow::Allocator {
       return Unpooled(alignment, num_bytes);
     }
     const size_t cls = SizeClass(num_bytes);
-    tensorflow::mutex_lock l(mu_);
+    MutexLock l(mu_);
     auto& free_list = free_[cls];
     if (!free_list.empty()) {
       void* p = free_list.back();
@@ -76,7 +76,7 @@ class StagingPool : public tensorflow::Allocator {
 
   void DeallocateRaw(void* ptr) override {
     if (ptr == nullptr) return;
-    tensorflow::mutex_lock l(mu_);
+    MutexLock l(mu_);
     auto it = in_use_.find(ptr);
     if (it == in_use_.end()) {  // cannot happen: every pointer handed out is recorded
       host_->DeallocateRaw(ptr);
@@ -93,7 +93,7 @@ class StagingPool : public tensorflow::Allocator {
   }
 
   std::string StatsJson() {
-    tensorflow::mutex_lock l(mu_);
+    MutexLock l(mu_);
     return absl::StrCat("{\"device\":\"", device_, "\",\"host_allocator\":\"", host_->Name(), "\",\"limit_bytes\":",
                         limit_, ",\"cached_bytes\":", cached_bytes_, ",\"in_use_bytes\":", in_use_bytes_,
                         ",\"hits\":", hits_, ",\"misses\":", misses_, ",\"evictions\":", evictions_,
@@ -103,7 +103,7 @@ class StagingPool : public tensorflow::Allocator {
  private:
   void* Unpooled(size_t alignment, size_t num_bytes) {
     void* p = host_->AllocateRaw(alignment, num_bytes);
-    tensorflow::mutex_lock l(mu_);
+    MutexLock l(mu_);
     ++over_bound_;
     if (p != nullptr) in_use_[p] = 0;
     return p;
@@ -112,7 +112,7 @@ class StagingPool : public tensorflow::Allocator {
   const std::string device_;
   tensorflow::Allocator* const host_;  // the device's, lives as long as the device
   const int64_t limit_;
-  tensorflow::mutex mu_;
+  Mutex mu_;  // ours, not tensorflow::mutex: ThreadSanitizer sees it (tsan.h)
   std::map<size_t, std::vector<void*>> free_ TF_GUARDED_BY(mu_);  // by size class
   // pointer -> size class (0: outside the pool)
   std::unordered_map<void*, size_t> in_use_ TF_GUARDED_BY(mu_);
@@ -124,7 +124,7 @@ class StagingPool : public tensorflow::Allocator {
   int64_t over_bound_ TF_GUARDED_BY(mu_) = 0;
 };
 
-tensorflow::mutex registry_mu(tensorflow::LINKER_INITIALIZED);
+Mutex registry_mu;
 std::atomic<int64_t> pool_limit{kDefaultStagingPoolBytes};
 std::atomic<int64_t> staged_receives{0}, staged_sends{0}, copy_failures{0}, aborted_during_copy{0};
 
@@ -152,7 +152,7 @@ absl::Status ConfigureStagingPools() {
 }
 
 absl::Status StagingAllocatorFor(tensorflow::Device* device, tensorflow::Allocator** out) {
-  tensorflow::mutex_lock l(registry_mu);
+  MutexLock l(registry_mu);
   auto& pools = Pools();
   auto it = pools.find(device->name());
   if (it != pools.end()) {
@@ -193,7 +193,7 @@ void CountStaging(StagingEvent event) {
 std::string StagingStatsJson() {
   std::string pools;
   {
-    tensorflow::mutex_lock l(registry_mu);
+    MutexLock l(registry_mu);
     for (const auto& [name, pool] : Pools()) {
       absl::StrAppend(&pools, pools.empty() ? "" : ",", pool->StatsJson());
     }

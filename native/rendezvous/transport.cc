@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -34,6 +35,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/types/span.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "tensorflow/core/framework/tensor.pb.h"
@@ -41,6 +43,7 @@
 #include "tensorflow/core/framework/types.h"
 #include "tsl/platform/logging.h"
 #include "tsl/platform/thread_annotations.h"
+#include "frame_reader.h"
 
 namespace geryon {
 namespace {
@@ -324,35 +327,9 @@ bool WriteAll(int fd, iovec* iov, int iovcnt, std::string* error) {
   return true;
 }
 
-// Reads exactly n bytes; false with `error` set on EOF or a socket error.
-bool ReadFull(int fd, void* buf, size_t n, std::string* error) {
-  char* p = static_cast<char*>(buf);
-  while (n > 0) {
-    ssize_t r = recv(fd, p, n, 0);
-    if (r == 0) {
-      *error = "connection closed by peer";
-      return false;
-    }
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      *error = (errno == EAGAIN || errno == EWOULDBLOCK) ? "timed out waiting for data" : ErrnoText(errno);
-      return false;
-    }
-    p += r;
-    n -= static_cast<size_t>(r);
-  }
-  return true;
-}
-
-bool Discard(int fd, uint64_t n, std::string* error) {
-  char buf[64 * 1024];
-  while (n > 0) {
-    size_t chunk = n < sizeof(buf) ? static_cast<size_t>(n) : sizeof(buf);
-    if (!ReadFull(fd, buf, chunk, error)) return false;
-    n -= chunk;
-  }
-  return true;
-}
+// Reads exactly n bytes; false with `error` set on EOF or a socket error. Unbuffered: for the hello's
+// answer, read once per connection before its FrameReader exists (nothing may be read past it).
+bool ReadFull(int fd, void* buf, size_t n, std::string* error) { return RecvExact(fd, buf, n, error); }
 
 template <typename T>
 void Put(std::string* out, T v) {
@@ -517,15 +494,16 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
       p->Finish(absl::Status(broken_code, broken_reason), Tensor(), false);
       return;
     }
-    std::string frame;
-    frame.reserve(kRequestHeadBytes + key.size());
-    Put<uint32_t>(&frame, kRequestMagic);
-    Put<uint64_t>(&frame, p->id_);
-    Put<int64_t>(&frame, step_id);
-    Put<int32_t>(&frame, p->rank_);
-    Put<uint32_t>(&frame, static_cast<uint32_t>(key.size()));
-    frame += key;
-    iovec iov{frame.data(), frame.size()};
+    // The head on the stack and the key from the caller's string: no allocation per request.
+    char head[kRequestHeadBytes];
+    const uint32_t key_len = static_cast<uint32_t>(key.size());
+    std::memcpy(head, &kRequestMagic, 4);
+    std::memcpy(head + 4, &p->id_, 8);
+    std::memcpy(head + 12, &step_id, 8);
+    std::memcpy(head + 20, &p->rank_, 4);
+    std::memcpy(head + 24, &key_len, 4);
+    iovec iov[2] = {{head, sizeof(head)}, {const_cast<char*>(key.data()), key.size()}};
+    const size_t frame_bytes = sizeof(head) + key.size();
     std::string error;
     bool ok;
     {
@@ -536,14 +514,14 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
         ok = false;
         error = "the connection is closed";
       } else {
-        ok = WriteAll(fd_, &iov, 1, &error);
+        ok = WriteAll(fd_, iov, 2, &error);
       }
     }
     if (!ok) {
       Fail(absl::StrCat("sending a request failed: ", error));
       return;
     }
-    counters_->bytes_sent += frame.size();
+    counters_->bytes_sent += frame_bytes;
     counters_->messages_sent += 1;
   }
 
@@ -613,20 +591,24 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
 
   // Reads one response frame; false with `error` on a socket error or a malformed frame. The
   // receive the frame answers is removed from pending_ before its body is read and handed back in
-  // `*taken`, so that the caller fails it if the flow breaks mid-frame.
+  // `*taken`, so that the caller fails it if the flow breaks mid-frame. Fields come out of the
+  // connection's FrameReader (one recv() brings a whole header, often several small frames); a large
+  // body is read straight into the tensor's buffer.
   bool ReadOne(std::shared_ptr<PendingRecv>* taken, std::string* error) {
     uint32_t magic;
-    uint64_t id;
-    uint8_t head[4];
-    if (!Get(fd_, &magic, error)) return false;
+    if (!reader_.Get(&magic, error)) return false;
     if (magic == kChunkMagic) return ReadChunk(error);
     if (magic != kResponseMagic) {
       *error = absl::StrCat("malformed frame (bad magic 0x", absl::Hex(magic), ")");
       return false;
     }
-    if (!Get(fd_, &id, error) || !ReadFull(fd_, head, sizeof(head), error)) return false;
-    const uint8_t kind = head[0];
-    const bool is_dead = head[1] != 0;
+    // u64 id, u8 kind, u8 is_dead, u16 0
+    const char* head = reader_.Take(12, error);
+    if (head == nullptr) return false;
+    uint64_t id;
+    std::memcpy(&id, head, 8);
+    const uint8_t kind = static_cast<uint8_t>(head[8]);
+    const bool is_dead = head[9] != 0;
     uint64_t header_bytes = 16;
     // A chunked response stays pending until its last chunk (so a broken flow fails it with the
     // rest); any other frame is whole once its body is read.
@@ -638,13 +620,13 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
     uint64_t payload = 0;
     if (kind == kError) {
       uint32_t code, len;
-      if (!Get(fd_, &code, error) || !Get(fd_, &len, error)) return false;
+      if (!reader_.Get(&code, error) || !reader_.Get(&len, error)) return false;
       if (len > kMaxErrorBytes || code == 0 || code > 16) {
         *error = absl::StrCat("malformed error frame (code ", code, ", ", len, " bytes)");
         return false;
       }
       std::string msg(len, '\0');
-      if (!ReadFull(fd_, msg.data(), len, error)) return false;
+      if (!reader_.Read(msg.data(), len, error)) return false;
       header_bytes += 8;
       payload = len;
       if (id == kRefusalId) {
@@ -659,20 +641,20 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
       status = absl::Status(static_cast<absl::StatusCode>(code), msg);
     } else if (kind == kRaw || kind == kRawChunked) {
       uint32_t dtype, ndims;
-      if (!Get(fd_, &dtype, error) || !Get(fd_, &ndims, error)) return false;
+      if (!reader_.Get(&dtype, error) || !reader_.Get(&ndims, error)) return false;
       if (!tensorflow::DataType_IsValid(static_cast<int>(dtype)) || dtype == 0 ||
           !tensorflow::DataTypeCanUseMemcpy(static_cast<tensorflow::DataType>(dtype)) || ndims > kMaxDims) {
         *error = absl::StrCat("malformed tensor frame (dtype ", dtype, ", ", ndims, " dims)");
         return false;
       }
-      std::vector<int64_t> dims(ndims);
-      if (ndims > 0 && !ReadFull(fd_, dims.data(), ndims * sizeof(int64_t), error)) return false;
+      int64_t dims[kMaxDims];  // on the stack: no allocation per response
+      if (ndims > 0 && !reader_.Read(dims, ndims * sizeof(int64_t), error)) return false;
       uint64_t nbytes;
-      if (!Get(fd_, &nbytes, error)) return false;
+      if (!reader_.Get(&nbytes, error)) return false;
       header_bytes += 16 + 8ull * ndims;
       tensorflow::TensorShape shape;
       auto dt = static_cast<tensorflow::DataType>(dtype);
-      if (!tensorflow::TensorShape::BuildTensorShape(dims, &shape).ok() ||
+      if (!tensorflow::TensorShape::BuildTensorShape(absl::Span<const int64_t>(dims, ndims), &shape).ok() ||
           static_cast<uint64_t>(shape.num_elements()) * tensorflow::DataTypeSize(dt) != nbytes) {
         *error = absl::StrCat("malformed tensor frame (", nbytes, " bytes do not match the shape)");
         return false;
@@ -684,30 +666,40 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
         if (!tensor.IsInitialized()) {
           status = absl::ResourceExhaustedError(absl::StrCat("Geryon data plane: cannot allocate ", nbytes,
                                                              " bytes for a tensor from ", peer_));
-          if (!Discard(fd_, nbytes, error)) return false;
+          if (!reader_.Discard(nbytes, error)) return false;
         } else if (nbytes > 0) {
-          // The bytes go from the socket straight into the tensor's buffer: no staging copy.
-          if (!ReadFull(fd_, const_cast<char*>(tensor.tensor_data().data()), nbytes, error)) return false;
+          // Into the tensor's buffer: what is buffered is copied, a large rest comes straight from
+          // the socket (no staging copy).
+          if (!reader_.Read(const_cast<char*>(tensor.tensor_data().data()), nbytes, error)) return false;
         }
-      } else if (!Discard(fd_, nbytes, error)) {
+      } else if (!reader_.Discard(nbytes, error)) {
         return false;
       }
     } else if (kind == kProto) {
       uint64_t nbytes;
-      if (!Get(fd_, &nbytes, error)) return false;
+      if (!reader_.Get(&nbytes, error)) return false;
       if (nbytes > kMaxProtoBytes) {
         *error = absl::StrCat("malformed tensor frame (", nbytes, " proto bytes)");
         return false;
       }
       header_bytes += 8;
       payload = nbytes;
-      std::string buf(nbytes, '\0');
-      if (!ReadFull(fd_, buf.data(), nbytes, error)) return false;
+      // A small proto is parsed where it lies in the reader's buffer; a larger one gets its own.
+      std::string large;
+      const char* bytes = nullptr;
+      if (nbytes <= reader_.capacity()) {
+        bytes = reader_.Take(nbytes, error);
+        if (bytes == nullptr) return false;
+      } else {
+        large.resize(nbytes);
+        if (!reader_.Read(large.data(), nbytes, error)) return false;
+        bytes = large.data();
+      }
       if (p != nullptr && !p->finished()) {
         tensorflow::TensorProto proto;
         // The frame was read whole, so the flow is still in step: only this receive fails, with
         // Internal as TF's own RPC rendezvous does for a tensor it cannot decode.
-        if (!proto.ParseFromString(buf) || !tensor.FromProto(p->allocator_, proto)) {
+        if (!proto.ParseFromArray(bytes, static_cast<int>(nbytes)) || !tensor.FromProto(p->allocator_, proto)) {
           status = absl::InternalError(absl::StrCat("Geryon data plane: a tensor from ", peer_,
                                                     " could not be decoded (malformed TensorProto, ", nbytes,
                                                     " bytes)"));
@@ -764,9 +756,9 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
   // or failed to allocate) is read and dropped; one out of sequence breaks the flow (TCP keeps a
   // connection's bytes in order, so that is a broken peer).
   bool ReadChunk(std::string* error) {
-    // The rest of the chunk's header in one read (one recv per chunk instead of three).
-    char head[20];
-    if (!ReadFull(fd_, head, sizeof(head), error)) return false;
+    // The rest of the chunk's header, out of the reader's buffer.
+    const char* head = reader_.Take(20, error);
+    if (head == nullptr) return false;
     uint64_t id, offset;
     uint32_t len;
     std::memcpy(&id, head, 8);
@@ -782,7 +774,7 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
       *error = absl::StrCat("malformed chunk frame (request ", id, " has no chunked head)");
       return false;
     }
-    if (p == nullptr || p->finished()) return Discard(fd_, len, error);
+    if (p == nullptr || p->finished()) return reader_.Discard(len, error);
     if (offset != p->received_ || len > p->expected_ - p->received_) {
       *error = absl::StrCat("malformed chunk frame (request ", id, ": ", len, " bytes at offset ", offset, ", ",
                             p->received_, " of ", p->expected_, " received)");
@@ -790,7 +782,7 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
     }
     // An abort meanwhile only finishes the receive: the buffer stays alive in p->tensor_.
     char* at = const_cast<char*>(p->tensor_.tensor_data().data()) + offset;
-    if (!ReadFull(fd_, at, len, error)) return false;  // p is still pending: the flow's failure ends it
+    if (!reader_.Read(at, len, error)) return false;  // p is still pending: the flow's failure ends it
     p->received_ += len;
     p->wire_bytes_ += 24 + len;
     if (p->received_ == p->expected_) CompleteChunked(p);
@@ -815,6 +807,7 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
   const std::string peer_;
   const int cls_;
   std::shared_ptr<FlowCounters> counters_;
+  FrameReader reader_{fd_};  // the reader thread's only
   std::mutex write_mu_;  // held by whoever writes to fd_, and by the close
   bool fd_closed_ TF_GUARDED_BY(write_mu_) = false;
   std::mutex mu_;
@@ -1218,12 +1211,12 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
                  bool* refused, bool* not_me) {
     uint32_t magic;
     uint16_t version, cls, task_len;
-    if (!Get(fd_, &magic, error)) return false;
+    if (!reader_.Get(&magic, error)) return false;
     if (magic != kHelloMagic) {
       *error = absl::StrCat("malformed hello (bad magic 0x", absl::Hex(magic), ")");
       return false;
     }
-    if (!Get(fd_, &version, error)) return false;
+    if (!reader_.Get(&version, error)) return false;
     if (version != kProtocolVersion) {
       // Another release of Geryon: refused with both versions named, before reading further (the
       // rest of an unknown version's hello may not be laid out as ours).
@@ -1233,22 +1226,22 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
       *refused = true;
       return false;
     }
-    if (!Get(fd_, &cls, error) || !Get(fd_, &task_len, error)) return false;
+    if (!reader_.Get(&cls, error) || !reader_.Get(&task_len, error)) return false;
     if (cls >= kMaxClasses || task_len == 0 || task_len > kMaxTaskBytes) {
       *error = absl::StrCat("malformed hello (version ", version, ", class ", cls, ", task name of ", task_len,
                             " bytes)");
       return false;
     }
     std::string task(task_len, '\0');
-    if (!ReadFull(fd_, task.data(), task_len, error)) return false;
+    if (!reader_.Read(task.data(), task_len, error)) return false;
     uint16_t target_len;
-    if (!Get(fd_, &target_len, error)) return false;
+    if (!reader_.Get(&target_len, error)) return false;
     if (target_len == 0 || target_len > kMaxTaskBytes) {
       *error = absl::StrCat("malformed hello (target task name of ", target_len, " bytes)");
       return false;
     }
     std::string target(target_len, '\0');
-    if (!ReadFull(fd_, target.data(), target_len, error)) return false;
+    if (!reader_.Read(target.data(), target_len, error)) return false;
     if (target != local_task) {
       *error = absl::StrCat("the hello is for ", target, ", not for this task");
       *not_me = true;
@@ -1291,9 +1284,14 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
     if (!hold) cv_.notify_one();
   }
 
+  // What the FrameReader already holds counts too: a burst's requests are often in its buffer
+  // already, not in the socket (and then no ioctl is needed).
   bool MoreRequestsReadable() {
+    const size_t buffered = reader_.buffered();
+    if (buffered >= kRequestHeadBytes) return true;
     int available = 0;
-    return ioctl(fd_, FIONREAD, &available) == 0 && available >= static_cast<int>(kRequestHeadBytes);
+    return ioctl(fd_, FIONREAD, &available) == 0 &&
+           buffered + static_cast<size_t>(available) >= kRequestHeadBytes;
   }
 
   // Reader thread, after a request is read and before it is served: holds the writes while a
@@ -1355,22 +1353,25 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
       uint64_t id;
       int64_t step_id;
       int32_t rank;
-      if (!Get(fd_, &magic, &error)) break;
+      // Out of the connection's FrameReader: a burst of requests arrives in one recv().
+      if (!reader_.Get(&magic, &error)) break;
       if (magic != kRequestMagic) {
         error = absl::StrCat("malformed frame (bad magic 0x", absl::Hex(magic), ")");
         break;
       }
-      if (!Get(fd_, &id, &error) || !Get(fd_, &step_id, &error) || !Get(fd_, &rank, &error) ||
-          !Get(fd_, &key_len, &error)) {
-        break;
-      }
+      const char* head = reader_.Take(kRequestHeadBytes - 4, &error);  // u64 id, i64 step, i32 rank, u32 n
+      if (head == nullptr) break;
+      std::memcpy(&id, head, 8);
+      std::memcpy(&step_id, head + 8, 8);
+      std::memcpy(&rank, head + 16, 4);
+      std::memcpy(&key_len, head + 20, 4);
       if (key_len == 0 || key_len > kMaxKeyBytes) {
         error = absl::StrCat("malformed request (key of ", key_len, " bytes)");
         break;
       }
       if (rank < 0) rank = kUnranked;  // not a rank a consumer of this version sends; no priority
       std::string key(key_len, '\0');
-      if (!ReadFull(fd_, key.data(), key_len, &error)) break;
+      if (!reader_.Read(key.data(), key_len, &error)) break;
       counters_->bytes_received += kRequestHeadBytes + key_len;
       counters_->messages_received += 1;
       HoldBeforeServe();
@@ -1580,6 +1581,7 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
 
   const int fd_;
   const std::string peer_ip_;
+  FrameReader reader_{fd_};  // the serving thread's only (ReadHello, ReadLoop)
   std::string peer_task_;
   // The consumer is a parameter server, so every response is a gradient push. Pushes are queued in
   // urgency order but go out whole once started: backprop makes gradients last layer first, and
@@ -1690,15 +1692,19 @@ class TcpTransport : public Transport {
     std::mutex mu;  // one connect at a time per flow
     absl::StatusCode failure_code = absl::StatusCode::kUnavailable;  // kFailedPrecondition: refused
     std::shared_ptr<ClientConn> conn;
-    std::string dialed;  // host:port of `conn` (a task learned at a new address is redialed)
+    // The address of `conn` (a task learned at a new address is redialed).
+    std::string dialed_host;
+    int dialed_port = -1;
     std::chrono::steady_clock::time_point failed_at{};
     std::string failure;
   };
 
   std::shared_ptr<ClientConn> Connection(const std::string& peer_task, int cls, absl::Status* status) {
+    // The common case (the flow is up) copies no task entry and builds no string: the host (a short
+    // address, kept inline by std::string) and port are compared with the ones dialed.
     Slot* slot;
-    PeerAddress peer;
-    std::string local_task;
+    std::string host;
+    int data_port;
     {
       std::lock_guard<std::mutex> l(view_mu_);
       auto it = view_.tasks.find(peer_task);
@@ -1707,20 +1713,34 @@ class TcpTransport : public Transport {
             absl::StrCat("Geryon data plane: ", peer_task, " is not a task of the cluster spec"));
         return nullptr;
       }
-      peer = it->second;
-      local_task = view_.local_task;
-      auto& s = slots_[absl::StrCat(peer_task, "|", cls)];
+      host = it->second.host;
+      data_port = it->second.data_port;
+      auto& s = slots_[peer_task][cls];
       if (!s) s = std::make_unique<Slot>();
       slot = s.get();
     }
     std::lock_guard<std::mutex> l(slot->mu);
-    const std::string address = absl::StrCat(peer.host, ":", peer.data_port);
-    if (slot->dialed != address) {
+    if (slot->dialed_host != host || slot->dialed_port != data_port) {
       // A restarted coordinator or task at a new address: forget the old flow and its failure.
       slot->conn.reset();
       slot->failure.clear();
     }
     if (slot->conn && !slot->conn->broken()) return slot->conn;
+    PeerAddress peer;
+    std::string local_task;
+    {
+      std::lock_guard<std::mutex> v(view_mu_);
+      auto it = view_.tasks.find(peer_task);
+      if (it != view_.tasks.end()) peer = it->second;
+      local_task = view_.local_task;
+    }
+    if (peer.host != host || peer.data_port != data_port) {
+      // Learned at another address just now: dial what was looked up first (the next receive
+      // sees the new address and redials).
+      peer.task = peer_task;
+      peer.host = host;
+      peer.data_port = data_port;
+    }
     auto now = std::chrono::steady_clock::now();
     if (!slot->failure.empty() && now - slot->failed_at < kFailFastWindow) {
       *status = absl::Status(slot->failure_code, slot->failure);
@@ -1737,7 +1757,8 @@ class TcpTransport : public Transport {
       slot->failure = absl::StrCat(error, PeerTag(peer_task));
       slot->failure_code = absl::StatusCode::kFailedPrecondition;
       slot->failed_at = now;
-      slot->dialed = address;
+      slot->dialed_host = host;
+      slot->dialed_port = data_port;
       counters->errors += 1;
       *status = absl::FailedPreconditionError(slot->failure);
       return nullptr;
@@ -1749,13 +1770,15 @@ class TcpTransport : public Transport {
                                    error, PeerTag(peer_task));
       slot->failure_code = absl::StatusCode::kUnavailable;
       slot->failed_at = now;
-      slot->dialed = address;
+      slot->dialed_host = host;
+      slot->dialed_port = data_port;
       counters->errors += 1;
       *status = absl::UnavailableError(slot->failure);
       return nullptr;
     }
     slot->failure.clear();
-    slot->dialed = address;
+    slot->dialed_host = host;
+    slot->dialed_port = data_port;
     counters->connections += 1;
     counters->dscp = DscpForClass(cls);
     counters->local_port = LocalPort(fd);
@@ -1954,7 +1977,8 @@ class TcpTransport : public Transport {
   std::mutex view_mu_;
   ClusterView view_ TF_GUARDED_BY(view_mu_);
   std::set<std::string> allowed_ TF_GUARDED_BY(view_mu_);  // every address of every task in view_
-  std::map<std::string, std::unique_ptr<Slot>> slots_ TF_GUARDED_BY(view_mu_);
+  // Per peer task, one slot per class (found without building a key string per receive).
+  std::map<std::string, std::array<std::unique_ptr<Slot>, kMaxClasses>, std::less<>> slots_ TF_GUARDED_BY(view_mu_);
   const int listen_fd_;
   ServeFn serve_;  // set by Start before the accept thread exists, then only read
   std::atomic<bool> stopping_{false};

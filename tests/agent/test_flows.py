@@ -7,6 +7,7 @@ connect from their host addresses with IP_TOS set before connect(): worker 0 ope
 
 from __future__ import annotations
 
+import errno
 import os
 import socket
 import struct
@@ -180,8 +181,17 @@ def test_dump_parser_handles_errors_and_foreign_messages() -> None:
     error = msg(NLMSG_ERROR, 7, struct.pack("=i", -1) + b"\0" * 16)
     with pytest.raises(OSError, match="sock_diag: Operation not permitted"):
         parse_diag_dump(error, 7)
-    with pytest.raises(OSError, match="truncated netlink message"):
+    with pytest.raises(OSError, match="sock_diag: truncated netlink message") as e:
         parse_diag_dump(struct.pack("=IHHII", 64, 20, 0, 7, 0), 7)  # claims 64 bytes, has 16
+    assert e.value.errno == errno.EBADMSG
+    with pytest.raises(OSError, match=r"sock_diag: truncated error message \(18 bytes\)") as e:
+        parse_diag_dump(msg(NLMSG_ERROR, 7, b"\0\0"), 7)  # too short for the errno
+    assert e.value.errno == errno.EBADMSG
+    # An inet_diag_msg (72 bytes) whose one attribute claims more bytes than the message holds.
+    bad_attribute = msg(20, 7, b"\0" * 72 + struct.pack("=HH", 64, 5) + b"\0" * 4)
+    with pytest.raises(OSError, match=r"sock_diag: attribute 5 at 0: bad length 64") as e:
+        parse_diag_dump(bad_attribute, 7)
+    assert e.value.errno == errno.EBADMSG
 
 
 def test_unknown_namespace_is_a_clear_error() -> None:

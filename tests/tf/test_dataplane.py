@@ -234,26 +234,13 @@ def test_each_parameter_travels_with_the_dscp_of_its_map_table_class() -> None:
 CLASS_MARKS_SCRIPT = r"""
 import json, os, sys
 sys.path.insert(0, os.environ["TESTS_TF"])
-from tf_cluster import DATA_OFFSET, pick_ports
-import tensorflow as tf
+from tf_cluster import pull_once
 import geryon.tf
 from geryon.agent.flows import FlowDiscovery
 
 geryon.tf.set_class_marks([40, 8], [6, 1])
-ps_port, worker_port = pick_ports(2)
-host = os.environ["HOST"]
-spec = tf.train.ClusterSpec({"ps": [f"{host}:{ps_port}"], "worker": [f"{host}:{worker_port}"]})
-servers = [geryon.tf.server(spec, job, 0, data_port_offset=DATA_OFFSET) for job in ("ps", "worker")]
-tf.compat.v1.disable_eager_execution()
-with tf.device("/job:ps/task:0"):
-    v = tf.Variable(tf.ones([1000]))
-with tf.device("/job:worker/task:0"):
-    total = tf.reduce_sum(tf.identity(v))
-with tf.compat.v1.Session(servers[1].target) as sess:
-    sess.run(v.initializer)
-    value = float(sess.run(total))
+value, data, servers = pull_once(os.environ["HOST"])
 with FlowDiscovery() as discovery:
-    data = ps_port + DATA_OFFSET
     marks = sorted({f.dscp for f in discovery.flows() if data in (f.local_port, f.peer_port)})
 print(json.dumps({"value": value, "marks": marks, "table": geryon.tf.class_marks()[:2]}), flush=True)
 os._exit(0)

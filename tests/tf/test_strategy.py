@@ -44,6 +44,7 @@ ADOPT_BODY = """
 import keras
 import numpy as np
 from geryon.tf.strategy import adopt, native_ops
+from tests.tf.tf_cluster import mse_step
 
 ps = tf.distribute.experimental.ParameterServerStrategy(cluster_resolver)
 errors = {}
@@ -64,17 +65,7 @@ with tf.device("/job:ps/replica:0/task:0/device:CPU:0"):
     native_ops().geryon_set_map_table(to_native(MapTable.build(["x"], [1.0], [0.5], "layer", version=4)))
 g = adopt(ps, model, [0.4], default_class=1)
 coordinator = tf.distribute.coordinator.ClusterCoordinator(ps)
-
-@tf.function
-def step(x):
-    def replica(x):
-        with tf.GradientTape() as tape:
-            loss = tf.reduce_mean(model(x) ** 2)
-        grads = tape.gradient(loss, model.trainable_variables)
-        optimizer.apply_gradients(zip(grads, model.trainable_variables))
-        return loss
-    return ps.run(replica, args=(x,))
-
+step = mse_step(ps, model, optimizer)
 coordinator.schedule(step, args=(tf.ones([3, 6]),))
 coordinator.join()
 edges = native_ops().geryon_annotated_edges().numpy().tolist()

@@ -160,22 +160,10 @@ def test_a_flow_cut_mid_tensor_fails_that_receive_at_once_and_the_next_step_redi
 SOCKOPT_SCRIPT = r"""
 import json, os, socket, sys
 sys.path.insert(0, os.environ["TESTS_TF"])
-from tf_cluster import DATA_OFFSET, pick_ports
-import tensorflow as tf
+from tf_cluster import pull_once
 import geryon.tf
 
-ps_port, worker_port = pick_ports(2)
-spec = tf.train.ClusterSpec({"ps": [f"127.0.0.1:{ps_port}"], "worker": [f"127.0.0.1:{worker_port}"]})
-servers = [geryon.tf.server(spec, job, 0, data_port_offset=DATA_OFFSET) for job in ("ps", "worker")]
-tf.compat.v1.disable_eager_execution()
-with tf.device("/job:ps/task:0"):
-    v = tf.Variable(tf.ones([1000]))
-with tf.device("/job:worker/task:0"):
-    total = tf.reduce_sum(tf.identity(v))
-with tf.compat.v1.Session(servers[1].target) as sess:
-    sess.run(v.initializer)
-    value = float(sess.run(total))
-data = ps_port + DATA_OFFSET
+value, data, servers = pull_once()
 TCP_USER_TIMEOUT = getattr(socket, "TCP_USER_TIMEOUT", 18)
 ends = []
 for name in os.listdir("/proc/self/fd"):

@@ -271,6 +271,49 @@ class TfCluster:
         raise TfClusterError(f"chief exited {proc.returncode} without a result: {stderr[-6000:]}")
 
 
+def pull_once(host: str = "127.0.0.1") -> tuple[float, int, list[Any]]:
+    """For test scripts that run TF in their own process: a grpc+geryon PS and worker server here, on
+    `host`, and one TF1 step in which the worker reads a 1000-float variable of the PS (one pull on
+    the data plane, class 0 unless a map_table says otherwise; its flow stays open). Returns the sum
+    read (1000.0), the PS's data port and the servers (keep them: a collected server stops)."""
+    import tensorflow as tf
+
+    import geryon.tf
+
+    ps_port, worker_port = pick_ports(2)
+    spec = tf.train.ClusterSpec({"ps": [f"{host}:{ps_port}"], "worker": [f"{host}:{worker_port}"]})
+    servers = [geryon.tf.server(spec, job, 0, data_port_offset=DATA_OFFSET) for job in ("ps", "worker")]
+    tf.compat.v1.disable_eager_execution()
+    with tf.device("/job:ps/task:0"):
+        v = tf.Variable(tf.ones([1000]))
+    with tf.device("/job:worker/task:0"):
+        total = tf.reduce_sum(tf.identity(v))
+    with tf.compat.v1.Session(servers[1].target) as sess:
+        sess.run(v.initializer)
+        value = float(sess.run(total))
+    return value, ps_port + DATA_OFFSET, servers
+
+
+def mse_step(strategy: Any, model: Any, optimizer: Any) -> Any:
+    """For chief bodies (imported as tests.tf.tf_cluster, also by bench/bench_ps_kill.py's chief): a
+    tf.function step that trains `model` under the parameter-server `strategy` on one batch x, loss
+    mean(model(x) ** 2), the gradients applied by `optimizer`; schedule it with a ClusterCoordinator."""
+    import tensorflow as tf
+
+    @tf.function
+    def step(x: Any) -> Any:
+        def replica(x: Any) -> Any:
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(model(x) ** 2)
+            grads = tape.gradient(loss, model.trainable_variables)
+            optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
+            return loss
+
+        return strategy.run(replica, args=(x,))
+
+    return step
+
+
 # The chief body the tests and the benchmark train with: a small CNN under ParameterServerStrategy,
 # fixed seeds, and one step at a time on fixed batches, so the loss trajectory does not depend on
 # which worker runs a step. ARGS: steps; optional progress_file (steps done, written after each

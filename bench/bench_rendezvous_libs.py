@@ -1,0 +1,346 @@
+"""The data plane against itself: two builds of the extension, same workload, interleaved (issue 16).
+
+    .venv/bin/python bench/bench_rendezvous.py --baseline-ref main [--repeats 15] [--runs 3]
+    .venv/bin/python bench/bench_rendezvous.py --baseline-lib PATH/libgeryon_rendezvous.so
+
+Two `grpc+geryon` clusters on loopback (one PS and one worker process each): one loads the baseline
+library (`--baseline-lib`, or `--baseline-ref REF`: that git ref's native/rendezvous built into its own
+cache entry, the same one `geryon native build` makes on that commit), the other this checkout's. One
+TF1 client holds a session to each; every round runs every row once on each, the order of the two
+alternating from round to round (A B, B A, ...), so both see the same machine load. Rows:
+  pull 1 MB, pull 100 MB    one step whose worker receives an N MB float32 variable from the PS
+  200 x 4 KiB, 1 x 4 KiB    steps moving 200 (1) float32 variables of 4 KiB each
+  per-tensor 4 KiB          (t(200 x 4 KiB) - t(1 x 4 KiB)) / 199 of the same round: what one more
+                            4 KiB tensor costs, without the step's fixed cost
+Per run (fresh processes each): medians per build and the median of per-round paired ratios
+baseline / new (> 1: the new build is faster) with a bootstrap 95% interval. Targets (issue 16): the
+per-tensor 4 KiB ratio >= 2, the pulls >= 1 (no slower). Writes JSON with `uptime`'s load before and
+after each run (default out/bench/rendezvous_libs.json).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from benchlib import REPO_ROOT, child_env, child_servers, print_table, run_client, write_json
+
+from geryon.demo.paired import bootstrap_ci
+from geryon.errors import UsageError
+from geryon.progress import Progress
+from geryon.tf.build import build
+from geryon.tf.ports import free_port_pairs
+
+DATA_OFFSET = -7000
+BUILDS = ("baseline", "new")
+PULLS_MB = (1, 100)
+SMALL = 200
+SMALL_FLOATS = 1024  # 4 KiB
+TARGET_PER_TENSOR = 2.0
+TARGET_PULL = 1.0
+
+_SERVER = r"""
+import json, os, time
+from pathlib import Path
+import tensorflow as tf
+import geryon.tf
+spec = json.loads(os.environ["BENCH_SPEC"])
+geryon.tf.load(Path(spec["library"]))  # this cluster's build of the extension
+server = geryon.tf.server(tf.train.ClusterSpec(spec["cluster"]), spec["job"], 0)
+if spec.get("pid_file"):
+    Path(spec["pid_file"]).write_text(str(os.getpid()))
+print("READY", flush=True)
+while True:
+    time.sleep(1)
+"""
+
+_CLIENT = r"""
+import json, os, sys, time
+import tensorflow as tf
+spec = json.loads(os.environ["BENCH_SPEC"])
+tf.compat.v1.disable_eager_execution()
+sessions = {}
+for build, worker in spec["workers"].items():
+    graph = tf.Graph()
+    with graph.as_default():
+        fetches = {}
+        with tf.device("/job:ps/task:0"):
+            big = {mb: tf.Variable(tf.zeros([mb * 262144]), name=f"v{mb}") for mb in spec["pulls_mb"]}
+            n = spec["small_floats"]
+            small = [tf.Variable(tf.zeros([n]), name=f"s{i}") for i in range(spec["small"])]
+        with tf.device("/job:worker/task:0"):
+            for mb, v in big.items():
+                fetches[f"pull {mb} MB"] = tf.identity(v)[0]  # the whole tensor crosses, little compute
+            fetches[f"{spec['small']} x 4 KiB"] = tf.add_n([tf.identity(v)[0] for v in small])
+            fetches["1 x 4 KiB"] = tf.identity(small[0])[0]
+        init = tf.compat.v1.global_variables_initializer()
+    sess = tf.compat.v1.Session("grpc://" + worker, graph=graph)
+    sess.run(init)
+    for _ in range(3):
+        for f in fetches.values():
+            sess.run(f)  # warm-up: connections, graph registration, allocator pools
+    sessions[build] = (sess, fetches)
+names = list(fetches)
+samples = {b: {name: [] for name in names} for b in sessions}
+order = list(sessions)
+for r in range(spec["repeats"]):
+    for name in names:
+        for build in order:
+            sess, f = sessions[build]
+            start = time.perf_counter()
+            sess.run(f[name])
+            samples[build][name].append(time.perf_counter() - start)
+    order.reverse()  # A B, then B A: neither build always goes first
+print("RESULT " + json.dumps(samples), flush=True)
+os._exit(0)
+"""
+
+
+# --syscalls: the same graphs; after the warm-up the client says WARM and waits for the bench to attach
+# strace to the servers, then runs `steps` steps of the 200 x 4 KiB row on each build.
+_SYSCALL_CLIENT = (
+    _CLIENT.split("names = list(fetches)")[0]
+    + r"""
+print("WARM", flush=True)
+while not os.path.exists(spec["go_file"]):
+    time.sleep(0.05)
+for build, (sess, f) in sessions.items():
+    for _ in range(spec["steps"]):
+        sess.run(f[f"{spec['small']} x 4 KiB"])
+print("RESULT {}", flush=True)
+os._exit(0)
+"""
+)
+
+
+def _uptime() -> str:
+    return subprocess.run(["uptime"], capture_output=True, text=True, check=False).stdout.strip()
+
+
+def build_ref(ref: str, progress: Progress) -> Path:
+    """`ref`'s native/rendezvous, built into the usual cache (the entry is named by the sources' hash,
+    so it is the one `geryon native build` makes on that commit)."""
+    with tempfile.TemporaryDirectory(prefix="geryon-baseline-") as tmp:
+        archive = subprocess.run(
+            ["git", "-C", str(REPO_ROOT), "archive", ref, "native/rendezvous"],
+            capture_output=True,
+            check=False,
+        )
+        if archive.returncode != 0:
+            raise UsageError(f"--baseline-ref: git archive {ref!r} failed: {archive.stderr.decode().strip()}")
+        subprocess.run(["tar", "-x", "-C", tmp], input=archive.stdout, check=True)
+        return build(source_dir=Path(tmp) / "native" / "rendezvous", progress=progress)
+
+
+def measure(
+    libraries: dict[str, Path], repeats: int, progress: Progress
+) -> dict[str, dict[str, list[float]]]:
+    offset = {"GERYON_DATA_PORT_OFFSET": str(DATA_OFFSET)}
+    workers, envs = {}, []
+    for name in BUILDS:
+        ps_port, worker_port = free_port_pairs(2, DATA_OFFSET)
+        cluster = {"ps": [f"127.0.0.1:{ps_port}"], "worker": [f"127.0.0.1:{worker_port}"]}
+        workers[name] = cluster["worker"][0]
+        envs += [
+            child_env({"cluster": cluster, "job": job, "library": str(libraries[name])}, **offset)
+            for job in ("ps", "worker")
+        ]
+    with child_servers(_SERVER, envs):
+        progress.say("4 servers up (2 builds); measuring, the client alternates between them")
+        spec = {
+            "workers": workers,
+            "pulls_mb": list(PULLS_MB),
+            "small": SMALL,
+            "small_floats": SMALL_FLOATS,
+            "repeats": repeats,
+        }
+        result: dict[str, dict[str, list[float]]] = run_client(_CLIENT, child_env(spec, **offset))
+        return result
+
+
+def _strace_summary(text: str) -> dict[str, int]:
+    """Calls per syscall from `strace -c`'s table (columns: % time, seconds, usecs/call, calls, errors,
+    syscall)."""
+    calls: dict[str, int] = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) >= 5 and parts[0][0].isdigit() and parts[-1] != "total":
+            calls[parts[-1]] = int(parts[3])
+    return calls
+
+
+def count_syscalls(libraries: dict[str, Path], steps: int, progress: Progress) -> dict[str, Any]:
+    """Syscalls of the PS and the worker process per 4 KiB tensor (`strace -c -f` attached to both
+    servers of each build while `steps` steps of 200 x 4 KiB run): what the frame reader cuts, counted,
+    not timed (strace slows every call down, so no time from this run is reported)."""
+    if shutil.which("strace") is None:
+        raise UsageError("--syscalls needs strace (apt-get install strace)")
+    offset = {"GERYON_DATA_PORT_OFFSET": str(DATA_OFFSET)}
+    with tempfile.TemporaryDirectory(prefix="geryon-syscalls-") as tmp:
+        workers, envs, pid_files = {}, [], {}
+        for name in BUILDS:
+            ps_port, worker_port = free_port_pairs(2, DATA_OFFSET)
+            cluster = {"ps": [f"127.0.0.1:{ps_port}"], "worker": [f"127.0.0.1:{worker_port}"]}
+            workers[name] = cluster["worker"][0]
+            for job in ("ps", "worker"):
+                pid_files[(name, job)] = Path(tmp, f"{name}-{job}.pid")
+                spec = {"cluster": cluster, "job": job, "library": str(libraries[name])}
+                envs.append(child_env({**spec, "pid_file": str(pid_files[(name, job)])}, **offset))
+        go = Path(tmp, "go")
+        with child_servers(_SERVER, envs):
+            spec = {"workers": workers, "pulls_mb": [1], "small": SMALL, "small_floats": SMALL_FLOATS}
+            client = subprocess.Popen(
+                [sys.executable, "-c", _SYSCALL_CLIENT],
+                env=child_env({**spec, "steps": steps, "go_file": str(go)}, **offset),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                text=True,
+            )
+            assert client.stdout is not None
+            try:
+                if not client.stdout.readline().startswith("WARM"):
+                    raise RuntimeError("the syscall client did not start")
+                tracers = {}
+                for key, pid_file in pid_files.items():
+                    out = Path(tmp, f"{key[0]}-{key[1]}.strace")
+                    pid = pid_file.read_text().strip()
+                    tracers[key] = (
+                        subprocess.Popen(
+                            ["strace", "-c", "-f", "-o", str(out), "-p", pid], stderr=subprocess.DEVNULL
+                        ),
+                        out,
+                    )
+                time.sleep(2)  # every thread attached
+                progress.say(f"strace attached to 4 servers; {steps} steps of {SMALL} x 4 KiB per build")
+                go.touch()
+                client.wait(timeout=600)
+            finally:
+                if client.poll() is None:
+                    client.kill()
+                    client.wait()
+            result: dict[str, Any] = {}
+            for key, (tracer, out) in tracers.items():
+                tracer.send_signal(signal.SIGINT)
+                tracer.wait(timeout=60)
+                calls = _strace_summary(out.read_text())
+                tensors = steps * SMALL
+                result.setdefault(key[0], {})[key[1]] = {
+                    name: round(n / tensors, 2) for name, n in sorted(calls.items()) if n >= tensors // 10
+                }
+            return result
+
+
+def per_tensor(samples: dict[str, list[float]]) -> list[float]:
+    """Per round: (t(200 x 4 KiB) - t(1 x 4 KiB)) / 199, seconds."""
+    many, one = samples[f"{SMALL} x 4 KiB"], samples["1 x 4 KiB"]
+    return [(m - o) / (SMALL - 1) for m, o in zip(many, one, strict=True)]
+
+
+def summarize(samples: dict[str, dict[str, list[float]]]) -> list[dict[str, Any]]:
+    series = {b: {**samples[b], "per-tensor 4 KiB": per_tensor(samples[b])} for b in BUILDS}
+    rows = []
+    for name in series["new"]:
+        base, new = series["baseline"][name], series["new"][name]
+        ratios = [b / n for b, n in zip(base, new, strict=True) if n > 0 and b > 0]
+        ci = bootstrap_ci(ratios)
+        unit = 1e6 if name.startswith("per-tensor") else 1e3
+        row: dict[str, Any] = {
+            "what": name,
+            "unit": "us" if unit == 1e6 else "ms",
+            "baseline": statistics.median(base) * unit,
+            "new": statistics.median(new) * unit,
+            "ratio": statistics.median(ratios) if ratios else None,
+            "ci_low": ci[0] if ci else None,
+            "ci_high": ci[1] if ci else None,
+            "pairs": len(ratios),
+        }
+        if name.startswith("pull"):
+            mb = int(name.split()[1])
+            row["baseline_mbps"] = mb / statistics.median(base)
+            row["new_mbps"] = mb / statistics.median(new)
+        rows.append(row)
+    return rows
+
+
+def print_syscalls(counts: dict[str, Any]) -> None:
+    names = ("recvfrom", "sendmsg", "ioctl", "futex")
+    rows = []
+    for build_name in BUILDS:
+        for job in ("ps", "worker"):
+            per = counts[build_name][job]
+            rows.append({"build": build_name, "process": job, **{n: per.get(n, 0.0) for n in names}})
+    print("\nsyscalls per 4 KiB tensor (strace -c -f on the servers; recv() is recvfrom):")
+    print_table(rows, [("build", "build", "s"), ("process", "process", "s"), *[(n, n, ".2f") for n in names]])
+
+
+def run(
+    baseline_lib: str | None,
+    baseline_ref: str | None,
+    repeats: int,
+    runs: int,
+    out: str,
+    syscall_steps: int = 0,
+) -> int:
+    progress = Progress("bench_rendezvous --baseline")
+    new = build(progress=progress)
+    if baseline_lib is not None:
+        baseline = Path(baseline_lib).resolve()
+        if not baseline.is_file():
+            raise UsageError(
+                f"--baseline-lib: {baseline_lib} is not a file (a built libgeryon_rendezvous.so)"
+            )
+    else:
+        assert baseline_ref is not None
+        baseline = build_ref(baseline_ref, progress)
+    libraries = {"baseline": baseline, "new": new}
+    progress.say(f"baseline {baseline}\n  new      {new}")
+    results = []
+    for i in range(runs):
+        load_before = _uptime()
+        samples = measure(libraries, repeats, progress)
+        rows = summarize(samples)
+        load_after = _uptime()
+        print(f"\nrun {i + 1} of {runs}: {repeats} rounds; load before: {load_before}; after: {load_after}")
+        print_table(
+            rows,
+            [("what", "what", "s"), ("unit", "unit", "s"), ("baseline", "baseline", ".2f"),
+             ("new", "new", ".2f"), ("baseline_mbps", "base MB/s", ".0f"), ("new_mbps", "new MB/s", ".0f"),
+             ("ratio", "base/new", ".2f"), ("ci_low", "95% lo", ".2f"), ("ci_high", "95% hi", ".2f")],
+        )  # fmt: skip
+        results.append(
+            {"rows": rows, "samples_s": samples, "load_before": load_before, "load_after": load_after}
+        )
+    print("\nacross runs (median of per-round ratios baseline/new, each run's):")
+    for name in [r["what"] for r in results[0]["rows"]]:
+        ratios = [next(r for r in res["rows"] if r["what"] == name)["ratio"] for res in results]
+        targets = {"per-tensor": TARGET_PER_TENSOR, "pull": TARGET_PULL}
+        target = next((t for prefix, t in targets.items() if name.startswith(prefix)), None)
+        note = f" (target >= {target})" if target else ""
+        print(f"  {name:18s} " + "  ".join(f"{r:.2f}" for r in ratios) + note)
+    syscalls = None
+    if syscall_steps > 0:
+        syscalls = count_syscalls(libraries, syscall_steps, progress)
+        print_syscalls(syscalls)
+    write_json(
+        out,
+        {
+            "syscalls_per_tensor": syscalls,
+            "syscall_steps": syscall_steps,
+            "baseline_library": str(baseline),
+            "baseline_ref": baseline_ref,
+            "new_library": str(new),
+            "repeats": repeats,
+            "runs": results,
+            "cpus": os.cpu_count(),
+            "targets": {"per_tensor_ratio": TARGET_PER_TENSOR, "pull_ratio": TARGET_PULL},
+        },
+    )
+    return 0

@@ -1,0 +1,89 @@
+// What ThreadSanitizer needs to be told about our threads, and a mutex it can see.
+//
+// Only this library is instrumented under `make sanitize`; TensorFlow is not. So TSAN sees no
+// synchronisation that happens inside TF's code: TF's rendezvous table is guarded by an absl::Mutex
+// in libtensorflow_framework (local_rendezvous.cc, `bucket.mu`), its refcounts are atomics in TF's
+// code, `tensorflow::mutex` is an absl::Mutex whose lock() is out of line in TF. An object of ours
+// that one thread builds and hands to TF, and another thread gets back from TF, then looks like a
+// race (native/rendezvous/README.md, "Sanitizers", the triage table).
+//
+// Where the object handed over is ours, the handoff is annotated here rather than suppressed: the
+// sender announces it on the object's address (GERYON_HAPPENS_BEFORE) before TF gets it, the
+// receiver claims it (GERYON_HAPPENS_AFTER) before touching it. That tells TSAN exactly the order
+// TF's lock gives, for that object alone, so a race on anything else is still reported. Builds
+// without GERYON_TSAN (set by geryon/tf/build.py for the thread variant only) compile them away.
+#ifndef GERYON_RENDEZVOUS_TSAN_H_
+#define GERYON_RENDEZVOUS_TSAN_H_
+
+#include <mutex>
+
+#include "tensorflow/core/platform/thread_annotations.h"
+
+#if defined(GERYON_TSAN)
+// libtsan's annotation interface (gcc's <sanitizer/tsan_interface.h>; declared here so the
+// build needs no sanitizer headers). __tsan_release(addr) makes everything this thread did so far
+// happen before whatever a later __tsan_acquire(addr) on another thread is followed by.
+extern "C" {
+void __tsan_acquire(void* addr);
+void __tsan_release(void* addr);
+void __tsan_ignore_thread_begin();
+void __tsan_ignore_thread_end();
+}
+#define GERYON_HAPPENS_BEFORE(p) __tsan_release(const_cast<void*>(static_cast<const void*>(p)))
+#define GERYON_HAPPENS_AFTER(p) __tsan_acquire(const_cast<void*>(static_cast<const void*>(p)))
+// For reading an object TF built on another thread and handed over under its own lock (a Tensor
+// in TF's rendezvous item): nothing of ours to annotate on the sending side, so the read itself
+// is not recorded. Kept to single statements that only copy TF's handle into an object of ours.
+#define GERYON_IGNORE_ACCESSES_BEGIN() __tsan_ignore_thread_begin()
+#define GERYON_IGNORE_ACCESSES_END() __tsan_ignore_thread_end()
+#else
+#define GERYON_HAPPENS_BEFORE(p) ((void)(p))
+#define GERYON_HAPPENS_AFTER(p) ((void)(p))
+#define GERYON_IGNORE_ACCESSES_BEGIN() ((void)0)
+#define GERYON_IGNORE_ACCESSES_END() ((void)0)
+#endif
+
+namespace geryon {
+
+// Claims `p` on entry and announces it on exit: for a method TF calls on an object of ours from
+// threads of its own (the rendezvous' RecvFromRemoteAsync), between its construction and its
+// destruction, which TF orders with its own (invisible) locks and refcounts.
+class ScopedHandoff {
+ public:
+  explicit ScopedHandoff(const void* p) : p_(p) { GERYON_HAPPENS_AFTER(p_); }
+  ~ScopedHandoff() { GERYON_HAPPENS_BEFORE(p_); }
+  ScopedHandoff(const ScopedHandoff&) = delete;
+  ScopedHandoff& operator=(const ScopedHandoff&) = delete;
+
+ private:
+  const void* const p_;
+};
+
+// A std::mutex with TF's lock annotations, for our own members. tensorflow::mutex is an absl::Mutex
+// locked inside TF's uninstrumented library, which TSAN cannot see (every member it guards looked
+// unguarded: StartAbort against SetHandle in the first triage); pthread's mutex, under std::mutex,
+// is intercepted. The annotations keep clang's -Wthread-safety checking the members it guards.
+class TF_LOCKABLE Mutex {
+ public:
+  constexpr Mutex() = default;
+  void lock() TF_EXCLUSIVE_LOCK_FUNCTION() { mu_.lock(); }
+  void unlock() TF_UNLOCK_FUNCTION() { mu_.unlock(); }
+
+ private:
+  std::mutex mu_;
+};
+
+class TF_SCOPED_LOCKABLE MutexLock {
+ public:
+  explicit MutexLock(Mutex& mu) TF_EXCLUSIVE_LOCK_FUNCTION(mu) : mu_(mu) { mu_.lock(); }
+  ~MutexLock() TF_UNLOCK_FUNCTION() { mu_.unlock(); }
+  MutexLock(const MutexLock&) = delete;
+  MutexLock& operator=(const MutexLock&) = delete;
+
+ private:
+  Mutex& mu_;
+};
+
+}  // namespace geryon
+
+#endif  // GERYON_RENDEZVOUS_TSAN_H_
