@@ -99,6 +99,10 @@ class FlowCounter:
     # connection of this process, and the ns it waited
     host_waits: int = 0
     host_wait_ns: int = 0
+    # issue 16: consumer: cancel frames sent for aborted receives; producer: responses dropped (queued
+    # or half sent in chunks) because their consumer cancelled them
+    cancels_sent: int = 0
+    cancelled: int = 0
 
     @classmethod
     def from_json(cls, item: dict[str, Any]) -> FlowCounter:

@@ -55,10 +55,16 @@ constexpr uint32_t kRequestMagic = 0x51595247;   // "GRYQ"
 constexpr uint32_t kResponseMagic = 0x53595247;  // "GRYS"
 constexpr uint32_t kChunkMagic = 0x43595247;     // "GRYC": a piece of a chunked response (kind 3)
 constexpr uint32_t kHelloAckMagic = 0x41595247;  // "GRYA": the producer names itself after a hello
+constexpr uint32_t kCancelMagic = 0x58595247;    // "GRYX": the consumer gave a receive up (protocol 4)
 // 2 (issue 14): requests carry the urgency rank; raw responses may come in chunks (kind 3).
 // 3 (issue 16): the hello names the task it is for, and the producer answers it (ack or refusal),
 // so a consumer can try a task's data-port candidates (DataPortCandidate) until it finds that task.
-constexpr uint16_t kProtocolVersion = 3;
+// 4 (issue 16): cancel frames (consumer -> producer, `u32 kCancelMagic, u64 id`): an aborted receive
+// tells the producer, which drops the queued response or stops sending its chunks.
+constexpr uint16_t kProtocolVersion = 4;
+// Cancelled ids whose response was not queued yet (still being produced), kept so that it is dropped
+// when it comes; bounded (oldest first), since a cancel may also come after its response went out.
+constexpr size_t kMaxCancelled = 1024;
 // Data-port candidates per task: the first that is free when the task starts is its data port.
 constexpr int kDataPortCandidates = 8;
 // How long a consumer waits for a producer's answer to its hello before it tries the next candidate.
@@ -190,6 +196,9 @@ struct FlowCounters {
   // producer, host order: times a writer yielded to a more urgent response of the same class on
   // another connection, and the ns it waited.
   std::atomic<uint64_t> host_waits{0}, host_wait_ns{0};
+  // issue 16: consumer: cancel frames sent for aborted receives; producer: responses dropped (queued,
+  // or half sent in chunks) because their consumer cancelled them.
+  std::atomic<uint64_t> cancels_sent{0}, cancelled{0};
   std::atomic<int> dscp{-1};
   std::atomic<int> local_port{0}, peer_port{0};
 };
@@ -525,9 +534,33 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
     counters_->messages_sent += 1;
   }
 
-  void Forget(uint64_t id) {
+  // Drops the pending receive `id` (aborted); true if it was still pending.
+  bool Forget(uint64_t id) {
     std::lock_guard<std::mutex> l(mu_);
-    pending_.erase(id);
+    return pending_.erase(id) > 0;
+  }
+
+  // Tells the producer that receive `id` was given up (a cancel frame), so it drops the response or
+  // stops sending its chunks instead of filling the flow with bytes nobody reads. Best effort: on a
+  // broken or closed connection there is nobody to tell.
+  void SendCancel(uint64_t id) {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (broken_) return;
+    }
+    char frame[12];
+    std::memcpy(frame, &kCancelMagic, 4);
+    std::memcpy(frame + 4, &id, 8);
+    iovec iov{frame, sizeof(frame)};
+    std::string error;
+    bool ok;
+    {
+      std::lock_guard<std::mutex> l(write_mu_);
+      ok = !fd_closed_ && WriteAll(fd_, &iov, 1, &error);
+    }
+    if (!ok) return;  // the reader sees the broken socket and fails the flow
+    counters_->bytes_sent += sizeof(frame);
+    counters_->cancels_sent += 1;
   }
 
  private:
@@ -820,7 +853,10 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
 };
 
 void PendingRecv::Abort(const absl::Status& status) {
-  if (auto conn = conn_.lock()) conn->Forget(id_);
+  // Still pending (its response, or the rest of its chunks, not read yet): tell the producer.
+  if (auto conn = conn_.lock()) {
+    if (conn->Forget(id_) && !finished()) conn->SendCancel(id_);
+  }
   if (!finished() && counters_) counters_->aborted += 1;
   Finish(status, Tensor(), false);
 }
@@ -954,6 +990,10 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
   }
 
   void Enqueue(uint64_t id, int32_t rank, const absl::Status& s, const Tensor& t, bool is_dead) {
+    if (has_cancelled_.load(std::memory_order_acquire)) {  // issue 16: its consumer gave it up already
+      std::lock_guard<std::mutex> l(mu_);
+      if (TakeCancelledLocked(id)) return;
+    }
     auto r = std::make_unique<Response>();
     r->id = id;
     r->status = s;
@@ -1086,6 +1126,9 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
   // half on the wire: next, as partial_).
   void PutBackLocked(std::unique_ptr<Response> r) TF_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     writing_rank_ = kNothingPending;
+    // Cancelled while this frame went out (issue 16): no more chunks of it; a half-sent frame is
+    // finished first (nothing else may be written to the socket before it).
+    if (r != nullptr && !r->in_frame && TakeCancelledLocked(r->id)) r.reset();
     if (r == nullptr) {
       PublishLocked();
     } else if (r->in_frame) {
@@ -1273,6 +1316,34 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
     return true;
   }
 
+  // A cancel frame: the consumer gave receive `id` up. Its queued response is dropped, also one half
+  // sent in chunks (the queue holds those between frames only); one not produced yet is remembered
+  // and dropped when it comes (Enqueue), one being written now stops after its current frame
+  // (WriteLoop). A response sent whole cannot be recalled once its frame started.
+  void Cancel(uint64_t id) {
+    std::lock_guard<std::mutex> l(mu_);
+    for (auto it = queue_.begin(); it != queue_.end(); ++it) {
+      if (it->second->id == id) {
+        queue_.erase(it);
+        counters_->cancelled += 1;
+        PublishLocked();  // host order: the connection's most urgent pending rank may have changed
+        return;
+      }
+    }
+    cancelled_.insert(id);
+    while (cancelled_.size() > kMaxCancelled) cancelled_.erase(cancelled_.begin());  // the oldest ids
+    has_cancelled_.store(true, std::memory_order_release);
+  }
+
+  // Under mu_: whether `id` was cancelled before its response (or its next chunk) was queued; if so
+  // it is forgotten and counted.
+  bool TakeCancelledLocked(uint64_t id) TF_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (cancelled_.empty() || cancelled_.erase(id) == 0) return false;
+    has_cancelled_.store(!cancelled_.empty(), std::memory_order_release);
+    counters_->cancelled += 1;
+    return true;
+  }
+
   // Urgency order: holds the writes while the next request is already readable (see
   // kRequestHeadBytes), so the responses of one burst are ordered together.
   void SetHolding(bool hold) {
@@ -1355,6 +1426,13 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
       int32_t rank;
       // Out of the connection's FrameReader: a burst of requests arrives in one recv().
       if (!reader_.Get(&magic, &error)) break;
+      if (magic == kCancelMagic) {
+        uint64_t cancelled_id;
+        if (!reader_.Get(&cancelled_id, &error)) break;
+        counters_->bytes_received += 12;
+        Cancel(cancelled_id);
+        continue;
+      }
       if (magic != kRequestMagic) {
         error = absl::StrCat("malformed frame (bad magic 0x", absl::Hex(magic), ")");
         break;
@@ -1614,6 +1692,8 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
   uint64_t last_id_ = 0;
   bool last_unfinished_ = false;
   int64_t applied_lowat_ = 0;
+  std::set<uint64_t> cancelled_ TF_GUARDED_BY(mu_);  // see Cancel; at most kMaxCancelled
+  std::atomic<bool> has_cancelled_{false};            // !cancelled_.empty(), read without mu_
 };
 
 // ---- the transport -----------------------------------------------------------------------------
@@ -2253,7 +2333,8 @@ std::string FlowCountersJson() {
                     ",\"aborted\":", c.aborted.load(), ",\"unresolved_bytes\":", c.unresolved_bytes.load(),
                     ",\"unresolved_messages\":", c.unresolved_messages.load(), ",\"order_ns\":", c.order_ns.load(),
                     ",\"chunks_sent\":", c.chunks_sent.load(), ",\"preemptions\":", c.preemptions.load(),
-                    ",\"host_waits\":", c.host_waits.load(), ",\"host_wait_ns\":", c.host_wait_ns.load(), "}");
+                    ",\"host_waits\":", c.host_waits.load(), ",\"host_wait_ns\":", c.host_wait_ns.load(),
+                    ",\"cancels_sent\":", c.cancels_sent.load(), ",\"cancelled\":", c.cancelled.load(), "}");
   }
   return out + "]";
 }

@@ -16,6 +16,7 @@
 #define GERYON_RENDEZVOUS_TSAN_H_
 
 #include <mutex>
+#include <utility>
 
 #include "tensorflow/core/platform/thread_annotations.h"
 
@@ -57,6 +58,27 @@ class ScopedHandoff {
 
  private:
   const void* const p_;
+};
+
+// A callable handed to another thread through a queue TSAN cannot see (TF's thread pool, TF's
+// rendezvous): announced at its own address wherever it is constructed (std::function keeps it on
+// the heap and moves only the pointer), claimed there when it runs.
+template <typename F>
+class Announced {
+ public:
+  explicit Announced(F f) : f_(std::move(f)) { GERYON_HAPPENS_BEFORE(this); }
+  Announced(Announced&& o) : f_(std::move(o.f_)) { GERYON_HAPPENS_BEFORE(this); }
+  Announced(const Announced& o) : f_(o.f_) { GERYON_HAPPENS_BEFORE(this); }
+  Announced& operator=(const Announced&) = delete;
+
+  template <typename... Args>
+  auto operator()(Args&&... args) {
+    GERYON_HAPPENS_AFTER(this);
+    return f_(std::forward<Args>(args)...);
+  }
+
+ private:
+  F f_;
 };
 
 // A std::mutex with TF's lock annotations, for our own members. tensorflow::mutex is an absl::Mutex

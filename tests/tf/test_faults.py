@@ -58,8 +58,8 @@ def test_killing_the_ps_mid_training_fails_the_chief_within_10_s(tmp_path: Path)
 
 
 def _hello(task: str, cls: int = 0, target: str = "/job:ps/replica:0/task:0") -> bytes:
-    # Protocol 3 (README "Transport protocol"): the consumer's task, then the task the hello is for.
-    head = struct.pack("<IHHH", HELLO, 3, cls, len(task)) + task.encode()
+    # Protocol 4 (README "Transport protocol"): the consumer's task, then the task the hello is for.
+    head = struct.pack("<IHHH", HELLO, 4, cls, len(task)) + task.encode()
     return head + struct.pack("<H", len(target)) + target.encode()
 
 

@@ -1,0 +1,133 @@
+"""Cancel frames (protocol 4, issue 16): an aborted receive tells its producer, which stops sending.
+
+One process: a PS and a worker server (`grpc+geryon`); the worker reaches the PS's data plane through
+a TCP proxy (a thread here) that passes the PS's bytes on at 16 MB/s, so a 128 MiB pull takes about
+8 s. The step has a 1.5 s deadline: TF aborts it mid-transfer, the worker's receive is aborted, and
+its cancel frame reaches the PS, whose writer drops the rest of the chunked response. Before protocol
+4 the PS went on sending all 128 MiB into the flow, to be read and discarded by the worker.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from geryon.tf import sanitizers
+from geryon.tf.build import build
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _built() -> None:
+    build(sanitizer=sanitizers.active())  # the variant a sanitizer run (test_sanitizers.py) loads
+
+
+SCRIPT = r"""
+import json, os, socket, threading, time
+from geryon.tf.ports import free_port_pairs
+import tensorflow as tf
+import geryon.tf
+
+PS_OFFSET, WORKER_OFFSET, RATE = -7000, -7100, 16 << 20
+for _ in range(50):
+    ps_port, worker_port = free_port_pairs(2, PS_OFFSET)
+    try:
+        probe = socket.socket(); probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        probe.bind(("127.0.0.1", ps_port + WORKER_OFFSET)); probe.close()
+    except OSError:
+        continue
+    break
+listener = socket.socket(); listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+listener.bind(("127.0.0.1", ps_port + WORKER_OFFSET)); listener.listen(8)
+
+def pump(src, dst, rate):
+    try:
+        while True:
+            data = src.recv(65536)
+            if not data: break
+            dst.sendall(data)
+            if rate: time.sleep(len(data) / rate)
+    except OSError:
+        pass
+    for s in (src, dst):
+        try: s.shutdown(socket.SHUT_RDWR)
+        except OSError: pass
+
+def proxy():
+    while True:
+        client, _ = listener.accept()
+        upstream = socket.create_connection(("127.0.0.1", ps_port + PS_OFFSET))
+        threading.Thread(target=pump, args=(client, upstream, 0), daemon=True).start()
+        threading.Thread(target=pump, args=(upstream, client, RATE), daemon=True).start()
+
+threading.Thread(target=proxy, daemon=True).start()
+spec = tf.train.ClusterSpec({"ps": [f"127.0.0.1:{ps_port}"], "worker": [f"127.0.0.1:{worker_port}"]})
+ps = geryon.tf.server(spec, "ps", 0, data_port_offset=PS_OFFSET)
+worker = geryon.tf.server(spec, "worker", 0, data_port_offset=WORKER_OFFSET)
+tf.compat.v1.disable_eager_execution()
+with tf.device("/job:ps/task:0"):
+    big = tf.Variable(tf.zeros([32 << 20]))  # 128 MiB
+    small = tf.Variable(tf.ones([1000]))
+with tf.device("/job:worker/task:0"):
+    big_sum = tf.reduce_sum(tf.identity(big))
+    small_sum = tf.reduce_sum(tf.identity(small))
+
+FIELDS = ("bytes_sent", "chunks_sent", "cancelled", "cancels_sent", "aborted")
+
+def flow(role):
+    rows = [c for c in geryon.tf.flow_counters() if c.role == role]
+    return {k: sum(getattr(c, k) for c in rows) for k in FIELDS}
+
+out = {}
+with tf.compat.v1.Session(worker.target) as sess:
+    sess.run(tf.compat.v1.global_variables_initializer())
+    out["warm"] = float(sess.run(small_sum))  # the flow is up: the pull below starts at once
+    before = flow("producer")
+    try:
+        sess.run(big_sum, options=tf.compat.v1.RunOptions(timeout_in_ms=1500))
+        out["big"] = "ran"
+    except tf.errors.OpError as e:
+        out["big"] = type(e).__name__
+    time.sleep(1.0)  # the cancel crosses; what the kernel and the proxy hold drains
+    out["after_abort"] = flow("producer")
+    time.sleep(2.0)
+    out["later"] = flow("producer")
+    out["consumer"] = flow("consumer")
+    out["before"] = before
+    out["small_again"] = float(sess.run(small_sum))  # the flow still serves
+print(json.dumps(out), flush=True)
+os._exit(0)
+"""
+
+
+def _run(script: str, timeout: float = 240) -> dict[str, Any]:
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    facts: dict[str, Any] = json.loads(result.stdout.strip().splitlines()[-1])
+    return facts
+
+
+def test_an_aborted_128_mib_pull_stops_crossing_its_flow() -> None:
+    facts = _run(SCRIPT)
+    print(json.dumps(facts))
+    assert facts["big"] == "DeadlineExceededError", facts
+    sent = facts["later"]["bytes_sent"] - facts["before"]["bytes_sent"]
+    # The PS stopped well before 128 MiB: about 1.5 s at 16 MB/s plus what socket buffers held.
+    assert sent < 64 << 20, facts
+    # ... and it stays stopped: nothing more in the 2 s after the cancel had crossed.
+    assert facts["later"]["chunks_sent"] == facts["after_abort"]["chunks_sent"], facts
+    assert facts["later"]["cancelled"] >= 1, facts
+    assert facts["consumer"]["cancels_sent"] >= 1 and facts["consumer"]["aborted"] >= 1, facts
+    assert facts["small_again"] == 1000.0, facts
