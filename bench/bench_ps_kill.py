@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import statistics
 import subprocess
@@ -155,6 +156,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--tries must be at least 1")
     build()
     rng = random.Random(args.seed)
+    load_before = os.getloadavg()  # the machine is shared: say how busy it was
     rows = []
     with tempfile.TemporaryDirectory(prefix="geryon-ps-kill-") as tmp:
         for i in range(args.tries):
@@ -187,7 +189,9 @@ def main(argv: list[str] | None = None) -> int:
         f"(hangs: {summary['hangs']}; median {summary['median_s']}, min {summary['min_s']}, "
         f"max {summary['max_s']} s)"
     )
-    write_json(args.out, {"summary": summary, "rows": rows, "hang_after_s": HANG_SECONDS})
+    load = {"before": load_before, "after": os.getloadavg()}  # 1, 5 and 15 min averages
+    print(f"load average before {load['before'][0]:.2f}, after {load['after'][0]:.2f} (1 min)")
+    write_json(args.out, {"summary": summary, "rows": rows, "hang_after_s": HANG_SECONDS, "load": load})
     return 0 if within == len(rows) else 1
 
 

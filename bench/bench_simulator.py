@@ -353,7 +353,7 @@ def cohost(out: str, big_workers: int = 1024, big_ps: int = 64) -> int:
                     "workers": workers,
                     "ps": num_ps,
                     "mode": mode,
-                    "hosts_simulated": len(grouped.link_bytes) // 2,
+                    "hosts_simulated": grouped.simulated_workers,
                     "every_ms": every.iteration_s * 1e3,
                     "grouped_ms": grouped.iteration_s * 1e3,
                     "grouped_rel": grouped.iteration_s / every.iteration_s - 1,
@@ -392,7 +392,7 @@ def cohost(out: str, big_workers: int = 1024, big_ps: int = 64) -> int:
         big.append(
             {
                 "mode": mode,
-                "hosts_simulated": len(r.link_bytes) // 2,
+                "hosts_simulated": r.simulated_workers,
                 "exact": r.symmetric,
                 "iteration_ms": r.iteration_s * 1e3,
                 "events": r.events,

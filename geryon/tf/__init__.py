@@ -95,6 +95,10 @@ class FlowCounter:
     order_ns: int = 0
     chunks_sent: int = 0
     preemptions: int = 0
+    # producer, host order: times a writer yielded to a more urgent response of its class on another
+    # connection of this process, and the ns it waited
+    host_waits: int = 0
+    host_wait_ns: int = 0
     # issue 16: consumer: cancel frames sent for aborted receives; producer: responses dropped (queued
     # or half sent in chunks) because their consumer cancelled them
     cancels_sent: int = 0

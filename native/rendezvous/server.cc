@@ -21,6 +21,7 @@
 #include "tensorflow/core/distributed_runtime/server_lib.h"
 #include "tensorflow/core/distributed_runtime/worker_env.h"
 #include "tensorflow/core/framework/device_base.h"
+#include "tensorflow/core/framework/types.h"
 #include "staging.h"
 #include "transport.h"
 #include "tsan.h"
@@ -76,6 +77,13 @@ absl::Status CopyFailed(const absl::Status& s, const char* what, const std::stri
                                              " failed: ", s.message()));
 }
 
+// The tensor's bytes where they are one flat buffer (not strings, variants or resources, whose
+// tensor_data() is a CHECK failure): what the transport reads into from a socket and writes from,
+// and what changes hands between TF's kernels and our transport (GERYON_HANDED_OVER, tsan.h).
+absl::string_view FlatBytes(const Tensor& t) {
+  return t.IsInitialized() && tensorflow::DataTypeCanUseMemcpy(t.dtype()) ? t.tensor_data() : absl::string_view();
+}
+
 // TF's shape for an error that a restarted task causes (Worker::PrepareRecvTensor on gRPC): the
 // kWorkerPossiblyRestarted payload (an empty WorkerPossiblyRestarted proto) beside the text.
 absl::Status WithRestartPayload(absl::Status s) {
@@ -104,7 +112,7 @@ class GeryonRecvCall : public BaseRecvTensorCall {
     }
     // Called with the rendezvous' call lock held: finish the receive on another thread, since its
     // completion deregisters the call under that same lock.
-    if (handle) pool_->Schedule([handle, s] { handle->Abort(s); });
+    if (handle) pool_->Schedule(Announced([handle, s] { handle->Abort(s); }));  // TF's pool: tsan.h
   }
 
   absl::Status status() const override {
@@ -188,8 +196,13 @@ class GeryonRemoteRendezvous : public BaseRemoteRendezvous {
           absl::Status s = call->status();  // an abort wins over whatever arrived
           if (s.ok()) s = WithRestartPayload(status);
           done(s, Args(), recv_args, s.ok() ? tensor : Tensor(), s.ok() && is_dead);
-          GERYON_HAPPENS_BEFORE(this);  // the last Unref may be TF's, on another thread
+          // The last Unref may be TF's, on another thread, and its decrement is invisible to TSAN:
+          // announce all that came before ours, and leave our decrement itself unrecorded (else
+          // it races with the delete that follows TF's; tsan.h).
+          GERYON_HAPPENS_BEFORE(this);
+          GERYON_IGNORE_ACCESSES_BEGIN();
           Unref();
+          GERYON_IGNORE_ACCESSES_END();
         });
     // Runs on the flow's reader thread, as RpcRemoteRendezvous runs it on gRPC's: the executor
     // schedules expensive kernels on its own pool, so the reader is back reading soon.
@@ -197,11 +210,9 @@ class GeryonRemoteRendezvous : public BaseRemoteRendezvous {
                    key = std::string(parsed.FullKey())](const absl::Status& status, const Tensor& tensor,
                                                         bool is_dead) {
       if (!to_device || !status.ok() || is_dead || !call->status().ok()) {
-        // The bytes just read into the tensor's buffer: TF may pass the tensor on to a Send whose
-        // consumer our producer side then writes it to (Serve claims it there).
-        if (tensor.IsInitialized() && tensor.tensor_data().data() != nullptr) {
-          GERYON_HAPPENS_BEFORE(tensor.tensor_data().data());
-        }
+        // The bytes our reader wrote go to TF's kernels now, ordered by TF's executor (tsan.h).
+        absl::string_view bytes = FlatBytes(tensor);
+        if (!bytes.empty()) GERYON_HANDED_OVER(bytes.data(), bytes.size());
         (*complete)(status, Args(), recv_args, tensor, is_dead);
         return;
       }
@@ -275,16 +286,16 @@ class ServeCallback {
     Tensor val;
     tensorflow::AllocatorAttributes alloc_attrs;
     DeviceContext* device_context;
-    const void* data;
+    absl::string_view bytes;
     GERYON_IGNORE_ACCESSES_BEGIN();
     val = given;
     alloc_attrs = send_args.alloc_attrs;
     device_context = send_args.device_context;
-    data = val.IsInitialized() ? val.tensor_data().data() : nullptr;
+    bytes = FlatBytes(val);
     GERYON_IGNORE_ACCESSES_END();
-    // A tensor our consumer side read from another flow (TF passed it on to this Send): its bytes
-    // were announced there (RecvFromRemoteAsync) and are claimed before the transport writes them.
-    if (data != nullptr) GERYON_HAPPENS_AFTER(data);
+    // Written by the kernel that produced it (or by our reader, for a tensor TF passes on), which TF
+    // ran to completion before this Send: the transport's reads of them come after (tsan.h).
+    if (!bytes.empty()) GERYON_HANDED_OVER(bytes.data(), bytes.size());
     if (!status.ok() || is_dead || !IsAcceleratorTensor(src_device_, alloc_attrs)) {
       done_(status, val, is_dead);  // host memory: the transport writes the tensor's own buffer
       return;

@@ -15,7 +15,9 @@
 #ifndef GERYON_RENDEZVOUS_TSAN_H_
 #define GERYON_RENDEZVOUS_TSAN_H_
 
+#include <cstddef>
 #include <mutex>
+#include <utility>
 
 #include "tensorflow/core/platform/thread_annotations.h"
 
@@ -28,6 +30,7 @@ void __tsan_acquire(void* addr);
 void __tsan_release(void* addr);
 void __tsan_ignore_thread_begin();
 void __tsan_ignore_thread_end();
+void AnnotateNewMemory(const char* file, int line, const volatile void* mem, size_t size);
 }
 #define GERYON_HAPPENS_BEFORE(p) __tsan_release(const_cast<void*>(static_cast<const void*>(p)))
 #define GERYON_HAPPENS_AFTER(p) __tsan_acquire(const_cast<void*>(static_cast<const void*>(p)))
@@ -36,11 +39,18 @@ void __tsan_ignore_thread_end();
 // is not recorded. Kept to single statements that only copy TF's handle into an object of ours.
 #define GERYON_IGNORE_ACCESSES_BEGIN() __tsan_ignore_thread_begin()
 #define GERYON_IGNORE_ACCESSES_END() __tsan_ignore_thread_end()
+// For a tensor's bytes where they change hands through TF's executor (a kernel's output reaching our
+// Serve; bytes we received reaching TF's kernels): the writer is any of TF's kernels (oneDNN's
+// memset, Eigen's memcpy), so there is no sending side of ours to announce. TF runs the consumer only
+// after the producer is done; the accesses before the handoff are forgotten (the range is reset as
+// an allocator's new memory is), and every access after it is still checked.
+#define GERYON_HANDED_OVER(p, n) AnnotateNewMemory(__FILE__, __LINE__, (p), (n))
 #else
 #define GERYON_HAPPENS_BEFORE(p) ((void)(p))
 #define GERYON_HAPPENS_AFTER(p) ((void)(p))
 #define GERYON_IGNORE_ACCESSES_BEGIN() ((void)0)
 #define GERYON_IGNORE_ACCESSES_END() ((void)0)
+#define GERYON_HANDED_OVER(p, n) ((void)(p), (void)(n))
 #endif
 
 namespace geryon {
@@ -57,6 +67,27 @@ class ScopedHandoff {
 
  private:
   const void* const p_;
+};
+
+// A callable handed to another thread through a queue TSAN cannot see (TF's thread pool, TF's
+// rendezvous): announced at its own address wherever it is constructed (std::function keeps it on
+// the heap and moves only the pointer), claimed there when it runs.
+template <typename F>
+class Announced {
+ public:
+  explicit Announced(F f) : f_(std::move(f)) { GERYON_HAPPENS_BEFORE(this); }
+  Announced(Announced&& o) : f_(std::move(o.f_)) { GERYON_HAPPENS_BEFORE(this); }
+  Announced(const Announced& o) : f_(o.f_) { GERYON_HAPPENS_BEFORE(this); }
+  Announced& operator=(const Announced&) = delete;
+
+  template <typename... Args>
+  auto operator()(Args&&... args) {
+    GERYON_HAPPENS_AFTER(this);
+    return f_(std::forward<Args>(args)...);
+  }
+
+ private:
+  F f_;
 };
 
 // A std::mutex with TF's lock annotations, for our own members. tensorflow::mutex is an absl::Mutex
