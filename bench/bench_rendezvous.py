@@ -151,7 +151,7 @@ def main() -> int:
         type=int,
         default=0,
         metavar="STEPS",
-        help="--baseline-*: also count syscalls per tensor with strace over STEPS steps of 200 x 4 KiB",
+        help="--baseline-*: also count syscalls (strace), mallocs (perf uprobe) per tensor over STEPS steps",
     )
     parser.add_argument(
         "--consumers", type=int, default=1, help="--order: workers pulling the same tensors at once"

@@ -103,6 +103,8 @@ class FlowCounter:
     # or half sent in chunks) because their consumer cancelled them
     cancels_sent: int = 0
     cancelled: int = 0
+    # consumer (issue 16): requests that went out with another thread's write (one sendmsg for several)
+    requests_combined: int = 0
 
     @classmethod
     def from_json(cls, item: dict[str, Any]) -> FlowCounter:
