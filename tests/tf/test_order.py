@@ -494,10 +494,10 @@ def test_bad_sender_settings_are_refused_naming_the_field_and_nothing_changes() 
     facts = _run(BAD_SENDER_SCRIPT)
     assert "sender_order: 'global' is not one of 'connection', 'host'" in facts["order"]
     assert "hold: 'yes' is not one of 'on', 'off'" in facts["hold"]
-    assert "inline: 'always' is not one of 'off', 'small', 'drain'" in facts["inline"]
+    assert "inline: 'always' is not one of 'arrival', 'off', 'small', 'drain'" in facts["inline"]
     assert "notsent_lowat: '-1' is not a whole number of bytes" in facts["lowat"]
     assert "sender option: 'speed' is not one of" in facts["unknown"]
-    defaults = {"sender_order": "host", "hold": "on", "hold_gap_us": "300", "inline": "small"}
+    defaults = {"sender_order": "host", "hold": "on", "hold_gap_us": "300", "inline": "arrival"}
     defaults["notsent_lowat"] = "0"
     assert facts["in_force"] == defaults
     assert facts["set"] == {"coordinator": "connection"}
