@@ -137,7 +137,7 @@ std::atomic<int64_t> g_chunk_bytes{kDefaultChunkBytes};
 // and the unsent-bytes bound of producer sockets.
 std::atomic<SenderOrder> g_sender_order{SenderOrder::kHost};
 std::atomic<bool> g_hold{true};
-std::atomic<InlineWrite> g_inline{InlineWrite::kSmall};
+std::atomic<InlineWrite> g_inline{InlineWrite::kArrival};
 std::atomic<int64_t> g_notsent_lowat{kDefaultNotsentLowat};
 std::atomic<int64_t> g_hold_gap_ns{kDefaultHoldGapUs * 1000};
 
@@ -1045,7 +1045,13 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
     // queues its response and then writes what is pending, most urgent first. Neither blocks that
     // thread (often TF's own, or another flow's reader): what the socket does not take at once, the
     // writer thread finishes. Under host order a more urgent response elsewhere sends it to the queue.
-    const InlineWrite mode = g_inline.load(std::memory_order_relaxed);
+    InlineWrite mode = g_inline.load(std::memory_order_relaxed);
+    // inline=arrival (default): small inline writes in arrival order only; in urgency order every
+    // response is queued, so one produced after a burst's hold cannot overtake a more urgent queued one
+    // (bench_rendezvous --order --variants: tau >= 0.95 in 57 of 75 steps vs 51 inline, no cost seen).
+    if (mode == InlineWrite::kArrival) {
+      mode = CurrentResponseOrder() == ResponseOrder::kArrival ? InlineWrite::kSmall : InlineWrite::kOff;
+    }
     const bool small = !s.ok() || !t.IsInitialized() || t.TotalBytes() <= kInlineResponseBytes;
     if (mode == InlineWrite::kDrain || (mode == InlineWrite::kSmall && small)) {
       std::unique_lock<std::mutex> w(write_mu_, std::try_to_lock);
@@ -2213,7 +2219,8 @@ bool SetSenderOption(absl::string_view name, absl::string_view value, std::strin
     if (value == "off") g_inline = InlineWrite::kOff;
     else if (value == "small") g_inline = InlineWrite::kSmall;
     else if (value == "drain") g_inline = InlineWrite::kDrain;
-    else return *error = absl::StrCat("inline: '", value, "' is not one of 'off', 'small', 'drain'"), false;
+    else if (value == "arrival") g_inline = InlineWrite::kArrival;
+    else return *error = absl::StrCat("inline: '", value, "' is not one of 'arrival', 'off', 'small', 'drain'"), false;
   } else if (name == "hold_gap_us") {
     int64_t us;
     if (!absl::SimpleAtoi(value, &us) || us < 0 || us > kMaxHoldGapUs) {
@@ -2243,7 +2250,7 @@ std::string SenderOption(absl::string_view name) {
   if (name == "hold") return g_hold.load() ? "on" : "off";
   if (name == "inline") {
     const InlineWrite w = g_inline.load();
-    return w == InlineWrite::kOff ? "off" : w == InlineWrite::kSmall ? "small" : "drain";
+    return w == InlineWrite::kOff ? "off" : w == InlineWrite::kSmall ? "small" : w == InlineWrite::kDrain ? "drain" : "arrival";
   }
   if (name == "hold_gap_us") return absl::StrCat(g_hold_gap_ns.load() / 1000);
   if (name == "notsent_lowat") return absl::StrCat(g_notsent_lowat.load());
