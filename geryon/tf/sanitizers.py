@@ -47,7 +47,10 @@ _OURS = re.compile(r"libgeryon_rendezvous|native/rendezvous/")
 # Where a report starts: ASAN/TSAN/UBSAN headers, and each leak of a LeakSanitizer report.
 _START = re.compile(r"^(WARNING: ThreadSanitizer:|==\d+==ERROR: \w+Sanitizer:|(Direct|Indirect) leak of )")
 _FRAME = re.compile(r"#\d+ ")
-_CREATED = re.compile(r"Thread T\d+.* created (by|at)")
+# Stacks that say where a thread or a mutex was created: not where the reported access was (a race
+# between two of TF's threads on a TF buffer names the mutex of ours one of them held at the time).
+# A lock-order inversion's stacks ("Mutex M1 acquired here while holding mutex M2") do count.
+_CREATED = re.compile(r"Thread T\d+.* created (by|at)|Mutex M\d+ .*created at:")
 # Frames of the sanitizer's runtime (interceptors), libc and libstdc++'s own code: the caller is
 # what made the access.
 _RUNTIME = re.compile(r"\((libtsan|libasan|liblsan|libc|libstdc\+\+|ld-linux[^ ]*)\.so|/libsanitizer/")

@@ -20,6 +20,12 @@
   share its NIC fairly (the kernel interleaves their sockets). "host": the host's NIC sends its most
   urgent pending chunk of any connection first (a send scheduler per host, as end-host schedulers
   have); pushes in arrival order stay per connection.
+- `ENDHOST_SCOPES`: what end-host's stop-and-wait serializes. "connection" (default): each connection
+  sends one transfer at a time, so a host's connections overlap one another's gaps. "sender": one
+  transfer at a time per sending process (a PS's pulls, a worker's pushes), its most urgent pending one
+  of any connection, each after the gap: ByteScheduler (paper 004) Sec. 4.2's stop-and-wait ("the sender
+  keeps only one tensor unacknowledged and sends the next tensor after receiving the acknowledgement").
+  Senders then treat their receivers unequally, so every worker is simulated.
 - `TF_INFLIGHT`: how many pulls one TensorFlow gRPC channel (a worker-PS pair) has in flight at once, in
   a random order per iteration (TicTac, paper 000, Sec. 1: 1000 ResNet-50 iterations, every one a
   different order). Measured on this machine by bench/bench_tf_order.py (written beside this change;
@@ -49,6 +55,8 @@ PUSH_ORDERS = ("urgency", "arrival", "whole")  # hybrid's push ranking
 # (native/rendezvous/README.md, "Order inside a class"; bench/README.md, "The simulator's modes").
 PUSH_ORDER_DEFAULT = "whole"
 SENDER_ORDERS = ("connection", "host")  # where hybrid's urgency order holds; the first is the default
+# Where end-host's stop-and-wait holds; the first is the default (see the module docstring).
+ENDHOST_SCOPES = ("connection", "sender")
 TF_INFLIGHT = 3.5  # bench/bench_tf_order.py on this machine: 3.49 pulls in flight per PS connection
 
 BACKGROUND_HOSTS = ("workers", "ps", "all")
@@ -157,6 +165,12 @@ def check_chunk(value: Any, what: str = "chunk_bytes") -> int:
 def check_push_order(value: Any, what: str = "push_order") -> str:
     if value not in PUSH_ORDERS:
         raise ValueError(f"{what}: unknown push order {value!r}; allowed: {', '.join(PUSH_ORDERS)}")
+    return str(value)
+
+
+def check_endhost_scope(value: Any, what: str = "endhost_scope") -> str:
+    if value not in ENDHOST_SCOPES:
+        raise ValueError(f"{what}: unknown scope {value!r}; allowed: {', '.join(ENDHOST_SCOPES)}")
     return str(value)
 
 

@@ -20,7 +20,9 @@ or changes level, which keeps the event count near two per transfer:
   queue pair); every port shares fairly among connections.
 - end-host (TicTac/P3-like): one connection per pair sending its most urgent pending transfer (class,
   then urgency, then layer; a started transfer finishes first); the sender's NIC serves its
-  connections in that order, but switch ports share fairly among senders.
+  connections in that order, but switch ports share fairly among senders. With
+  `endhost_scope="sender"` each sending process sends one transfer at a time, its most urgent of any
+  connection.
 - network (Geryon): one connection per pair and class, carrying its transfers like fifo does; every
   port (NIC and switch) serves classes in strict priority and shares fairly within a class.
 - hybrid (Geryon with urgency order inside a class, issue 14): one connection per pair and class, as
@@ -94,11 +96,13 @@ from geryon.threshold.profile import Profile
 from geryon.threshold.simknobs import (
     CHUNK_BYTES,
     ENDHOST_GAP_S,
+    ENDHOST_SCOPES,
     PUSH_ORDER_DEFAULT,
     SENDER_ORDERS,
     Background,
     PsCosts,
     check_chunk,
+    check_endhost_scope,
     check_inflight,
     check_push_order,
     check_seconds,
@@ -155,6 +159,7 @@ class SimResult:
     ps_costs: PsCosts = field(default_factory=PsCosts)
     push_order: str = PUSH_ORDER_DEFAULT
     sender_order: str = SENDER_ORDERS[0]
+    endhost_scope: str = ENDHOST_SCOPES[0]
     background: tuple[Background, ...] = ()
     # trace=True: compute spans (args: iteration, layer, worker) and transfer spans (args: iteration,
     # bytes, class, layer, param, worker: the worker end of the pull or push, an index).
@@ -194,6 +199,7 @@ class SimResult:
             "ps_costs": self.ps_costs.to_dict(),
             "push_order": self.push_order,
             "sender_order": self.sender_order,
+            "endhost_scope": self.endhost_scope,
             "background": [b.to_dict() for b in self.background],
         }
 
@@ -229,6 +235,7 @@ def simulate(
     cohost_fast: bool = False,
     push_order: str = PUSH_ORDER_DEFAULT,
     sender_order: str = SENDER_ORDERS[0],
+    endhost_scope: str = ENDHOST_SCOPES[0],
 ) -> SimResult:
     """Simulates `iterations` BSP iterations of `profile` on the cluster; see the module docstring.
 
@@ -246,7 +253,8 @@ def simulate(
     the TF channel window of fifo and network (None: all pending transfers share), `seed` its random
     order; `ps_costs` and `background` as in the module docstring; `push_order` hybrid's ranking of
     pushes ("urgency" or "arrival") and `sender_order` where its urgency order holds ("connection" or
-    "host"), see `geryon.threshold.simknobs`.
+    "host"), `endhost_scope` what end-host's stop-and-wait serializes ("connection" or "sender": one
+    transfer at a time per sending process, every worker simulated), see `geryon.threshold.simknobs`.
     Raises ValueError naming the argument when one is out of range.
     """
     if not isinstance(profile, Profile):
@@ -283,6 +291,9 @@ def simulate(
     inflight = check_inflight(inflight)
     push_order = check_push_order(push_order)
     sender_order = check_sender_order(sender_order)
+    endhost_scope = check_endhost_scope(endhost_scope)
+    if endhost_scope == "sender" and cohost_fast:
+        raise ValueError("cohost_fast: not with endhost_scope='sender' (its senders treat hosts unequally)")
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise ValueError(f"seed: expected an integer, got {seed!r}")
     if ps_costs is None:
@@ -319,6 +330,7 @@ def simulate(
             cohost_fast,
             push_order,
             sender_order,
+            endhost_scope,
         ),
     )
     replay.run()
@@ -349,6 +361,7 @@ class _Knobs:
     cohost_fast: bool = False
     push_order: str = PUSH_ORDER_DEFAULT
     sender_order: str = SENDER_ORDERS[0]
+    endhost_scope: str = ENDHOST_SCOPES[0]
 
 
 class _Flow:
@@ -365,6 +378,7 @@ class _Flow:
         "cut",
         "down",
         "dst",
+        "fid",
         "group",
         "head",
         "last_t",
@@ -420,6 +434,7 @@ class _Flow:
         self.cut: float | None = None  # hybrid: the head's bytes left after the chunk it now finishes
         self.paused = False  # end-host: waiting out the per-transfer gap
         self.bg = False  # a background flow: always active, never finishes
+        self.fid = 0  # its place in _Replay.flow_list (end-host per sender)
         self.wu = 1.0  # share of its up and down ports per unit of rate (cohost_fast's mirrors)
         self.wd = 1.0
 
@@ -463,6 +478,9 @@ class _Replay:
         # Colocated workers differ (each has its own PS's shards at hand): no representative one.
         # cohost_fast: a mean-field stand-in for large co-hosted clusters (see _cohost_fast_hosts).
         self.fast = colocate and knobs.cohost_fast
+        # end-host per sender: a PS sends to one worker after another, so workers differ.
+        self.sender_serial = mode == "end-host" and knobs.endhost_scope == "sender"
+        symmetric = symmetric and not self.sender_serial
         self.symmetric = (symmetric and not colocate) or self.fast
         self.partition = partition
         self.interleave = interleave
@@ -603,6 +621,11 @@ class _Replay:
         self.rng = random.Random(knobs.seed)
         per_class = mode in ("network", "hybrid")
         self.flows: dict[tuple[int, int, int, int], _Flow] = {}
+        self.flow_list: list[_Flow] = []
+        # end-host per sender: each sender's pending transfers (rank, shard, iteration, flow) and
+        # the senders sending or in their gap.
+        self.sender_q: dict[tuple[int, int], list[tuple[int, int, int, int]]] = {}
+        self.sender_busy: set[tuple[int, int]] = set()
         for side in (PULL, PUSH):
             for ps in range(num_ps):
                 if self.groups is not None and ps not in reps:
@@ -636,6 +659,8 @@ class _Replay:
                             flow.wd = self.w_down[(side, wk)]
                         else:
                             flow.wu, flow.wd = weights
+                        flow.fid = len(self.flow_list)
+                        self.flow_list.append(flow)
                         self.flows[(side, ps, wk, cls)] = flow
         self.per_class = per_class
         # Allocation groups: flows that share no port are allocated apart. Pulls and pushes do not
@@ -655,21 +680,25 @@ class _Replay:
         # meet the next iteration's pulls: those run too (no compute follows) to time it as in steady state.
         self.pull_rounds = iterations + (1 if colocate and not barrier else 0)
         # What each worker waits for per layer, and each shard's PS per iteration: one arrival per
-        # transfer, where a group's stand-in gets a shard both from its own PS (at home) and from the
-        # others of its group (one weighted flow).
-        need = [[0] * W for _ in range(n)]
-        for j in live:
-            ps = s_ps[j]
-            for wk in range(W):
-                need[j][wk] = self.is_local[ps][wk] + (
-                    (PULL, ps, wk, self.s_cls[j] if per_class else 0) in self.flows
-                )
-        self.agg_need = [sum(row) for row in need]
-        per_layer = [[0] * L for _ in range(W)]
-        for j in live:
-            for wk in range(W):
-                per_layer[wk][s_layer[j]] += need[j][wk]
-        self.pending = [per_layer[wk] * self.pull_rounds for wk in range(W)]
+        # transfer (a copy at home or a flow: one per worker and shard), where a group's stand-in gets a
+        # shard both from its own PS (at home) and from the others of its group (one weighted flow).
+        if self.groups is None:
+            self.agg_need = [W] * n
+            per_layer_all = [len(shards) for shards in self.layer_shards]
+            self.pending = [per_layer_all * self.pull_rounds for _ in range(W)]
+        else:
+            need = [[0] * W for _ in range(n)]
+            for j in live:
+                ps = s_ps[j]
+                for wk in range(W):
+                    remote = (PULL, ps, wk, self.s_cls[j] if per_class else 0) in self.flows
+                    need[j][wk] = self.is_local[ps][wk] + remote
+            self.agg_need = [sum(row) for row in need]
+            per_layer = [[0] * L for _ in range(W)]
+            for j in live:
+                for wk in range(W):
+                    per_layer[wk][s_layer[j]] += need[j][wk]
+            self.pending = [per_layer[wk] * self.pull_rounds for wk in range(W)]
         self.op = [0] * W  # next GPU op: iteration * 2L + position (forward 0..L-1, then backward L-1..0)
         self.busy = [False] * W
         self.op_start = [0.0] * W
@@ -798,7 +827,10 @@ class _Replay:
                 self._compute_done(what, t)
                 self.events += 1
             elif kind == _RESUME:
-                self._resume(what, t)
+                if self.sender_serial:
+                    self._sender_next(what, t)
+                else:
+                    self._resume(what, t)
             elif kind == _UPDATED:
                 self._updated(what[0], what[1], t)
             elif kind == _READY:
@@ -903,7 +935,15 @@ class _Replay:
                 # hybrid: a chunk boundary with a more urgent transfer waiting; the head steps back.
                 self._switch_now(flow, j, it, t)
                 return
-            if self.gap > 0:
+            if self.sender_serial:
+                flow.head = None
+                self._idle(flow)
+                key = (flow.side, flow.src)
+                if self.sender_q.get(key):
+                    self._at(t + self.gap, _RESUME, key)  # the sender's next transfer, after the gap
+                else:
+                    self.sender_busy.discard(key)
+            elif self.gap > 0:
                 flow.head = None
                 if self._quiet_rate(flow, flow.level_up, flow.level_down) is None:
                     self._idle(flow)
@@ -1123,6 +1163,13 @@ class _Replay:
         left = self.saved.pop((flow.side, flow.src, flow.dst, j, it), self.s_bytes[j])
         self._set_head(flow, j, it, t, left)
 
+    def _sender_next(self, key: tuple[int, int], t: float) -> None:
+        """end-host per sender: after its gap the sender starts its most urgent pending transfer."""
+        _, j, it, fid = heapq.heappop(self.sender_q[key])
+        flow = self.flow_list[fid]  # idle: its sender sends one transfer at a time
+        self._activate(flow, j, t)
+        self._set_head(flow, j, it, t, self.s_bytes[j])
+
     def _enqueue(self, flow: _Flow, j: int, it: int, t: float) -> None:
         if flow.shared:
             if not flow.members:
@@ -1140,6 +1187,13 @@ class _Replay:
             self._note_start(flow, (j, it), t)
             if not flow.stale:
                 self._schedule(flow, t)  # same rate, one more member to share it
+            return
+        if self.sender_serial:
+            key = (flow.side, flow.src)
+            heapq.heappush(self.sender_q.setdefault(key, []), (self.s_rank[j], j, it, flow.fid))
+            if key not in self.sender_busy:
+                self.sender_busy.add(key)
+                self._at(t + self.gap, _RESUME, key)
             return
         if flow.head is None:
             if self.gap > 0:
@@ -1319,5 +1373,6 @@ class _Replay:
             background=self.knobs.background,
             push_order=self.knobs.push_order,
             sender_order=self.knobs.sender_order,
+            endhost_scope=self.knobs.endhost_scope,
             spans=tuple(self.spans) if self.trace else None,
         )

@@ -78,10 +78,10 @@ absl::Status CopyFailed(const absl::Status& s, const char* what, const std::stri
 }
 
 // The tensor's bytes where they are one flat buffer (not strings, variants or resources, whose
-// tensor_data() is a CHECK failure): what the transport reads into from a socket and writes from.
-// nullptr otherwise; the address the handoff of a received tensor's bytes is annotated on (tsan.h).
-const void* FlatData(const Tensor& t) {
-  return t.IsInitialized() && tensorflow::DataTypeCanUseMemcpy(t.dtype()) ? t.tensor_data().data() : nullptr;
+// tensor_data() is a CHECK failure): what the transport reads into from a socket and writes from,
+// and what changes hands between TF's kernels and our transport (GERYON_HANDED_OVER, tsan.h).
+absl::string_view FlatBytes(const Tensor& t) {
+  return t.IsInitialized() && tensorflow::DataTypeCanUseMemcpy(t.dtype()) ? t.tensor_data() : absl::string_view();
 }
 
 // TF's shape for an error that a restarted task causes (Worker::PrepareRecvTensor on gRPC): the
@@ -210,9 +210,9 @@ class GeryonRemoteRendezvous : public BaseRemoteRendezvous {
                    key = std::string(parsed.FullKey())](const absl::Status& status, const Tensor& tensor,
                                                         bool is_dead) {
       if (!to_device || !status.ok() || is_dead || !call->status().ok()) {
-        // The bytes just read into the tensor's buffer: TF may pass the tensor on to a Send whose
-        // consumer our producer side then writes it to (Serve claims it there).
-        if (const void* data = FlatData(tensor); data != nullptr) GERYON_HAPPENS_BEFORE(data);
+        // The bytes our reader wrote go to TF's kernels now, ordered by TF's executor (tsan.h).
+        absl::string_view bytes = FlatBytes(tensor);
+        if (!bytes.empty()) GERYON_HANDED_OVER(bytes.data(), bytes.size());
         (*complete)(status, Args(), recv_args, tensor, is_dead);
         return;
       }
@@ -286,16 +286,16 @@ class ServeCallback {
     Tensor val;
     tensorflow::AllocatorAttributes alloc_attrs;
     DeviceContext* device_context;
-    const void* data;
+    absl::string_view bytes;
     GERYON_IGNORE_ACCESSES_BEGIN();
     val = given;
     alloc_attrs = send_args.alloc_attrs;
     device_context = send_args.device_context;
-    data = FlatData(val);
+    bytes = FlatBytes(val);
     GERYON_IGNORE_ACCESSES_END();
-    // A tensor our consumer side read from another flow (TF passed it on to this Send): its bytes
-    // were announced there (RecvFromRemoteAsync) and are claimed before the transport writes them.
-    if (data != nullptr) GERYON_HAPPENS_AFTER(data);
+    // Written by the kernel that produced it (or by our reader, for a tensor TF passes on), which TF
+    // ran to completion before this Send: the transport's reads of them come after (tsan.h).
+    if (!bytes.empty()) GERYON_HANDED_OVER(bytes.data(), bytes.size());
     if (!status.ok() || is_dead || !IsAcceleratorTensor(src_device_, alloc_attrs)) {
       done_(status, val, is_dead);  // host memory: the transport writes the tensor's own buffer
       return;

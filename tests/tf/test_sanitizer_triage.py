@@ -62,3 +62,10 @@ def test_the_table_counts_each_group_biggest_first(tmp_path: Path) -> None:
     assert lines[1].split()[:3] == ["2", "data", "race"] and "RecvFromRemoteAsync server.cc:212" in lines[1]
     assert lines[2].split()[0] == "1" and "operator() server.cc:246" in lines[2]
     assert len(lines) == 3
+
+
+def test_a_race_in_tf_code_under_a_mutex_of_ours_is_not_ours(tmp_path: Path) -> None:
+    # Two of TF's threads racing in TF's BFC allocator; one held a mutex of ours, whose "created at"
+    # stack (our WriteAck) is printed with the report but is not where either access was.
+    (report,) = _write(tmp_path, (DATA / "theirs_under_our_mutex.txt").read_text())
+    assert not report.ours

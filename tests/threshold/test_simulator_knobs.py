@@ -458,3 +458,62 @@ def test_cohost_fast_takes_a_thousand_hosts_in_few_events():
         p, workers=1024, num_ps=64, bandwidth_bps=1e10, mode="hybrid", colocate=True, cohost_fast=True
     )
     assert r.events <= r.iterations * (2 * 2 * r.shards + 2 * 2 * p.num_layers) * 4
+
+
+# --- end-host's stop-and-wait per sender --------------------------------------------------------------------
+
+
+def test_endhost_per_sender_sends_one_transfer_at_a_time_hand_computed():
+    # 1000 B/s links, one 1000 B parameter on one PS, two workers, a 0.5 s gap. Per connection both pulls
+    # wait 0.5 s and share the PS's NIC (done at 2.5); forward 2.5..3.5, backward 3.5..4.5, both pushes
+    # wait 0.5 s and share the PS's port: 7.0. Per sender the PS sends worker0's pull 0.5..1.5, then after
+    # its gap worker1's 2.0..3.0; worker0 pushes 4.0..5.0 (its own sender, after its gap), worker1
+    # 5.5..6.5: 6.5.
+    p = synthetic([1000], [1.0], [1.0])
+    kw = dict(workers=2, num_ps=1, bandwidth_bps=8000, mode="end-host", iterations=1, endhost_gap_s=0.5)
+    conn = simulate(p, trace=True, **kw)
+    sender = simulate(p, trace=True, endhost_scope="sender", **kw)
+    assert conn.iteration_ends == pytest.approx((7.0,))
+    assert sender.iteration_ends == pytest.approx((6.5,))
+    transfers = sorted(
+        (s.category, s.args["worker"], s.start_s, s.end_s)
+        for s in sender.spans
+        if s.category in ("pull", "push")
+    )
+    want = [("pull", 0, 0.5, 1.5), ("pull", 1, 2.0, 3.0), ("push", 0, 4.0, 5.0), ("push", 1, 5.5, 6.5)]
+    assert [x[:2] for x in transfers] == [x[:2] for x in want]
+    assert [x[2:] for x in transfers] == [pytest.approx(x[2:]) for x in want]
+    assert conn.endhost_scope == "connection" and sender.to_dict()["endhost_scope"] == "sender"
+    # Its senders treat workers unequally, so every worker is simulated, whatever symmetric says.
+    assert conn.symmetric and not sender.symmetric
+
+
+@pytest.mark.parametrize("colocate", [False, True])
+def test_endhost_per_sender_keeps_the_invariants(colocate):
+    p = synthetic([40_000, 80_000, 400_000], [1e-3, 2e-3, 1e-3], [2e-3, 2e-3, 1e-3])
+    for barrier in (False, True):
+        r = simulate(
+            p,
+            workers=4,
+            num_ps=3,
+            bandwidth_bps=1e9,
+            mode="end-host",
+            slice_bytes=20_000,
+            barrier=barrier,
+            colocate=colocate,
+            endhost_scope="sender",
+        )
+        # Every transfer of a sender waits its gap one after another: at most shards x workers gaps per
+        # sender and phase on top of N + C.
+        gaps = r.shards * r.workers * ENDHOST_GAP_S
+        assert r.iteration_s <= r.comm_s + r.compute_s + 2 * gaps
+        if barrier:
+            assert max(r.comm_s, r.compute_s) * (1 - 1e-9) <= r.iteration_s
+
+
+def test_endhost_scope_bad_values_name_the_field():
+    p = synthetic([1000], [1.0], [1.0])
+    with pytest.raises(ValueError, match=r"endhost_scope: unknown scope 'host'; allowed: connection, sender"):
+        simulate(p, **SLOW, mode="end-host", endhost_scope="host")
+    with pytest.raises(ValueError, match="cohost_fast: not with endhost_scope='sender'"):
+        simulate(p, **SLOW, mode="end-host", endhost_scope="sender", colocate=True, cohost_fast=True)
