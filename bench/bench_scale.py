@@ -215,7 +215,7 @@ def run_scale(
     with tempfile.TemporaryDirectory(prefix="geryon-bench-scale-") as tmp:
         counters = Path(tmp) / "ps-counters.json"
         ps_spec = {"cluster": cluster, "counters": str(counters), "library": lib, "nofile": ps_nofile}
-        envs = [child_env(ps_spec, **offset)]
+        envs = [child_env(ps_spec, **offset, TF_CPP_MIN_LOG_LEVEL="1")]  # the PS's warnings: its limits
         per_host = [list(range(workers))[h::hosts] for h in range(hosts)]
         envs += [
             child_env({"cluster": cluster, "indices": ix, "library": lib}, **offset) for ix in per_host if ix
@@ -256,6 +256,7 @@ def run_scale(
         "producer": flows,
         "ps_nofile_at_start": ps_nofile,
         "ps_refusals": len(refused),
+        "ps_log_geryon": [line for line in ps_log.splitlines() if "Geryon data plane" in line][:20],
         "ps_log_tail": ps_log[-3000:],
     }
 

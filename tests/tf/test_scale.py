@@ -62,7 +62,8 @@ def test_sixteen_workers_by_four_classes_every_flow_pulls_the_right_bytes(librar
     peers = 16
     needed = max(peers * (MAX_CLASSES + 1), MIN_ACCEPTED) + peers * MAX_CLASSES + RESERVED
     assert result["ps_before"]["nofile_soft"] == result["ps_after"]["nofile_soft"] == needed
-    assert "raised this process's RLIMIT_NOFILE soft limit from 256 to" in result["ps_log_tail"]
+    raised = f"raised this process's RLIMIT_NOFILE soft limit from 256 to {needed} (hard limit"
+    assert any(raised in line for line in result["ps_log_geryon"]), result["ps_log_geryon"]
     assert took < 90, took  # ~40 s on the 2-core host under load
 
 
@@ -107,5 +108,5 @@ def test_connections_past_the_limit_are_refused_and_the_log_names_the_limit(libr
         text = log.read_text()
     assert len(closed) == extra, (len(closed), text[-2000:])
     assert closed == socks[-extra:]  # the first 512 hold their slots, the rest are refused
-    assert "512 connections are open already, this process's limit (sized for a cluster of 2 tasks x 8" in text
+    assert "512 connections are open already, this process's limit (sized for a cluster of 2 tasks" in text
     assert text.count("refused a connection from") == extra
