@@ -207,7 +207,35 @@ def run_scale(
     step_timeout_s: float = 120,
     ps_nofile: int | None = None,
 ) -> dict[str, Any]:
-    """Starts the PS and the worker hosts, runs the client, returns what it and /proc saw."""
+    """Starts the PS and the worker hosts, runs the client, returns what it and /proc saw.
+
+    A start is retried (3 tries) when a port picked free was taken before its server bound it: on a
+    machine shared with other jobs, 129 free ports picked at once race with every other port picker.
+    """
+    for attempt in range(1, 4):
+        try:
+            result = _run_once(workers, classes, hosts, steps, library, progress, step_timeout_s, ps_nofile)
+        except RuntimeError as e:
+            port_taken = any(m in str(e) for m in ("Could not start gRPC server", "already in use"))
+            if attempt == 3 or not port_taken:
+                raise
+            progress.say(f"a port was taken before its server started (try {attempt}); new ports")
+            continue
+        result["start_attempts"] = attempt
+        return result
+    raise AssertionError("unreachable")
+
+
+def _run_once(
+    workers: int,
+    classes: int,
+    hosts: int,
+    steps: int,
+    library: Path | None,
+    progress: Progress,
+    step_timeout_s: float,
+    ps_nofile: int | None,
+) -> dict[str, Any]:
     ports = free_port_pairs(1 + workers, DATA_OFFSET)
     cluster = {"ps": [f"127.0.0.1:{ports[0]}"], "worker": [f"127.0.0.1:{p}" for p in ports[1:]]}
     offset = {"GERYON_DATA_PORT_OFFSET": str(DATA_OFFSET)}
