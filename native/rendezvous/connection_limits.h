@@ -29,15 +29,30 @@ inline constexpr int64_t kReservedDescriptors = 512;
 // retried a second later. The kernel clamps it to net.core.somaxconn (4096 since Linux 5.4).
 inline constexpr int kListenBacklog = 4096;
 
+// Threads: each accepted connection has two (reader, writer), each dialed flow one (its reader).
+// A pids cgroup (a container's, e.g. Kubernetes' pod pids limit) bounds every thread the process
+// starts; past it std::thread cannot start one. Threads kept for TF's pools, gRPC and Python:
+inline constexpr int64_t kReservedThreads = 512;
+// The bound never goes below this many connections even when the threads do not fit (the process
+// would then be out of threads anyway; the log says so).
+inline constexpr int64_t kMinThreadBoundConnections = 16;
+
 struct AcceptedLimitPlan {
   int64_t limit = kMinAcceptedConnections;  // accepted connections allowed at once
   int64_t wanted = kMinAcceptedConnections;  // what the cluster asks for, before the descriptor bound
   int64_t descriptors = 0;                   // RLIMIT_NOFILE soft limit this needs
+  bool cut_by_threads = false;               // the pids cgroup's headroom cut it
 };
 
 // The plan for a cluster of `tasks` tasks (this one included) under a hard descriptor limit of
-// `nofile_hard` (< 0: unlimited). Pure, for tests.
-AcceptedLimitPlan PlanAcceptedConnections(int64_t tasks, int64_t nofile_hard);
+// `nofile_hard` and with `thread_headroom` more threads allowed by the pids cgroup (either < 0: no
+// bound). The descriptor bound never cuts below kMinAcceptedConnections (the old fixed limit); the
+// thread bound may (a refused connection is better than a thread that cannot start). Pure, for tests.
+AcceptedLimitPlan PlanAcceptedConnections(int64_t tasks, int64_t nofile_hard, int64_t thread_headroom = -1);
+
+// pids.max - pids.current of this process's pids cgroup (v2, or v1's pids controller); -1 when
+// there is no such bound ("max", or no pids controller).
+int64_t PidsCgroupHeadroom();
 
 // Grows the process's limit for a cluster of `tasks` tasks: raises RLIMIT_NOFILE's soft limit when
 // the plan needs more descriptors, logs what it changed. Thread-safe; never lowers the limit.

@@ -28,6 +28,7 @@
 #include <mutex>
 #include <map>
 #include <set>
+#include <system_error>
 #include <sys/ioctl.h>
 #include <thread>
 #include <unordered_map>
@@ -359,11 +360,17 @@ class ThreadSet {
     uint64_t id = next_id_++;
     Entry& e = threads_[id];
     e.stop = std::move(stop);
-    e.thread = std::thread([this, id, body = std::move(body)] {
-      body();
-      std::lock_guard<std::mutex> l(mu_);
-      ended_.push_back(id);
-    });
+    try {
+      e.thread = std::thread([this, id, body = std::move(body)] {
+        body();
+        std::lock_guard<std::mutex> l(mu_);
+        ended_.push_back(id);
+      });
+    } catch (const std::system_error& err) {  // EAGAIN: out of threads (pids cgroup, RLIMIT_NPROC)
+      LOG(ERROR) << "Geryon data plane: cannot start a thread: " << err.what();
+      threads_.erase(id);
+      return false;
+    }
     return true;
   }
 

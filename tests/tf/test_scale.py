@@ -68,14 +68,51 @@ def test_sixteen_workers_by_four_classes_every_flow_pulls_the_right_bytes(librar
 
 
 def test_the_limit_is_sized_from_the_cluster(library: Path) -> None:
-    plan = ctypes.CDLL(str(library)).geryon_plan_accepted_connections
-    plan.argtypes, plan.restype = [ctypes.c_int64, ctypes.c_int64], ctypes.c_int64
+    lib = ctypes.CDLL(str(library))
+    lib.geryon_plan_accepted_connections.argtypes = [ctypes.c_int64] * 3
+    lib.geryon_plan_accepted_connections.restype = ctypes.c_int64
+    lib.geryon_pids_cgroup_headroom.restype = ctypes.c_int64
+
+    def plan(tasks: int, nofile_hard: int, thread_headroom: int = -1) -> int:
+        return int(lib.geryon_plan_accepted_connections(tasks, nofile_hard, thread_headroom))
+
     assert plan(2, -1) == MIN_ACCEPTED  # never below the old fixed limit
     assert plan(129, -1) == 128 * (MAX_CLASSES + 1)  # 128 workers: every class, and a redial each
     assert plan(5000, -1) == CAP  # the hard cap
     # A hard descriptor limit that cannot hold the plan cuts it to what fits (128 workers, 2048 fds).
     assert plan(129, 2048) == 2048 - 128 * MAX_CLASSES - RESERVED
     assert plan(129, 100) == MIN_ACCEPTED  # but never below the old limit
+    # A pids cgroup with room for 2000 more threads: the process's own 128 x 8 dialed readers and 512
+    # reserved threads first, then two threads per accepted connection; this one may cut below 512.
+    assert plan(129, -1, 2000) == (2000 - 128 * MAX_CLASSES - 512) // 2
+    assert plan(129, -1, 100) == 16  # a floor, and the log says the process is out of threads
+    assert plan(2, -1, 1 << 20) == MIN_ACCEPTED
+    # The same cgroup files read here (other processes of the cgroup may start threads in between).
+    native, here = lib.geryon_pids_cgroup_headroom(), _pids_headroom()
+    assert (native == here == -1) or (native >= 0 and here >= 0 and abs(native - here) < 200), (native, here)
+
+
+def _pids_headroom() -> int:
+    """pids.max - pids.current of this process's pids cgroup (v2 or v1), -1 without a bound; the
+    kernel's files (Documentation/admin-guide/cgroup-v2.rst, "PID"), read independently of the C++."""
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        hid, controllers, path = line.split(":", 2)
+        if controllers == "pids":
+            base = Path("/sys/fs/cgroup/pids" + path)
+        elif hid == "0" and controllers == "":
+            base = Path("/sys/fs/cgroup" + path)
+        else:
+            continue
+        try:
+            limit, current = (
+                (base / "pids.max").read_text().strip(),
+                (base / "pids.current").read_text().strip(),
+            )
+        except OSError:
+            continue
+        if limit != "max":
+            return max(int(limit) - int(current), 0)
+    return -1
 
 
 def test_connections_past_the_limit_are_refused_and_the_log_names_the_limit(library: Path) -> None:
