@@ -29,6 +29,7 @@
 #include <mutex>
 #include <map>
 #include <set>
+#include <system_error>
 #include <sys/ioctl.h>
 #include <thread>
 #include <unordered_map>
@@ -43,6 +44,7 @@
 #include "tensorflow/core/framework/types.h"
 #include "tsl/platform/logging.h"
 #include "tsl/platform/thread_annotations.h"
+#include "connection_limits.h"
 #include "frame_reader.h"
 
 namespace geryon {
@@ -74,9 +76,9 @@ constexpr uint32_t kMaxTaskBytes = 1024;
 constexpr uint32_t kMaxDims = 254;  // TensorShape's own limit
 constexpr uint64_t kMaxProtoBytes = (1ull << 31) - 1;
 constexpr uint32_t kMaxErrorBytes = 1 << 20;
-// Accepted connections alive at once (two threads each); more are refused, so a flood of
-// connections cannot exhaust the process's threads.
-constexpr int kMaxAcceptedConnections = 512;  // well under the usual 1024 descriptors per process
+// Accepted connections alive at once in this process (two threads each); more are refused, so a
+// flood of connections cannot exhaust the process's threads. The limit is sized from the cluster
+// (connection_limits.h: SizeAcceptedConnections, when a transport starts or learns tasks).
 std::atomic<int> g_accepted{0};
 // A connection must send its hello within this time, else it is closed (its thread is freed).
 constexpr int kHelloTimeoutSeconds = 10;
@@ -374,11 +376,17 @@ class ThreadSet {
     uint64_t id = next_id_++;
     Entry& e = threads_[id];
     e.stop = std::move(stop);
-    e.thread = std::thread([this, id, body = std::move(body)] {
-      body();
-      std::lock_guard<std::mutex> l(mu_);
-      ended_.push_back(id);
-    });
+    try {
+      e.thread = std::thread([this, id, body = std::move(body)] {
+        body();
+        std::lock_guard<std::mutex> l(mu_);
+        ended_.push_back(id);
+      });
+    } catch (const std::system_error& err) {  // EAGAIN: out of threads (pids cgroup, RLIMIT_NPROC)
+      LOG(ERROR) << "Geryon data plane: cannot start a thread: " << err.what();
+      threads_.erase(id);
+      return false;
+    }
     return true;
   }
 
@@ -1746,6 +1754,7 @@ class TcpTransport : public Transport {
   TcpTransport(ClusterView view, int listen_fd) : view_(std::move(view)), listen_fd_(listen_fd) {
     for (auto& [task, peer] : view_.tasks) peer.addresses = ResolveHost(peer.host);
     RebuildAllowed();
+    SizeAcceptedConnections(static_cast<int64_t>(view_.tasks.size()));
   }
 
   absl::Status Start(ServeFn serve) override {
@@ -1787,6 +1796,7 @@ class TcpTransport : public Transport {
       view_.tasks[task] = std::move(peer);
     }
     RebuildAllowed();
+    SizeAcceptedConnections(static_cast<int64_t>(view_.tasks.size()));  // more peers, more flows
   }
 
   std::shared_ptr<RecvHandle> Recv(const std::string& peer_task, int cls, int64_t step_id, const std::string& key,
@@ -2044,7 +2054,15 @@ class TcpTransport : public Transport {
       if (fd < 0) {
         if (stopping_) return;
         if (errno == EINTR || errno == ECONNABORTED || errno == EAGAIN) continue;
-        LOG(ERROR) << "Geryon data plane: accept failed: " << ErrnoText(errno);
+        const int err = errno;
+        if (err == EMFILE || err == ENFILE) {
+          // The connection waits in the backlog; say which limit, and how many flows hold descriptors.
+          LOG(ERROR) << "Geryon data plane: accept failed: " << ErrnoText(err) << " ("
+                     << (err == EMFILE ? "this process's RLIMIT_NOFILE" : "the system's file-max") << "; "
+                     << g_accepted.load() << " data-plane connections are open)";
+        } else {
+          LOG(ERROR) << "Geryon data plane: accept failed: " << ErrnoText(err);
+        }
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
         continue;
       }
@@ -2055,9 +2073,10 @@ class TcpTransport : public Transport {
         close(fd);
         continue;
       }
-      if (g_accepted.load() >= kMaxAcceptedConnections) {
-        LOG(ERROR) << "Geryon data plane: refused a connection from " << ip << ": " << kMaxAcceptedConnections
-                   << " connections are open already";
+      const int64_t limit = AcceptedConnectionLimit();
+      if (g_accepted.load() >= limit) {
+        LOG(ERROR) << "Geryon data plane: refused a connection from " << ip << ": " << limit
+                   << " connections are open already, this process's limit (" << AcceptedLimitReason() << ")";
         close(fd);
         continue;
       }
@@ -2120,7 +2139,7 @@ int Listen(int port, std::string* error) {
     a.sin6_family = AF_INET6;
     a.sin6_addr = in6addr_any;
     a.sin6_port = htons(static_cast<uint16_t>(port));
-    if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 && listen(fd, 128) == 0) return fd;
+    if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 && listen(fd, kListenBacklog) == 0) return fd;
     *error = ErrnoText(errno);
     close(fd);
     if (*error != strerror(EAFNOSUPPORT) && *error != strerror(EADDRNOTAVAIL)) return -1;
@@ -2135,7 +2154,7 @@ int Listen(int port, std::string* error) {
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_ANY);
   a.sin_port = htons(static_cast<uint16_t>(port));
-  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 && listen(fd, 128) == 0) return fd;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 && listen(fd, kListenBacklog) == 0) return fd;
   *error = ErrnoText(errno);
   close(fd);
   return -1;
