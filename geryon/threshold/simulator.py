@@ -91,8 +91,8 @@ from typing import Any
 
 from geryon.tagger.map_table import class_of, validate_thresholds
 from geryon.tagger.partition import plan_partitions
-from geryon.threshold.model import check_bandwidth, overlap_coefficient
 from geryon.threshold.fill import allocate_events
+from geryon.threshold.model import check_bandwidth, overlap_coefficient
 from geryon.threshold.network import allocate
 from geryon.threshold.profile import Profile
 from geryon.threshold.simknobs import (
