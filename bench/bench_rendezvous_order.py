@@ -56,7 +56,7 @@ SENDER_DEFAULTS = {
     "sender_order": "host",
     "hold": "on",
     "hold_gap_us": "300",
-    "inline": "small",
+    "inline": "arrival",
     "notsent_lowat": "0",
 }
 # name -> (order, sender settings that differ from SENDER_DEFAULTS)
@@ -68,6 +68,7 @@ VARIANTS: dict[str, tuple[str, dict[str, str]]] = {
     "urgency-gap100": ("urgency", {"hold_gap_us": "100"}),
     "urgency-gap300": ("urgency", {"hold_gap_us": "300"}),
     "urgency-writer": ("urgency", {"inline": "off"}),
+    "urgency-inline": ("urgency", {"inline": "small"}),
     "urgency-drain": ("urgency", {"inline": "drain"}),
     "urgency-nohold-drain": ("urgency", {"hold": "off", "inline": "drain"}),
     "urgency-connection": ("urgency", {"sender_order": "connection"}),

@@ -128,7 +128,7 @@ REGISTER_OP("GeryonSetSenderOption")
     .SetIsStateful()
     .SetShapeFn(::tensorflow::shape_inference::ScalarShape)
     .Doc("Sets a sender option of this process's data plane: sender_order (connection|host), hold (on|off), "
-         "hold_gap_us (0..10000), inline (off|small|drain), notsent_lowat (bytes, 0: the kernel's default). "
+         "hold_gap_us (0..10000), inline (arrival|off|small|drain), notsent_lowat (bytes, 0: the kernel's default). "
          "Returns the value in force.");
 
 REGISTER_OP("GeryonSenderOption")

@@ -116,7 +116,8 @@ bool SetChunkBytes(int64_t bytes, std::string* error);
 //   hold          on (default) | off: the burst hold (urgency order only; see README.md, "Bursts").
 //   hold_gap_us   the burst hold also waits up to this long for a burst's next request while the
 //                 burst is younger than 2 ms (0: only while a request is already readable).
-//   inline        small (default): a response up to 64 KiB is written by the thread that produced it
+//   inline        arrival (default): as small in arrival order, as off in urgency order;
+//                 small: a response up to 64 KiB is written by the thread that produced it
 //                 when nothing else is pending; off: every response goes through the writer thread;
 //                 drain: the producing thread writes whatever is pending, most urgent first, until
 //                 the socket is full (the writer thread finishes the rest).
@@ -124,7 +125,7 @@ bool SetChunkBytes(int64_t bytes, std::string* error);
 //                 how many unsent bytes a socket may queue, so the kernel's FIFO backlog stays small
 //                 against the order.
 enum class SenderOrder { kConnection, kHost };
-enum class InlineWrite { kOff, kSmall, kDrain };
+enum class InlineWrite { kOff, kSmall, kDrain, kArrival };
 inline constexpr int64_t kDefaultNotsentLowat = 0;
 inline constexpr int64_t kDefaultHoldGapUs = 300;
 inline constexpr int64_t kMaxNotsentLowat = int64_t{1} << 30;
