@@ -94,7 +94,6 @@ import numpy as np
 from geryon.tagger.map_table import class_of, validate_thresholds
 from geryon.tagger.partition import plan_partitions
 from geryon.threshold.model import check_bandwidth, overlap_coefficient
-from geryon.threshold.fill import allocate_events
 from geryon.threshold.network import allocate
 from geryon.threshold.profile import Profile
 from geryon.threshold.simknobs import (
@@ -1392,7 +1391,7 @@ class _Replay:
             rates = memo.get(key)
             if rates is None:
                 flows = sorted(active[group], key=_by_fid)
-                got = allocate_events(
+                got = allocate(
                     [f.up for f in flows],
                     [f.down for f in flows],
                     [f.level_up for f in flows],
