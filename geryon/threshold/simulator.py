@@ -71,6 +71,9 @@ simulated. 1024 hosts x 64 PSes of VGG-19 form 19 groups. Pulls and pushes share
 they are allocated together, and without the barrier the pulls of one more iteration run too (nothing
 computes after them): the last iteration's pushes then share the links as they would in a longer run,
 and `link_bytes` counts those pulls.
+end-host's gaps re-allocate twice per transfer; a memo keyed by the active connections and their
+levels returns the rates of a state seen before (`_Replay._settle_memo`; exact, tested against
+allocating every time).
 Colocation is not simply slower: 1/W of the traffic stays home, and while workers pull, a colocated
 link carries pulls both ways (its PS's out, its worker's in) where separate hosts use one direction of
 each link per phase. It wins where pulls and pushes alternate (the barrier, or the first layer's
