@@ -207,7 +207,35 @@ def run_scale(
     step_timeout_s: float = 120,
     ps_nofile: int | None = None,
 ) -> dict[str, Any]:
-    """Starts the PS and the worker hosts, runs the client, returns what it and /proc saw."""
+    """Starts the PS and the worker hosts, runs the client, returns what it and /proc saw.
+
+    A start is retried (3 tries) when a port picked free was taken before its server bound it: on a
+    machine shared with other jobs, 129 free ports picked at once race with every other port picker.
+    """
+    for attempt in range(1, 4):
+        try:
+            result = _run_once(workers, classes, hosts, steps, library, progress, step_timeout_s, ps_nofile)
+        except RuntimeError as e:
+            port_taken = any(m in str(e) for m in ("Could not start gRPC server", "already in use"))
+            if attempt == 3 or not port_taken:
+                raise
+            progress.say(f"a port was taken before its server started (try {attempt}); new ports")
+            continue
+        result["start_attempts"] = attempt
+        return result
+    raise AssertionError("unreachable")
+
+
+def _run_once(
+    workers: int,
+    classes: int,
+    hosts: int,
+    steps: int,
+    library: Path | None,
+    progress: Progress,
+    step_timeout_s: float,
+    ps_nofile: int | None,
+) -> dict[str, Any]:
     ports = free_port_pairs(1 + workers, DATA_OFFSET)
     cluster = {"ps": [f"127.0.0.1:{ports[0]}"], "worker": [f"127.0.0.1:{p}" for p in ports[1:]]}
     offset = {"GERYON_DATA_PORT_OFFSET": str(DATA_OFFSET)}
@@ -215,7 +243,7 @@ def run_scale(
     with tempfile.TemporaryDirectory(prefix="geryon-bench-scale-") as tmp:
         counters = Path(tmp) / "ps-counters.json"
         ps_spec = {"cluster": cluster, "counters": str(counters), "library": lib, "nofile": ps_nofile}
-        envs = [child_env(ps_spec, **offset)]
+        envs = [child_env(ps_spec, **offset, TF_CPP_MIN_LOG_LEVEL="1")]  # the PS's warnings: its limits
         per_host = [list(range(workers))[h::hosts] for h in range(hosts)]
         envs += [
             child_env({"cluster": cluster, "indices": ix, "library": lib}, **offset) for ix in per_host if ix
@@ -256,6 +284,7 @@ def run_scale(
         "producer": flows,
         "ps_nofile_at_start": ps_nofile,
         "ps_refusals": len(refused),
+        "ps_log_geryon": [line for line in ps_log.splitlines() if "Geryon data plane" in line][:20],
         "ps_log_tail": ps_log[-3000:],
     }
 

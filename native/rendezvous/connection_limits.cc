@@ -1,0 +1,138 @@
+#include "connection_limits.h"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <string>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "classes.h"  // kMaxClasses
+#include "tsl/platform/logging.h"
+#include "tsl/platform/thread_annotations.h"
+
+namespace geryon {
+namespace {
+
+std::atomic<int64_t> g_limit{kMinAcceptedConnections};
+std::mutex g_mu;  // one sizing at a time
+int64_t g_tasks TF_GUARDED_BY(g_mu) = 0;       // the largest cluster sized for
+int64_t g_wanted TF_GUARDED_BY(g_mu) = kMinAcceptedConnections;  // what it asked for
+
+int64_t Peers(int64_t tasks) { return tasks > 1 ? tasks - 1 : 0; }
+
+}  // namespace
+
+AcceptedLimitPlan PlanAcceptedConnections(int64_t tasks, int64_t nofile_hard, int64_t thread_headroom) {
+  AcceptedLimitPlan plan;
+  const int64_t peers = Peers(tasks);
+  // One connection per peer and class, plus one per peer for a redial or probe in flight.
+  plan.wanted = std::clamp<int64_t>(peers * (kMaxClasses + 1), kMinAcceptedConnections, kAcceptedConnectionsCap);
+  // Besides the accepted sockets: this process dials every peer on every class when it consumes from
+  // it (a PS receives the workers' gradients), and the rest of the process needs descriptors too.
+  const int64_t others = peers * kMaxClasses + kReservedDescriptors;
+  plan.limit = plan.wanted;
+  if (nofile_hard >= 0 && plan.limit + others > nofile_hard) {
+    // Never below the old fixed limit: a process that ran before keeps running the same way.
+    plan.limit = std::max<int64_t>(nofile_hard - others, kMinAcceptedConnections);
+  }
+  if (thread_headroom >= 0) {
+    const int64_t fit = (thread_headroom - peers * kMaxClasses - kReservedThreads) / 2;
+    if (plan.limit > fit) {
+      plan.limit = std::max(fit, kMinThreadBoundConnections);
+      plan.cut_by_threads = true;
+    }
+  }
+  plan.descriptors = plan.limit + others;
+  return plan;
+}
+
+int64_t PidsCgroupHeadroom() {
+  // /proc/self/cgroup lines: "id:controllers:path"; v2 is "0::path", v1's pids controller "n:pids:path".
+  std::ifstream cgroups("/proc/self/cgroup");
+  std::string line;
+  while (std::getline(cgroups, line)) {
+    const size_t a = line.find(':'), b = a == std::string::npos ? a : line.find(':', a + 1);
+    if (b == std::string::npos) continue;
+    const std::string controllers = line.substr(a + 1, b - a - 1), path = line.substr(b + 1);
+    std::string dir;
+    if (controllers == "pids") dir = "/sys/fs/cgroup/pids" + path;
+    if (line.compare(0, a, "0") == 0 && controllers.empty()) dir = "/sys/fs/cgroup" + path;
+    if (dir.empty()) continue;
+    std::ifstream max_file(dir + "/pids.max"), current_file(dir + "/pids.current");
+    std::string max_text;
+    int64_t max = 0, current = 0;
+    if (!(max_file >> max_text) || !(current_file >> current)) continue;  // no pids controller there
+    if (max_text == "max" || !absl::SimpleAtoi(max_text, &max)) continue;
+    return std::max<int64_t>(max - current, 0);
+  }
+  return -1;
+}
+
+void SizeAcceptedConnections(int64_t tasks) {
+  std::lock_guard<std::mutex> l(g_mu);
+  rlimit rl{};
+  const bool have_rlimit = getrlimit(RLIMIT_NOFILE, &rl) == 0;
+  const int64_t hard = !have_rlimit || rl.rlim_max == RLIM_INFINITY ? -1 : static_cast<int64_t>(rl.rlim_max);
+  const int64_t headroom = PidsCgroupHeadroom();
+  const AcceptedLimitPlan plan = PlanAcceptedConnections(tasks, hard, headroom);
+  if (tasks <= g_tasks) return;  // the usual case: a session of a cluster already sized for
+  g_tasks = tasks;
+  g_wanted = plan.wanted;
+  if (have_rlimit && rl.rlim_cur != RLIM_INFINITY && static_cast<int64_t>(rl.rlim_cur) < plan.descriptors) {
+    const rlim_t old_soft = rl.rlim_cur;
+    const rlim_t wanted = static_cast<rlim_t>(plan.descriptors);
+    rl.rlim_cur = rl.rlim_max == RLIM_INFINITY ? wanted : std::min(wanted, rl.rlim_max);
+    if (setrlimit(RLIMIT_NOFILE, &rl) == 0) {
+      LOG(WARNING) << "Geryon data plane: raised this process's RLIMIT_NOFILE soft limit from " << old_soft << " to "
+                   << rl.rlim_cur << " (hard limit " << rl.rlim_max << "), for " << plan.limit
+                   << " data-plane connections of a cluster of " << tasks << " tasks";
+    } else {
+      // Then the accept loop meets EMFILE before the limit, and says so.
+      LOG(ERROR) << "Geryon data plane: could not raise RLIMIT_NOFILE's soft limit from " << old_soft << " to "
+                 << rl.rlim_cur << ": " << std::strerror(errno);
+    }
+  }
+  if (plan.cut_by_threads) {
+    LOG(ERROR) << "Geryon data plane: a cluster of " << tasks << " tasks may open " << plan.wanted
+               << " connections to this process (two threads each), but its pids cgroup allows " << headroom
+               << " more threads; accepting at most " << plan.limit << " (raise the pids limit, e.g. the pod's)";
+  } else if (plan.limit < plan.wanted) {
+    LOG(ERROR) << "Geryon data plane: a cluster of " << tasks << " tasks may open " << plan.wanted
+               << " connections to this process, but RLIMIT_NOFILE's hard limit (" << hard << ") allows "
+               << plan.limit << "; raise it (ulimit -Hn, or LimitNOFILE= in a systemd unit)";
+  }
+  if (plan.limit > g_limit.load()) g_limit = plan.limit;
+}
+
+int64_t AcceptedConnectionLimit() { return g_limit.load(); }
+
+std::string AcceptedLimitReason() {
+  std::lock_guard<std::mutex> l(g_mu);
+  const int64_t limit = g_limit.load();
+  return absl::StrCat("sized for a cluster of ", g_tasks, " tasks x ", kMaxClasses, " classes: at least ",
+                      kMinAcceptedConnections, ", at most ", kAcceptedConnectionsCap,
+                      limit < g_wanted ? absl::StrCat(", cut from ", g_wanted, " by RLIMIT_NOFILE or the pids cgroup")
+                                       : std::string());
+}
+
+}  // namespace geryon
+
+// For tests and diagnostics (geryon.tf's ctypes handle).
+extern "C" __attribute__((visibility("default"))) int64_t geryon_accepted_connection_limit() {
+  return geryon::AcceptedConnectionLimit();
+}
+
+extern "C" __attribute__((visibility("default"))) int64_t geryon_plan_accepted_connections(
+    int64_t tasks, int64_t nofile_hard, int64_t thread_headroom) {
+  return geryon::PlanAcceptedConnections(tasks, nofile_hard, thread_headroom).limit;
+}
+
+extern "C" __attribute__((visibility("default"))) int64_t geryon_pids_cgroup_headroom() {
+  return geryon::PidsCgroupHeadroom();
+}

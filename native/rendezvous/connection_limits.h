@@ -1,0 +1,69 @@
+// How many data-plane connections a process accepts at once, sized from the cluster (issue 16 item 5).
+//
+// Every accepted connection is a socket and two threads (its reader and writer, transport.cc). The
+// limit used to be a fixed 512: 64 workers at 8 classes, 128 at 4, and the 513th flow was refused
+// whatever the cluster. It is now sized from the tasks the process's transports know: a peer opens
+// at most one connection per class, plus one more for a redial or a port probe that overlaps its
+// old connection. It grows when a transport learns tasks (it never shrinks: tasks are never
+// forgotten), stays at least the old 512, and at most kAcceptedConnectionsCap. The descriptors it
+// needs are checked against RLIMIT_NOFILE, whose soft limit is raised toward the hard limit when it
+// is too low (logged); when even the hard limit is too low, the limit is what fits (logged).
+#ifndef GERYON_NATIVE_RENDEZVOUS_CONNECTION_LIMITS_H_
+#define GERYON_NATIVE_RENDEZVOUS_CONNECTION_LIMITS_H_
+
+#include <cstdint>
+#include <string>
+
+namespace geryon {
+
+inline constexpr int64_t kMinAcceptedConnections = 512;  // the old fixed limit
+// Hard cap: 8192 connections are 16384 threads with the thread-per-connection design (their stacks
+// are virtual, but every thread is a kernel task and ~10 KB of kernel memory).
+inline constexpr int64_t kAcceptedConnectionsCap = 8192;
+// Descriptors left for the rest of the process: TF and gRPC (a PS's gRPC holds a few sockets per
+// peer it talks to), files, pipes. This process's own outgoing flows are counted separately.
+inline constexpr int64_t kReservedDescriptors = 512;
+
+// The data port's listen backlog: a big cluster's first step opens every flow at once (128 workers x
+// 4 classes = 512 connects within milliseconds); with the old 128, SYNs beyond it were dropped and
+// retried a second later. The kernel clamps it to net.core.somaxconn (4096 since Linux 5.4).
+inline constexpr int kListenBacklog = 4096;
+
+// Threads: each accepted connection has two (reader, writer), each dialed flow one (its reader).
+// A pids cgroup (a container's, e.g. Kubernetes' pod pids limit) bounds every thread the process
+// starts; past it std::thread cannot start one. Threads kept for TF's pools, gRPC and Python:
+inline constexpr int64_t kReservedThreads = 512;
+// The bound never goes below this many connections even when the threads do not fit (the process
+// would then be out of threads anyway; the log says so).
+inline constexpr int64_t kMinThreadBoundConnections = 16;
+
+struct AcceptedLimitPlan {
+  int64_t limit = kMinAcceptedConnections;  // accepted connections allowed at once
+  int64_t wanted = kMinAcceptedConnections;  // what the cluster asks for, before the descriptor bound
+  int64_t descriptors = 0;                   // RLIMIT_NOFILE soft limit this needs
+  bool cut_by_threads = false;               // the pids cgroup's headroom cut it
+};
+
+// The plan for a cluster of `tasks` tasks (this one included) under a hard descriptor limit of
+// `nofile_hard` and with `thread_headroom` more threads allowed by the pids cgroup (either < 0: no
+// bound). The descriptor bound never cuts below kMinAcceptedConnections (the old fixed limit); the
+// thread bound may (a refused connection is better than a thread that cannot start). Pure, for tests.
+AcceptedLimitPlan PlanAcceptedConnections(int64_t tasks, int64_t nofile_hard, int64_t thread_headroom = -1);
+
+// pids.max - pids.current of this process's pids cgroup (v2, or v1's pids controller); -1 when
+// there is no such bound ("max", or no pids controller).
+int64_t PidsCgroupHeadroom();
+
+// Grows the process's limit for a cluster of `tasks` tasks: raises RLIMIT_NOFILE's soft limit when
+// the plan needs more descriptors, logs what it changed. Thread-safe; never lowers the limit.
+void SizeAcceptedConnections(int64_t tasks);
+
+// The limit in force now (read by the accept loop per connection).
+int64_t AcceptedConnectionLimit();
+
+// Why the limit is what it is, for the refusal's log line.
+std::string AcceptedLimitReason();
+
+}  // namespace geryon
+
+#endif  // GERYON_NATIVE_RENDEZVOUS_CONNECTION_LIMITS_H_

@@ -1,0 +1,149 @@
+"""Scale (issue 16 item 5): a PS process serves every flow of its cluster, and the accept path's limit
+is sized from the cluster, raises a too-low descriptor limit, and refuses past it with a clear log.
+
+- 16 workers x 4 classes: bench_scale.py's cluster in miniature (worker servers hosted several to a
+  process; each flow's hello names its own worker task), every one of the 64 flows carries a real
+  pull whose bytes the client checks. The PS starts with RLIMIT_NOFILE's soft limit at 256, below
+  what the plan needs, and the data plane raises it (read back from /proc/<pid>/limits).
+- The limit as the library computes it (connection_limits.cc), through its C entry point.
+- Past the limit: a PS of a 2-task cluster (limit 512) gets 520 connections from an allowed host
+  that send no hello (each holds its slot for the 10 s hello timeout): exactly 512 stay open, the
+  rest are closed at once, and the PS's log names the limit and why it is that.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import resource
+import select
+import socket
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from geryon.progress import Progress
+from geryon.tf import sanitizers
+from geryon.tf.build import build
+
+pytestmark = pytest.mark.slow
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+from bench_scale import DATA_OFFSET, run_scale  # noqa: E402
+from benchlib import GERYON_SERVER, child_env, child_servers  # noqa: E402
+
+# connection_limits.h: kMinAcceptedConnections, kReservedDescriptors; classes.h: kMaxClasses.
+MIN_ACCEPTED, RESERVED, MAX_CLASSES, CAP = 512, 512, 8, 8192
+
+
+@pytest.fixture(scope="module")
+def library() -> Path:
+    return build(sanitizer=sanitizers.active())
+
+
+def test_sixteen_workers_by_four_classes_every_flow_pulls_the_right_bytes(library: Path) -> None:
+    start = time.monotonic()
+    result = run_scale(
+        16, 4, hosts=2, steps=2, library=library, progress=Progress("test_scale"), ps_nofile=256
+    )
+    took = time.monotonic() - start
+    steps = result["client"]["steps"]
+    assert [s["error"] for s in steps] == [None, None], result["ps_log_tail"]
+    assert [s["pulls_ok"] for s in steps] == [64, 64]
+    flows = result["producer"]
+    assert flows["flows_served"] == 64 and flows["workers_served"] == 16, flows
+    assert flows["classes_served"] == [0, 1, 2, 3]
+    assert flows["connections"] == 64 and flows["errors"] == 0  # one connection per flow, none refused
+    assert result["ps_refusals"] == 0
+    # Two threads per accepted connection (the thread-per-connection design): bounded by the flows.
+    assert result["ps_after"]["threads"] - result["ps_before"]["threads"] <= 2 * 64 + 16
+    # The soft limit it started with (256) is below what 17 tasks need, so the data plane raised it.
+    peers = 16
+    needed = max(peers * (MAX_CLASSES + 1), MIN_ACCEPTED) + peers * MAX_CLASSES + RESERVED
+    assert result["ps_before"]["nofile_soft"] == result["ps_after"]["nofile_soft"] == needed
+    raised = f"raised this process's RLIMIT_NOFILE soft limit from 256 to {needed} (hard limit"
+    assert any(raised in line for line in result["ps_log_geryon"]), result["ps_log_geryon"]
+    assert took < 90, took  # ~40 s on the 2-core host under load
+
+
+def test_the_limit_is_sized_from_the_cluster(library: Path) -> None:
+    lib = ctypes.CDLL(str(library))
+    lib.geryon_plan_accepted_connections.argtypes = [ctypes.c_int64] * 3
+    lib.geryon_plan_accepted_connections.restype = ctypes.c_int64
+    lib.geryon_pids_cgroup_headroom.restype = ctypes.c_int64
+
+    def plan(tasks: int, nofile_hard: int, thread_headroom: int = -1) -> int:
+        return int(lib.geryon_plan_accepted_connections(tasks, nofile_hard, thread_headroom))
+
+    assert plan(2, -1) == MIN_ACCEPTED  # never below the old fixed limit
+    assert plan(129, -1) == 128 * (MAX_CLASSES + 1)  # 128 workers: every class, and a redial each
+    assert plan(5000, -1) == CAP  # the hard cap
+    # A hard descriptor limit that cannot hold the plan cuts it to what fits (128 workers, 2048 fds).
+    assert plan(129, 2048) == 2048 - 128 * MAX_CLASSES - RESERVED
+    assert plan(129, 100) == MIN_ACCEPTED  # but never below the old limit
+    # A pids cgroup with room for 2000 more threads: the process's own 128 x 8 dialed readers and 512
+    # reserved threads first, then two threads per accepted connection; this one may cut below 512.
+    assert plan(129, -1, 2000) == (2000 - 128 * MAX_CLASSES - 512) // 2
+    assert plan(129, -1, 100) == 16  # a floor, and the log says the process is out of threads
+    assert plan(2, -1, 1 << 20) == MIN_ACCEPTED
+    # The same cgroup files read here (other processes of the cgroup may start threads in between).
+    native, here = lib.geryon_pids_cgroup_headroom(), _pids_headroom()
+    assert (native == here == -1) or (native >= 0 and here >= 0 and abs(native - here) < 200), (native, here)
+
+
+def _pids_headroom() -> int:
+    """pids.max - pids.current of this process's pids cgroup (v2 or v1), -1 without a bound; the
+    kernel's files (Documentation/admin-guide/cgroup-v2.rst, "PID"), read independently of the C++."""
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        hid, controllers, path = line.split(":", 2)
+        if controllers == "pids":
+            base = Path("/sys/fs/cgroup/pids" + path)
+        elif hid == "0" and controllers == "":
+            base = Path("/sys/fs/cgroup" + path)
+        else:
+            continue
+        try:
+            limit, current = (
+                (base / "pids.max").read_text().strip(),
+                (base / "pids.current").read_text().strip(),
+            )
+        except OSError:
+            continue
+        if limit != "max":
+            return max(int(limit) - int(current), 0)
+    return -1
+
+
+def test_connections_past_the_limit_are_refused_and_the_log_names_the_limit(library: Path) -> None:
+    from geryon.tf.ports import free_port_pairs
+
+    extra = 8
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < MIN_ACCEPTED + extra + 64:
+        pytest.skip(f"this test opens {MIN_ACCEPTED + extra} sockets; RLIMIT_NOFILE is {soft}")
+    ps_port, worker_port = free_port_pairs(2, DATA_OFFSET)
+    cluster = {"ps": [f"127.0.0.1:{ps_port}"], "worker": [f"127.0.0.1:{worker_port}"]}
+    env = child_env({"cluster": cluster, "job": "ps"}, GERYON_DATA_PORT_OFFSET=str(DATA_OFFSET))
+    with tempfile.TemporaryDirectory() as tmp:
+        log = Path(tmp) / "ps.stderr"
+        socks: list[socket.socket] = []
+        with child_servers(GERYON_SERVER, [env], [log]):
+            try:
+                for _ in range(MIN_ACCEPTED + extra):
+                    s = socket.create_connection(("127.0.0.1", ps_port + DATA_OFFSET), timeout=10)
+                    socks.append(s)
+                time.sleep(1.0)  # the accept loop takes them in order; the refused are closed at once
+                poller = select.poll()
+                for s in socks:
+                    poller.register(s, select.POLLIN)
+                ready = {fd for fd, _ in poller.poll(500)}
+                closed = [s for s in socks if s.fileno() in ready and s.recv(1) == b""]
+            finally:
+                for s in socks:
+                    s.close()
+        text = log.read_text()
+    assert len(closed) == extra, (len(closed), text[-2000:])
+    assert closed == socks[-extra:]  # the first 512 hold their slots, the rest are refused
+    assert "512 connections are open already, this process's limit (sized for a cluster of 2 tasks" in text
+    assert text.count("refused a connection from") == extra
