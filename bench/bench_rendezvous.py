@@ -151,7 +151,16 @@ def main() -> int:
         type=int,
         default=0,
         metavar="STEPS",
-        help="--baseline-*: also count syscalls per tensor with strace over STEPS steps of 200 x 4 KiB",
+        help="--baseline-*: also count syscalls (strace), mallocs (perf uprobe) per tensor over STEPS steps",
+    )
+    parser.add_argument(
+        "--consumers", type=int, default=1, help="--order: workers pulling the same tensors at once"
+    )
+    parser.add_argument(
+        "--variants",
+        default="urgency",
+        help="--order: comma-separated sender variants to interleave against arrival "
+        "(bench_rendezvous_order.VARIANTS; default urgency)",
     )
     args = parser.parse_args()
     if args.repeats < 1:
@@ -168,9 +177,18 @@ def main() -> int:
         out = args.out or "out/bench/rendezvous_libs.json"
         return run_libs(args.baseline_lib, args.baseline_ref, args.repeats, args.runs, out, args.syscalls)
     if args.order:
+        from bench_rendezvous_order import check_variants
         from bench_rendezvous_order import run as run_order
 
-        return run_order(args.repeats, args.runs, args.out or "out/bench/rendezvous_order.json")
+        variants = [v for v in args.variants.split(",") if v]
+        try:
+            check_variants(variants)
+        except ValueError as e:
+            parser.error(str(e))  # exit 2, naming the flag
+        if args.consumers < 1:
+            parser.error("--consumers must be >= 1")
+        out = args.out or "out/bench/rendezvous_order.json"
+        return run_order(args.repeats, args.runs, out, variants, args.consumers)
     if args.device:
         from bench_device_tensors import run
 

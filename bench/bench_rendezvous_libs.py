@@ -28,6 +28,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -177,10 +179,46 @@ def _strace_summary(text: str) -> dict[str, int]:
     return calls
 
 
+MALLOC_EVENT = "probe_libc:malloc"
+
+
+def _libc_of(pid: str) -> str | None:
+    for line in Path(f"/proc/{pid}/maps").read_text().splitlines():
+        path = line.split()[-1]
+        if "/libc.so" in path:
+            return path
+    return None
+
+
+@contextmanager
+def _malloc_probe(pid: str) -> Iterator[bool]:
+    """A uprobe on libc's malloc (`perf probe`), so `perf stat` can count calls; removed afterwards if
+    this made it. Yields False (and counts nothing) where perf or uprobes are not available."""
+    libc = _libc_of(pid)
+    made = False
+    if shutil.which("perf") and libc:
+        listed = subprocess.run(["perf", "probe", "-l"], capture_output=True, text=True, check=False).stdout
+        if MALLOC_EVENT not in listed:
+            made = (
+                subprocess.run(
+                    ["perf", "probe", "-q", "-x", libc, "malloc"], capture_output=True, check=False
+                ).returncode
+                == 0
+            )
+            listed = MALLOC_EVENT if made else ""
+    try:
+        yield MALLOC_EVENT in listed if shutil.which("perf") and libc else False
+    finally:
+        if made:
+            subprocess.run(["perf", "probe", "-q", "-d", MALLOC_EVENT], capture_output=True, check=False)
+
+
 def count_syscalls(libraries: dict[str, Path], steps: int, progress: Progress) -> dict[str, Any]:
-    """Syscalls of the PS and the worker process per 4 KiB tensor (`strace -c -f` attached to both
-    servers of each build while `steps` steps of 200 x 4 KiB run): what the frame reader cuts, counted,
-    not timed (strace slows every call down, so no time from this run is reported)."""
+    """Syscalls and malloc calls of the PS and the worker process per 4 KiB tensor (`strace -c -f`, and
+    `perf stat` on a uprobe on libc's malloc, attached to both servers of each build while `steps`
+    steps of 200 x 4 KiB run): what the frame reader and the allocation cuts save, counted, not timed
+    (strace slows every call down, so no time from this run is reported). Both processes' counts
+    include TF's own calls, the same in both builds; the difference is ours."""
     if shutil.which("strace") is None:
         raise UsageError("--syscalls needs strace (apt-get install strace)")
     offset = {"GERYON_DATA_PORT_OFFSET": str(DATA_OFFSET)}
@@ -195,7 +233,7 @@ def count_syscalls(libraries: dict[str, Path], steps: int, progress: Progress) -
                 spec = {"cluster": cluster, "job": job, "library": str(libraries[name])}
                 envs.append(child_env({**spec, "pid_file": str(pid_files[(name, job)])}, **offset))
         go = Path(tmp, "go")
-        with child_servers(_SERVER, envs):
+        with child_servers(_SERVER, envs), ExitStack() as stack:
             spec = {"workers": workers, "pulls_mb": [1], "small": SMALL, "small_floats": SMALL_FLOATS}
             client = subprocess.Popen(
                 [sys.executable, "-c", _SYSCALL_CLIENT],
@@ -209,7 +247,14 @@ def count_syscalls(libraries: dict[str, Path], steps: int, progress: Progress) -
                 if not client.stdout.readline().startswith("WARM"):
                     raise RuntimeError("the syscall client did not start")
                 tracers = {}
+                probe = stack.enter_context(_malloc_probe(pid_files[("new", "worker")].read_text().strip()))
+                counters = {}
                 for key, pid_file in pid_files.items():
+                    if probe:  # malloc calls, counted by the kernel (uprobe), not by strace
+                        stat = Path(tmp, f"{key[0]}-{key[1]}.perf")
+                        pid = pid_file.read_text().strip()
+                        command = ["perf", "stat", "-x,", "-e", MALLOC_EVENT, "-o", str(stat), "-p", pid]
+                        counters[key] = (subprocess.Popen(command, stderr=subprocess.DEVNULL), stat)
                     out = Path(tmp, f"{key[0]}-{key[1]}.strace")
                     pid = pid_file.read_text().strip()
                     tracers[key] = (
@@ -227,14 +272,21 @@ def count_syscalls(libraries: dict[str, Path], steps: int, progress: Progress) -
                     client.kill()
                     client.wait()
             result: dict[str, Any] = {}
+            tensors = steps * SMALL
             for key, (tracer, out) in tracers.items():
                 tracer.send_signal(signal.SIGINT)
                 tracer.wait(timeout=60)
                 calls = _strace_summary(out.read_text())
-                tensors = steps * SMALL
                 result.setdefault(key[0], {})[key[1]] = {
                     name: round(n / tensors, 2) for name, n in sorted(calls.items()) if n >= tensors // 10
                 }
+            for key, (perf, stat) in counters.items():
+                perf.send_signal(signal.SIGINT)
+                perf.wait(timeout=60)
+                for line in stat.read_text().splitlines():
+                    fields = line.split(",")
+                    if len(fields) > 2 and fields[2] == MALLOC_EVENT and fields[0].isdigit():
+                        result[key[0]][key[1]]["malloc"] = round(int(fields[0]) / tensors, 2)
             return result
 
 
@@ -271,13 +323,16 @@ def summarize(samples: dict[str, dict[str, list[float]]]) -> list[dict[str, Any]
 
 
 def print_syscalls(counts: dict[str, Any]) -> None:
-    names = ("recvfrom", "sendmsg", "ioctl", "futex")
+    names = ("recvfrom", "sendmsg", "ioctl", "futex", "malloc")
     rows = []
     for build_name in BUILDS:
         for job in ("ps", "worker"):
             per = counts[build_name][job]
             rows.append({"build": build_name, "process": job, **{n: per.get(n, 0.0) for n in names}})
-    print("\nsyscalls per 4 KiB tensor (strace -c -f on the servers; recv() is recvfrom):")
+    print(
+        "\nsyscalls per 4 KiB tensor (strace -c -f on the servers; recv() is recvfrom), and malloc calls"
+        " (perf stat on a uprobe; 0 where perf or uprobes are missing):"
+    )
     print_table(rows, [("build", "build", "s"), ("process", "process", "s"), *[(n, n, ".2f") for n in names]])
 
 

@@ -22,7 +22,7 @@ made no mode slower.
 8, 64 x PSes 1, 4, 8, 16 x 1/10/40 Gbit/s x K40 and V100 (FLOP-derived compute), 4 MiB slices, separate
 PS hosts, every mode at its defaults (fifo: TF's measured window of 3.5 pulls in flight per connection;
 end-host: ByteScheduler's 300 us per transfer; hybrid: 256 KiB chunks), hybrid with its push orders
-(urgency, the default; arrival; whole) and sender orders (connection, the default; host). network and
+(urgency; arrival; whole, the default) and sender orders (host, the default; connection). network and
 each hybrid take their best of five thresholds (0, 0.25, 0.5, 0.75 and 1: one class), standing for the
 adaptive search; network's classes carry TF's window too. It prints per model, device and hybrid
 variant how many cells meet the targets (hybrid never more than 1% slower than the best of fifo,
@@ -447,7 +447,7 @@ GRID_GBIT = (1, 10, 40)
 # urgency-0 parameters (the last layer) in the low class.
 GRID_THRESHOLDS = ((0.0,), (0.25,), (0.5,), (0.75,), (1.0,))
 # hybrid's push rankings x where its order holds (geryon.threshold.simknobs PUSH_ORDERS, SENDER_ORDERS):
-# the grid's "hybrid" column is the default (urgency pushes, per connection).
+# the default hybrid is whole pushes, one order per host (simknobs PUSH_ORDER_DEFAULT, SENDER_ORDERS[0]).
 # Arrival-ordered pushes keep their order per connection, so "arrival"/"host" equals "arrival"/"connection"
 # and is left out.
 HYBRIDS = (
@@ -527,7 +527,7 @@ def grid(out: str) -> int:
             (f"{name}_worst", "worst", ".3f"),
         ]
     print(
-        "hybrid per push order / sender order (default urgency/connection): cells more than 1% behind the "
+        "hybrid per push order / sender order (default whole/host): cells more than 1% behind the "
         "best of fifo, end-host, network; cells within 3% of the best mode; worst hybrid/best baseline"
     )
     print(table(summary, columns))

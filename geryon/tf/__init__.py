@@ -95,10 +95,16 @@ class FlowCounter:
     order_ns: int = 0
     chunks_sent: int = 0
     preemptions: int = 0
+    # producer, host order: times a writer yielded to a more urgent response of its class on another
+    # connection of this process, and the ns it waited
+    host_waits: int = 0
+    host_wait_ns: int = 0
     # issue 16: consumer: cancel frames sent for aborted receives; producer: responses dropped (queued
     # or half sent in chunks) because their consumer cancelled them
     cancels_sent: int = 0
     cancelled: int = 0
+    # consumer (issue 16): requests that went out with another thread's write (one sendmsg for several)
+    requests_combined: int = 0
 
     @classmethod
     def from_json(cls, item: dict[str, Any]) -> FlowCounter:

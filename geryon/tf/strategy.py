@@ -25,6 +25,8 @@ connection most urgent first (the parameter's rank in the forward pass's consump
 in the map_table), in chunks so a more urgent response preempts a large one. `g.set_order("arrival")`
 switches every task back to first-ready-first-sent (the paper's Geryon, a baseline), and
 `g.set_chunk_bytes(n)` changes the chunk size; both ride the same custom-op path as map_tables.
+`g.set_sender_order("host" | "connection")`: one urgency order per process and class across its
+connections (the default), or each connection on its own.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from geryon.tf.map_table_native import consumption_ranks, to_native
 __all__ = [
     "CHUNK_BYTES_RANGE",
     "ORDERS",
+    "SENDER_ORDERS",
     "GeryonStrategy",
     "InstallError",
     "TaskTable",
@@ -53,6 +56,7 @@ __all__ = [
     "read_orders",
     "set_chunk_bytes",
     "set_order",
+    "set_sender_order",
     "strategy",
     "task_devices",
 ]
@@ -60,6 +64,7 @@ __all__ = [
 # The data plane's orders inside a class and the chunk size's bounds (transport.h).
 ORDERS = ("urgency", "arrival")
 CHUNK_BYTES_RANGE = (4 * 1024, 1 << 30)
+SENDER_ORDERS = ("host", "connection")
 
 _ops_lock = threading.Lock()
 _ops: Any = None
@@ -193,6 +198,27 @@ def set_chunk_bytes(chunk_bytes: int, devices: dict[str, str]) -> dict[str, int]
     )
 
 
+def check_sender_order(sender_order: Any) -> str:
+    if sender_order not in SENDER_ORDERS:
+        raise ValueError(f"sender_order: {sender_order!r} is not one of {', '.join(SENDER_ORDERS)}")
+    return str(sender_order)
+
+
+def set_sender_order(sender_order: str, devices: dict[str, str]) -> dict[str, str]:
+    """One urgency order per process and class ("host") or per connection ("connection"), on every task.
+
+    Validated here first (ValueError naming `sender_order`, nothing sent); InstallError names
+    unreachable tasks.
+    """
+    sender_order = check_sender_order(sender_order)
+    ops = native_ops()
+    return _on_every_task(
+        f"setting sender_order {sender_order}",
+        devices,
+        lambda: ops.geryon_set_sender_option("sender_order", sender_order).numpy().decode(),
+    )
+
+
 def read_orders(devices: dict[str, str]) -> dict[str, tuple[str, int]]:
     """(order, chunk bytes) in force on every task."""
     ops = native_ops()
@@ -241,6 +267,13 @@ class GeryonStrategy:
         """Chunk size (4 KiB..1 GiB, default 256 KiB) of responses sent in urgency order, on every task."""
         with self._lock:
             return set_chunk_bytes(chunk_bytes, self.devices)
+
+    def set_sender_order(self, sender_order: str) -> dict[str, str]:
+        """ "host" (default): before a response or chunk starts, each task's writer yields to a more
+        urgent pending response of the same class on its other connections; "connection": each
+        connection orders only its own. Returns task -> setting in force."""
+        with self._lock:
+            return set_sender_order(sender_order, self.devices)
 
     def orders(self) -> dict[str, tuple[str, int]]:
         """(order, chunk bytes) every task runs now."""

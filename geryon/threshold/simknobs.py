@@ -14,12 +14,12 @@
   layers are then aggregated early and their next pulls overlap the remaining pushes. "whole": urgency
   order, but a push once started finishes (no chunk preemption), as end-host schedulers send a slice.
   bench/bench_simulator.py --grid measures both (bench/README.md).
-- `SENDER_ORDERS`: where a hybrid sender's urgency order holds. "connection" (default): inside each
-  connection only, as the native data plane is specified (issue 14 item 1: one socket per consumer,
-  producer and class, each serving its own pending responses), so a host's connections of one class
-  share its NIC fairly (the kernel interleaves their sockets). "host": the host's NIC sends its most
-  urgent pending chunk of any connection first (a send scheduler per host, as end-host schedulers
-  have); pushes in arrival order stay per connection.
+- `SENDER_ORDERS`: where a hybrid sender's urgency order holds. "host" (default, as the native data
+  plane sends since it got one urgency order per process and class: native/rendezvous/README.md,
+  "Host order"): the host's NIC sends its most urgent pending chunk of any connection first (a send
+  scheduler per host, as end-host schedulers have); pushes in arrival order stay per connection.
+  "connection": inside each connection only (the data plane's `sender_order=connection`), so a host's
+  connections of one class share its NIC fairly (the kernel interleaves their sockets).
 - `ENDHOST_SCOPES`: what end-host's stop-and-wait serializes. "connection" (default): each connection
   sends one transfer at a time, so a host's connections overlap one another's gaps. "sender": one
   transfer at a time per sending process (a PS's pulls, a worker's pushes), its most urgent pending one
@@ -54,7 +54,7 @@ PUSH_ORDERS = ("urgency", "arrival", "whole")  # hybrid's push ranking
 # The data plane's: pushes (responses to a PS) queue in urgency order but go out whole once started
 # (native/rendezvous/README.md, "Order inside a class"; bench/README.md, "The simulator's modes").
 PUSH_ORDER_DEFAULT = "whole"
-SENDER_ORDERS = ("connection", "host")  # where hybrid's urgency order holds; the first is the default
+SENDER_ORDERS = ("host", "connection")  # where hybrid's urgency order holds; the first is the default
 # Where end-host's stop-and-wait holds; the first is the default (see the module docstring).
 ENDHOST_SCOPES = ("connection", "sender")
 TF_INFLIGHT = 3.5  # bench/bench_tf_order.py on this machine: 3.49 pulls in flight per PS connection

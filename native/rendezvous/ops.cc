@@ -121,6 +121,23 @@ REGISTER_OP("GeryonDataPlaneOrder")
     })
     .Doc("The order and chunk size in force in this process's data plane.");
 
+REGISTER_OP("GeryonSetSenderOption")
+    .Input("option: string")
+    .Input("value: string")
+    .Output("in_force: string")
+    .SetIsStateful()
+    .SetShapeFn(::tensorflow::shape_inference::ScalarShape)
+    .Doc("Sets a sender option of this process's data plane: sender_order (connection|host), hold (on|off), "
+         "hold_gap_us (0..10000), inline (arrival|off|small|drain), notsent_lowat (bytes, 0: the kernel's default). "
+         "Returns the value in force.");
+
+REGISTER_OP("GeryonSenderOption")
+    .Input("option: string")
+    .Output("value: string")
+    .SetIsStateful()
+    .SetShapeFn(::tensorflow::shape_inference::ScalarShape)
+    .Doc("The value in force of a sender option of this process's data plane (see GeryonSetSenderOption).");
+
 REGISTER_OP("GeryonTakeArrivals")
     .Input("capacity: int64")
     .Output("arrivals: int64")
@@ -162,6 +179,46 @@ class SetChunkBytesOp : public OpKernel {
     Tensor* out = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({}), &out));
     out->scalar<int64_t>()() = ChunkBytes();
+  }
+};
+
+class SetSenderOptionOp : public OpKernel {
+ public:
+  explicit SetSenderOptionOp(OpKernelConstruction* ctx) : OpKernel(ctx) {}
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& name = ctx->input(0);
+    const Tensor& value = ctx->input(1);
+    OP_REQUIRES(ctx,
+                ::tensorflow::TensorShapeUtils::IsScalar(name.shape()) &&
+                    ::tensorflow::TensorShapeUtils::IsScalar(value.shape()),
+                errors::InvalidArgument("GeryonSetSenderOption: option and value must be scalar strings"));
+    const tstring& n = name.scalar<tstring>()();
+    const tstring& v = value.scalar<tstring>()();
+    const absl::string_view option(n.data(), n.size());
+    std::string error;
+    OP_REQUIRES(ctx, SetSenderOption(option, absl::string_view(v.data(), v.size()), &error),
+                errors::InvalidArgument("GeryonSetSenderOption: ", error));
+    Tensor* out = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({}), &out));
+    out->scalar<tstring>()() = SenderOption(option);
+  }
+};
+
+class SenderOptionOp : public OpKernel {
+ public:
+  explicit SenderOptionOp(OpKernelConstruction* ctx) : OpKernel(ctx) {}
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& name = ctx->input(0);
+    OP_REQUIRES(ctx, ::tensorflow::TensorShapeUtils::IsScalar(name.shape()),
+                errors::InvalidArgument("GeryonSenderOption: option must be a scalar string"));
+    const tstring& n = name.scalar<tstring>()();
+    const std::string value = SenderOption(absl::string_view(n.data(), n.size()));
+    OP_REQUIRES(ctx, !value.empty(),
+                errors::InvalidArgument("GeryonSenderOption: sender option: '", n,
+                                        "' is not one of 'sender_order', 'hold', 'hold_gap_us', 'inline', 'notsent_lowat'"));
+    Tensor* out = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({}), &out));
+    out->scalar<tstring>()() = value;
   }
 };
 
@@ -285,6 +342,8 @@ REGISTER_KERNEL_BUILDER(Name("GeryonSetOrder").Device(DEVICE_CPU), SetOrderOp);
 REGISTER_KERNEL_BUILDER(Name("GeryonSetChunkBytes").Device(DEVICE_CPU), SetChunkBytesOp);
 REGISTER_KERNEL_BUILDER(Name("GeryonDataPlaneOrder").Device(DEVICE_CPU), DataPlaneOrderOp);
 REGISTER_KERNEL_BUILDER(Name("GeryonTakeArrivals").Device(DEVICE_CPU), TakeArrivalsOp);
+REGISTER_KERNEL_BUILDER(Name("GeryonSetSenderOption").Device(DEVICE_CPU), SetSenderOptionOp);
+REGISTER_KERNEL_BUILDER(Name("GeryonSenderOption").Device(DEVICE_CPU), SenderOptionOp);
 
 }  // namespace
 }  // namespace geryon

@@ -79,7 +79,7 @@ absl::Status CopyFailed(const absl::Status& s, const char* what, const std::stri
 
 // The tensor's bytes where they are one flat buffer (not strings, variants or resources, whose
 // tensor_data() is a CHECK failure): what the transport reads into from a socket and writes from,
-// and what changes hands between TF's kernels and our transport (GERYON_HANDED_OVER, tsan.h).
+// and the address their handoff between our reader and our writer is annotated on (tsan.h).
 absl::string_view FlatBytes(const Tensor& t) {
   return t.IsInitialized() && tensorflow::DataTypeCanUseMemcpy(t.dtype()) ? t.tensor_data() : absl::string_view();
 }
@@ -210,9 +210,10 @@ class GeryonRemoteRendezvous : public BaseRemoteRendezvous {
                    key = std::string(parsed.FullKey())](const absl::Status& status, const Tensor& tensor,
                                                         bool is_dead) {
       if (!to_device || !status.ok() || is_dead || !call->status().ok()) {
-        // The bytes our reader wrote go to TF's kernels now, ordered by TF's executor (tsan.h).
+        // The bytes just read into the tensor's buffer: TF may pass the tensor on to a Send whose
+        // consumer our producer side then writes it to (ServeCallback claims it there).
         absl::string_view bytes = FlatBytes(tensor);
-        if (!bytes.empty()) GERYON_HANDED_OVER(bytes.data(), bytes.size());
+        if (!bytes.empty()) GERYON_HAPPENS_BEFORE(bytes.data());
         (*complete)(status, Args(), recv_args, tensor, is_dead);
         return;
       }
@@ -293,9 +294,9 @@ class ServeCallback {
     device_context = send_args.device_context;
     bytes = FlatBytes(val);
     GERYON_IGNORE_ACCESSES_END();
-    // Written by the kernel that produced it (or by our reader, for a tensor TF passes on), which TF
-    // ran to completion before this Send: the transport's reads of them come after (tsan.h).
-    if (!bytes.empty()) GERYON_HANDED_OVER(bytes.data(), bytes.size());
+    // A tensor our consumer side read from another flow (TF passed it on to this Send): its bytes
+    // were announced there (RecvFromRemoteAsync) and are claimed before the transport writes them.
+    if (!bytes.empty()) GERYON_HAPPENS_AFTER(bytes.data());
     if (!status.ok() || is_dead || !IsAcceleratorTensor(src_device_, alloc_attrs)) {
       done_(status, val, is_dead);  // host memory: the transport writes the tensor's own buffer
       return;

@@ -105,6 +105,37 @@ inline constexpr int64_t kMaxChunkBytes = int64_t{1} << 30;
 int64_t ChunkBytes();
 bool SetChunkBytes(int64_t bytes, std::string* error);
 
+// Sender settings (issue 14), per process; GERYON_SENDER_ORDER, GERYON_HOLD, GERYON_HOLD_GAP_US,
+// GERYON_INLINE and GERYON_NOTSENT_LOWAT at start, SetSenderOption (op GeryonSetSenderOption) at
+// run time.
+//   sender_order  connection: each connection serves its own queue in urgency order (the kernel
+//                 interleaves the connections of a class);
+//                 host (default): before a writer starts a response or a chunk it yields to a more
+//                 urgent pending response of the same class on another connection of this process
+//                 (equal ranks go together, unranked last), so one urgency order per process and class.
+//   hold          on (default) | off: the burst hold (urgency order only; see README.md, "Bursts").
+//   hold_gap_us   the burst hold also waits up to this long for a burst's next request while the
+//                 burst is younger than 2 ms (0: only while a request is already readable).
+//   inline        arrival (default): as small in arrival order, as off in urgency order;
+//                 small: a response up to 64 KiB is written by the thread that produced it
+//                 when nothing else is pending; off: every response goes through the writer thread;
+//                 drain: the producing thread writes whatever is pending, most urgent first, until
+//                 the socket is full (the writer thread finishes the rest).
+//   notsent_lowat TCP_NOTSENT_LOWAT of producer sockets in bytes (0: the kernel's default, no bound):
+//                 how many unsent bytes a socket may queue, so the kernel's FIFO backlog stays small
+//                 against the order.
+enum class SenderOrder { kConnection, kHost };
+enum class InlineWrite { kOff, kSmall, kDrain, kArrival };
+inline constexpr int64_t kDefaultNotsentLowat = 0;
+inline constexpr int64_t kDefaultHoldGapUs = 300;
+inline constexpr int64_t kMaxNotsentLowat = int64_t{1} << 30;
+SenderOrder CurrentSenderOrder();
+// `name` is one of sender_order, hold, hold_gap_us, inline, notsent_lowat; false with `*error` naming the field
+// and what is allowed, changing nothing.
+bool SetSenderOption(absl::string_view name, absl::string_view value, std::string* error);
+// The value in force of option `name` ("" for an unknown name).
+std::string SenderOption(absl::string_view name);
+
 // The order in which receives completed on this process's consumer flows (for benches and
 // tests): Take returns what was logged since the last call and then logs up to `capacity`
 // further completions (0: stop logging). Off by default; costs one relaxed load per receive then.

@@ -15,7 +15,6 @@
 #ifndef GERYON_RENDEZVOUS_TSAN_H_
 #define GERYON_RENDEZVOUS_TSAN_H_
 
-#include <cstddef>
 #include <mutex>
 #include <utility>
 
@@ -30,7 +29,6 @@ void __tsan_acquire(void* addr);
 void __tsan_release(void* addr);
 void __tsan_ignore_thread_begin();
 void __tsan_ignore_thread_end();
-void AnnotateNewMemory(const char* file, int line, const volatile void* mem, size_t size);
 }
 #define GERYON_HAPPENS_BEFORE(p) __tsan_release(const_cast<void*>(static_cast<const void*>(p)))
 #define GERYON_HAPPENS_AFTER(p) __tsan_acquire(const_cast<void*>(static_cast<const void*>(p)))
@@ -39,18 +37,11 @@ void AnnotateNewMemory(const char* file, int line, const volatile void* mem, siz
 // is not recorded. Kept to single statements that only copy TF's handle into an object of ours.
 #define GERYON_IGNORE_ACCESSES_BEGIN() __tsan_ignore_thread_begin()
 #define GERYON_IGNORE_ACCESSES_END() __tsan_ignore_thread_end()
-// For a tensor's bytes where they change hands through TF's executor (a kernel's output reaching our
-// Serve; bytes we received reaching TF's kernels): the writer is any of TF's kernels (oneDNN's
-// memset, Eigen's memcpy), so there is no sending side of ours to announce. TF runs the consumer only
-// after the producer is done; the accesses before the handoff are forgotten (the range is reset as
-// an allocator's new memory is), and every access after it is still checked.
-#define GERYON_HANDED_OVER(p, n) AnnotateNewMemory(__FILE__, __LINE__, (p), (n))
 #else
 #define GERYON_HAPPENS_BEFORE(p) ((void)(p))
 #define GERYON_HAPPENS_AFTER(p) ((void)(p))
 #define GERYON_IGNORE_ACCESSES_BEGIN() ((void)0)
 #define GERYON_IGNORE_ACCESSES_END() ((void)0)
-#define GERYON_HANDED_OVER(p, n) ((void)(p), (void)(n))
 #endif
 
 namespace geryon {

@@ -87,13 +87,13 @@ def test_hybrid_orders_inside_a_connection_only_and_connections_of_a_class_share
     # at 51.056 + 8.192 = 59.248, layer 1's last 31864 B at full rate by 91.112.
     p = synthetic([4096, 40960], [0.0, 0.0], [5.0, 1.0])
     kw = dict(workers=1, num_ps=2, bandwidth_bps=8000, partition=False, thresholds=(0.25,), iterations=1)
-    r = simulate(p, mode="hybrid", trace=True, chunk_bytes=4096, **kw)
+    r = simulate(p, mode="hybrid", trace=True, chunk_bytes=4096, sender_order="connection", **kw)
     assert push_end(r, 0) == pytest.approx(59.248)
     assert push_end(r, 1) == pytest.approx(91.112)
     assert r.sender_order == "connection"
-    # A send scheduler per host (sender_order="host") gives the NIC to the most urgent connection:
-    # layer 0's push takes the whole link at 51.056, ends at 55.152.
-    host = simulate(p, mode="hybrid", trace=True, chunk_bytes=4096, sender_order="host", **kw)
+    # A send scheduler per host (sender_order="host", the default as in the data plane) gives the NIC
+    # to the most urgent connection: layer 0's push takes the whole link at 51.056, ends at 55.152.
+    host = simulate(p, mode="hybrid", trace=True, chunk_bytes=4096, **kw)
     assert push_end(host, 0) == pytest.approx(55.152)
     assert push_end(host, 1) == pytest.approx(91.112)
     assert host.to_dict()["sender_order"] == "host"
@@ -390,7 +390,7 @@ OK = dict(workers=2, num_ps=2, bandwidth_bps=1e9, mode="hybrid")
         ({"inflight": 0.5}, "inflight: expected None or a number of transfers >= 1"),
         ({"seed": "x"}, "seed: expected an integer"),
         ({"push_order": "lifo"}, "push_order: unknown push order 'lifo'; allowed: urgency, arrival, whole"),
-        ({"sender_order": "nic"}, "sender_order: unknown sender order 'nic'; allowed: connection, host"),
+        ({"sender_order": "nic"}, "sender_order: unknown sender order 'nic'; allowed: host, connection"),
         ({"ps_costs": {"per_message_s": 1}}, "ps_costs: expected a PsCosts"),
         ({"background": ["5gbit"]}, "background: expected Background entries"),
     ],
