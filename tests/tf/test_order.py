@@ -163,8 +163,12 @@ def test_urgency_order_serves_the_most_urgent_first_and_preempts_large_tensors_i
     # Arrival: answered as requested and produced (requested least urgent first; small ones finish
     # sooner), far from rank order (measured: tau -0.07 to 0.2). Urgency: most urgent first; only
     # responses written before later requests were read can be out of place (measured: 0.7 to 1.0).
+    # Under heavy load (CI beside other jobs, load 12-18) arrival's median reached 0.53 once, as the
+    # producer's threads were descheduled between requests: the bound on arrival leaves room for that,
+    # and the gap between the two orders is what the test is about.
     assert urgency[len(urgency) // 2] >= 0.6, taus
-    assert arrival[len(arrival) // 2] <= 0.4, taus
+    assert arrival[len(arrival) // 2] <= 0.6, taus
+    assert urgency[len(urgency) // 2] - arrival[len(arrival) // 2] >= 0.3, taus
     producer = [r for r in facts["producer"] if r["klass"] == 1 and r["messages_sent"] > 0]
     assert sum(r["chunks_sent"] for r in producer) > 0, producer
     # Everything was asked for in one burst, so urgency ordered it before writing: no preemption needed.
