@@ -107,7 +107,9 @@ void SizeAcceptedConnections(int64_t tasks) {
                << " connections to this process, but RLIMIT_NOFILE's hard limit (" << hard << ") allows "
                << plan.limit << "; raise it (ulimit -Hn, or LimitNOFILE= in a systemd unit)";
   }
-  if (plan.limit > g_limit.load()) g_limit = plan.limit;
+  // For the largest cluster so far: more tasks want more, but a thread headroom that shrank since
+  // (other threads started) may cut it below what a smaller cluster had.
+  g_limit = plan.limit;
 }
 
 int64_t AcceptedConnectionLimit() { return g_limit.load(); }

@@ -4,10 +4,12 @@
 // limit used to be a fixed 512: 64 workers at 8 classes, 128 at 4, and the 513th flow was refused
 // whatever the cluster. It is now sized from the tasks the process's transports know: a peer opens
 // at most one connection per class, plus one more for a redial or a port probe that overlaps its
-// old connection. It grows when a transport learns tasks (it never shrinks: tasks are never
-// forgotten), stays at least the old 512, and at most kAcceptedConnectionsCap. The descriptors it
+// old connection. It is sized again when a transport learns more tasks (tasks are never
+// forgotten), stays at least the old 512 (unless threads are short, below), and at most
+// kAcceptedConnectionsCap. The descriptors it
 // needs are checked against RLIMIT_NOFILE, whose soft limit is raised toward the hard limit when it
-// is too low (logged); when even the hard limit is too low, the limit is what fits (logged).
+// is too low (logged); when even the hard limit is too low, the limit is what fits (logged). In a
+// pids cgroup, the limit is also what the cgroup's thread headroom allows (logged).
 #ifndef GERYON_NATIVE_RENDEZVOUS_CONNECTION_LIMITS_H_
 #define GERYON_NATIVE_RENDEZVOUS_CONNECTION_LIMITS_H_
 
@@ -55,7 +57,9 @@ AcceptedLimitPlan PlanAcceptedConnections(int64_t tasks, int64_t nofile_hard, in
 int64_t PidsCgroupHeadroom();
 
 // Grows the process's limit for a cluster of `tasks` tasks: raises RLIMIT_NOFILE's soft limit when
-// the plan needs more descriptors, logs what it changed. Thread-safe; never lowers the limit.
+// the plan needs more descriptors, logs what it changed. Thread-safe. Sized again only for a larger
+// cluster than before (tasks are never forgotten); only a thread headroom that shrank meanwhile can
+// make the new limit lower.
 void SizeAcceptedConnections(int64_t tasks);
 
 // The limit in force now (read by the accept loop per connection).

@@ -47,7 +47,10 @@ bool FrameReader::Fill(size_t need, std::string* error) {
     begin_ = 0;
   }
   while (buffered() < need) {
-    ssize_t r = recv(fd_, buffer_.get() + end_, capacity_ - end_, 0);
+    size_t room = capacity_ - end_;
+    if (after_direct_) room = std::min(room, std::max(need - buffered(), kRefillAfterDirect));
+    after_direct_ = false;
+    ssize_t r = recv(fd_, buffer_.get() + end_, room, 0);
     ++recv_calls_;
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) {
@@ -74,6 +77,7 @@ bool FrameReader::Read(void* out, size_t n, std::string* error) {
   if (rest >= kDirectBytes || rest > capacity_) {
     // A large body: straight into its destination (the tensor's buffer), no copy.
     ++recv_calls_;  // at least one; RecvExact loops for the rest
+    after_direct_ = true;
     return RecvExact(fd_, p, rest, error);
   }
   if (!Fill(rest, error)) return false;

@@ -29,6 +29,10 @@ class FrameReader {
   // less than a recv() of its own, and the same recv() brings the frames behind it); from this on, it
   // goes straight into the destination.
   static constexpr size_t kDirectBytes = 16 * 1024;
+  // Right after a body read straight into its destination, the next refill takes at most this much:
+  // the next frame's header, not a slice of the next large body that would then be copied (a 256 KiB
+  // chunk behind a full 64 KiB refill had a quarter of its bytes copied twice).
+  static constexpr size_t kRefillAfterDirect = 512;
 
   explicit FrameReader(int fd, size_t capacity = kDefaultCapacity);
 
@@ -57,6 +61,7 @@ class FrameReader {
   const size_t capacity_;
   std::unique_ptr<char[]> buffer_;
   size_t begin_ = 0, end_ = 0;  // the unread bytes are buffer_[begin_, end_)
+  bool after_direct_ = false;   // the last body went straight to its destination (kRefillAfterDirect)
   uint64_t recv_calls_ = 0;
 };
 

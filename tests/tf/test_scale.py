@@ -14,6 +14,8 @@ is sized from the cluster, raises a too-low descriptor limit, and refuses past i
 from __future__ import annotations
 
 import ctypes
+import os
+import re
 import resource
 import select
 import socket
@@ -127,23 +129,68 @@ def test_connections_past_the_limit_are_refused_and_the_log_names_the_limit(libr
     env = child_env({"cluster": cluster, "job": "ps"}, GERYON_DATA_PORT_OFFSET=str(DATA_OFFSET))
     with tempfile.TemporaryDirectory() as tmp:
         log = Path(tmp) / "ps.stderr"
-        socks: list[socket.socket] = []
         with child_servers(GERYON_SERVER, [env], [log]):
-            try:
-                for _ in range(MIN_ACCEPTED + extra):
-                    s = socket.create_connection(("127.0.0.1", ps_port + DATA_OFFSET), timeout=10)
-                    socks.append(s)
-                time.sleep(1.0)  # the accept loop takes them in order; the refused are closed at once
-                poller = select.poll()
-                for s in socks:
-                    poller.register(s, select.POLLIN)
-                ready = {fd for fd, _ in poller.poll(500)}
-                closed = [s for s in socks if s.fileno() in ready and s.recv(1) == b""]
-            finally:
-                for s in socks:
-                    s.close()
+            closed = _flood(ps_port + DATA_OFFSET, MIN_ACCEPTED + extra)
         text = log.read_text()
-    assert len(closed) == extra, (len(closed), text[-2000:])
-    assert closed == socks[-extra:]  # the first 512 hold their slots, the rest are refused
+    # The first 512 hold their slots (until the 10 s hello timeout), the rest are closed at once.
+    assert closed == [False] * MIN_ACCEPTED + [True] * extra, (closed.count(True), text[-2000:])
     assert "512 connections are open already, this process's limit (sized for a cluster of 2 tasks" in text
     assert text.count("refused a connection from") == extra
+
+
+def _flood(port: int, count: int) -> list[bool]:
+    """`count` connections that send no hello; for each, whether the server closed it at once."""
+    socks = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(count)]
+    try:
+        time.sleep(1.0)  # the accept loop takes them in order; the refused are closed at once
+        poller = select.poll()
+        for s in socks:
+            poller.register(s, select.POLLIN)
+        ready = {fd for fd, _ in poller.poll(500)}
+        return [s.fileno() in ready and s.recv(1) == b"" for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def test_a_pids_cgroup_bounds_the_accepted_connections(library: Path) -> None:
+    """The PS runs in a pids cgroup (v1 here, the kernel's own controller) that this test makes with
+    room for 1200 threads: the bound is cut to what two threads per connection leave, the log says
+    so, connections past it are refused, and the PS lives on."""
+    from geryon.tf.ports import free_port_pairs
+
+    base = Path("/sys/fs/cgroup/pids")
+    if not (base / "cgroup.procs").exists() or not os.access(base, os.W_OK):
+        pytest.skip("needs a writable cgroup v1 pids hierarchy at /sys/fs/cgroup/pids")
+    group = base / f"geryon-test-scale-{os.getpid()}"
+    group.mkdir()
+    try:
+        (group / "pids.max").write_text("1200")
+        ps_port, worker_port = free_port_pairs(2, DATA_OFFSET)
+        cluster = {"ps": [f"127.0.0.1:{ps_port}"], "worker": [f"127.0.0.1:{worker_port}"]}
+        env = child_env({"cluster": cluster, "job": "ps"}, GERYON_DATA_PORT_OFFSET=str(DATA_OFFSET))
+        # Into the cgroup before TF starts a thread: every thread of the PS counts.
+        script = (
+            f"import os\nopen({str(group / 'cgroup.procs')!r}, 'w').write(str(os.getpid()))\n" + GERYON_SERVER
+        )
+        with tempfile.TemporaryDirectory() as tmp:
+            log = Path(tmp) / "ps.stderr"
+            with child_servers(script, [env], [log]) as procs:
+                text = log.read_text()
+                match = re.search(r"allows (\d+) more threads; accepting at most (\d+)", text)
+                assert match, text[-2000:]
+                headroom, bound = int(match[1]), int(match[2])
+                assert bound == (headroom - MAX_CLASSES - 512) // 2 < MIN_ACCEPTED  # 1 peer, 512 reserved
+                closed = _flood(ps_port + DATA_OFFSET, bound + 20)
+                assert closed == [False] * bound + [True] * 20
+                assert procs[0].poll() is None
+                text = log.read_text()
+        assert f"{bound} connections are open already" in text
+        assert "cut from 512 by RLIMIT_NOFILE or the pids cgroup" in text
+    finally:
+        for _ in range(50):  # the killed PS leaves the cgroup once reaped
+            try:
+                group.rmdir()
+                break
+            except OSError:
+                time.sleep(0.1)

@@ -20,14 +20,7 @@ def both(monkeypatch, profile, **kw):
         calls["n"] += 1
         return allocate(*args, **kwargs)
 
-    events = sim.allocate_events
-
-    def counted_events(*args, **kwargs):
-        calls["n"] += 1
-        return events(*args, **kwargs)
-
     monkeypatch.setattr(sim, "allocate", counted)
-    monkeypatch.setattr(sim, "allocate_events", counted_events)
     runs = []
     for memo in (False, True):
         monkeypatch.setattr(sim._Replay, "memo_allocations", memo)
