@@ -60,7 +60,7 @@ def test_a_server_that_does_not_start_stops_the_others(benchlib: ModuleType, tmp
         benchlib.child_env({"pidfile": str(tmp_path / "up.pid")}),
         benchlib.child_env({"pidfile": str(tmp_path / "down.pid"), "fail": True}),
     ]
-    with pytest.raises(RuntimeError, match="a server did not start"), benchlib.child_servers(SERVER, envs):
+    with pytest.raises(RuntimeError, match="server 1 did not start"), benchlib.child_servers(SERVER, envs):
         pytest.fail("the block must not run")
     assert not _alive(int((tmp_path / "up.pid").read_text()))
 
