@@ -1036,6 +1036,18 @@ class _Replay:
         self._maybe_end(it, t)
 
     # --- flows ------------------------------------------------------------------------------------
+    def _allocate(self, flows: list[_Flow]) -> list[float]:
+        """The rates `network.allocate` gives these flows, in their order (weighted where grouped)."""
+        return allocate(
+            [f.up for f in flows],
+            [f.down for f in flows],
+            [f.level_up for f in flows],
+            [f.level_down for f in flows],
+            self.capacity,
+            [f.wu for f in flows] if self.weighted else None,
+            [f.wd for f in flows] if self.weighted else None,
+        )
+
     def _advance(self, flow: _Flow, t: float) -> None:
         dt = t - flow.last_t
         if dt > 0 and flow.rate > 0:
@@ -1328,15 +1340,7 @@ class _Replay:
             flows = list(self.active[group])
             for flow in flows:
                 self._advance(flow, t)
-            rates = allocate(
-                [f.up for f in flows],
-                [f.down for f in flows],
-                [f.level_up for f in flows],
-                [f.level_down for f in flows],
-                self.capacity,
-                [f.wu for f in flows] if self.weighted else None,
-                [f.wd for f in flows] if self.weighted else None,
-            )
+            rates = self._allocate(flows)
             if self.track_ports:
                 used = self.port_used
                 for port in self.group_ports[group]:
@@ -1394,15 +1398,7 @@ class _Replay:
             rates = memo.get(key)
             if rates is None:
                 flows = sorted(active[group], key=_by_fid)
-                got = allocate(
-                    [f.up for f in flows],
-                    [f.down for f in flows],
-                    [f.level_up for f in flows],
-                    [f.level_down for f in flows],
-                    self.capacity,
-                    [f.wu for f in flows] if self.weighted else None,
-                    [f.wd for f in flows] if self.weighted else None,
-                )
+                got = self._allocate(flows)
                 rates = array("d", bytes(8 * len(flow_list)))
                 for flow, rate in zip(flows, got, strict=True):
                     rates[flow.fid] = rate
