@@ -180,18 +180,10 @@ GAP_SETTINGS = [
 ]
 
 
-@pytest.mark.parametrize("setting", GAP_SETTINGS)
-def test_end_host_gaps_without_reallocation_match_the_full_path(monkeypatch, setting):
-    # A transfer's gap leaves the allocation alone where its coming and going moves no other rate
-    # (_Replay._quiet_rate); the result must equal re-allocating at every gap, span by span.
+def off_and_on(monkeypatch, switch, run):
+    """`run()` with the simulator's `_Replay.<switch>` off, then on: [(result, network.allocate calls)]."""
     import geryon.threshold.simulator as sim
 
-    p = synthetic(
-        [300_000, 40_000, 2_500_000, 800_000, 120_000],
-        [2e-3, 1e-3, 4e-3, 1e-3, 5e-4],
-        [3e-3, 2e-3, 6e-3, 2e-3, 1e-3],
-    )
-    kw = dict(bandwidth_bps=1e9, mode="end-host", iterations=3, trace=True, endhost_gap_s=2e-4, **setting)
     calls = {"n": 0}
     allocate = sim.allocate
 
@@ -201,11 +193,27 @@ def test_end_host_gaps_without_reallocation_match_the_full_path(monkeypatch, set
 
     monkeypatch.setattr(sim, "allocate", counted)
     runs = []
-    for quiet in (False, True):
-        monkeypatch.setattr(sim._Replay, "quiet_gaps", quiet)
+    for on in (False, True):
+        monkeypatch.setattr(sim._Replay, switch, on)
         calls["n"] = 0
-        runs.append((simulate(p, **kw), calls["n"]))
-    (full, full_calls), (quiet_run, quiet_calls) = runs
+        runs.append((run(), calls["n"]))
+    return runs
+
+
+@pytest.mark.parametrize("setting", GAP_SETTINGS)
+def test_end_host_gaps_without_reallocation_match_the_full_path(monkeypatch, setting):
+    # A transfer's gap leaves the allocation alone where its coming and going moves no other rate
+    # (_Replay._quiet_rate); the result must equal re-allocating at every gap, span by span.
+
+    p = synthetic(
+        [300_000, 40_000, 2_500_000, 800_000, 120_000],
+        [2e-3, 1e-3, 4e-3, 1e-3, 5e-4],
+        [3e-3, 2e-3, 6e-3, 2e-3, 1e-3],
+    )
+    kw = dict(bandwidth_bps=1e9, mode="end-host", iterations=3, trace=True, endhost_gap_s=2e-4, **setting)
+    (full, full_calls), (quiet_run, quiet_calls) = off_and_on(
+        monkeypatch, "quiet_gaps", lambda: simulate(p, **kw)
+    )
     assert quiet_run.iteration_ends == pytest.approx(full.iteration_ends, rel=1e-9)
     assert quiet_run.link_bytes == pytest.approx(full.link_bytes, rel=1e-9)
 

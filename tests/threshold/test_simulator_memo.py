@@ -10,22 +10,11 @@ from geryon.threshold.simknobs import Background, PsCosts
 from geryon.threshold.simulator import simulate
 from tests.threshold.test_simulator import vgg19_like
 from tests.threshold.test_simulator_cohost import uneven
+from tests.threshold.test_simulator_knobs import off_and_on
 
 
 def both(monkeypatch, profile, **kw):
-    calls = {"n": 0}
-    allocate = sim.allocate
-
-    def counted(*args, **kwargs):
-        calls["n"] += 1
-        return allocate(*args, **kwargs)
-
-    monkeypatch.setattr(sim, "allocate", counted)
-    runs = []
-    for memo in (False, True):
-        monkeypatch.setattr(sim._Replay, "memo_allocations", memo)
-        calls["n"] = 0
-        runs.append((simulate(profile, mode="end-host", **kw), calls["n"]))
+    runs = off_and_on(monkeypatch, "memo_allocations", lambda: simulate(profile, mode="end-host", **kw))
     (old, old_calls), (new, new_calls) = runs
     return old, new, old_calls, new_calls
 
