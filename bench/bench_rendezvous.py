@@ -24,10 +24,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from geryon.tf.ports import free_port_pairs
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib import child_env, child_servers, print_table, run_client, write_json
+from benchlib import (
+    PULL_SESSIONS,
+    child_env,
+    child_servers,
+    print_table,
+    ps_worker_clusters,
+    run_client,
+    write_json,
+)
 
 from geryon.progress import Progress
 from geryon.tf.build import build
@@ -52,30 +58,10 @@ while True:
     time.sleep(1)
 """
 
-_CLIENT = r"""
-import json, os, statistics, sys, time
-import tensorflow as tf
-spec = json.loads(os.environ["BENCH_SPEC"])
-tf.compat.v1.disable_eager_execution()
-sessions = {}
-for protocol, worker in spec["workers"].items():
-    graph = tf.Graph()
-    with graph.as_default():
-        fetches = {}
-        with tf.device("/job:ps/task:0"):
-            big = {mb: tf.Variable(tf.zeros([mb * 262144]), name=f"v{mb}") for mb in spec["sizes_mb"]}
-            small = [tf.Variable(tf.zeros([1]), name=f"s{i}") for i in range(spec["small"])]
-        with tf.device("/job:worker/task:0"):
-            for mb, v in big.items():
-                fetches[f"pull {mb} MB"] = tf.identity(v)[0]  # the whole tensor crosses, little compute
-            fetches[f"{spec['small']} x 4 B"] = tf.add_n([tf.identity(v)[0] for v in small])
-            fetches["1 x 4 B"] = tf.identity(small[0])[0]
-        init = tf.compat.v1.global_variables_initializer()
-    sess = tf.compat.v1.Session("grpc://" + worker, graph=graph)
-    sess.run(init)
-    for f in fetches.values():
-        sess.run(f)  # warm-up: connections, graph registration
-    sessions[protocol] = (sess, fetches)
+# After PULL_SESSIONS (one session per protocol): each row's repeats, alternating between the protocols.
+_CLIENT = (
+    PULL_SESSIONS
+    + r"""
 samples = {p: {name: [] for name in fetches} for p in sessions}
 for name in fetches:
     repeats = spec["repeats"] * (3 if "B" in name and "MB" not in name else 1)
@@ -88,22 +74,29 @@ for name in fetches:
 print("RESULT " + json.dumps(samples), flush=True)
 os._exit(0)
 """
+)
 
 
 def measure(repeats: int, progress: Progress) -> dict[str, dict[str, list[float]]]:
     offset = {"GERYON_DATA_PORT_OFFSET": str(DATA_OFFSET)}
-    workers, envs = {}, []
-    for protocol in PROTOCOLS:
-        ps_port, worker_port = free_port_pairs(2, DATA_OFFSET)
-        cluster = {"ps": [f"127.0.0.1:{ps_port}"], "worker": [f"127.0.0.1:{worker_port}"]}
-        workers[protocol] = cluster["worker"][0]
-        envs += [
-            child_env({"cluster": cluster, "job": job, "protocol": protocol}, **offset)
-            for job in ("ps", "worker")
-        ]
+    clusters = ps_worker_clusters(PROTOCOLS, DATA_OFFSET)
+    workers = {protocol: cluster["worker"][0] for protocol, cluster in clusters.items()}
+    envs = [
+        child_env({"cluster": cluster, "job": job, "protocol": protocol}, **offset)
+        for protocol, cluster in clusters.items()
+        for job in ("ps", "worker")
+    ]
     with child_servers(_SERVER, envs):
         progress.say("4 servers up; measuring (the client alternates between the two clusters)")
-        spec = {"workers": workers, "sizes_mb": list(SIZES_MB), "small": SMALL, "repeats": repeats}
+        spec = {
+            "workers": workers,
+            "pulls_mb": list(SIZES_MB),
+            "small": SMALL,
+            "small_floats": 1,
+            "small_label": "4 B",
+            "warmups": 1,
+            "repeats": repeats,
+        }
         result: dict[str, dict[str, list[float]]] = run_client(_CLIENT, child_env(spec, **offset))
         return result
 

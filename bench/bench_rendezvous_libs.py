@@ -33,19 +33,29 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
-from benchlib import REPO_ROOT, child_env, child_servers, print_table, run_client, write_json
+from benchlib import (
+    PULL_SESSIONS,
+    REPO_ROOT,
+    child_env,
+    child_servers,
+    print_table,
+    ps_worker_clusters,
+    run_client,
+    write_json,
+)
 
 from geryon.demo.paired import bootstrap_ci
 from geryon.errors import UsageError
 from geryon.progress import Progress
 from geryon.tf.build import build
-from geryon.tf.ports import free_port_pairs
 
 DATA_OFFSET = -7000
 BUILDS = ("baseline", "new")
 PULLS_MB = (1, 100)
 SMALL = 200
 SMALL_FLOATS = 1024  # 4 KiB
+# The client's small rows (PULL_SESSIONS): 200 x 4 KiB, 1 x 4 KiB, each row run 3 times before timing.
+SMALL_SPEC = {"small": SMALL, "small_floats": SMALL_FLOATS, "small_label": "4 KiB", "warmups": 3}
 TARGET_PER_TENSOR = 2.0
 TARGET_PULL = 1.0
 
@@ -64,32 +74,10 @@ while True:
     time.sleep(1)
 """
 
-_CLIENT = r"""
-import json, os, sys, time
-import tensorflow as tf
-spec = json.loads(os.environ["BENCH_SPEC"])
-tf.compat.v1.disable_eager_execution()
-sessions = {}
-for build, worker in spec["workers"].items():
-    graph = tf.Graph()
-    with graph.as_default():
-        fetches = {}
-        with tf.device("/job:ps/task:0"):
-            big = {mb: tf.Variable(tf.zeros([mb * 262144]), name=f"v{mb}") for mb in spec["pulls_mb"]}
-            n = spec["small_floats"]
-            small = [tf.Variable(tf.zeros([n]), name=f"s{i}") for i in range(spec["small"])]
-        with tf.device("/job:worker/task:0"):
-            for mb, v in big.items():
-                fetches[f"pull {mb} MB"] = tf.identity(v)[0]  # the whole tensor crosses, little compute
-            fetches[f"{spec['small']} x 4 KiB"] = tf.add_n([tf.identity(v)[0] for v in small])
-            fetches["1 x 4 KiB"] = tf.identity(small[0])[0]
-        init = tf.compat.v1.global_variables_initializer()
-    sess = tf.compat.v1.Session("grpc://" + worker, graph=graph)
-    sess.run(init)
-    for _ in range(3):
-        for f in fetches.values():
-            sess.run(f)  # warm-up: connections, graph registration, allocator pools
-    sessions[build] = (sess, fetches)
+# After PULL_SESSIONS (one session per build): rounds of every row on each build, the order alternating.
+_CLIENT = (
+    PULL_SESSIONS
+    + r"""
 names = list(fetches)
 samples = {b: {name: [] for name in names} for b in sessions}
 order = list(sessions)
@@ -104,12 +92,13 @@ for r in range(spec["repeats"]):
 print("RESULT " + json.dumps(samples), flush=True)
 os._exit(0)
 """
+)
 
 
 # --syscalls: the same graphs; after the warm-up the client says WARM and waits for the bench to attach
 # strace to the servers, then runs `steps` steps of the 200 x 4 KiB row on each build.
 _SYSCALL_CLIENT = (
-    _CLIENT.split("names = list(fetches)")[0]
+    PULL_SESSIONS
     + r"""
 print("WARM", flush=True)
 while not os.path.exists(spec["go_file"]):
@@ -146,22 +135,19 @@ def measure(
     libraries: dict[str, Path], repeats: int, progress: Progress
 ) -> dict[str, dict[str, list[float]]]:
     offset = {"GERYON_DATA_PORT_OFFSET": str(DATA_OFFSET)}
-    workers, envs = {}, []
-    for name in BUILDS:
-        ps_port, worker_port = free_port_pairs(2, DATA_OFFSET)
-        cluster = {"ps": [f"127.0.0.1:{ps_port}"], "worker": [f"127.0.0.1:{worker_port}"]}
-        workers[name] = cluster["worker"][0]
-        envs += [
-            child_env({"cluster": cluster, "job": job, "library": str(libraries[name])}, **offset)
-            for job in ("ps", "worker")
-        ]
+    clusters = ps_worker_clusters(BUILDS, DATA_OFFSET)
+    workers = {name: cluster["worker"][0] for name, cluster in clusters.items()}
+    envs = [
+        child_env({"cluster": cluster, "job": job, "library": str(libraries[name])}, **offset)
+        for name, cluster in clusters.items()
+        for job in ("ps", "worker")
+    ]
     with child_servers(_SERVER, envs):
         progress.say("4 servers up (2 builds); measuring, the client alternates between them")
         spec = {
             "workers": workers,
             "pulls_mb": list(PULLS_MB),
-            "small": SMALL,
-            "small_floats": SMALL_FLOATS,
+            **SMALL_SPEC,
             "repeats": repeats,
         }
         result: dict[str, dict[str, list[float]]] = run_client(_CLIENT, child_env(spec, **offset))
@@ -223,18 +209,17 @@ def count_syscalls(libraries: dict[str, Path], steps: int, progress: Progress) -
         raise UsageError("--syscalls needs strace (apt-get install strace)")
     offset = {"GERYON_DATA_PORT_OFFSET": str(DATA_OFFSET)}
     with tempfile.TemporaryDirectory(prefix="geryon-syscalls-") as tmp:
-        workers, envs, pid_files = {}, [], {}
-        for name in BUILDS:
-            ps_port, worker_port = free_port_pairs(2, DATA_OFFSET)
-            cluster = {"ps": [f"127.0.0.1:{ps_port}"], "worker": [f"127.0.0.1:{worker_port}"]}
-            workers[name] = cluster["worker"][0]
+        clusters = ps_worker_clusters(BUILDS, DATA_OFFSET)
+        workers = {name: cluster["worker"][0] for name, cluster in clusters.items()}
+        envs, pid_files = [], {}
+        for name, cluster in clusters.items():
             for job in ("ps", "worker"):
                 pid_files[(name, job)] = Path(tmp, f"{name}-{job}.pid")
                 spec = {"cluster": cluster, "job": job, "library": str(libraries[name])}
                 envs.append(child_env({**spec, "pid_file": str(pid_files[(name, job)])}, **offset))
         go = Path(tmp, "go")
         with child_servers(_SERVER, envs), ExitStack() as stack:
-            spec = {"workers": workers, "pulls_mb": [1], "small": SMALL, "small_floats": SMALL_FLOATS}
+            spec = {"workers": workers, "pulls_mb": [1], **SMALL_SPEC}
             client = subprocess.Popen(
                 [sys.executable, "-c", _SYSCALL_CLIENT],
                 env=child_env({**spec, "steps": steps, "go_file": str(go)}, **offset),

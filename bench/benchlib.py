@@ -17,6 +17,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from geryon.tf.ports import free_port_pairs
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -76,6 +78,52 @@ print("READY", flush=True)
 while True:
     time.sleep(1)
 """
+
+
+# The start of a client script that times pulls from a PS (bench_rendezvous.py, bench_rendezvous_libs.py):
+# one TF1 session per entry of BENCH_SPEC's `workers` (name -> that cluster's worker address), each on its
+# own graph: a float32 variable of N MB per N in `pulls_mb` and `small` variables of `small_floats` floats
+# on the PS, read on the worker (rows "pull N MB", "<small> x <small_label>", "1 x <small_label>"), every
+# row run `warmups` times. Leaves `sessions` (name -> (session, fetches)) and `fetches` (row -> tensor)
+# to the measuring loop the script goes on with.
+PULL_SESSIONS = r"""
+import json, os, sys, time
+import tensorflow as tf
+spec = json.loads(os.environ["BENCH_SPEC"])
+tf.compat.v1.disable_eager_execution()
+sessions = {}
+for name, worker in spec["workers"].items():
+    graph = tf.Graph()
+    with graph.as_default():
+        fetches = {}
+        with tf.device("/job:ps/task:0"):
+            big = {mb: tf.Variable(tf.zeros([mb * 262144]), name=f"v{mb}") for mb in spec["pulls_mb"]}
+            n = spec["small_floats"]
+            small = [tf.Variable(tf.zeros([n]), name=f"s{i}") for i in range(spec["small"])]
+        with tf.device("/job:worker/task:0"):
+            for mb, v in big.items():
+                fetches[f"pull {mb} MB"] = tf.identity(v)[0]  # the whole tensor crosses, little compute
+            label = spec["small_label"]
+            fetches[f"{spec['small']} x {label}"] = tf.add_n([tf.identity(v)[0] for v in small])
+            fetches[f"1 x {label}"] = tf.identity(small[0])[0]
+        init = tf.compat.v1.global_variables_initializer()
+    sess = tf.compat.v1.Session("grpc://" + worker, graph=graph)
+    sess.run(init)
+    for _ in range(spec["warmups"]):
+        for f in fetches.values():
+            sess.run(f)  # warm-up: connections, graph registration, allocator pools
+    sessions[name] = (sess, fetches)
+"""
+
+
+def ps_worker_clusters(names: Sequence[str], data_offset: int) -> dict[str, dict[str, list[str]]]:
+    """Per name, a loopback cluster of one PS and one worker on free ports whose data ports (port +
+    `data_offset`) are free too."""
+    clusters = {}
+    for name in names:
+        ps_port, worker_port = free_port_pairs(2, data_offset)
+        clusters[name] = {"ps": [f"127.0.0.1:{ps_port}"], "worker": [f"127.0.0.1:{worker_port}"]}
+    return clusters
 
 
 def child_process(script: str, env: Mapping[str, str], stderr: Path | None = None) -> subprocess.Popen[str]:
