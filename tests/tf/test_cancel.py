@@ -10,12 +10,9 @@ its cancel frame reaches the PS, whose writer drops the rest of the chunked resp
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from typing import Any
 
 import pytest
+from tf.tf_cluster import run_script
 
 from geryon.tf import sanitizers
 from geryon.tf.build import build
@@ -29,22 +26,14 @@ def _built() -> None:
 
 
 SCRIPT = r"""
-import json, os, socket, threading, time
-from geryon.tf.ports import free_port_pairs
+import json, os, socket, sys, threading, time
+sys.path.insert(0, os.environ["TESTS_TF"])
+from tf_cluster import local_servers, proxy_listener
 import tensorflow as tf
 import geryon.tf
 
 PS_OFFSET, WORKER_OFFSET, RATE = -7000, -7100, 16 << 20
-for _ in range(50):
-    ps_port, worker_port = free_port_pairs(2, PS_OFFSET)
-    try:
-        probe = socket.socket(); probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        probe.bind(("127.0.0.1", ps_port + WORKER_OFFSET)); probe.close()
-    except OSError:
-        continue
-    break
-listener = socket.socket(); listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-listener.bind(("127.0.0.1", ps_port + WORKER_OFFSET)); listener.listen(8)
+ps_port, worker_port, listener = proxy_listener(PS_OFFSET, WORKER_OFFSET)
 
 def pump(src, dst, rate):
     try:
@@ -67,9 +56,7 @@ def proxy():
         threading.Thread(target=pump, args=(upstream, client, RATE), daemon=True).start()
 
 threading.Thread(target=proxy, daemon=True).start()
-spec = tf.train.ClusterSpec({"ps": [f"127.0.0.1:{ps_port}"], "worker": [f"127.0.0.1:{worker_port}"]})
-ps = geryon.tf.server(spec, "ps", 0, data_port_offset=PS_OFFSET)
-worker = geryon.tf.server(spec, "worker", 0, data_port_offset=WORKER_OFFSET)
+_, (ps, worker) = local_servers([ps_port, worker_port], PS_OFFSET, WORKER_OFFSET)
 tf.compat.v1.disable_eager_execution()
 with tf.device("/job:ps/task:0"):
     big = tf.Variable(tf.zeros([32 << 20]))  # 128 MiB
@@ -106,21 +93,8 @@ os._exit(0)
 """
 
 
-def _run(script: str, timeout: float = 240) -> dict[str, Any]:
-    result = subprocess.run(
-        [sys.executable, "-c", script],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
-    )
-    assert result.returncode == 0, result.stderr[-4000:]
-    facts: dict[str, Any] = json.loads(result.stdout.strip().splitlines()[-1])
-    return facts
-
-
 def test_an_aborted_128_mib_pull_stops_crossing_its_flow() -> None:
-    facts = _run(SCRIPT)
+    facts = run_script(SCRIPT, timeout=240)
     print(json.dumps(facts))
     assert facts["big"] == "DeadlineExceededError", facts
     sent = facts["later"]["bytes_sent"] - facts["before"]["bytes_sent"]

@@ -13,20 +13,13 @@ must redial and work.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-from typing import Any
-
 import pytest
+from tf.tf_cluster import run_script
 
 from geryon.tf import sanitizers
 from geryon.tf.build import build
 
 pytestmark = pytest.mark.slow
-TESTS_TF = str(Path(__file__).parent)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -36,23 +29,15 @@ def _built() -> None:
 
 SCRIPT = r"""
 import json, os, random, socket, struct, sys, threading, time
-from geryon.tf.ports import free_port_pairs
+sys.path.insert(0, os.environ["TESTS_TF"])
+from tf_cluster import local_servers, proxy_listener
 import tensorflow as tf
 import geryon.tf
 
 HELLO, ACK, RESPONSE, CHUNK, REQUEST = 0x48595247, 0x41595247, 0x53595247, 0x43595247, 0x51595247
 PS_TASK = "/job:ps/replica:0/task:0"
 PS_OFFSET, WORKER_OFFSET = -7000, -7100
-for _ in range(50):
-    ps_port, worker_port = free_port_pairs(2, PS_OFFSET)
-    try:
-        probe = socket.socket(); probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        probe.bind(("127.0.0.1", ps_port + WORKER_OFFSET)); probe.close()
-    except OSError:
-        continue
-    break
-listener = socket.socket(); listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-listener.bind(("127.0.0.1", ps_port + WORKER_OFFSET)); listener.listen(8)
+ps_port, worker_port, listener = proxy_listener(PS_OFFSET, WORKER_OFFSET)
 SMALL, BIG = 1024, 1 << 18  # floats: 4 KiB and 1 MiB
 mode = {"case": None}
 rng = random.Random(16)
@@ -166,9 +151,7 @@ def accept():
         threading.Thread(target=serve, args=(conn,), daemon=True).start()
 
 threading.Thread(target=accept, daemon=True).start()
-spec = tf.train.ClusterSpec({"ps": [f"127.0.0.1:{ps_port}"], "worker": [f"127.0.0.1:{worker_port}"]})
-ps = geryon.tf.server(spec, "ps", 0, data_port_offset=PS_OFFSET)
-worker = geryon.tf.server(spec, "worker", 0, data_port_offset=WORKER_OFFSET)
+_, (ps, worker) = local_servers([ps_port, worker_port], PS_OFFSET, WORKER_OFFSET)
 tf.compat.v1.disable_eager_execution()
 with tf.device("/job:ps/task:0"):
     smalls = [tf.identity(tf.Variable(tf.zeros([SMALL])), name=f"small_{i}") for i in range(4)]
@@ -199,21 +182,8 @@ os._exit(0)
 """
 
 
-def _run(script: str, timeout: float = 240) -> dict[str, Any]:
-    result = subprocess.run(
-        [sys.executable, "-c", script],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "TESTS_TF": TESTS_TF},
-    )
-    assert result.returncode == 0, result.stderr[-4000:]
-    facts: dict[str, Any] = json.loads(result.stdout.strip().splitlines()[-1])
-    return facts
-
-
 def test_the_consumer_reads_split_bursty_chunked_frames_and_refuses_malformed_ones_by_field() -> None:
-    facts = _run(SCRIPT)
+    facts = run_script(SCRIPT, timeout=240)
     four = 1024.0 * (1 + 2 + 3 + 4)
     big_and_small = (1 << 18) * 0.5 + 1024.0
     assert facts["pieces four"] == four, facts

@@ -11,21 +11,17 @@
 
 from __future__ import annotations
 
-import json
-import os
 import subprocess
-import sys
 import uuid
-from pathlib import Path
 from typing import Any
 
 import pytest
+from tf.tf_cluster import run_script
 
 from geryon.tf import sanitizers
 from geryon.tf.build import build
 
 pytestmark = pytest.mark.slow
-TESTS_TF = str(Path(__file__).parent)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -33,18 +29,8 @@ def _built() -> None:
     build(sanitizer=sanitizers.active())  # the variant a sanitizer run (test_sanitizers.py) loads
 
 
-def _run(script: str, timeout: float = 180) -> dict[str, Any]:
-    result = subprocess.run(
-        [sys.executable, "-c", script],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "TESTS_TF": TESTS_TF},
-    )
-    assert result.returncode == 0, result.stderr[-4000:]
-    facts: dict[str, Any] = json.loads(result.stdout.strip().splitlines()[-1])
-    facts["stderr"] = result.stderr
-    return facts
+def _run(script: str) -> dict[str, Any]:
+    return run_script(script, timeout=180, keep_stderr=True)
 
 
 # One process: a PS server whose data plane listens on gRPC port + PS_OFFSET, and a worker server
@@ -55,25 +41,12 @@ def _run(script: str, timeout: float = 180) -> dict[str, Any]:
 CUT_SCRIPT = r"""
 import json, os, socket, struct, sys, threading, time
 sys.path.insert(0, os.environ["TESTS_TF"])
-from geryon.tf.ports import free_port_pairs
+from tf_cluster import local_servers, proxy_listener
 import tensorflow as tf
 import geryon.tf
 
 PS_OFFSET, WORKER_OFFSET, CUT = -7000, -7100, 1 << 20
-for _ in range(50):
-    ps_port, worker_port = free_port_pairs(2, PS_OFFSET)
-    probe = []
-    try:
-        for port in (ps_port + WORKER_OFFSET, worker_port + WORKER_OFFSET):
-            s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            s.bind(("127.0.0.1", port)); probe.append(s)
-    except OSError:
-        continue
-    finally:
-        for s in probe: s.close()
-    break
-listener = socket.socket(); listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-listener.bind(("127.0.0.1", ps_port + WORKER_OFFSET)); listener.listen(8)
+ps_port, worker_port, listener = proxy_listener(PS_OFFSET, WORKER_OFFSET)
 first_ids = []  # the first request id seen on each proxied connection
 
 def pump(src, dst, limit, log_ids):
@@ -114,9 +87,7 @@ def proxy():
         cut = False
 
 threading.Thread(target=proxy, daemon=True).start()
-spec = tf.train.ClusterSpec({"ps": [f"127.0.0.1:{ps_port}"], "worker": [f"127.0.0.1:{worker_port}"]})
-ps = geryon.tf.server(spec, "ps", 0, data_port_offset=PS_OFFSET)
-worker = geryon.tf.server(spec, "worker", 0, data_port_offset=WORKER_OFFSET)
+_, (ps, worker) = local_servers([ps_port, worker_port], PS_OFFSET, WORKER_OFFSET)
 tf.compat.v1.disable_eager_execution()
 with tf.device("/job:ps/task:0"):
     v = tf.Variable(tf.ones([4 << 20]))  # 16 MB
@@ -245,15 +216,13 @@ def test_flows_use_keepalive_no_producer_user_timeout_and_class_0_is_pfifo_fast_
 UNRESOLVED_SCRIPT = r"""
 import json, os, sys
 sys.path.insert(0, os.environ["TESTS_TF"])
-from tf_cluster import DATA_OFFSET, pick_ports
+from tf_cluster import local_servers, pick_ports
 import tensorflow as tf
 import geryon.tf
 from geryon.tf.tf1 import Tf1Classes
 
 v1 = tf.compat.v1
-ps_port, worker_port = pick_ports(2)
-spec = tf.train.ClusterSpec({"ps": [f"127.0.0.1:{ps_port}"], "worker": [f"127.0.0.1:{worker_port}"]})
-servers = [geryon.tf.server(spec, job, 0, data_port_offset=DATA_OFFSET) for job in ("ps", "worker")]
+spec, servers = local_servers(pick_ports(2))
 graph = tf.Graph()
 with graph.as_default():
     with v1.device("/job:ps/task:0"):

@@ -20,17 +20,20 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import textwrap
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from geryon.tf.ports import free_port_pairs
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+TESTS_TF = str(Path(__file__).resolve().parent)
 DATA_OFFSET = -7000
 _MARKER = "GERYON_TF_CLUSTER_RESULT "
 
@@ -271,6 +274,78 @@ class TfCluster:
         raise TfClusterError(f"chief exited {proc.returncode} without a result: {stderr[-6000:]}")
 
 
+def run_script(
+    script: str, timeout: float, env: dict[str, str] | None = None, keep_stderr: bool = False
+) -> dict[str, Any]:
+    """Runs a test's TF script in its own process (`python -c`; TF's C++ logging quiet; TESTS_TF names
+    this folder, for the script's `sys.path.insert(0, os.environ["TESTS_TF"])` before it imports
+    tf_cluster; then `env`) and returns the JSON of its last stdout line, with its stderr under
+    "stderr" if `keep_stderr`. Fails the test with the end of the stderr when the script exits non-zero."""
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "TESTS_TF": TESTS_TF, **(env or {})},
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    facts: dict[str, Any] = json.loads(result.stdout.strip().splitlines()[-1])
+    if keep_stderr:
+        facts["stderr"] = result.stderr
+    return facts
+
+
+def local_servers(
+    ports: Sequence[int],
+    ps_offset: int = DATA_OFFSET,
+    worker_offset: int = DATA_OFFSET,
+    host: str = "127.0.0.1",
+) -> tuple[Any, list[Any]]:
+    """For test scripts that run TF in their own process: grpc+geryon servers here, a PS on ports[0]
+    and a worker on each further port (task i on ports[1 + i]), the PS's data plane at its port +
+    `ps_offset`, the workers' at theirs + `worker_offset` (where a worker also looks for the PS's).
+    Returns the cluster spec and the servers, PS first (keep them: a collected server stops)."""
+    import tensorflow as tf
+
+    import geryon.tf
+
+    spec = tf.train.ClusterSpec({"ps": [f"{host}:{ports[0]}"], "worker": [f"{host}:{p}" for p in ports[1:]]})
+    servers = [geryon.tf.server(spec, "ps", 0, data_port_offset=ps_offset)]
+    servers += [
+        geryon.tf.server(spec, "worker", i, data_port_offset=worker_offset) for i in range(len(ports) - 1)
+    ]
+    return spec, servers
+
+
+def proxy_listener(ps_offset: int, worker_offset: int, tries: int = 50) -> tuple[int, int, socket.socket]:
+    """For test scripts that put a proxy or a hand-written producer between a worker and the PS's data
+    plane (servers from local_servers(..., ps_offset, worker_offset)): a PS and a worker gRPC port
+    whose data ports at `ps_offset` and at `worker_offset` are free (the worker looks for the PS's data
+    plane at the PS's port + `worker_offset`), and a socket listening there, for the proxy to accept."""
+    for _ in range(tries):
+        ps_port, worker_port = pick_ports(2, ps_offset)
+        probes = []
+        try:
+            for port in (ps_port + worker_offset, worker_port + worker_offset):
+                probe = socket.socket()
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                probes.append(probe)
+                probe.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        finally:
+            for probe in probes:
+                probe.close()
+        break
+    else:
+        raise TfClusterError(f"no free port pair with both offsets {ps_offset} and {worker_offset} free")
+    listener = socket.socket()
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", ps_port + worker_offset))
+    listener.listen(8)
+    return ps_port, worker_port, listener
+
+
 def pull_once(host: str = "127.0.0.1") -> tuple[float, int, list[Any]]:
     """For test scripts that run TF in their own process: a grpc+geryon PS and worker server here, on
     `host`, and one TF1 step in which the worker reads a 1000-float variable of the PS (one pull on
@@ -278,11 +353,8 @@ def pull_once(host: str = "127.0.0.1") -> tuple[float, int, list[Any]]:
     read (1000.0), the PS's data port and the servers (keep them: a collected server stops)."""
     import tensorflow as tf
 
-    import geryon.tf
-
     ps_port, worker_port = pick_ports(2)
-    spec = tf.train.ClusterSpec({"ps": [f"{host}:{ps_port}"], "worker": [f"{host}:{worker_port}"]})
-    servers = [geryon.tf.server(spec, job, 0, data_port_offset=DATA_OFFSET) for job in ("ps", "worker")]
+    _, servers = local_servers([ps_port, worker_port], host=host)
     tf.compat.v1.disable_eager_execution()
     with tf.device("/job:ps/task:0"):
         v = tf.Variable(tf.ones([1000]))
