@@ -11,21 +11,16 @@ more urgent responses preempt. The worker logs the order in which its receives c
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
+from tf.tf_cluster import run_script
 
 from geryon.tf.build import build
 
 tf = pytest.importorskip("tensorflow")
 
 pytestmark = pytest.mark.slow
-TESTS_TF = str(Path(__file__).parent)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -34,16 +29,7 @@ def _built() -> None:
 
 
 def _run(script: str, env: dict[str, str] | None = None, timeout: float = 300) -> dict[str, Any]:
-    result = subprocess.run(
-        [sys.executable, "-c", script],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "TESTS_TF": TESTS_TF, **(env or {})},
-    )
-    assert result.returncode == 0, result.stderr[-4000:]
-    facts: dict[str, Any] = json.loads(result.stdout.strip().splitlines()[-1])
-    return facts
+    return run_script(script, timeout, env)
 
 
 def kendall_tau(seq: list[int]) -> float:
@@ -56,9 +42,9 @@ def kendall_tau(seq: list[int]) -> float:
 
 
 ORDER_SCRIPT = r"""
-import json, os, sys, threading, time
+import json, os, sys
 sys.path.insert(0, os.environ["TESTS_TF"])
-from tf_cluster import DATA_OFFSET, pick_ports
+from tf_cluster import local_servers, pick_ports, preempting_step
 import tensorflow as tf
 import geryon.tf
 from geryon.tf.strategy import native_ops
@@ -69,9 +55,7 @@ ops = native_ops()
 LAYERS = 16
 # Mixed sizes (float32 elements): 4 KiB to 2 MiB, so some responses fit one chunk and some take 32.
 SIZES = [(1024, 524288, 8192, 131072, 2048, 262144)[i % 6] for i in range(LAYERS)]
-ps_port, worker_port = pick_ports(2)
-spec = tf.train.ClusterSpec({"ps": [f"127.0.0.1:{ps_port}"], "worker": [f"127.0.0.1:{worker_port}"]})
-servers = [geryon.tf.server(spec, job, 0, data_port_offset=DATA_OFFSET) for job in ("ps", "worker")]
+spec, servers = local_servers(pick_ports(2))
 graph = tf.Graph()
 with graph.as_default():
     weights = {}
@@ -131,14 +115,7 @@ with v1.Session(target, graph=graph) as sess:
         sess.run(set_order, {order_in: order})
         before_preemptions = sum(c.preemptions for c in geryon.tf.flow_counters() if c.role == "producer")
         sess.run(take)
-        start = sent()
-        thread = threading.Thread(target=lambda: sess.run(fetch_huge))
-        thread.start()
-        deadline = time.time() + 60
-        while sent() < start + (8 << 20) and time.time() < deadline:  # 8 MiB of it is on the wire
-            time.sleep(0.0005)
-        sess.run(fetch_first)
-        thread.join()
+        preempting_step(sess, fetch_huge, fetch_first, sent)  # fetch_first once 8 MiB of huge is out
         ranks = [r[1] for r in sess.run(take).tolist() if r[1] in (0, LAYERS)]
         preemptions = sum(c.preemptions for c in geryon.tf.flow_counters() if c.role == "producer")
         out["preempt"][order] = {"ranks": ranks, "preemptions": preemptions - before_preemptions}
@@ -321,16 +298,14 @@ def test_strategy_set_order_reaches_the_task_and_bad_values_send_nothing() -> No
 PUSH_SCRIPT = r"""
 import json, os, sys
 sys.path.insert(0, os.environ["TESTS_TF"])
-from tf_cluster import DATA_OFFSET, pick_ports
+from tf_cluster import local_servers, pick_ports
 import tensorflow as tf
 import geryon.tf
 from geryon.tf.strategy import native_ops
 
 v1 = tf.compat.v1
 ops = native_ops()
-ps_port, worker_port = pick_ports(2)
-spec = tf.train.ClusterSpec({"ps": [f"127.0.0.1:{ps_port}"], "worker": [f"127.0.0.1:{worker_port}"]})
-servers = [geryon.tf.server(spec, job, 0, data_port_offset=DATA_OFFSET) for job in ("ps", "worker")]
+_, servers = local_servers(pick_ports(2))
 graph = tf.Graph()
 with graph.as_default():
     with v1.device("/job:worker/task:0"):
@@ -369,9 +344,9 @@ def test_pushes_go_out_whole_while_pulls_are_chunked() -> None:
 
 
 HOST_ORDER_SCRIPT = r"""
-import json, os, sys, threading, time
+import json, os, sys
 sys.path.insert(0, os.environ["TESTS_TF"])
-from tf_cluster import DATA_OFFSET, pick_ports
+from tf_cluster import local_servers, pick_ports, preempting_step
 import tensorflow as tf
 import geryon.tf
 from geryon.tf.strategy import native_ops
@@ -379,11 +354,7 @@ from geryon.tf.tf1 import Tf1Classes
 
 v1 = tf.compat.v1
 ops = native_ops()
-ps_port, w0_port, w1_port = pick_ports(3)
-spec = tf.train.ClusterSpec({"ps": [f"127.0.0.1:{ps_port}"],
-                             "worker": [f"127.0.0.1:{w0_port}", f"127.0.0.1:{w1_port}"]})
-servers = [geryon.tf.server(spec, job, i, data_port_offset=DATA_OFFSET)
-           for job, i in (("ps", 0), ("worker", 0), ("worker", 1))]
+spec, servers = local_servers(pick_ports(3))  # a PS and two workers
 graph = tf.Graph()
 with graph.as_default():
     with v1.device("/job:ps/task:0"):
@@ -426,15 +397,9 @@ with v1.Session(target, graph=graph) as sess:
         sess.run(set_ops, {sender_in: sender})
         sess.run(take)
         waits = producer("host_waits")
-        start = producer("bytes_sent")
-        values = {}
-        thread = threading.Thread(target=lambda: values.update(late=float(sess.run(fetch_late))))
-        thread.start()
-        deadline = time.time() + 60
-        while producer("bytes_sent") < start + (8 << 20) and time.time() < deadline:  # 8 of its 32 MiB sent
-            time.sleep(0.0005)
-        values["urgent"] = float(sess.run(fetch_urgent))
-        thread.join()
+        # fetch_urgent once 8 of fetch_late's 32 MiB are sent
+        late, urgent = preempting_step(sess, fetch_late, fetch_urgent, lambda: producer("bytes_sent"))
+        values = {"late": float(late), "urgent": float(urgent)}
         rows = sess.run(take).tolist()
         out["tries"].append({"sender": sender, "ranks": [r[1] for r in rows if r[3] >= (8 << 20)],
                              "bytes": [r[3] for r in rows if r[3] >= (8 << 20)], "values": values,

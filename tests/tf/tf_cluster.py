@@ -25,8 +25,9 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -344,6 +345,24 @@ def proxy_listener(ps_offset: int, worker_offset: int, tries: int = 50) -> tuple
     listener.bind(("127.0.0.1", ps_port + worker_offset))
     listener.listen(8)
     return ps_port, worker_port, listener
+
+
+def preempting_step(
+    sess: Any, late: Any, urgent: Any, sent: Callable[[], int], head_start: int = 8 << 20
+) -> tuple[Any, Any]:
+    """For TF1 test scripts about order on the data plane: one step in which the fetch `late` runs in a
+    thread and, once `sent()` (bytes the producers have sent) has grown by `head_start` (or after 60 s),
+    the fetch `urgent` runs here while `late` is still on the wire. Returns both fetched values."""
+    values: dict[str, Any] = {}
+    start = sent()
+    thread = threading.Thread(target=lambda: values.update(late=sess.run(late)))
+    thread.start()
+    deadline = time.time() + 60
+    while sent() < start + head_start and time.time() < deadline:
+        time.sleep(0.0005)
+    values["urgent"] = sess.run(urgent)
+    thread.join()
+    return values.get("late"), values["urgent"]
 
 
 def pull_once(host: str = "127.0.0.1") -> tuple[float, int, list[Any]]:
