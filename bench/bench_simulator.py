@@ -447,9 +447,10 @@ GRID_GBIT = (1, 10, 40)
 # urgency-0 parameters (the last layer) in the low class.
 GRID_THRESHOLDS = ((0.0,), (0.25,), (0.5,), (0.75,), (1.0,))
 # hybrid's push rankings x where its order holds (geryon.threshold.simknobs PUSH_ORDERS, SENDER_ORDERS):
-# the default hybrid is whole pushes, one order per host (simknobs PUSH_ORDER_DEFAULT, SENDER_ORDERS[0]).
-# Arrival-ordered pushes keep their order per connection, so "arrival"/"host" equals "arrival"/"connection"
-# and is left out.
+# the default hybrid is whole pushes, one order per sending process (simknobs PUSH_ORDER_DEFAULT,
+# SENDER_ORDERS[0]: "host"). Arrival-ordered pushes keep their order per connection, so "arrival"/"host"
+# equals "arrival"/"connection" and is left out; the grid's hosts run one task each, where one order per
+# NIC ("nic") is one order per process ("host"), so "nic" is left out too.
 HYBRIDS = (
     ("hybrid", "urgency", "connection"),
     ("hybrid_arrival", "arrival", "connection"),

@@ -14,12 +14,17 @@
   layers are then aggregated early and their next pulls overlap the remaining pushes. "whole": urgency
   order, but a push once started finishes (no chunk preemption), as end-host schedulers send a slice.
   bench/bench_simulator.py --grid measures both (bench/README.md).
-- `SENDER_ORDERS`: where a hybrid sender's urgency order holds. "host" (default, as the native data
-  plane sends since it got one urgency order per process and class: native/rendezvous/README.md,
-  "Host order"): the host's NIC sends its most urgent pending chunk of any connection first (a send
-  scheduler per host, as end-host schedulers have); pushes in arrival order stay per connection.
-  "connection": inside each connection only (the data plane's `sender_order=connection`), so a host's
-  connections of one class share its NIC fairly (the kernel interleaves their sockets).
+- `SENDER_ORDERS`: where a hybrid sender's urgency order holds. "host" (default, what the native data
+  plane calls its `sender_order=host`: one urgency order per process and class, native/rendezvous/
+  README.md, "Host order"): each sending process sends its most urgent pending chunk of the class on
+  any of its connections first. A host running one task (a PS, or a worker) has one sending process,
+  so its NIC sends in one order; a co-hosted host's worker (pushes) and PS (pulls) keep one order each
+  and share the NIC fairly within a class, their chunks never ordered against each other. "nic": one
+  order over every chunk the NIC sends, of every process on the host (a send scheduler per host; the
+  same as "host" where a host runs one task, and what "host" meant before the simulator followed the
+  data plane per process). "connection": inside each connection only (the data plane's
+  `sender_order=connection`), so a host's connections of one class share its NIC fairly (the kernel
+  interleaves their sockets). Pushes in arrival order stay per connection under all three.
 - `ENDHOST_SCOPES`: what end-host's stop-and-wait serializes. "connection" (default): each connection
   sends one transfer at a time, so a host's connections overlap one another's gaps. "sender": one
   transfer at a time per sending process (a PS's pulls, a worker's pushes), its most urgent pending one
@@ -54,7 +59,7 @@ PUSH_ORDERS = ("urgency", "arrival", "whole")  # hybrid's push ranking
 # The data plane's: pushes (responses to a PS) queue in urgency order but go out whole once started
 # (native/rendezvous/README.md, "Order inside a class"; bench/README.md, "The simulator's modes").
 PUSH_ORDER_DEFAULT = "whole"
-SENDER_ORDERS = ("host", "connection")  # where hybrid's urgency order holds; the first is the default
+SENDER_ORDERS = ("host", "nic", "connection")  # where hybrid's urgency order holds; the first is the default
 # Where end-host's stop-and-wait holds; the first is the default (see the module docstring).
 ENDHOST_SCOPES = ("connection", "sender")
 TF_INFLIGHT = 3.5  # bench/bench_tf_order.py on this machine: 3.49 pulls in flight per PS connection

@@ -30,11 +30,14 @@ or changes level, which keeps the event count near two per transfer:
   urgent one that becomes ready takes over at the next chunk boundary (the preempted one keeps the bytes
   it has left). Pushes (by default, `push_order="whole"`, as the data plane sends them) go in urgency
   order but a started one is not preempted; with "urgency" they are preempted like pulls, with
-  "arrival" they go in the order they became ready, without preemption. The data
-  plane orders inside each connection only (native/rendezvous: one socket per consumer, producer and
-  class), so every port, the sender's NIC
-  too, serves classes in strict priority and shares fairly among the connections of a class; with
-  `sender_order="host"` the sender's NIC serves its most urgent chunk of any connection first.
+  "arrival" they go in the order they became ready, without preemption. Every port, the sender's NIC
+  too, serves classes in strict priority and shares fairly among the connections of a class. With
+  `sender_order="host"` (the default, as the data plane's writers yield to a more urgent response of
+  their class on any connection of the process) each sending process serves its most urgent chunk of
+  any connection first; on a co-hosted NIC the worker's pushes and the PS's pulls keep one order each
+  and share the NIC fairly within a class. `sender_order="nic"` orders every chunk the NIC sends, of
+  every process, by urgency (a send scheduler per host); `"connection"` orders inside each connection
+  only.
 - ideal: one connection per pair sending its most urgent pending transfer (urgency, then layer; a
   more urgent arrival preempts); every port serves the most urgent transfer first. This is a perfect
   global priority order, not an optimal schedule: it can lose to end-host where the urgent-first
@@ -71,9 +74,9 @@ simulated. 1024 hosts x 64 PSes of VGG-19 form 19 groups. Pulls and pushes share
 they are allocated together, and without the barrier the pulls of one more iteration run too (nothing
 computes after them): the last iteration's pushes then share the links as they would in a longer run,
 and `link_bytes` counts those pulls.
-end-host's gaps re-allocate twice per transfer; a memo keyed by the active connections and their
-levels returns the rates of a state seen before (`_Replay._settle_memo`; exact, tested against
-allocating every time).
+end-host's gaps re-allocate twice per transfer, and hybrid's chunk switches change levels often; for
+both a memo keyed by the active connections and their levels (and orders) returns the rates of a
+state seen before (`_Replay._settle_memo`; exact, tested against allocating every time).
 Colocation is not simply slower: 1/W of the traffic stays home, and while workers pull, a colocated
 link carries pulls both ways (its PS's out, its worker's in) where separate hosts use one direction of
 each link per phase. It wins where pulls and pushes alternate (the barrier, or the first layer's
@@ -258,8 +261,9 @@ def simulate(
     `chunk_bytes` is hybrid's preemption unit, `endhost_gap_s` end-host's per-transfer cost, `inflight`
     the TF channel window of fifo and network (None: all pending transfers share), `seed` its random
     order; `ps_costs` and `background` as in the module docstring; `push_order` hybrid's ranking of
-    pushes ("urgency" or "arrival") and `sender_order` where its urgency order holds ("connection" or
-    "host"), `endhost_scope` what end-host's stop-and-wait serializes ("connection" or "sender": one
+    pushes ("urgency" or "arrival") and `sender_order` where its urgency order holds ("host": per
+    sending process, "nic": per host's NIC, or "connection"), `endhost_scope` what end-host's
+    stop-and-wait serializes ("connection" or "sender": one
     transfer at a time per sending process, every worker simulated), see `geryon.threshold.simknobs`.
     Raises ValueError naming the argument when one is out of range.
     """
@@ -395,6 +399,7 @@ class _Flow:
         "level_down",
         "level_up",
         "members",
+        "order_up",
         "paused",
         "queue",
         "rate",
@@ -437,6 +442,10 @@ class _Flow:
         self.stale = True  # no finish is scheduled for its current members and rate
         self.level_up: int | None = None
         self.level_down: int | None = None
+        # hybrid with sender_order="host": the chunk's urgency rank, which orders it against the other
+        # connections of its sending process (its side: a host sends pulls from its PS, pushes from its
+        # worker) at its NIC; None: not ordered there beyond its level.
+        self.order_up: int | None = None
         # Trace only: when each member first got bandwidth, and members still waiting for it.
         self.starts: dict[tuple[int, int], float] = {}
         self.waiting: list[tuple[int, int]] = []
@@ -455,7 +464,7 @@ class _Flow:
 
 class _Replay:
     quiet_gaps = True  # False: re-allocate at every end-host gap (the old path, for the equality tests)
-    # end-host: reuse the allocation of a set of flows and levels seen before (see _settle_memo);
+    # end-host, hybrid: reuse the allocation of a set of flows and levels seen before (see _settle_memo);
     # False: allocate at every settle (the old path, for the equality tests).
     memo_allocations = True
     MEMO_MAX = 16384  # allocations kept (about 11 KB each at 1024 x 64); the memo restarts when full
@@ -625,7 +634,9 @@ class _Replay:
         # hybrid with push_order="arrival": push connections send in ready order and never preempt.
         self.push_arrival = mode == "hybrid" and knobs.push_order == "arrival"
         self.push_whole = mode == "hybrid" and knobs.push_order == "whole"
-        self.host_order = mode == "hybrid" and knobs.sender_order == "host"
+        # hybrid's urgency order across connections: per sending process ("host") or per NIC ("nic").
+        self.process_order = mode == "hybrid" and knobs.sender_order == "host"
+        self.nic_order = mode == "hybrid" and knobs.sender_order == "nic"
         self.gap = knobs.endhost_gap_s if mode == "end-host" else 0.0
         # end-host's gaps skip re-allocations only on the representative path with more workers than
         # PSes: with every worker (or co-hosted) every PS port carries many connections, and with as many
@@ -688,14 +699,14 @@ class _Replay:
         self.group_ports: tuple[set[int], set[int]] = (set(), set())
         self._add_background(knobs.background, len(thresholds) + 1 if per_class else None, len(keys), cap)
         self.saved: dict[tuple[int, int, int, int, int], float] = {}  # preempted transfers' bytes left
-        # end-host's allocation memo (see _settle_memo): each group's active flows as one code per flow
-        # (0: not active, else its levels' number in memo_codes), and the flows changed since.
+        # end-host's and hybrid's allocation memo (see _settle_memo): each group's active flows as one
+        # code per flow (0: not active, else its levels' number in memo_codes), and the flows changed since.
         self.memo: dict[tuple[int, ...], array[float]] | None = None
-        if mode == "end-host" and self.memo_allocations:
+        if mode in ("end-host", "hybrid") and self.memo_allocations:
             self.memo = {}
         n_flows = len(self.flow_list)
         self.memo_state = ([0] * n_flows, [0] * n_flows)
-        self.memo_codes: dict[tuple[int | None, int | None], int] = {}
+        self.memo_codes: dict[tuple[int | None, int | None, int | None], int] = {}
         self.touched: list[_Flow] = []
         self.memo_rates = [array("d", bytes(8 * n_flows)), array("d", bytes(8 * n_flows))]
 
@@ -799,8 +810,11 @@ class _Replay:
             return
         mode = self.mode
         level: int | None = None
+        nic_level: int | None = None  # its level on a host's NIC (out), where it differs
         if mode in ("network", "hybrid"):
             level = n_classes  # below every training class
+            if self.nic_order:
+                nic_level = n_ranks  # the NIC orders by rank: below every training rank
         elif mode == "ideal":
             level = n_ranks  # below every training rank
         W = self.sim_workers
@@ -828,7 +842,9 @@ class _Replay:
                     flow.bg = True
                     flow.fid = len(self.flow_list)  # the memo's index (see _settle_memo)
                     self.flow_list.append(flow)
-                    flow.level_up = None if direction == "in" else level
+                    flow.level_up = (
+                        None if direction == "in" else (nic_level if nic_level is not None else level)
+                    )
                     flow.level_down = level if direction == "in" else None
                     self.bg_flows.append(flow)
 
@@ -1046,6 +1062,8 @@ class _Replay:
             self.capacity,
             [f.wu for f in flows] if self.weighted else None,
             [f.wd for f in flows] if self.weighted else None,
+            [f.order_up for f in flows] if self.process_order else None,
+            [f.side for f in flows] if self.process_order else None,
         )
 
     def _advance(self, flow: _Flow, t: float) -> None:
@@ -1060,27 +1078,33 @@ class _Replay:
             self.link_moved[flow.down] += moved * flow.wd
         flow.last_t = t
 
-    def _levels(self, flow: _Flow, j: int) -> tuple[int | None, int | None]:
+    def _levels(self, flow: _Flow, j: int) -> tuple[int | None, int | None, int | None]:
+        """(level at the NIC, level at the switch port, order within the sending process at the NIC)."""
         mode = self.mode
         if mode == "fifo":
-            return None, None
+            return None, None, None
         if mode in ("network", "hybrid"):
-            if self.host_order and not (self.push_arrival and flow.side == PUSH):
-                # A send scheduler per host: its most urgent chunk first, whatever the connection
-                # (which also serves classes in priority order); the switch knows only the class.
-                return self.s_rank[j], self.s_cls[j]
+            if not (self.push_arrival and flow.side == PUSH):
+                if self.process_order:
+                    # The data plane: each process's writers send its most urgent chunk of the class,
+                    # whatever the connection; the NIC's qdisc and the switch see the class only.
+                    return self.s_cls[j], self.s_cls[j], self.s_rank[j]
+                if self.nic_order:
+                    # A send scheduler per host: its most urgent chunk of any process first (which also
+                    # serves classes in priority order); the switch knows only the class.
+                    return self.s_rank[j], self.s_cls[j], None
             # hybrid orders by urgency inside a connection only (the data plane's per-socket queue);
             # the host's qdisc and the switch see the class.
-            return self.s_cls[j], self.s_cls[j]
+            return self.s_cls[j], self.s_cls[j], None
         if mode == "ideal":
-            return self.s_rank[j], self.s_rank[j]
-        return self.s_rank[j], None  # end-host: only the sender orders by urgency
+            return self.s_rank[j], self.s_rank[j], None
+        return self.s_rank[j], None, None  # end-host: only the sender orders by urgency
 
     def _activate(self, flow: _Flow, j: int, t: float) -> None:
         flow.rate = 0.0
         flow.last_t = t
         flow.stale = True
-        flow.level_up, flow.level_down = self._levels(flow, j)
+        flow.level_up, flow.level_down, flow.order_up = self._levels(flow, j)
         self._join(flow)
         self.dirty[flow.group] = True
 
@@ -1166,10 +1190,10 @@ class _Replay:
         if (j, it) not in flow.starts:
             self._note_start(flow, (j, it), t)
         levels = self._levels(flow, j)
-        if not flow.stale and levels == (flow.level_up, flow.level_down):
+        if not flow.stale and levels == (flow.level_up, flow.level_down, flow.order_up):
             self._schedule(flow, t)  # same levels, same rates: only this flow's finish moves
         else:
-            flow.level_up, flow.level_down = levels
+            flow.level_up, flow.level_down, flow.order_up = levels
             flow.stale = True
             self.dirty[flow.group] = True
             if self.memo is not None:
@@ -1193,12 +1217,12 @@ class _Replay:
     def _resume(self, flow: _Flow, t: float) -> None:
         flow.paused = False
         _, j, it = heapq.heappop(flow.queue)
-        levels = self._levels(flow, j)
-        rate = self._quiet_rate(flow, *levels)
+        levels = self._levels(flow, j)  # end-host: no order within a process
+        rate = self._quiet_rate(flow, levels[0], levels[1])
         if rate is None:
             self._activate(flow, j, t)
         else:  # its joining changes no other rate: it takes its own at once (see _quiet_rate)
-            flow.level_up, flow.level_down = levels
+            flow.level_up, flow.level_down, flow.order_up = levels
             flow.rate = rate
             flow.last_t = t
             flow.stale = False
@@ -1362,12 +1386,12 @@ class _Replay:
                     flow.waiting.clear()
 
     def _settle_memo(self, t: float) -> None:
-        """_settle for end-host: an allocation is a function of its flows' ports, weights (fixed per
-        flow), levels and the capacities (fixed per run), so the rates of a set of active flows and
-        levels seen before are taken from the memo instead of filling again. Its per-transfer gap takes
-        each connection out of the allocation and back: about 15k re-allocations per iteration at
-        1024 x 64 co-hosted, most of them of a state seen before. Exact: the flows are allocated in
-        flow order (fid), so a memo hit returns what allocating again returns, to the bit.
+        """_settle for end-host and hybrid: an allocation is a function of its flows' ports, weights
+        (fixed per flow), levels, orders and the capacities (fixed per run), so the rates of a set of
+        active flows and levels seen before are taken from the memo instead of filling again. end-host's
+        per-transfer gap takes each connection out of the allocation and back: about 15k re-allocations
+        per iteration at 1024 x 64 co-hosted, most of them of a state seen before. Exact: the flows are
+        allocated in flow order (fid), so a memo hit returns what allocating again returns, to the bit.
 
         Only the flows whose rate changes (or whose transfer or levels did) are touched: the group's
         rates are kept in one array per group (by fid) and compared with the new ones at once. A flow
@@ -1381,7 +1405,7 @@ class _Replay:
         for flow in touched:
             group = flow.group
             if flow in active[group]:
-                levels = (flow.level_up, flow.level_down)
+                levels = (flow.level_up, flow.level_down, flow.order_up)
                 code = codes.get(levels)
                 if code is None:
                     code = codes[levels] = len(codes) + 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import random
 
 import pytest
 from hypothesis import given, settings
@@ -104,3 +105,52 @@ def test_levels_that_order_flows_in_a_cycle_are_refused():
     # Each flow is the more urgent one at one port and the less urgent at the other: no order exists.
     with pytest.raises(AllocationError, match="cycle"):
         allocate([0, 0], [2, 2], [0, 1], [1, 0], CAP)
+
+
+def test_an_order_ranks_one_owners_flows_at_its_port_only():
+    # Sender port A carries two owners (a co-hosted PS, owner 0, and worker, owner 1), one level: owner
+    # 0's flows to X (order 0) and Y (order 5), owner 1's flow to Y (order 1). Each owner sends its
+    # smallest order first and the owners share A fairly: 5 and 5; owner 0's order-5 flow waits.
+    rates = allocate([0, 0, 0], [2, 3, 3], [0, 0, 0], [0, 0, 0], CAP, order_up=[0, 5, 1], owner_up=[0, 0, 1])
+    assert rates == pytest.approx([5.0, 0.0, 5.0])
+    # One owner for all three: one order over the port (order 0 first, alone at 10).
+    rates = allocate([0, 0, 0], [2, 3, 3], [0, 0, 0], [0, 0, 0], CAP, order_up=[0, 5, 1], owner_up=[0, 0, 0])
+    assert rates == pytest.approx([10.0, 0.0, 0.0])
+    # An owner's first flow held back at its receiver's port (X: 2) lets its next one grow once it is
+    # frozen: order 0 and owner 1's flow fill to 2 each, then order 5 and owner 1's share A's 6 left.
+    rates = allocate(
+        [0, 0, 0],
+        [2, 3, 3],
+        [0, 0, 0],
+        [0, 0, 0],
+        [10.0, 10.0, 2.0, 10.0],
+        order_up=[0, 5, 1],
+        owner_up=[0, 0, 1],
+    )
+    assert rates == pytest.approx([2.0, 3.0, 5.0])
+    # Levels stay strict between owners: owner 1's level-1 flow waits for owner 0's level 0.
+    rates = allocate([0, 0], [2, 3], [0, 1], [0, 1], CAP, order_up=[3, 0], owner_up=[0, 1])
+    assert rates == pytest.approx([10.0, 0.0])
+
+
+def test_orders_need_owners():
+    with pytest.raises(ValueError, match="order_up and owner_up"):
+        allocate([0], [2], [0], [0], CAP, order_up=[0])
+    with pytest.raises(ValueError, match="owner_up: expected integers >= 0"):
+        allocate([0], [2], [0], [0], CAP, order_up=[0], owner_up=[-1])
+
+
+@settings(max_examples=150, deadline=None)
+@given(flows, st.lists(st.floats(0.5, 20.0), min_size=6, max_size=6), st.integers(0, 2**32 - 1))
+def test_one_owner_per_port_with_orders_is_the_same_as_orders_for_levels(fl, caps, seed):
+    # A port with one owner and orders consistent with the levels (a lower order never has a higher
+    # level) serves exactly as if the orders were its levels: the simulator's per-process order equals
+    # its per-NIC one where a host runs one task, to the bit.
+    up = [f[0] for f in fl]
+    down = [f[1] for f in fl]
+    cls = [f[2] for f in fl]
+    rng = random.Random(seed)
+    order = [c * 100 + rng.randint(0, 50) for c in cls]
+    by_level = allocate(up, down, order, cls, caps)
+    by_owner = allocate(up, down, cls, cls, caps, order_up=order, owner_up=[0] * len(fl))
+    assert by_owner == by_level

@@ -59,6 +59,8 @@ def test_groups_equal_every_host(mode, shape):
         {"background": (Background(3e7, "all", "both"),)},
         {"push_order": "arrival"},
         {"push_order": "urgency", "sender_order": "host"},
+        {"push_order": "urgency", "sender_order": "nic"},
+        {"sender_order": "connection"},
         {"slice_bytes": None},
     ],
     ids=lambda k: "-".join(k),

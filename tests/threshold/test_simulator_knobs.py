@@ -91,12 +91,57 @@ def test_hybrid_orders_inside_a_connection_only_and_connections_of_a_class_share
     assert push_end(r, 0) == pytest.approx(59.248)
     assert push_end(r, 1) == pytest.approx(91.112)
     assert r.sender_order == "connection"
-    # A send scheduler per host (sender_order="host", the default as in the data plane) gives the NIC
-    # to the most urgent connection: layer 0's push takes the whole link at 51.056, ends at 55.152.
+    # One order per sending process (sender_order="host", the default as in the data plane) gives the
+    # NIC to the most urgent connection: layer 0's push takes the whole link at 51.056, ends at 55.152.
+    # The worker is the host's one sending process, so one order per NIC ("nic") is the same.
     host = simulate(p, mode="hybrid", trace=True, chunk_bytes=4096, **kw)
     assert push_end(host, 0) == pytest.approx(55.152)
     assert push_end(host, 1) == pytest.approx(91.112)
     assert host.to_dict()["sender_order"] == "host"
+    nic = simulate(p, mode="hybrid", trace=True, chunk_bytes=4096, sender_order="nic", **kw)
+    assert push_end(nic, 0) == push_end(host, 0) and push_end(nic, 1) == push_end(host, 1)
+
+
+def pull_end(result, layer: int, iteration: int, worker: int) -> float:
+    (span,) = [
+        s
+        for s in result.spans
+        if s.category == "pull"
+        and s.args["layer"] == layer
+        and s.args["iteration"] == iteration
+        and s.args["worker"] == worker
+    ]
+    return span.end_s
+
+
+def test_co_hosted_pushes_and_pulls_keep_one_order_per_process_hand_computed():
+    # Two co-hosted hosts, whole variables: layer 0 (4096 B) on ps0 (host 0), layer 1 (40960 B) on ps1
+    # (host 1), one class; 1000 B/s links. Each host's NIC carries its PS's pulls and its worker's
+    # pushes: two sending processes. Twice a pull and a push of different urgency meet on one NIC:
+    # host 1's at 10.096 s (ps1's layer-1 pull to worker 0, since 0; worker 1's layer-0 push, after its
+    # backward) and host 0's at 51.056 (worker 0's layer-1 push, since 46.056; ps0's iteration-1 pull of
+    # layer 0 to worker 1, once worker 0's own layer-0 gradient is in).
+    p = synthetic([4096, 40960], [0.0, 0.0], [5.0, 1.0])
+    kw = dict(workers=2, num_ps=2, bandwidth_bps=8000, partition=False, thresholds=(0.25,), iterations=1)
+    kw.update(colocate=True, trace=True, chunk_bytes=4096)
+    # The data plane (sender_order="host", the default): each process keeps its own urgency order and
+    # the NIC shares the two fairly (500 B/s each): the layer-0 push takes 8.192 s (ends 18.288), the
+    # iteration-1 layer-0 pull too (ends 59.248); neither is held back by the other process's transfer.
+    host = simulate(p, mode="hybrid", **kw)
+    assert host.sender_order == "host"
+    assert push_end(host, 0) == pytest.approx(18.288)
+    assert pull_end(host, 0, 1, 1) == pytest.approx(59.248)
+    assert push_end(host, 1) == pytest.approx(91.112)
+    # One order per NIC (sender_order="nic") orders the two processes' transfers against each other:
+    # layer 0 (rank 0) takes the whole NIC both times, 4.096 s each (14.192, 55.152).
+    nic = simulate(p, mode="hybrid", sender_order="nic", **kw)
+    assert push_end(nic, 0) == pytest.approx(14.192)
+    assert pull_end(nic, 0, 1, 1) == pytest.approx(55.152)
+    assert push_end(nic, 1) == pytest.approx(91.112)  # work-conserving: the big push ends as before
+    # Per connection: the two connections of one class share the NIC, as the two processes do here.
+    conn = simulate(p, mode="hybrid", sender_order="connection", **kw)
+    assert push_end(conn, 0) == pytest.approx(18.288)
+    assert pull_end(conn, 0, 1, 1) == pytest.approx(59.248)
 
 
 def test_hybrid_keeps_strict_priority_between_classes_like_network():
@@ -112,7 +157,13 @@ def test_hybrid_keeps_strict_priority_between_classes_like_network():
 
 @pytest.mark.parametrize(
     ("push_order", "sender_order"),
-    [("urgency", "connection"), ("arrival", "connection"), ("whole", "connection"), ("whole", "host")],
+    [
+        ("urgency", "connection"),
+        ("arrival", "connection"),
+        ("whole", "connection"),
+        ("whole", "host"),
+        ("urgency", "nic"),
+    ],
 )
 def test_hybrid_is_never_slower_than_network_without_interleaving_and_bounded_by_ideal(
     push_order, sender_order
@@ -398,7 +449,10 @@ OK = dict(workers=2, num_ps=2, bandwidth_bps=1e9, mode="hybrid")
         ({"inflight": 0.5}, "inflight: expected None or a number of transfers >= 1"),
         ({"seed": "x"}, "seed: expected an integer"),
         ({"push_order": "lifo"}, "push_order: unknown push order 'lifo'; allowed: urgency, arrival, whole"),
-        ({"sender_order": "nic"}, "sender_order: unknown sender order 'nic'; allowed: host, connection"),
+        (
+            {"sender_order": "process"},
+            "sender_order: unknown sender order 'process'; allowed: host, nic, connection",
+        ),
         ({"ps_costs": {"per_message_s": 1}}, "ps_costs: expected a PsCosts"),
         ({"background": ["5gbit"]}, "background: expected Background entries"),
     ],

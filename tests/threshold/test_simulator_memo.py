@@ -1,4 +1,5 @@
-"""end-host's allocation memo (_Replay._settle_memo) gives what allocating at every settle gives."""
+"""The allocation memo of end-host and hybrid (_Replay._settle_memo) gives what allocating at every settle
+gives."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ from tests.threshold.test_simulator_cohost import uneven
 from tests.threshold.test_simulator_knobs import off_and_on
 
 
-def both(monkeypatch, profile, **kw):
-    runs = off_and_on(monkeypatch, "memo_allocations", lambda: simulate(profile, mode="end-host", **kw))
+def both(monkeypatch, profile, mode="end-host", **kw):
+    runs = off_and_on(monkeypatch, "memo_allocations", lambda: simulate(profile, mode=mode, **kw))
     (old, old_calls), (new, new_calls) = runs
     return old, new, old_calls, new_calls
 
@@ -22,7 +23,13 @@ def both(monkeypatch, profile, **kw):
 def assert_same(old, new) -> None:
     assert new.iteration_ends == pytest.approx(old.iteration_ends, rel=1e-9, abs=0)
     assert new.first_iteration_s == pytest.approx(old.first_iteration_s, rel=1e-9, abs=0)
-    assert new.events == old.events
+    if new.mode == "hybrid":
+        # The memo advances a connection's bytes only when its rate changes (the old path at every
+        # settle), so they round differently: a chunk boundary a rounding apart can add a finish event
+        # (VGG-19 16 x 4 co-hosted: 5303 vs 5298, iteration ends equal to the last digit).
+        assert new.events == pytest.approx(old.events, rel=2e-3)
+    else:
+        assert new.events == old.events
     assert set(new.link_bytes) == set(old.link_bytes)
     for port, moved in new.link_bytes.items():
         assert moved == pytest.approx(old.link_bytes[port], rel=1e-9, abs=1e-6)
@@ -83,13 +90,49 @@ def test_memo_equals_allocating_every_time(monkeypatch, shape, knobs):
     assert new_calls <= old_calls
 
 
-@pytest.mark.parametrize("colocate", [True, False], ids=["cohost", "separate"])
-def test_memo_on_vgg19_shapes(monkeypatch, colocate):
-    kw = {"workers": 16, "num_ps": 4, "bandwidth_bps": 10e9, "slice_bytes": 4 << 20, "colocate": colocate}
-    old, new, old_calls, new_calls = both(monkeypatch, vgg19_like(), **kw)
+HYBRID_KNOBS = [
+    {},
+    {"barrier": True},
+    {"partition": False},
+    {"thresholds": (0.3, 0.7)},
+    {"ps_costs": PsCosts(aggregate_s_per_byte=2e-9, update_s_per_byte=1e-9, per_message_s=1e-4)},
+    {"background": (Background(3e7, "all", "both"),)},
+    {"sender_order": "nic"},
+    {"sender_order": "connection"},
+    {"push_order": "urgency"},
+    {"push_order": "arrival"},
+    {"chunk_bytes": 4096},
+    {"trace": True},
+]
+
+
+@pytest.mark.parametrize("knobs", HYBRID_KNOBS, ids=lambda k: "-".join(k) or "defaults")
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_hybrid_memo_equals_allocating_every_time(monkeypatch, shape, knobs):
+    workers, num_ps, colocate, symmetric = shape
+    kw = {
+        "workers": workers,
+        "num_ps": num_ps,
+        "bandwidth_bps": 1e8,
+        "slice_bytes": 8000,
+        "colocate": colocate,
+        "symmetric": symmetric,
+        "iterations": 3,
+        **knobs,
+    }
+    old, new, old_calls, new_calls = both(monkeypatch, uneven(), mode="hybrid", **kw)
     assert_same(old, new)
     assert new_calls <= old_calls
-    if colocate:  # the gap's leave-and-rejoin revisits allocations: most settles are memo hits
+
+
+@pytest.mark.parametrize("mode", ["end-host", "hybrid"])
+@pytest.mark.parametrize("colocate", [True, False], ids=["cohost", "separate"])
+def test_memo_on_vgg19_shapes(monkeypatch, colocate, mode):
+    kw = {"workers": 16, "num_ps": 4, "bandwidth_bps": 10e9, "slice_bytes": 4 << 20, "colocate": colocate}
+    old, new, old_calls, new_calls = both(monkeypatch, vgg19_like(), mode=mode, **kw)
+    assert_same(old, new)
+    assert new_calls <= old_calls
+    if colocate and mode == "end-host":  # the gap's leave-and-rejoin revisits allocations: most hit
         assert new_calls < old_calls / 2
 
 
