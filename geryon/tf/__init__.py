@@ -169,6 +169,7 @@ def load(library: Path | None = None, progress: Progress | None = None) -> Libra
         cdll.geryon_class_for_edge.argtypes = [ctypes.c_char_p]
         cdll.geryon_bench_class_lookup_ns.restype = ctypes.c_double
         cdll.geryon_bench_class_lookup_ns.argtypes = [ctypes.c_char_p, ctypes.c_long]
+        cdll.geryon_map_table_live_snapshots.restype = ctypes.c_int64
         _loaded = Library(path=path, tf_version=tf.__version__, ops=ops, cdll=cdll)
         return _loaded
 

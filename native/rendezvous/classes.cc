@@ -1,18 +1,28 @@
-// The native map_table store. Readers (the rendezvous, per tensor) load one atomic pointer to an
-// immutable snapshot; writers (GeryonSetMapTable) build a new snapshot and publish it with a
-// release store. Retired snapshots are kept, never freed: a reader may still hold one, and without
-// hazard pointers or RCU grace periods there is no safe moment to free it. A snapshot costs one
-// byte of class and four of rank per parameter (names are checked, not kept), so even a
-// million-parameter table costs 5 MB per version, plus its TF1 producer bindings when it has any; a run installs a handful of versions.
+// The native map_table store. Readers (the rendezvous, per tensor) pin the current immutable
+// snapshot, copy out what they need and unpin; writers (GeryonSetMapTable) build a new snapshot,
+// publish it with one atomic store, and free the one it replaced once no reader can hold it.
+//
+// Why a pin and how an install knows it may free (issue 16: the threshold search installs a version
+// per step, and retired versions used to be kept forever): a reader increments a counter cell, then
+// loads the pointer; it decrements the cell when done. The install stores the new pointer, then
+// waits until every cell has been seen at zero once. A reader that got the old pointer loaded it
+// before the store, so it incremented its cell before the store too, and that cell stays above
+// zero until it unpins: a cell seen at zero after the store holds no such reader. All of it is
+// sequentially consistent, so the order argument holds and TSAN sees the unpin happen before the
+// free. The cells are per thread (no cache line shared by every lookup) and in two halves chosen
+// by an epoch the install flips before it waits, so new pins go to the half it is not waiting on
+// and a steady stream of lookups cannot keep the wait going.
 #include "classes.h"
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <climits>
 #include <cerrno>
 #include <cstdlib>
 #include <memory>
 #include <mutex>
+#include <thread>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
@@ -39,11 +49,15 @@ MapTableSnapshot* BuiltinTable() {
   return table;
 }
 
-std::atomic<const MapTableSnapshot*>& Current() {
-  // Held here for the process: a reader that loaded it before the first install may still use it, so
-  // it is never freed, and without this pointer it was unreachable (a leak, found by LeakSanitizer).
+// The table before any install. Held here for the process and never freed (it is tiny): a static
+// pointer keeps it reachable (LeakSanitizer reported it once it was only in retired lists).
+const MapTableSnapshot* Builtin() {
   static const MapTableSnapshot* const builtin = BuiltinTable();
-  static std::atomic<const MapTableSnapshot*> current{builtin};
+  return builtin;
+}
+
+std::atomic<const MapTableSnapshot*>& Current() {
+  static std::atomic<const MapTableSnapshot*> current{Builtin()};
   return current;
 }
 
@@ -52,9 +66,39 @@ std::mutex& WriterMutex() {
   return mu;
 }
 
-std::vector<std::unique_ptr<const MapTableSnapshot>>& Retired() {
-  static auto* retired = new std::vector<std::unique_ptr<const MapTableSnapshot>>();
-  return *retired;
+constexpr int kCellsPerHalf = 32;
+struct alignas(64) PinCell {  // one cache line each
+  std::atomic<int64_t> pins{0};
+};
+PinCell g_cells[2 * kCellsPerHalf];  // constant-initialized: usable before any static constructor
+std::atomic<uint32_t> g_epoch{0};
+std::atomic<int64_t> g_live{1};  // the built-in snapshot
+
+// This thread's cell within a half, assigned round robin on its first pin. Threads beyond
+// kCellsPerHalf share cells, which only costs sharing a cache line.
+int ThreadCell() {
+  static std::atomic<uint32_t> next{0};
+  thread_local int mine = -1;  // constant-initialized: no guard on the hot path
+  if (mine < 0) mine = static_cast<int>(next.fetch_add(1, std::memory_order_relaxed) % kCellsPerHalf);
+  return mine;
+}
+
+// Returns once every pin taken before the caller's store of the current pointer is released. Pins
+// are short (no blocking inside), so this is a few microseconds when no pinning thread is descheduled.
+void WaitForEarlierPins() {
+  for (int round = 0; round < 2; ++round) {
+    const uint32_t epoch = g_epoch.fetch_add(1, std::memory_order_seq_cst);  // new pins: other half
+    PinCell* half = &g_cells[(epoch & 1) * kCellsPerHalf];
+    for (int i = 0; i < kCellsPerHalf; ++i) {
+      for (int spins = 0; half[i].pins.load(std::memory_order_seq_cst) != 0; ++spins) {
+        if (spins < 64) {
+          std::this_thread::yield();
+        } else {
+          std::this_thread::sleep_for(std::chrono::microseconds(50));
+        }
+      }
+    }
+  }
 }
 
 // "key value" with an integer value in [lo, hi].
@@ -114,19 +158,30 @@ int64_t ResolveIn(const MapTableSnapshot& table, absl::string_view edge_name) {
 }
 }  // namespace
 
+MapTablePin::MapTablePin()
+    : cell_((g_epoch.load(std::memory_order_relaxed) & 1) * kCellsPerHalf + ThreadCell()) {
+  g_cells[cell_].pins.fetch_add(1, std::memory_order_seq_cst);  // before the load: see the top
+  table_ = Current().load(std::memory_order_seq_cst);
+}
+
+MapTablePin::~MapTablePin() { g_cells[cell_].pins.fetch_sub(1, std::memory_order_seq_cst); }
+
+int64_t LiveMapTableSnapshots() { return g_live.load(std::memory_order_relaxed); }
+
 int64_t ResolveParamId(absl::string_view edge_name) {
-  return ResolveIn(*Current().load(std::memory_order_acquire), edge_name);
+  MapTablePin table;
+  return ResolveIn(*table, edge_name);
 }
 
 int ClassForEdge(absl::string_view edge_name) {
-  const MapTableSnapshot* table = Current().load(std::memory_order_acquire);
+  MapTablePin table;
   int64_t id = ResolveIn(*table, edge_name);
   if (id < 0 || id >= static_cast<int64_t>(table->class_of_id.size())) return table->default_class;
   return table->class_of_id[id];
 }
 
 EdgeInfo LookupEdge(absl::string_view edge_name) {
-  const MapTableSnapshot* table = Current().load(std::memory_order_acquire);
+  MapTablePin table;
   int64_t id = ResolveIn(*table, edge_name);
   if (id < 0 || id >= static_cast<int64_t>(table->class_of_id.size())) {
     return EdgeInfo{table->default_class, kUnranked, id};
@@ -134,9 +189,7 @@ EdgeInfo LookupEdge(absl::string_view edge_name) {
   return EdgeInfo{table->class_of_id[id], table->rank_of_id[id], id};
 }
 
-int NumClasses() { return Current().load(std::memory_order_acquire)->num_classes; }
-
-const MapTableSnapshot& CurrentMapTable() { return *Current().load(std::memory_order_acquire); }
+int NumClasses() { return MapTablePin()->num_classes; }
 
 int BuiltinDefaultClass() {
   static const int value = ReadDefaultClassFromEnv();
@@ -270,10 +323,20 @@ bool InstallMapTable(absl::string_view text, std::string* error) {
                           current->version, "; refusing to go back");
     return false;
   }
-  const MapTableSnapshot* published = table.get();
-  Retired().push_back(std::move(table));
-  Current().store(published, std::memory_order_release);
+  g_live.fetch_add(1, std::memory_order_relaxed);
+  Current().store(table.release(), std::memory_order_seq_cst);
+  // Under the writer lock, so installs free in order and at most one version waits at a time.
+  WaitForEarlierPins();
+  if (current != Builtin()) {
+    delete current;
+    g_live.fetch_sub(1, std::memory_order_relaxed);
+  }
   return true;
 }
 
 }  // namespace geryon
+
+// For tests and diagnostics (geryon.tf's ctypes handle): snapshots allocated and not yet freed.
+extern "C" __attribute__((visibility("default"))) int64_t geryon_map_table_live_snapshots() {
+  return geryon::LiveMapTableSnapshots();
+}

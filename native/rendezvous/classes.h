@@ -65,8 +65,8 @@ struct MapTableSnapshot {
   // TF1 sessions: producer node name -> parameter id, for edges the pass could not annotate
   // (each process sees one end of the pair there). Python derives it from the client graph.
   absl::flat_hash_map<std::string, int64_t> id_of_producer;
-  // Names are checked (non-empty, unique) at parse but not kept: retired snapshots are never
-  // freed, so a version costs five bytes per parameter (class and rank) and no more.
+  // Names are checked (non-empty, unique) at parse but not kept: a version costs five bytes per
+  // parameter (class and rank) and its TF1 bindings.
 };
 
 
@@ -82,8 +82,27 @@ bool ParseMapTable(absl::string_view text, MapTableSnapshot* out, std::string* e
 // one, is refused with `*error` set, and the current table stays.
 bool InstallMapTable(absl::string_view text, std::string* error);
 
-// The table in force now. The pointer stays valid for the life of the process (see classes.cc).
-const MapTableSnapshot& CurrentMapTable();
+// The table in force when the pin was made, kept alive until the pin is destroyed: an install
+// frees the version it replaces only after every pin taken before its swap is gone (classes.cc).
+// Pins are for short, non-blocking reads (one lookup, one op's Compute, one graph pass): an
+// install waits for them, and a pin must never be held across an install on the same thread.
+class MapTablePin {
+ public:
+  MapTablePin();
+  ~MapTablePin();
+  MapTablePin(const MapTablePin&) = delete;
+  MapTablePin& operator=(const MapTablePin&) = delete;
+  const MapTableSnapshot& operator*() const { return *table_; }
+  const MapTableSnapshot* operator->() const { return table_; }
+
+ private:
+  int cell_;
+  const MapTableSnapshot* table_;
+};
+
+// Snapshots allocated and not yet freed (the built-in one included): 1 or 2 at rest, a few more
+// while installs overlap pins. For tests (geryon_map_table_live_snapshots) and diagnostics.
+int64_t LiveMapTableSnapshots();
 
 // The class used when no table is installed yet: for tensors that carry no parameter and, before
 // the first install, for every tensor. Configurable from the environment GERYON_DEFAULT_CLASS.

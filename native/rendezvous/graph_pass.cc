@@ -150,7 +150,7 @@ class GeryonAnnotatePass : public GraphOptimizationPass {
  public:
   absl::Status Run(const GraphOptimizationPassOptions& options) override {
     if (options.partition_graphs == nullptr) return absl::OkStatus();
-    const MapTableSnapshot& table = CurrentMapTable();
+    const int64_t table_version = MapTablePin()->version;  // for the dump; nothing else reads the table
     const std::string& what = options.debug_filename_prefix;  // the function's name, for the dump
 
     std::map<std::string, const Node*> sends;  // tensor_name -> its _Send
@@ -213,18 +213,18 @@ class GeryonAnnotatePass : public GraphOptimizationPass {
         if (Log().size() < kMaxLogged) Log().push_back(a);
       }
     }
-    Dump(options, what, table, made);
+    Dump(options, what, table_version, made);
     return absl::OkStatus();
   }
 
  private:
   static void Dump(const GraphOptimizationPassOptions& options, const std::string& what,
-                   const MapTableSnapshot& table, const std::vector<EdgeAnnotation>& made) {
+                   int64_t table_version, const std::vector<EdgeAnnotation>& made) {
     const char* dir = std::getenv("GERYON_GRAPH_PASS_DUMP");
     if (dir == nullptr || *dir == '\0') return;
     static std::atomic<int> counter{0};
     std::ofstream out(absl::StrCat(dir, "/geryon_pass_", counter++, ".txt"));
-    out << "graph=" << what << " map_table_version=" << table.version << "\n";
+    out << "graph=" << what << " map_table_version=" << table_version << "\n";
     for (const auto& a : made) out << "annotated " << a.role << " " << a.param_id << " " << a.new_name << "\n";
     for (auto& [device, graph] : *options.partition_graphs) {
       out << "=== partition " << device << "\n";

@@ -269,7 +269,7 @@ class SetMapTableOp : public OpKernel {
                 errors::InvalidArgument("GeryonSetMapTable: ", error));
     Tensor* out = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({}), &out));
-    out->scalar<int64_t>()() = CurrentMapTable().version;
+    out->scalar<int64_t>()() = MapTablePin()->version;
   }
 
  private:
@@ -280,18 +280,19 @@ class MapTableOp : public OpKernel {
  public:
   explicit MapTableOp(OpKernelConstruction* ctx) : OpKernel(ctx) {}
   void Compute(OpKernelContext* ctx) override {
-    const MapTableSnapshot& table = CurrentMapTable();
+    // Pinned for the copy out: a concurrent install waits for it before freeing this version.
+    const MapTablePin table;
     Tensor* out = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({}), &out));
-    out->scalar<int64_t>()() = table.version;
+    out->scalar<int64_t>()() = table->version;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(1, TensorShape({}), &out));
-    out->scalar<int32_t>()() = table.num_classes;
+    out->scalar<int32_t>()() = table->num_classes;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(2, TensorShape({}), &out));
-    out->scalar<int32_t>()() = table.default_class;
-    const int64_t n = static_cast<int64_t>(table.class_of_id.size());
+    out->scalar<int32_t>()() = table->default_class;
+    const int64_t n = static_cast<int64_t>(table->class_of_id.size());
     OP_REQUIRES_OK(ctx, ctx->allocate_output(3, TensorShape({n}), &out));
     auto classes = out->vec<int32_t>();
-    for (int64_t i = 0; i < n; ++i) classes(i) = table.class_of_id[i];
+    for (int64_t i = 0; i < n; ++i) classes(i) = table->class_of_id[i];
   }
 };
 
