@@ -252,6 +252,7 @@ def test_tf1_sessions_are_left_unannotated_and_still_train() -> None:
 TRAJECTORY_BODY = r"""
 import numpy as np
 import keras
+from tests.tf.tf_cluster import classifier_step
 
 def make_model():
     keras.utils.set_random_seed(1)
@@ -276,17 +277,7 @@ else:
 coordinator = tf.distribute.coordinator.ClusterCoordinator(ps_strategy)
 with ps_strategy.scope():
     optimizer = keras.optimizers.Adam(0.01)
-loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-
-@tf.function
-def step(x, y):
-    def replica(x, y):
-        with tf.GradientTape() as tape:
-            loss = loss_fn(y, model(x, training=True))
-        grads = tape.gradient(loss, model.trainable_variables)
-        optimizer.apply_gradients(zip(grads, model.trainable_variables))
-        return loss
-    return ps_strategy.run(replica, args=(x, y))
+step = classifier_step(ps_strategy, model, optimizer)
 
 rng = np.random.default_rng(0)
 xs = rng.normal(size=(5, 8, 10, 10, 1)).astype("float32")

@@ -405,6 +405,30 @@ def mse_step(strategy: Any, model: Any, optimizer: Any) -> Any:
     return step
 
 
+def classifier_step(strategy: Any, model: Any, optimizer: Any) -> Any:
+    """For chief bodies (imported as tests.tf.tf_cluster): a tf.function step(x, y) that trains the
+    classifier `model` (it gives logits) under the parameter-server `strategy` on one batch, loss the
+    sparse categorical cross-entropy of labels y, the gradients applied by `optimizer`; schedule it
+    with a ClusterCoordinator. It returns the loss."""
+    import keras
+    import tensorflow as tf
+
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+    @tf.function
+    def step(x: Any, y: Any) -> Any:
+        def replica(x: Any, y: Any) -> Any:
+            with tf.GradientTape() as tape:
+                loss = loss_fn(y, model(x, training=True))
+            grads = tape.gradient(loss, model.trainable_variables)
+            optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
+            return loss
+
+        return strategy.run(replica, args=(x, y))
+
+    return step
+
+
 # The chief body the tests and the benchmark train with: a small CNN under ParameterServerStrategy,
 # fixed seeds, and one step at a time on fixed batches, so the loss trajectory does not depend on
 # which worker runs a step. ARGS: steps; optional progress_file (steps done, written after each
@@ -413,6 +437,7 @@ CNN_BODY = r"""
 import json, socket, time
 import numpy as np
 import keras
+from tests.tf.tf_cluster import classifier_step
 
 keras.utils.set_random_seed(1)
 strategy = tf.distribute.experimental.ParameterServerStrategy(cluster_resolver)
@@ -431,18 +456,7 @@ rng = np.random.default_rng(0)
 steps = ARGS["steps"]
 xs = rng.normal(size=(steps, 16, 12, 12, 1)).astype("float32")
 ys = rng.integers(0, 10, size=(steps, 16)).astype("int64")
-loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-
-def replica_step(x, y):
-    with tf.GradientTape() as tape:
-        loss = loss_fn(y, model(x, training=True))
-    grads = tape.gradient(loss, model.trainable_variables)
-    optimizer.apply_gradients(zip(grads, model.trainable_variables))
-    return loss
-
-@tf.function
-def step(x, y):
-    return strategy.run(replica_step, args=(x, y))
+step = classifier_step(strategy, model, optimizer)
 
 model_bytes = sum(int(np.prod(v.shape)) * 4 for v in model.trainable_variables)
 losses, started = [], time.time()
