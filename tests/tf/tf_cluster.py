@@ -385,31 +385,12 @@ def pull_once(host: str = "127.0.0.1") -> tuple[float, int, list[Any]]:
     return value, ps_port + DATA_OFFSET, servers
 
 
-def mse_step(strategy: Any, model: Any, optimizer: Any) -> Any:
-    """For chief bodies (imported as tests.tf.tf_cluster, also by bench/bench_ps_kill.py's chief): a
-    tf.function step that trains `model` under the parameter-server `strategy` on one batch x, loss
-    mean(model(x) ** 2), the gradients applied by `optimizer`; schedule it with a ClusterCoordinator."""
-    import tensorflow as tf
-
-    @tf.function
-    def step(x: Any) -> Any:
-        def replica(x: Any) -> Any:
-            with tf.GradientTape() as tape:
-                loss = tf.reduce_mean(model(x) ** 2)
-            grads = tape.gradient(loss, model.trainable_variables)
-            optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
-            return loss
-
-        return strategy.run(replica, args=(x,))
-
-    return step
-
-
 def classifier_step(strategy: Any, model: Any, optimizer: Any) -> Any:
-    """For chief bodies (imported as tests.tf.tf_cluster): a tf.function step(x, y) that trains the
-    classifier `model` (it gives logits) under the parameter-server `strategy` on one batch, loss the
-    sparse categorical cross-entropy of labels y, the gradients applied by `optimizer`; schedule it
-    with a ClusterCoordinator. It returns the loss."""
+    """For chief bodies (imported as tests.tf.tf_cluster; the regression step, mse_step, is in
+    bench/benchlib.py, which a bench shares): a tf.function step(x, y) that trains the classifier
+    `model` (it gives logits) under the parameter-server `strategy` on one batch, loss the sparse
+    categorical cross-entropy of labels y, the gradients applied by `optimizer`; schedule it with a
+    ClusterCoordinator. It returns the loss."""
     import keras
     import tensorflow as tf
 
