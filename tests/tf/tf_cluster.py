@@ -365,6 +365,19 @@ def preempting_step(
     return values.get("late"), values["urgent"]
 
 
+def refusals(calls: dict[str, Callable[[], object]], error: type[Exception]) -> dict[str, str | None]:
+    """For test scripts that check that bad settings are refused: per name, the message of the `error`
+    that call() raised (an OpError's `message`, else str()), None where it raised nothing."""
+    out: dict[str, str | None] = {}
+    for name, call in calls.items():
+        try:
+            call()
+            out[name] = None
+        except error as e:
+            out[name] = getattr(e, "message", str(e))
+    return out
+
+
 def pull_once(host: str = "127.0.0.1") -> tuple[float, int, list[Any]]:
     """For test scripts that run TF in their own process: a grpc+geryon PS and worker server here, on
     `host`, and one TF1 step in which the worker reads a 1000-float variable of the PS (one pull on
