@@ -45,14 +45,14 @@ DATA_OFFSET = -7000
 HANG_SECONDS = 30.0
 TARGET_SECONDS = 10.0
 
-# The training step is tests/tf/tf_cluster.py's mse_step (the same one the strategy tests run).
+# The training step is benchlib's mse_step (the same one the strategy tests run).
 _CHIEF = r"""
 import json, os, sys, time
 import numpy as np
 import tensorflow as tf
 import keras
 import geryon.tf
-from tests.tf.tf_cluster import mse_step
+from bench.benchlib import mse_step
 geryon.tf.load()
 spec = json.loads(os.environ["BENCH_SPEC"])
 resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(

@@ -126,6 +126,27 @@ def ps_worker_clusters(names: Sequence[str], data_offset: int) -> dict[str, dict
     return clusters
 
 
+def mse_step(strategy: Any, model: Any, optimizer: Any) -> Any:
+    """For chief scripts (bench_ps_kill.py's; test_strategy.py's chief body imports it as
+    bench.benchlib): a tf.function step that trains `model` under the parameter-server `strategy` on
+    one batch x, loss mean(model(x) ** 2), the gradients applied by `optimizer`; schedule it with a
+    ClusterCoordinator."""
+    import tensorflow as tf
+
+    @tf.function
+    def step(x: Any) -> Any:
+        def replica(x: Any) -> Any:
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(model(x) ** 2)
+            grads = tape.gradient(loss, model.trainable_variables)
+            optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
+            return loss
+
+        return strategy.run(replica, args=(x,))
+
+    return step
+
+
 def child_process(script: str, env: Mapping[str, str], stderr: Path | None = None) -> subprocess.Popen[str]:
     """`python -c script` with its stdout piped (text) and its stderr written to the file `stderr`
     (dropped without one)."""

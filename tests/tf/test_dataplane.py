@@ -8,21 +8,16 @@ receives gradients on class 1: both classes and both directions are on the wire.
 
 from __future__ import annotations
 
-import json
-import os
 import socket
 import struct
-import subprocess
-import sys
 import threading
 import time
 from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
 import pytest
-from tf.tf_cluster import CNN_BODY, TfCluster, data_port
+from tf.tf_cluster import CNN_BODY, TfCluster, data_port, run_script
 
 from geryon.agent.flows import FlowDiscovery
 from geryon.errors import UsageError
@@ -165,6 +160,7 @@ STRATEGY_BODY = r"""
 import numpy as np
 import keras
 import geryon.tf.strategy as gs
+from tests.tf.tf_cluster import classifier_step
 
 def make_model():
     keras.utils.set_random_seed(1)
@@ -182,17 +178,7 @@ coordinator = tf.distribute.coordinator.ClusterCoordinator(g.tf_strategy)
 model = g.model
 with g.scope():
     optimizer = keras.optimizers.SGD(0.05)
-loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-
-@tf.function
-def step(x, y):
-    def replica(x, y):
-        with tf.GradientTape() as tape:
-            loss = loss_fn(y, model(x, training=True))
-        grads = tape.gradient(loss, model.trainable_variables)
-        optimizer.apply_gradients(zip(grads, model.trainable_variables))
-        return loss
-    return g.tf_strategy.run(replica, args=(x, y))
+step = classifier_step(g.tf_strategy, model, optimizer)
 
 rng = np.random.default_rng(0)
 for i in range(ARGS["steps"]):
@@ -249,15 +235,7 @@ os._exit(0)
 
 @pytest.mark.parametrize("host", ["127.0.0.1", "[::1]"])  # IP_TOS and IPV6_TCLASS
 def test_class_marks_set_from_python_mark_new_flows(host: str) -> None:
-    result = subprocess.run(
-        [sys.executable, "-c", CLASS_MARKS_SCRIPT],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "TESTS_TF": str(Path(__file__).parent), "HOST": host},
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    facts = json.loads(result.stdout.strip().splitlines()[-1])
+    facts = run_script(CLASS_MARKS_SCRIPT, timeout=120, env={"HOST": host})
     assert facts["value"] == 1000.0
     assert facts["table"] == [[40, 6], [8, 1]]
     assert facts["marks"] == [40]  # the pull (class 0, the default) on both of its sockets

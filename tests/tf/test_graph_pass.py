@@ -52,7 +52,35 @@ def test_register_variables_refuses_what_it_cannot_mark(pair: tuple[Any, int], m
         register_variables([pair])
 
 
-CLUSTER_BODY = """
+# The step of the bodies below, after their `g`, `model` and `optimizer`: step(x, y), loss mean((model(x)
+# - y) ** 2). Keras 3's tape cannot differentiate its ShardedVariable wrappers, so with ARGS["sharded"]
+# the shards are stepped by hand (SGD 0.01; a sparse gradient, an embedding's, as a scatter).
+MSE_STEP = """
+shards = []
+for v in model.trainable_variables:
+    tv = v.value
+    shards.extend(tv.variables if not isinstance(tv, tf.Variable) else [tv])
+
+@tf.function
+def step(x, y):
+    def replica(x, y):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean((model(x) - y) ** 2)
+        if ARGS["sharded"]:
+            for shard, grad in zip(shards, tape.gradient(loss, shards)):
+                if isinstance(grad, tf.IndexedSlices):
+                    shard.scatter_sub(tf.IndexedSlices(0.01 * grad.values, grad.indices, grad.dense_shape))
+                else:
+                    shard.assign_sub(0.01 * grad)
+        else:
+            grads = tape.gradient(loss, model.trainable_variables)
+            optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        return loss
+    return g.tf_strategy.run(replica, args=(x, y))
+"""
+
+CLUSTER_BODY = (
+    """
 import numpy as np
 import keras
 import geryon.tf.strategy as gs
@@ -77,27 +105,9 @@ model = g.model
 with g.scope():
     optimizer = eval(ARGS["optimizer"], {"keras": keras})
     optimizer.build(model.trainable_variables)
-
-# Keras 3's tape cannot differentiate its ShardedVariable wrappers: step the shards by hand there.
-shards = []
-for v in model.trainable_variables:
-    tv = v.value
-    shards.extend(tv.variables if not isinstance(tv, tf.Variable) else [tv])
-
-@tf.function
-def step(x, y):
-    def replica(x, y):
-        with tf.GradientTape() as tape:
-            loss = tf.reduce_mean((model(x) - y) ** 2)
-        if ARGS["sharded"]:
-            for shard, grad in zip(shards, tape.gradient(loss, shards)):
-                shard.assign_sub(0.01 * grad)
-        else:
-            grads = tape.gradient(loss, model.trainable_variables)
-            optimizer.apply_gradients(zip(grads, model.trainable_variables))
-        return loss
-    return g.tf_strategy.run(replica, args=(x, y))
-
+"""
+    + MSE_STEP
+    + """
 rng = np.random.default_rng(0)
 x = tf.constant(rng.normal(size=(4, 8, 8, 1)), tf.float32)
 y = tf.constant(rng.normal(size=(4, 2)), tf.float32)
@@ -115,6 +125,7 @@ emit({
     "tables": {k: [t.version, list(t.classes)] for k, t in g.task_tables().items()},
 })
 """
+)
 
 
 def run(sharded: bool, optimizer: str = "keras.optimizers.SGD(0.01)") -> dict[str, Any]:
@@ -252,6 +263,7 @@ def test_tf1_sessions_are_left_unannotated_and_still_train() -> None:
 TRAJECTORY_BODY = r"""
 import numpy as np
 import keras
+from tests.tf.tf_cluster import classifier_step
 
 def make_model():
     keras.utils.set_random_seed(1)
@@ -276,17 +288,7 @@ else:
 coordinator = tf.distribute.coordinator.ClusterCoordinator(ps_strategy)
 with ps_strategy.scope():
     optimizer = keras.optimizers.Adam(0.01)
-loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-
-@tf.function
-def step(x, y):
-    def replica(x, y):
-        with tf.GradientTape() as tape:
-            loss = loss_fn(y, model(x, training=True))
-        grads = tape.gradient(loss, model.trainable_variables)
-        optimizer.apply_gradients(zip(grads, model.trainable_variables))
-        return loss
-    return ps_strategy.run(replica, args=(x, y))
+step = classifier_step(ps_strategy, model, optimizer)
 
 rng = np.random.default_rng(0)
 xs = rng.normal(size=(5, 8, 10, 10, 1)).astype("float32")
@@ -310,7 +312,8 @@ def test_annotated_training_on_geryon_flows_matches_plain_grpc() -> None:
     assert runs["grpc"]["losses"][0] != runs["grpc"]["losses"][-1]
 
 
-EMBEDDING_BODY = """
+EMBEDDING_BODY = (
+    """
 import numpy as np, keras
 import geryon.tf.strategy as gs
 def make_model():
@@ -330,26 +333,9 @@ coordinator = tf.distribute.experimental.coordinator.ClusterCoordinator(g.tf_str
 model = g.model
 with g.scope():
     optimizer = keras.optimizers.SGD(0.01)
-shards = []
-for v in model.trainable_variables:
-    tv = v.value
-    shards.extend(tv.variables if not isinstance(tv, tf.Variable) else [tv])
-@tf.function
-def step(x, y):
-    def replica(x, y):
-        with tf.GradientTape() as tape:
-            loss = tf.reduce_mean((model(x) - y) ** 2)
-        if ARGS["sharded"]:
-            for s, gr in zip(shards, tape.gradient(loss, shards)):
-                if isinstance(gr, tf.IndexedSlices):
-                    s.scatter_sub(tf.IndexedSlices(0.01 * gr.values, gr.indices, gr.dense_shape))
-                else:
-                    s.assign_sub(0.01 * gr)
-        else:
-            grads = tape.gradient(loss, model.trainable_variables)
-            optimizer.apply_gradients(zip(grads, model.trainable_variables))
-        return loss
-    return g.tf_strategy.run(replica, args=(x, y))
+"""
+    + MSE_STEP
+    + """
 x = tf.constant(np.arange(20).reshape(4, 5) % 50, tf.int32); y = tf.ones([4, 1])
 ls = [coordinator.schedule(step, args=(x, y)) for _ in range(3)]
 coordinator.join()
@@ -357,6 +343,7 @@ edges = [[c.decode() for c in row] for row in gs.native_ops().geryon_annotated_e
 emit({"entries": [[e.id, e.name] for e in g.map_table.entries], "edges": [[r[0], r[1], r[4]] for r in edges],
       "losses": [float(l.fetch()) for l in ls]})
 """
+)
 
 
 @pytest.mark.parametrize("sharded", [False, True])

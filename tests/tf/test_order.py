@@ -161,19 +161,16 @@ def test_urgency_order_serves_the_most_urgent_first_and_preempts_large_tensors_i
 
 
 BAD_SETTINGS_SCRIPT = r"""
-import json, os
+import json, os, sys
+sys.path.insert(0, os.environ["TESTS_TF"])
+from tf_cluster import refusals
 import tensorflow as tf
 from geryon.tf.strategy import native_ops
 ops = native_ops()
-out = {}
-for name, call in [("order", lambda: ops.geryon_set_order("fastest")),
-                   ("small", lambda: ops.geryon_set_chunk_bytes(tf.constant(4095, tf.int64))),
-                   ("large", lambda: ops.geryon_set_chunk_bytes(tf.constant((1 << 30) + 1, tf.int64)))]:
-    try:
-        call()
-        out[name] = None
-    except tf.errors.InvalidArgumentError as e:
-        out[name] = e.message
+out = refusals({"order": lambda: ops.geryon_set_order("fastest"),
+                "small": lambda: ops.geryon_set_chunk_bytes(tf.constant(4095, tf.int64)),
+                "large": lambda: ops.geryon_set_chunk_bytes(tf.constant((1 << 30) + 1, tf.int64))},
+               tf.errors.InvalidArgumentError)
 order, chunk = ops.geryon_data_plane_order()
 out["in_force"] = [order.numpy().decode(), int(chunk)]
 out["edge"] = int(ops.geryon_set_chunk_bytes(tf.constant(4096, tf.int64)))
@@ -261,7 +258,9 @@ def test_an_old_peer_gets_a_refusal_frame_naming_both_protocol_versions() -> Non
 
 
 STRATEGY_SCRIPT = r"""
-import json, os
+import json, os, sys
+sys.path.insert(0, os.environ["TESTS_TF"])
+from tf_cluster import refusals
 from geryon.demo import schedule
 from geryon.tf import strategy as gs
 devices = {"coordinator": ""}  # this process: the same op path every task takes
@@ -269,14 +268,10 @@ out = {"hook": schedule.ordering_available(gs.GeryonStrategy(None, None, None, N
 out["set"] = gs.set_order("arrival", devices)
 out["chunk"] = gs.set_chunk_bytes(1 << 20, devices)
 out["read"] = gs.read_orders(devices)
-for name, call in [("order", lambda: gs.set_order("fifo", devices)),
-                   ("chunk", lambda: gs.set_chunk_bytes(1024, devices)),
-                   ("bool", lambda: gs.set_chunk_bytes(True, devices))]:
-    try:
-        call()
-        out["error_" + name] = None
-    except ValueError as e:
-        out["error_" + name] = str(e)
+refused = refusals({"order": lambda: gs.set_order("fifo", devices),
+                    "chunk": lambda: gs.set_chunk_bytes(1024, devices),
+                    "bool": lambda: gs.set_chunk_bytes(True, devices)}, ValueError)
+out.update({"error_" + name: message for name, message in refused.items()})
 out["after"] = gs.read_orders(devices)
 print(json.dumps(out), flush=True)
 os._exit(0)
@@ -433,20 +428,17 @@ def test_host_order_serves_a_more_urgent_tensor_of_another_consumer_first() -> N
 
 
 BAD_SENDER_SCRIPT = r"""
-import json, os
+import json, os, sys
+sys.path.insert(0, os.environ["TESTS_TF"])
+from tf_cluster import refusals
 import tensorflow as tf
 from geryon.tf.strategy import native_ops
 from geryon.tf import strategy as gs
 ops = native_ops()
-out = {}
-for name, option, value in [("order", "sender_order", "global"), ("hold", "hold", "yes"),
-                            ("inline", "inline", "always"), ("lowat", "notsent_lowat", "-1"),
-                            ("unknown", "speed", "fast")]:
-    try:
-        ops.geryon_set_sender_option(option, value)
-        out[name] = None
-    except tf.errors.InvalidArgumentError as e:
-        out[name] = e.message
+bad = [("order", "sender_order", "global"), ("hold", "hold", "yes"), ("inline", "inline", "always"),
+       ("lowat", "notsent_lowat", "-1"), ("unknown", "speed", "fast")]
+out = refusals({name: lambda o=option, v=value: ops.geryon_set_sender_option(o, v)
+                for name, option, value in bad}, tf.errors.InvalidArgumentError)
 out["in_force"] = {n: ops.geryon_sender_option(n).numpy().decode()
                    for n in ("sender_order", "hold", "hold_gap_us", "inline", "notsent_lowat")}
 devices = {"coordinator": ""}

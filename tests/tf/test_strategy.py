@@ -44,7 +44,7 @@ ADOPT_BODY = """
 import keras
 import numpy as np
 from geryon.tf.strategy import adopt, native_ops
-from tests.tf.tf_cluster import mse_step
+from bench.benchlib import mse_step
 
 ps = tf.distribute.experimental.ParameterServerStrategy(cluster_resolver)
 errors = {}

@@ -365,6 +365,19 @@ def preempting_step(
     return values.get("late"), values["urgent"]
 
 
+def refusals(calls: dict[str, Callable[[], object]], error: type[Exception]) -> dict[str, str | None]:
+    """For test scripts that check that bad settings are refused: per name, the message of the `error`
+    that call() raised (an OpError's `message`, else str()), None where it raised nothing."""
+    out: dict[str, str | None] = {}
+    for name, call in calls.items():
+        try:
+            call()
+            out[name] = None
+        except error as e:
+            out[name] = getattr(e, "message", str(e))
+    return out
+
+
 def pull_once(host: str = "127.0.0.1") -> tuple[float, int, list[Any]]:
     """For test scripts that run TF in their own process: a grpc+geryon PS and worker server here, on
     `host`, and one TF1 step in which the worker reads a 1000-float variable of the PS (one pull on
@@ -385,22 +398,27 @@ def pull_once(host: str = "127.0.0.1") -> tuple[float, int, list[Any]]:
     return value, ps_port + DATA_OFFSET, servers
 
 
-def mse_step(strategy: Any, model: Any, optimizer: Any) -> Any:
-    """For chief bodies (imported as tests.tf.tf_cluster, also by bench/bench_ps_kill.py's chief): a
-    tf.function step that trains `model` under the parameter-server `strategy` on one batch x, loss
-    mean(model(x) ** 2), the gradients applied by `optimizer`; schedule it with a ClusterCoordinator."""
+def classifier_step(strategy: Any, model: Any, optimizer: Any) -> Any:
+    """For chief bodies (imported as tests.tf.tf_cluster; the regression step, mse_step, is in
+    bench/benchlib.py, which a bench shares): a tf.function step(x, y) that trains the classifier
+    `model` (it gives logits) under the parameter-server `strategy` on one batch, loss the sparse
+    categorical cross-entropy of labels y, the gradients applied by `optimizer`; schedule it with a
+    ClusterCoordinator. It returns the loss."""
+    import keras
     import tensorflow as tf
 
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
     @tf.function
-    def step(x: Any) -> Any:
-        def replica(x: Any) -> Any:
+    def step(x: Any, y: Any) -> Any:
+        def replica(x: Any, y: Any) -> Any:
             with tf.GradientTape() as tape:
-                loss = tf.reduce_mean(model(x) ** 2)
+                loss = loss_fn(y, model(x, training=True))
             grads = tape.gradient(loss, model.trainable_variables)
             optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
             return loss
 
-        return strategy.run(replica, args=(x,))
+        return strategy.run(replica, args=(x, y))
 
     return step
 
@@ -413,6 +431,7 @@ CNN_BODY = r"""
 import json, socket, time
 import numpy as np
 import keras
+from tests.tf.tf_cluster import classifier_step
 
 keras.utils.set_random_seed(1)
 strategy = tf.distribute.experimental.ParameterServerStrategy(cluster_resolver)
@@ -431,18 +450,7 @@ rng = np.random.default_rng(0)
 steps = ARGS["steps"]
 xs = rng.normal(size=(steps, 16, 12, 12, 1)).astype("float32")
 ys = rng.integers(0, 10, size=(steps, 16)).astype("int64")
-loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-
-def replica_step(x, y):
-    with tf.GradientTape() as tape:
-        loss = loss_fn(y, model(x, training=True))
-    grads = tape.gradient(loss, model.trainable_variables)
-    optimizer.apply_gradients(zip(grads, model.trainable_variables))
-    return loss
-
-@tf.function
-def step(x, y):
-    return strategy.run(replica_step, args=(x, y))
+step = classifier_step(strategy, model, optimizer)
 
 model_bytes = sum(int(np.prod(v.shape)) * 4 for v in model.trainable_variables)
 losses, started = [], time.time()
