@@ -74,9 +74,10 @@ simulated. 1024 hosts x 64 PSes of VGG-19 form 19 groups. Pulls and pushes share
 they are allocated together, and without the barrier the pulls of one more iteration run too (nothing
 computes after them): the last iteration's pushes then share the links as they would in a longer run,
 and `link_bytes` counts those pulls.
-end-host's gaps re-allocate twice per transfer, and hybrid's chunk switches change levels often; for
-both a memo keyed by the active connections and their levels (and orders) returns the rates of a
-state seen before (`_Replay._settle_memo`; exact, tested against allocating every time).
+end-host's gaps re-allocate twice per transfer, and co-hosted hybrid's chunk switches change levels
+often; for both a memo keyed by the active connections and their levels (and orders) returns the rates
+of a state seen before (`_Replay._settle_memo`; exact, tested against allocating every time), and a
+miss of many connections allocates on numpy arrays (`network.allocate_arrays`, equal to the bit).
 Colocation is not simply slower: 1/W of the traffic stays home, and while workers pull, a colocated
 link carries pulls both ways (its PS's out, its worker's in) where separate hosts use one direction of
 each link per phase. It wins where pulls and pushes alternate (the barrier, or the first layer's
@@ -737,7 +738,12 @@ class _Replay:
         # end-host's and hybrid's allocation memo (see _settle_memo): each group's active flows as one
         # code per flow (0: not active, else its levels' number in memo_codes), and the flows changed since.
         self.memo: dict[tuple[int, bytes], array[float]] | None = None
-        if mode in ("end-host", "hybrid") and self.memo_allocations:
+        # hybrid only co-hosted (its ~450-flow groups are where allocations cost): the memo advances a
+        # connection's bytes only when its rate changes, which rounds differently from advancing all at
+        # every settle, and a chunk switch a rounding apart can change hybrid's schedule (VGG-19, V100,
+        # 64 x 8 separate hosts, 40 Gbit/s, threshold 0.25: 1036.2 ms with the memo, 1050.1 without).
+        # Without it separate-host hybrid runs are the same to the bit as before the memo.
+        if self.memo_allocations and (mode == "end-host" or (mode == "hybrid" and colocate)):
             self.memo = {}
         n_flows = len(self.flow_list)
         self.memo_state = (array("I", bytes(4 * n_flows)), array("I", bytes(4 * n_flows)))

@@ -122,7 +122,10 @@ def test_hybrid_memo_equals_allocating_every_time(monkeypatch, shape, knobs):
     }
     old, new, old_calls, new_calls = both(monkeypatch, uneven(), mode="hybrid", **kw)
     assert_same(old, new)
-    assert new_calls <= old_calls
+    if colocate:
+        assert new_calls <= old_calls
+    else:  # hybrid keeps the memo to co-hosted runs: separate hosts allocate at every settle
+        assert new_calls == old_calls and new.iteration_ends == old.iteration_ends
 
 
 @pytest.mark.parametrize("mode", ["end-host", "hybrid"])
@@ -152,8 +155,11 @@ def test_memo_is_bounded(monkeypatch):
     + [{"sender_order": o} for o in ("nic", "connection")],
     ids=lambda k: "-".join(k) or "defaults",
 )
-@pytest.mark.parametrize("mode", ["end-host", "hybrid"])
-@pytest.mark.parametrize("shape", SHAPES[:4], ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize(
+    ("mode", "shape"),
+    [("end-host", shape) for shape in SHAPES[:4]] + [("hybrid", shape) for shape in SHAPES if shape[2]],
+    ids=lambda v: v if isinstance(v, str) else "x".join(map(str, v)),
+)
 def test_allocations_on_arrays_equal_allocating_every_time(monkeypatch, shape, mode, knobs):
     # Every memo miss on numpy arrays (network.allocate_arrays; by default only from 128 flows, the
     # 1024 x 64 co-hosted groups) against the old path's network.allocate at every settle.
