@@ -27,6 +27,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
 # A port counts as saturated below this fraction of its capacity left (float rounding of the fills).
 SATURATED = 1e-12
 _NO_LEVEL = 1 << 62  # a port where no unfrozen flow has a level: above every real level
@@ -155,4 +157,76 @@ def allocate(
                     saturated.add(p)
         if saturated:
             unfrozen = [f for f in unfrozen if up[f] not in saturated and down[f] not in saturated]
+    return rates
+
+
+# allocate_arrays's "no level" and "no order": above every real one (levels and orders are small).
+NO_LEVEL = _NO_LEVEL
+
+
+def allocate_arrays(
+    up: np.ndarray,
+    down: np.ndarray,
+    level_up: np.ndarray,
+    level_down: np.ndarray,
+    capacity: np.ndarray,
+    weight_up: np.ndarray,
+    weight_down: np.ndarray,
+    order_up: np.ndarray | None = None,
+    owner_slot: np.ndarray | None = None,
+) -> np.ndarray:
+    """`allocate` on numpy arrays, for large flow sets (the simulator's co-hosted groups, ~500 flows).
+
+    Levels and orders are int64 with NO_LEVEL for None; weights are float arrays (1.0 without);
+    `owner_slot` is up * owners + owner (see `allocate`), given with `order_up`. Each round takes the
+    same steps as `allocate` over whole arrays: per-port minima (np.minimum.at), the growing flows,
+    their weights summed per port (np.bincount adds in flow order, as `allocate` does), the smallest
+    residual / count, the saturated ports. The rates equal `allocate`'s to the bit where no port is
+    both an up port and a down port (as in the simulator: NICs and switch ports are different ports;
+    tests/threshold/test_network.py compares the two on random flow sets). About 1.3-1.8x faster than
+    `allocate` at 500 flows; slower below ~100 (numpy's per-call cost).
+    """
+    n = len(up)
+    rates = np.zeros(n)
+    if n == 0:
+        return rates
+    nports = len(capacity)
+    residual = np.array(capacity, dtype=float)
+    free_up = level_up == NO_LEVEL
+    free_down = level_down == NO_LEVEL
+    ordered = order_up is not None and bool((order_up != NO_LEVEL).any())
+    if ordered:
+        assert order_up is not None and owner_slot is not None
+        free_order = order_up == NO_LEVEL
+        slots = int(owner_slot.max()) + 1
+    unfrozen = np.ones(n, dtype=bool)
+    everyone = np.arange(n)
+    live = everyone
+    while len(live):
+        u = up[live]
+        d = down[live]
+        best = np.full(nports, NO_LEVEL, dtype=np.int64)
+        np.minimum.at(best, u, level_up[live])
+        np.minimum.at(best, d, level_down[live])
+        grow = (free_up[live] | (level_up[live] == best[u])) & (
+            free_down[live] | (level_down[live] == best[d])
+        )
+        if ordered:
+            assert order_up is not None and owner_slot is not None
+            s = owner_slot[live]
+            first = np.full(slots, NO_LEVEL, dtype=np.int64)
+            np.minimum.at(first, s, order_up[live])
+            grow &= free_order[live] | (order_up[live] == first[s])
+        g = live[grow]
+        if not len(g):
+            raise AllocationError("no flow may grow: port levels order the flows in a cycle")
+        count = np.bincount(up[g], weights=weight_up[g], minlength=nports)
+        count += np.bincount(down[g], weights=weight_down[g], minlength=nports)
+        used = count > 0
+        delta = (residual[used] / count[used]).min()
+        rates[g] += delta
+        residual[used] -= delta * count[used]
+        saturated = used & (residual <= SATURATED * capacity)
+        unfrozen[live] = ~(saturated[u] | saturated[d])
+        live = everyone[unfrozen]
     return rates

@@ -74,9 +74,10 @@ simulated. 1024 hosts x 64 PSes of VGG-19 form 19 groups. Pulls and pushes share
 they are allocated together, and without the barrier the pulls of one more iteration run too (nothing
 computes after them): the last iteration's pushes then share the links as they would in a longer run,
 and `link_bytes` counts those pulls.
-end-host's gaps re-allocate twice per transfer, and hybrid's chunk switches change levels often; for
-both a memo keyed by the active connections and their levels (and orders) returns the rates of a
-state seen before (`_Replay._settle_memo`; exact, tested against allocating every time).
+end-host's gaps re-allocate twice per transfer, and co-hosted hybrid's chunk switches change levels
+often; for both a memo keyed by the active connections and their levels (and orders) returns the rates
+of a state seen before (`_Replay._settle_memo`; exact, tested against allocating every time), and a
+miss of many connections allocates on numpy arrays (`network.allocate_arrays`, equal to the bit).
 Colocation is not simply slower: 1/W of the traffic stays home, and while workers pull, a colocated
 link carries pulls both ways (its PS's out, its worker's in) where separate hosts use one direction of
 each link per phase. It wins where pulls and pushes alternate (the barrier, or the first layer's
@@ -100,7 +101,7 @@ import numpy as np
 from geryon.tagger.map_table import class_of, validate_thresholds
 from geryon.tagger.partition import plan_partitions
 from geryon.threshold.model import check_bandwidth, overlap_coefficient
-from geryon.threshold.network import allocate
+from geryon.threshold.network import NO_LEVEL, allocate, allocate_arrays
 from geryon.threshold.profile import Profile
 from geryon.threshold.simknobs import (
     CHUNK_BYTES,
@@ -125,6 +126,9 @@ PULL, PUSH = 0, 1
 _FLOW_DONE, _COMPUTE_DONE, _RESUME, _UPDATED, _READY = 0, 1, 2, 3, 4
 # _quiet_rate's headroom: a port this close to full counts as full (the allocation's own SATURATED is 1e-12).
 _QUIET_MARGIN = 1e-9
+# Allocations of at least this many flows run on numpy arrays (network.allocate_arrays): faster above it,
+# slower below (numpy's cost per call); the rates are the same to the bit either way.
+_ARRAY_FLOWS = 128
 
 
 @dataclass(frozen=True)
@@ -462,6 +466,38 @@ class _Flow:
         return bool(self.members) if self.shared else self.head is not None
 
 
+class _FlowArrays:
+    """Every flow's ports, weights, levels and order as numpy arrays by fid, for allocate_arrays. Ports
+    and weights are fixed per run; levels and orders are written as _settle_memo takes in the flows a
+    change touched (the same flows whose memo codes it updates)."""
+
+    def __init__(self, flows: list[_Flow], capacity: list[float], weighted: bool) -> None:
+        n = len(flows)
+        self.up = np.array([f.up for f in flows], dtype=np.intp)
+        self.down = np.array([f.down for f in flows], dtype=np.intp)
+        self.weight_up = np.array([f.wu if weighted else 1.0 for f in flows], dtype=float)
+        self.weight_down = np.array([f.wd if weighted else 1.0 for f in flows], dtype=float)
+        self.capacity = np.array(capacity, dtype=float)
+        self.level_up = np.full(n, NO_LEVEL, dtype=np.int64)
+        self.level_down = np.full(n, NO_LEVEL, dtype=np.int64)
+        self.order_up = np.full(n, NO_LEVEL, dtype=np.int64)
+        # A sending process's slot at its NIC: a host sends pulls from its PS, pushes from its worker.
+        self.owner_slot = np.array([2 * f.up + f.side for f in flows], dtype=np.intp)
+
+    def allocate(self, fids: np.ndarray, ordered: bool) -> np.ndarray:
+        return allocate_arrays(
+            self.up[fids],
+            self.down[fids],
+            self.level_up[fids],
+            self.level_down[fids],
+            self.capacity,
+            self.weight_up[fids],
+            self.weight_down[fids],
+            self.order_up[fids] if ordered else None,
+            self.owner_slot[fids] if ordered else None,
+        )
+
+
 class _Replay:
     quiet_gaps = True  # False: re-allocate at every end-host gap (the old path, for the equality tests)
     # end-host, hybrid: reuse the allocation of a set of flows and levels seen before (see _settle_memo);
@@ -701,11 +737,20 @@ class _Replay:
         self.saved: dict[tuple[int, int, int, int, int], float] = {}  # preempted transfers' bytes left
         # end-host's and hybrid's allocation memo (see _settle_memo): each group's active flows as one
         # code per flow (0: not active, else its levels' number in memo_codes), and the flows changed since.
-        self.memo: dict[tuple[int, ...], array[float]] | None = None
-        if mode in ("end-host", "hybrid") and self.memo_allocations:
+        self.memo: dict[tuple[int, bytes], array[float]] | None = None
+        # hybrid only co-hosted (its ~450-flow groups are where allocations cost): the memo advances a
+        # connection's bytes only when its rate changes, which rounds differently from advancing all at
+        # every settle, and a chunk switch a rounding apart can change hybrid's schedule (VGG-19, V100,
+        # 64 x 8 separate hosts, 40 Gbit/s, threshold 0.25: 1036.2 ms with the memo, 1050.1 without).
+        # Without it separate-host hybrid runs are the same to the bit as before the memo.
+        if self.memo_allocations and (mode == "end-host" or (mode == "hybrid" and colocate)):
             self.memo = {}
         n_flows = len(self.flow_list)
-        self.memo_state = ([0] * n_flows, [0] * n_flows)
+        self.memo_state = (array("I", bytes(4 * n_flows)), array("I", bytes(4 * n_flows)))
+        # Large co-hosted groups allocate on numpy arrays (network.allocate_arrays) at a memo miss.
+        self.flow_arrays: _FlowArrays | None = None
+        if self.memo is not None and n_flows >= _ARRAY_FLOWS:
+            self.flow_arrays = _FlowArrays(self.flow_list, self.capacity, self.weighted)
         self.memo_codes: dict[tuple[int | None, int | None, int | None], int] = {}
         self.touched: list[_Flow] = []
         self.memo_rates = [array("d", bytes(8 * n_flows)), array("d", bytes(8 * n_flows))]
@@ -1402,30 +1447,46 @@ class _Replay:
         codes = self.memo_codes
         touched = self.touched
         self.touched = []
+        arrays = self.flow_arrays
         for flow in touched:
             group = flow.group
+            fid = flow.fid
             if flow in active[group]:
                 levels = (flow.level_up, flow.level_down, flow.order_up)
                 code = codes.get(levels)
                 if code is None:
                     code = codes[levels] = len(codes) + 1
-                self.memo_state[group][flow.fid] = code
+                self.memo_state[group][fid] = code
+                if arrays is not None:
+                    lu, ld, order = levels
+                    arrays.level_up[fid] = NO_LEVEL if lu is None else lu
+                    arrays.level_down[fid] = NO_LEVEL if ld is None else ld
+                    arrays.order_up[fid] = NO_LEVEL if order is None else order
             else:
-                self.memo_state[group][flow.fid] = 0
-            self.memo_rates[group][flow.fid] = flow.rate  # set outside a settle (gap, idle, join)
+                self.memo_state[group][fid] = 0
+            self.memo_rates[group][fid] = flow.rate  # set outside a settle (gap, idle, join)
         flow_list = self.flow_list
+        heap = self.heap
+        link_moved = self.link_moved
         for group in (0, 1):
             if not self.dirty[group]:
                 continue
             self.dirty[group] = False
-            key = (group, *self.memo_state[group])
+            key = (group, self.memo_state[group].tobytes())
             rates = memo.get(key)
             if rates is None:
-                flows = sorted(active[group], key=_by_fid)
-                got = self._allocate(flows)
-                rates = array("d", bytes(8 * len(flow_list)))
-                for flow, rate in zip(flows, got, strict=True):
-                    rates[flow.fid] = rate
+                if arrays is not None and len(active[group]) >= _ARRAY_FLOWS:
+                    # The active flows in fid order: those with a code (codes are 0 when inactive).
+                    fids = np.flatnonzero(np.frombuffer(self.memo_state[group], dtype=np.uint32))
+                    full = np.zeros(len(flow_list))
+                    full[fids] = arrays.allocate(fids, self.process_order)
+                    rates = array("d", full.tobytes())
+                else:
+                    flows = sorted(active[group], key=_by_fid)
+                    got = self._allocate(flows)
+                    rates = array("d", bytes(8 * len(flow_list)))
+                    for flow, rate in zip(flows, got, strict=True):
+                        rates[flow.fid] = rate
                 if len(memo) >= self.MEMO_MAX:
                     memo.clear()
                 memo[key] = rates
@@ -1443,19 +1504,44 @@ class _Replay:
                     rate = rates[flow.fid]
                     used[flow.up] += rate
                     used[flow.down] += rate
+            seq = self.seq
+            push = heapq.heappush
+            trace = self.trace
             for fid in sorted(todo):
                 flow = flow_list[fid]
                 rate = rates[fid]
-                self._advance(flow, t)  # at its old rate up to now
+                # _advance at its old rate up to now, then _schedule at the new one, inlined: this loop
+                # runs ~2M times at 1024 x 64 co-hosted end-host. Its flows are serial (one head each),
+                # so the arithmetic is _advance's and _schedule's with share 1, to the bit.
+                old_rate = flow.rate
+                if old_rate > 0:
+                    dt = t - flow.last_t
+                    if dt > 0:
+                        moved = old_rate * dt
+                        flow.remaining -= moved
+                        link_moved[flow.up] += moved * flow.wu
+                        link_moved[flow.down] += moved * flow.wd
+                flow.last_t = t
                 flow.rate = rate
                 if flow.bg:
                     continue
                 flow.stale = False
-                self._schedule(flow, t)
-                if rate > 0 and flow.waiting:
+                version = flow.version + 1
+                flow.version = version
+                left = flow.remaining
+                if left <= 0:
+                    seq += 1
+                    push(heap, (t, seq, _FLOW_DONE, flow, version))
+                elif rate > 0:
+                    seq += 1
+                    push(heap, (t + left / rate, seq, _FLOW_DONE, flow, version))
+                if trace and rate > 0 and flow.waiting:
                     for key_ in flow.waiting:
                         flow.starts[key_] = t
                     flow.waiting.clear()
+            self.seq = seq
+            if len(heap) > self.heap_limit:
+                self._compact()
 
     # --- result -----------------------------------------------------------------------------------
     def result(self, wall_s: float) -> SimResult:

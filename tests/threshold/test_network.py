@@ -5,11 +5,12 @@ from __future__ import annotations
 import math
 import random
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from geryon.threshold.network import AllocationError, allocate
+from geryon.threshold.network import NO_LEVEL, AllocationError, allocate, allocate_arrays
 
 # Ports: 0, 1 = the NICs of senders A and B; 2, 3 = the switch ports towards receivers X and Y.
 CAP = [10.0, 10.0, 10.0, 10.0]
@@ -154,3 +155,59 @@ def test_one_owner_per_port_with_orders_is_the_same_as_orders_for_levels(fl, cap
     by_level = allocate(up, down, order, cls, caps)
     by_owner = allocate(up, down, cls, cls, caps, order_up=order, owner_up=[0] * len(fl))
     assert by_owner == by_level
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 3),  # sender port 0, 2, 4, 6 (NICs)
+            st.integers(0, 3),  # receiver port 1, 3, 5, 7 (switch ports)
+            st.one_of(st.none(), st.integers(0, 3)),  # level at the NIC
+            st.one_of(st.none(), st.integers(0, 3)),  # level at the switch port
+            st.one_of(st.none(), st.integers(0, 9)),  # order in its owner at the NIC
+            st.integers(0, 1),  # owner
+            st.sampled_from([1.0, 0.5, 3.0, 17.0]),  # weights
+            st.sampled_from([1.0, 2.0, 0.25]),
+        ),
+        min_size=1,
+        max_size=16,
+    ),
+    st.lists(st.floats(0.5, 20.0), min_size=8, max_size=8),
+    st.booleans(),
+)
+def test_allocate_arrays_equals_allocate_to_the_bit(fl, caps, ordered):
+    # NICs and switch ports apart, as in the simulator (allocate_arrays sums a port's weights per side).
+    up = [2 * f[0] for f in fl]
+    down = [2 * f[1] + 1 for f in fl]
+    lu = [f[2] for f in fl]
+    ld = [f[3] for f in fl]
+    order = [f[4] for f in fl] if ordered else None
+    owner = [f[5] for f in fl] if ordered else None
+    wu = [f[6] for f in fl]
+    wd = [f[7] for f in fl]
+    try:
+        expected = allocate(up, down, lu, ld, caps, wu, wd, order, owner)
+    except AllocationError:
+        with pytest.raises(AllocationError):
+            allocate_arrays(*arrays(up, down, lu, ld, caps, wu, wd, order, owner))
+        return
+    got = allocate_arrays(*arrays(up, down, lu, ld, caps, wu, wd, order, owner))
+    assert got.tolist() == expected
+
+
+def arrays(up, down, lu, ld, caps, wu, wd, order, owner):
+    def levels(values):
+        return np.array([NO_LEVEL if v is None else v for v in values], dtype=np.int64)
+
+    return (
+        np.array(up),
+        np.array(down),
+        levels(lu),
+        levels(ld),
+        np.array(caps),
+        np.array(wu),
+        np.array(wd),
+        None if order is None else levels(order),
+        None if owner is None else np.array([2 * u + o for u, o in zip(up, owner, strict=True)]),
+    )
