@@ -349,6 +349,23 @@ void Put(std::string* out, T v) {
   out->append(reinterpret_cast<const char*>(&v), sizeof(v));
 }
 
+// The answer to a hello that is refused: an error frame with kRefusalId, `code` and a message naming
+// this task. Its layout is the same in every protocol version, so an older consumer reads it too.
+// `code` is kFailedPrecondition for a permanent refusal (not a task of the cluster, another
+// protocol) and kUnavailable for a transient one (this process is at its connection limit); a
+// consumer before that distinction takes every refusal as permanent.
+std::string RefusalFrame(const std::string& local_task, const std::string& why, absl::StatusCode code) {
+  std::string msg = absl::StrCat("Geryon data plane: ", local_task, " ", why);
+  std::string frame;
+  Put<uint32_t>(&frame, kResponseMagic);
+  Put<uint64_t>(&frame, kRefusalId);
+  frame += std::string{static_cast<char>(kError), 0, 0, 0};
+  Put<uint32_t>(&frame, static_cast<uint32_t>(code));
+  Put<uint32_t>(&frame, static_cast<uint32_t>(msg.size()));
+  frame += msg;
+  return frame;
+}
+
 template <typename T>
 bool Get(int fd, T* v, std::string* error) {
   return ReadFull(fd, v, sizeof(T), error);
@@ -1271,19 +1288,11 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
     cv_.notify_all();
   }
 
-  // Tells the consumer why it is refused, as an error frame with kRefusalId, so that its receives
-  // fail with FailedPrecondition (permanent) instead of looking like a lost flow (Unavailable, which
-  // TF's ClusterCoordinator retries forever). Best effort: the socket is new and the frame small.
-  // The frame's layout is the same in every protocol version, so an older consumer reads it too.
+  // Tells the consumer why it is refused (RefusalFrame), so that its receives fail with
+  // FailedPrecondition (permanent) instead of looking like a lost flow (Unavailable, which TF's
+  // ClusterCoordinator retries forever). Best effort: the socket is new and the frame small.
   void WriteRefusal(const std::string& local_task, const std::string& why) {
-    std::string msg = absl::StrCat("Geryon data plane: ", local_task, " ", why);
-    std::string frame;
-    Put<uint32_t>(&frame, kResponseMagic);
-    Put<uint64_t>(&frame, kRefusalId);
-    frame += std::string{static_cast<char>(kError), 0, 0, 0};
-    Put<uint32_t>(&frame, static_cast<uint32_t>(absl::StatusCode::kFailedPrecondition));
-    Put<uint32_t>(&frame, static_cast<uint32_t>(msg.size()));
-    frame += msg;
+    const std::string frame = RefusalFrame(local_task, why, absl::StatusCode::kFailedPrecondition);
     std::lock_guard<std::mutex> w(write_mu_);
     ssize_t ignored = send(fd_, frame.data(), frame.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
     (void)ignored;
@@ -1883,7 +1892,20 @@ class TcpTransport : public Transport {
     std::string error;
     int port = 0;
     bool refused = false;
-    int fd = Dial(peer, cls, local_task, &error, &port, &refused);
+    absl::StatusCode refusal_code = absl::StatusCode::kFailedPrecondition;
+    int fd = Dial(peer, cls, local_task, &error, &port, &refused, &refusal_code);
+    if (fd < 0 && refused && refusal_code == absl::StatusCode::kUnavailable) {
+      // The task is at its connection limit: transient (a flow may close, the operator may raise
+      // it), so Unavailable, which TF retries; the producer's message names the limit.
+      slot->failure = absl::StrCat(error, PeerTag(peer_task));
+      slot->failure_code = absl::StatusCode::kUnavailable;
+      slot->failed_at = now;
+      slot->dialed_host = host;
+      slot->dialed_port = data_port;
+      counters->errors += 1;
+      *status = absl::UnavailableError(slot->failure);
+      return nullptr;
+    }
     if (fd < 0 && refused) {
       // The task itself refused us (not in its cluster, another protocol version): permanent, as on
       // gRPC, so that ClusterCoordinator does not retry it as a lost worker.
@@ -1924,9 +1946,10 @@ class TcpTransport : public Transport {
   // Connects with bounded retries and backoff; marks the socket before connect so the SYN carries
   // the class's DSCP too. Each attempt tries the task's data-port candidates in order until the
   // producer that answers the hello is `peer.task`. Returns the descriptor (its port in `*port`),
-  // or -1: `*refused` when that task refused the hello (permanent), else nothing answered as it.
+  // or -1: `*refused` when that task refused the hello (`*refusal_code`: kUnavailable when it is at
+  // its connection limit, else kFailedPrecondition, permanent), else nothing answered as it.
   static int Dial(const PeerAddress& peer, int cls, const std::string& local_task, std::string* error, int* port,
-                  bool* refused) {
+                  bool* refused, absl::StatusCode* refusal_code) {
     std::string hello;
     Put<uint32_t>(&hello, kHelloMagic);
     Put<uint16_t>(&hello, kProtocolVersion);
@@ -1954,7 +1977,7 @@ class TcpTransport : public Transport {
           close(fd);
           continue;
         }
-        switch (ReadAnswer(fd, peer.task, candidate, error)) {
+        switch (ReadAnswer(fd, peer.task, candidate, error, refusal_code)) {
           case Answer::kAck:
             *port = candidate;
             return fd;
@@ -2005,8 +2028,10 @@ class TcpTransport : public Transport {
   enum class Answer { kAck, kRefused, kOther };
 
   // The producer's answer to our hello: an ack naming `task` (ours), a refusal frame (`*error` is
-  // its message), or anything else (another task's ack, another program, silence) -> kOther.
-  static Answer ReadAnswer(int fd, const std::string& task, int port, std::string* error) {
+  // its message, `*refusal_code` kUnavailable for a transient one, else kFailedPrecondition), or
+  // anything else (another task's ack, another program, silence) -> kOther.
+  static Answer ReadAnswer(int fd, const std::string& task, int port, std::string* error,
+                           absl::StatusCode* refusal_code) {
     timeval wait{kHelloAckTimeoutSeconds, 0}, none{0, 0};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof(wait));
     uint32_t magic;
@@ -2036,6 +2061,9 @@ class TcpTransport : public Transport {
         if (ReadFull(fd, msg.data(), n, &e)) {
           *error = msg;
           answer = Answer::kRefused;
+          *refusal_code = static_cast<absl::StatusCode>(code) == absl::StatusCode::kUnavailable
+                              ? absl::StatusCode::kUnavailable
+                              : absl::StatusCode::kFailedPrecondition;
         }
       }
       if (answer != Answer::kRefused) *error = absl::StrCat("port ", port, ": a malformed answer to the hello");
@@ -2075,8 +2103,21 @@ class TcpTransport : public Transport {
       }
       const int64_t limit = AcceptedConnectionLimit();
       if (g_accepted.load() >= limit) {
-        LOG(ERROR) << "Geryon data plane: refused a connection from " << ip << ": " << limit
-                   << " connections are open already, this process's limit (" << AcceptedLimitReason() << ")";
+        const std::string why = absl::StrCat("refused the connection: this process has ", limit,
+                                             " data-plane connections open, its limit (", AcceptedLimitReason(), ")");
+        LOG(ERROR) << "Geryon data plane: refused a connection from " << ip << ": " << why;
+        // Told to the consumer as a transient refusal (Unavailable), before its hello is read: the
+        // frame goes out ahead of our FIN, and the consumer reads it even when its hello, arriving
+        // at the closed socket, draws a reset (Linux returns queued data before the error).
+        std::string local_task;
+        {
+          std::lock_guard<std::mutex> l(view_mu_);
+          local_task = view_.local_task;
+        }
+        const std::string frame = RefusalFrame(local_task, why, absl::StatusCode::kUnavailable);
+        ssize_t ignored = send(fd, frame.data(), frame.size(), MSG_NOSIGNAL | MSG_DONTWAIT);  // new socket: fits
+        (void)ignored;
+        shutdown(fd, SHUT_WR);
         close(fd);
         continue;
       }
@@ -2340,8 +2381,17 @@ std::string EphemeralNote(int port) {
 }
 
 std::unique_ptr<Transport> NewTcpTransport(const ClusterView& given, absl::Status* status) {
+  int64_t max_accepted = 0;  // unset: sized from the cluster
+  if (const char* raw = std::getenv(std::string(kMaxAcceptedEnv).c_str()); raw != nullptr) {
+    std::string error;
+    if (!ParseAcceptedConnectionOverride(raw, &max_accepted, &error)) {  // checked first: a bad one changes nothing
+      *status = absl::InvalidArgumentError(absl::StrCat("Geryon data plane: ", error));
+      return nullptr;
+    }
+  }
   *status = OrderSettingsFromEnv();
   if (!status->ok()) return nullptr;
+  SetAcceptedConnectionOverride(max_accepted);
   ClusterView view = given;
   std::string error, taken;
   int fd = -1;
