@@ -13,6 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "classes.h"  // kMaxClasses
+#include "tsan.h"
 #include "tsl/platform/logging.h"
 #include "tsl/platform/thread_annotations.h"
 
@@ -20,7 +21,7 @@ namespace geryon {
 namespace {
 
 std::atomic<int64_t> g_limit{kMinAcceptedConnections};
-std::mutex g_mu;  // one sizing at a time
+Mutex g_mu;  // one sizing at a time
 int64_t g_tasks TF_GUARDED_BY(g_mu) = 0;       // the largest cluster sized for
 int64_t g_wanted TF_GUARDED_BY(g_mu) = kMinAcceptedConnections;  // what it asked for
 int64_t g_sized TF_GUARDED_BY(g_mu) = kMinAcceptedConnections;   // the limit sizing gave
@@ -77,7 +78,7 @@ int64_t PidsCgroupHeadroom() {
 }
 
 void SizeAcceptedConnections(int64_t tasks) {
-  std::lock_guard<std::mutex> l(g_mu);
+  MutexLock l(g_mu);
   rlimit rl{};
   const bool have_rlimit = getrlimit(RLIMIT_NOFILE, &rl) == 0;
   const int64_t hard = !have_rlimit || rl.rlim_max == RLIM_INFINITY ? -1 : static_cast<int64_t>(rl.rlim_max);
@@ -134,7 +135,7 @@ bool ParseAcceptedConnectionOverride(absl::string_view value, int64_t* limit, st
 }
 
 void SetAcceptedConnectionOverride(int64_t limit) {
-  std::lock_guard<std::mutex> l(g_mu);
+  MutexLock l(g_mu);
   if (limit == g_override) return;
   g_override = limit;
   g_limit = limit > 0 ? limit : g_sized;
@@ -145,7 +146,7 @@ void SetAcceptedConnectionOverride(int64_t limit) {
 }
 
 std::string AcceptedLimitReason() {
-  std::lock_guard<std::mutex> l(g_mu);
+  MutexLock l(g_mu);
   const int64_t limit = g_limit.load();
   if (g_override > 0) {
     return absl::StrCat("set by ", kMaxAcceptedEnv, "=", g_override, "; sizing for a cluster of ", g_tasks,
