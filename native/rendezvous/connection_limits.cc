@@ -13,6 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "classes.h"  // kMaxClasses
+#include "tsan.h"
 #include "tsl/platform/logging.h"
 #include "tsl/platform/thread_annotations.h"
 
@@ -20,9 +21,11 @@ namespace geryon {
 namespace {
 
 std::atomic<int64_t> g_limit{kMinAcceptedConnections};
-std::mutex g_mu;  // one sizing at a time
+Mutex g_mu;  // one sizing at a time
 int64_t g_tasks TF_GUARDED_BY(g_mu) = 0;       // the largest cluster sized for
 int64_t g_wanted TF_GUARDED_BY(g_mu) = kMinAcceptedConnections;  // what it asked for
+int64_t g_sized TF_GUARDED_BY(g_mu) = kMinAcceptedConnections;   // the limit sizing gave
+int64_t g_override TF_GUARDED_BY(g_mu) = 0;  // GERYON_MAX_ACCEPTED_CONNECTIONS, 0: none
 
 int64_t Peers(int64_t tasks) { return tasks > 1 ? tasks - 1 : 0; }
 
@@ -75,15 +78,21 @@ int64_t PidsCgroupHeadroom() {
 }
 
 void SizeAcceptedConnections(int64_t tasks) {
-  std::lock_guard<std::mutex> l(g_mu);
+  MutexLock l(g_mu);
   rlimit rl{};
   const bool have_rlimit = getrlimit(RLIMIT_NOFILE, &rl) == 0;
   const int64_t hard = !have_rlimit || rl.rlim_max == RLIM_INFINITY ? -1 : static_cast<int64_t>(rl.rlim_max);
   const int64_t headroom = PidsCgroupHeadroom();
-  const AcceptedLimitPlan plan = PlanAcceptedConnections(tasks, hard, headroom);
+  AcceptedLimitPlan plan = PlanAcceptedConnections(tasks, hard, headroom);
   if (tasks <= g_tasks) return;  // the usual case: a session of a cluster already sized for
   g_tasks = tasks;
   g_wanted = plan.wanted;
+  g_sized = plan.limit;
+  if (g_override > 0) {  // the operator's number, with the descriptors it needs
+    plan.descriptors += g_override - plan.limit;
+    plan.limit = g_override;
+    plan.cut_by_threads = false;
+  }
   if (have_rlimit && rl.rlim_cur != RLIM_INFINITY && static_cast<int64_t>(rl.rlim_cur) < plan.descriptors) {
     const rlim_t old_soft = rl.rlim_cur;
     const rlim_t wanted = static_cast<rlim_t>(plan.descriptors);
@@ -102,7 +111,7 @@ void SizeAcceptedConnections(int64_t tasks) {
     LOG(ERROR) << "Geryon data plane: a cluster of " << tasks << " tasks may open " << plan.wanted
                << " connections to this process (two threads each), but its pids cgroup allows " << headroom
                << " more threads; accepting at most " << plan.limit << " (raise the pids limit, e.g. the pod's)";
-  } else if (plan.limit < plan.wanted) {
+  } else if (plan.limit < plan.wanted && g_override == 0) {
     LOG(ERROR) << "Geryon data plane: a cluster of " << tasks << " tasks may open " << plan.wanted
                << " connections to this process, but RLIMIT_NOFILE's hard limit (" << hard << ") allows "
                << plan.limit << "; raise it (ulimit -Hn, or LimitNOFILE= in a systemd unit)";
@@ -114,13 +123,42 @@ void SizeAcceptedConnections(int64_t tasks) {
 
 int64_t AcceptedConnectionLimit() { return g_limit.load(); }
 
+bool ParseAcceptedConnectionOverride(absl::string_view value, int64_t* limit, std::string* error) {
+  int64_t parsed = 0;
+  if (!absl::SimpleAtoi(value, &parsed) || parsed < 1 || parsed > kAcceptedConnectionsCap) {
+    *error = absl::StrCat(kMaxAcceptedEnv, "='", value, "' is not a whole number of connections in [1, ",
+                          kAcceptedConnectionsCap, "]");
+    return false;
+  }
+  *limit = parsed;
+  return true;
+}
+
+void SetAcceptedConnectionOverride(int64_t limit) {
+  MutexLock l(g_mu);
+  if (limit == g_override) return;
+  g_override = limit;
+  g_limit = limit > 0 ? limit : g_sized;
+  if (limit > 0) {
+    LOG(WARNING) << "Geryon data plane: " << kMaxAcceptedEnv << " sets this process's limit of accepted "
+                 << "data-plane connections to " << limit << " (sizing asked for " << g_wanted << ")";
+  }
+}
+
 std::string AcceptedLimitReason() {
-  std::lock_guard<std::mutex> l(g_mu);
+  MutexLock l(g_mu);
   const int64_t limit = g_limit.load();
+  if (g_override > 0) {
+    return absl::StrCat("set by ", kMaxAcceptedEnv, "=", g_override, "; sizing for a cluster of ", g_tasks,
+                        " tasks asked for ", g_wanted, ": raise or unset it (at most ", kAcceptedConnectionsCap,
+                        ")");
+  }
   return absl::StrCat("sized for a cluster of ", g_tasks, " tasks x ", kMaxClasses, " classes: at least ",
                       kMinAcceptedConnections, ", at most ", kAcceptedConnectionsCap,
                       limit < g_wanted ? absl::StrCat(", cut from ", g_wanted, " by RLIMIT_NOFILE or the pids cgroup")
-                                       : std::string());
+                                       : std::string(),
+                      "; raise it with ", kMaxAcceptedEnv, " (at most ", kAcceptedConnectionsCap,
+                      ") or, when it was cut, the hard RLIMIT_NOFILE (ulimit -Hn) or the pids limit");
 }
 
 }  // namespace geryon

@@ -16,6 +16,8 @@
 #include <cstdint>
 #include <string>
 
+#include "absl/strings/string_view.h"
+
 namespace geryon {
 
 inline constexpr int64_t kMinAcceptedConnections = 512;  // the old fixed limit
@@ -64,6 +66,15 @@ void SizeAcceptedConnections(int64_t tasks);
 
 // The limit in force now (read by the accept loop per connection).
 int64_t AcceptedConnectionLimit();
+
+// The operator's fixed limit, from GERYON_MAX_ACCEPTED_CONNECTIONS (read when a server starts),
+// replacing the sized one; 0 goes back to sizing. For a host that must bound its threads tighter
+// than the cluster asks, or one that needs more than RLIMIT_NOFILE's sizing gives.
+inline constexpr absl::string_view kMaxAcceptedEnv = "GERYON_MAX_ACCEPTED_CONNECTIONS";
+// Parses the variable's value: an integer in [1, kAcceptedConnectionsCap]. On error returns false
+// and sets `*error` to a message naming the variable and the range.
+bool ParseAcceptedConnectionOverride(absl::string_view value, int64_t* limit, std::string* error);
+void SetAcceptedConnectionOverride(int64_t limit);
 
 // Why the limit is what it is, for the refusal's log line.
 std::string AcceptedLimitReason();

@@ -46,6 +46,7 @@
 #include "tsl/platform/thread_annotations.h"
 #include "connection_limits.h"
 #include "frame_reader.h"
+#include "tsan.h"
 
 namespace geryon {
 namespace {
@@ -143,14 +144,14 @@ std::atomic<InlineWrite> g_inline{InlineWrite::kArrival};
 std::atomic<int64_t> g_notsent_lowat{kDefaultNotsentLowat};
 std::atomic<int64_t> g_hold_gap_ns{kDefaultHoldGapUs * 1000};
 
-std::mutex g_arrivals_mu;
-std::vector<ArrivalRecord>* g_arrivals = new std::vector<ArrivalRecord>;
-int64_t g_arrivals_capacity = 0;  // under g_arrivals_mu
+Mutex g_arrivals_mu;
+std::vector<ArrivalRecord>* g_arrivals TF_PT_GUARDED_BY(g_arrivals_mu) = new std::vector<ArrivalRecord>;
+int64_t g_arrivals_capacity TF_GUARDED_BY(g_arrivals_mu) = 0;
 std::atomic<bool> g_arrivals_on{false};
 
 void LogArrival(const ArrivalRecord& a) {
   if (!g_arrivals_on.load(std::memory_order_relaxed)) return;
-  std::lock_guard<std::mutex> l(g_arrivals_mu);
+  MutexLock l(g_arrivals_mu);
   if (static_cast<int64_t>(g_arrivals->size()) < g_arrivals_capacity) g_arrivals->push_back(a);
 }
 
@@ -207,14 +208,14 @@ struct FlowCounters {
   std::atomic<int> local_port{0}, peer_port{0};
 };
 
-std::mutex g_counters_mu;
+Mutex g_counters_mu;
 std::map<std::string, std::shared_ptr<FlowCounters>>* g_counters TF_PT_GUARDED_BY(g_counters_mu) =
     new std::map<std::string, std::shared_ptr<FlowCounters>>;
 
 std::shared_ptr<FlowCounters> CountersFor(const std::string& role, const std::string& local,
                                           const std::string& peer, int cls) {
   std::string key = absl::StrCat(role, "|", local, "|", peer, "|", cls);
-  std::lock_guard<std::mutex> l(g_counters_mu);
+  MutexLock l(g_counters_mu);
   auto& slot = (*g_counters)[key];
   if (!slot) {
     slot = std::make_shared<FlowCounters>();
@@ -349,6 +350,23 @@ void Put(std::string* out, T v) {
   out->append(reinterpret_cast<const char*>(&v), sizeof(v));
 }
 
+// The answer to a hello that is refused: an error frame with kRefusalId, `code` and a message naming
+// this task. Its layout is the same in every protocol version, so an older consumer reads it too.
+// `code` is kFailedPrecondition for a permanent refusal (not a task of the cluster, another
+// protocol) and kUnavailable for a transient one (this process is at its connection limit); a
+// consumer before that distinction takes every refusal as permanent.
+std::string RefusalFrame(const std::string& local_task, const std::string& why, absl::StatusCode code) {
+  std::string msg = absl::StrCat("Geryon data plane: ", local_task, " ", why);
+  std::string frame;
+  Put<uint32_t>(&frame, kResponseMagic);
+  Put<uint64_t>(&frame, kRefusalId);
+  frame += std::string{static_cast<char>(kError), 0, 0, 0};
+  Put<uint32_t>(&frame, static_cast<uint32_t>(code));
+  Put<uint32_t>(&frame, static_cast<uint32_t>(msg.size()));
+  frame += msg;
+  return frame;
+}
+
 template <typename T>
 bool Get(int fd, T* v, std::string* error) {
   return ReadFull(fd, v, sizeof(T), error);
@@ -370,7 +388,7 @@ class ThreadSet {
   // Runs `body` on a new thread; `stop` must make it return soon (called at most once, from Stop).
   // After Stop, starts nothing and returns false.
   bool Spawn(std::function<void()> body, std::function<void()> stop) {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     if (stopped_) return false;
     ReapLocked();
     uint64_t id = next_id_++;
@@ -379,7 +397,7 @@ class ThreadSet {
     try {
       e.thread = std::thread([this, id, body = std::move(body)] {
         body();
-        std::lock_guard<std::mutex> l(mu_);
+        MutexLock l(mu_);
         ended_.push_back(id);
       });
     } catch (const std::system_error& err) {  // EAGAIN: out of threads (pids cgroup, RLIMIT_NPROC)
@@ -393,7 +411,7 @@ class ThreadSet {
   void Stop() {
     std::unordered_map<uint64_t, Entry> threads;
     {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(mu_);
       stopped_ = true;
       threads.swap(threads_);
       ended_.clear();
@@ -403,7 +421,7 @@ class ThreadSet {
   }
 
   size_t size() {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     return threads_.size();
   }
 
@@ -424,7 +442,7 @@ class ThreadSet {
     ended_.clear();
   }
 
-  std::mutex mu_;
+  Mutex mu_;
   bool stopped_ TF_GUARDED_BY(mu_) = false;
   uint64_t next_id_ TF_GUARDED_BY(mu_) = 0;
   std::unordered_map<uint64_t, Entry> threads_ TF_GUARDED_BY(mu_);
@@ -481,14 +499,14 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
           if (auto conn = weak.lock()) conn->Fail("the transport is shutting down");
         })) {
       Fail("the transport is shutting down");
-      std::lock_guard<std::mutex> w(write_mu_);
+      MutexLock w(write_mu_);
       fd_closed_ = true;
       close(fd_);
     }
   }
 
   bool broken() {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     return broken_;
   }
 
@@ -497,7 +515,7 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
     std::string broken_reason;
     absl::StatusCode broken_code = absl::StatusCode::kUnavailable;
     {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(mu_);
       if (broken_) {
         broken_reason = broken_reason_;
         broken_code = broken_code_;
@@ -529,7 +547,7 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
       // Another thread is writing requests (TF's executor issues a step's receives from its
       // inter-op threads at once): this one goes out with its next write, so a burst of requests
       // costs fewer sendmsg calls (and wakes the producer fewer times).
-      std::lock_guard<std::mutex> o(out_mu_);
+      MutexLock o(out_mu_);
       if (writing_) {
         outbox_.append(head, sizeof(head));
         outbox_.append(key);
@@ -543,7 +561,7 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
     {
       // The descriptor is closed only under write_mu_ (ReadLoop), so while we hold it fd_ is still
       // this connection's socket and not a number the kernel gave to a newer one.
-      std::lock_guard<std::mutex> l(write_mu_);
+      MutexLock l(write_mu_);
       if (fd_closed_) {
         ok = false;
         error = "the connection is closed";
@@ -554,7 +572,7 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
       // request is either appended before that, and sent here, or its thread writes it itself).
       while (true) {
         {
-          std::lock_guard<std::mutex> o(out_mu_);
+          MutexLock o(out_mu_);
           if (!ok || outbox_.empty()) {
             writing_ = false;
             outbox_.clear();  // after a failure: their receives are pending, Fail ends them
@@ -575,7 +593,7 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
 
   // Drops the pending receive `id` (aborted); true if it was still pending.
   bool Forget(uint64_t id) {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     return pending_.erase(id) > 0;
   }
 
@@ -584,7 +602,7 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
   // broken or closed connection there is nobody to tell.
   void SendCancel(uint64_t id) {
     {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(mu_);
       if (broken_) return;
     }
     char frame[12];
@@ -594,7 +612,7 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
     std::string error;
     bool ok;
     {
-      std::lock_guard<std::mutex> l(write_mu_);
+      MutexLock l(write_mu_);
       ok = !fd_closed_ && WriteAll(fd_, &iov, 1, &error);
     }
     if (!ok) return;  // the reader sees the broken socket and fails the flow
@@ -604,13 +622,13 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
 
  private:
   std::shared_ptr<PendingRecv> Find(uint64_t id) {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     auto it = pending_.find(id);
     return it == pending_.end() ? nullptr : it->second;
   }
 
   std::shared_ptr<PendingRecv> Take(uint64_t id) {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     auto it = pending_.find(id);
     if (it == pending_.end()) return nullptr;
     auto p = it->second;
@@ -628,7 +646,7 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
     std::unordered_map<uint64_t, std::shared_ptr<PendingRecv>> pending;
     std::string reason;
     {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(mu_);
       if (!broken_) {
         broken_ = true;
         broken_code_ = code;
@@ -656,7 +674,7 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
     // Close under write_mu_: Fail's shutdown() has woken any writer blocked in sendmsg, and no
     // writer can start once fd_closed_ is set, so the number is never closed under a live write
     // (a redial may get the same number at once).
-    std::lock_guard<std::mutex> w(write_mu_);
+    MutexLock w(write_mu_);
     fd_closed_ = true;
     close(fd_);
   }
@@ -880,15 +898,15 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
   const int cls_;
   std::shared_ptr<FlowCounters> counters_;
   FrameReader reader_{fd_};  // the reader thread's only
-  std::mutex write_mu_;  // held by whoever writes to fd_, and by the close
+  Mutex write_mu_;  // held by whoever writes to fd_, and by the close
   bool fd_closed_ TF_GUARDED_BY(write_mu_) = false;
   std::string batch_ TF_GUARDED_BY(write_mu_);  // requests combined from outbox_, being written
   // Requests left by other threads while one writes (see Send); out_mu_ is taken alone, or inside
   // write_mu_, never the other way round.
-  std::mutex out_mu_;
+  Mutex out_mu_ TF_ACQUIRED_AFTER(write_mu_);
   bool writing_ TF_GUARDED_BY(out_mu_) = false;
   std::string outbox_ TF_GUARDED_BY(out_mu_);
-  std::mutex mu_;
+  Mutex mu_;
   bool broken_ TF_GUARDED_BY(mu_) = false;
   std::string broken_reason_ TF_GUARDED_BY(mu_);
   absl::StatusCode broken_code_ TF_GUARDED_BY(mu_) = absl::StatusCode::kUnavailable;
@@ -930,7 +948,7 @@ class HostOrder {
   // `blocked_since`: the connection's NowNs() when its writer entered a blocking send, 0 otherwise.
   void Publish(const void* conn, int64_t rank, const std::shared_ptr<std::atomic<int64_t>>& blocked_since) {
     {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(mu_);
       auto it = heads_.find(conn);
       if (rank == kNothingPending) {
         if (it == heads_.end()) return;
@@ -949,14 +967,14 @@ class HostOrder {
 
   // True if another connection of the class has a more urgent response pending and can send it.
   bool MoreUrgentElsewhere(const void* conn, int64_t rank) {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     return MoreUrgentLocked(conn, rank, NowNs());
   }
 
   // Waits (bounded by kHostPoll, so a stall is noticed) until nothing more urgent than `rank` is
   // pending elsewhere or something published changed; the caller re-checks its own queue then.
   void WaitChange(const void* conn, int64_t rank) {
-    std::unique_lock<std::mutex> l(mu_);
+    UniqueLock l(mu_);
     if (!MoreUrgentLocked(conn, rank, NowNs())) return;
     waiters_ += 1;
     cv_.wait_for(l, kHostPoll);
@@ -978,8 +996,8 @@ class HostOrder {
     return false;
   }
 
-  std::mutex mu_;
-  std::condition_variable cv_;
+  Mutex mu_;
+  CondVar cv_;
   int waiters_ TF_GUARDED_BY(mu_) = 0;
   std::unordered_map<const void*, Head> heads_ TF_GUARDED_BY(mu_);  // a few connections per class
 };
@@ -1024,7 +1042,7 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
 
   // Serves on a thread of `threads` (the transport's); a stop closes the connection, which wakes it.
   // False if the set is stopped (nothing was started; the caller closes the descriptor).
-  bool Run(ThreadSet* threads, const ClusterView* view, std::mutex* view_mu, std::string local_task,
+  bool Run(ThreadSet* threads, const ClusterView* view, Mutex* view_mu, std::string local_task,
            ServeFn serve) {
     auto self = shared_from_this();
     std::weak_ptr<ServerConn> weak = self;
@@ -1036,7 +1054,7 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
 
   void Enqueue(uint64_t id, int32_t rank, const absl::Status& s, const Tensor& t, bool is_dead) {
     if (has_cancelled_.load(std::memory_order_acquire)) {  // issue 16: its consumer gave it up already
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(mu_);
       if (TakeCancelledLocked(id)) return;
     }
     auto r = std::make_unique<Response>();
@@ -1062,11 +1080,11 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
     }
     const bool small = !s.ok() || !t.IsInitialized() || t.TotalBytes() <= kInlineResponseBytes;
     if (mode == InlineWrite::kDrain || (mode == InlineWrite::kSmall && small)) {
-      std::unique_lock<std::mutex> w(write_mu_, std::try_to_lock);
+      std::unique_lock<Mutex> w(write_mu_, std::try_to_lock);
       if (w.owns_lock()) {
         bool now = false;  // write r at once, outside the queue
         {
-          std::lock_guard<std::mutex> l(mu_);
+          MutexLock l(mu_);
           if (closed_) return;
           r->seq = next_seq_++;
           const bool free = !partial_ && !holding_ && !YieldsLocked(r->key_rank);
@@ -1077,6 +1095,7 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
           }
         }
         if (now) {
+          write_mu_.AssertHeld();  // `w` holds it: try_lock succeeded, and only the branch above unlocks
           std::string error;
           WriteResult result = WriteFrom(r.get(), /*nonblocking=*/true, /*one_frame=*/false, &error);
           if (result == WriteResult::kDone) return;
@@ -1086,7 +1105,7 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
             return;
           }
           {
-            std::lock_guard<std::mutex> l(mu_);
+            MutexLock l(mu_);
             if (closed_) return;
             // Part of a frame is on the wire: it must be the next thing the writer thread sends.
             if (r->in_frame) {
@@ -1108,7 +1127,7 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
       }
     }
     {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(mu_);
       if (closed_) return;  // the consumer is gone: nobody waits for this tensor
       r->seq = next_seq_++;
       Insert(std::move(r));
@@ -1209,11 +1228,12 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
 
   // inline=drain, with the write lock (released on return): writes pending responses one frame at a
   // time, most urgent first, without blocking; leaves the rest to the writer thread.
-  void Drain(std::unique_lock<std::mutex>* w) {
+  void Drain(std::unique_lock<Mutex>* w) {
+    write_mu_.AssertHeld();  // `*w` holds it until the unlocks below
     while (true) {
       std::unique_ptr<Response> r;
       {
-        std::lock_guard<std::mutex> l(mu_);
+        MutexLock l(mu_);
         if (closed_) return;
         if (partial_ || holding_ || queue_.empty() || YieldsLocked(queue_.begin()->first.first)) break;
         r = Pick();
@@ -1225,7 +1245,7 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
         Close(absl::StrCat("sending a response failed: ", error), true);
         return;
       }
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(mu_);
       if (closed_) return;
       PutBackLocked(result == WriteResult::kDone ? nullptr : std::move(r));
       if (result == WriteResult::kWouldBlock) break;
@@ -1233,7 +1253,7 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
     w->unlock();
     bool more;
     {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(mu_);
       more = partial_ || !queue_.empty();
     }
     if (more) cv_.notify_one();
@@ -1241,7 +1261,7 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
 
   // With the write lock: one frame of `r` (the rest of a half-sent one, else the next), counting a
   // preemption when another response goes out while a chunked one is half sent.
-  WriteResult WriteOne(Response* r, bool nonblocking, std::string* error) {
+  WriteResult WriteOne(Response* r, bool nonblocking, std::string* error) TF_EXCLUSIVE_LOCKS_REQUIRED(write_mu_) {
     if (last_unfinished_ && r->id != last_id_) counters_->preemptions += 1;
     if (!r->started()) counters_->queue_ns += NowNs() - r->enqueued_ns;
     WriteResult result = WriteFrom(r, nonblocking, /*one_frame=*/true, error);
@@ -1256,7 +1276,7 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
   }
 
   void Close(const std::string& why, bool log_error) {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     if (closed_) return;
     closed_ = true;
     queue_.clear();
@@ -1271,20 +1291,12 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
     cv_.notify_all();
   }
 
-  // Tells the consumer why it is refused, as an error frame with kRefusalId, so that its receives
-  // fail with FailedPrecondition (permanent) instead of looking like a lost flow (Unavailable, which
-  // TF's ClusterCoordinator retries forever). Best effort: the socket is new and the frame small.
-  // The frame's layout is the same in every protocol version, so an older consumer reads it too.
+  // Tells the consumer why it is refused (RefusalFrame), so that its receives fail with
+  // FailedPrecondition (permanent) instead of looking like a lost flow (Unavailable, which TF's
+  // ClusterCoordinator retries forever). Best effort: the socket is new and the frame small.
   void WriteRefusal(const std::string& local_task, const std::string& why) {
-    std::string msg = absl::StrCat("Geryon data plane: ", local_task, " ", why);
-    std::string frame;
-    Put<uint32_t>(&frame, kResponseMagic);
-    Put<uint64_t>(&frame, kRefusalId);
-    frame += std::string{static_cast<char>(kError), 0, 0, 0};
-    Put<uint32_t>(&frame, static_cast<uint32_t>(absl::StatusCode::kFailedPrecondition));
-    Put<uint32_t>(&frame, static_cast<uint32_t>(msg.size()));
-    frame += msg;
-    std::lock_guard<std::mutex> w(write_mu_);
+    const std::string frame = RefusalFrame(local_task, why, absl::StatusCode::kFailedPrecondition);
+    MutexLock w(write_mu_);
     ssize_t ignored = send(fd_, frame.data(), frame.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
     (void)ignored;
   }
@@ -1295,13 +1307,13 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
     Put<uint32_t>(&frame, kHelloAckMagic);
     Put<uint16_t>(&frame, static_cast<uint16_t>(local_task.size()));
     frame += local_task;
-    std::lock_guard<std::mutex> w(write_mu_);
+    MutexLock w(write_mu_);
     ssize_t ignored = send(fd_, frame.data(), frame.size(), MSG_NOSIGNAL | MSG_DONTWAIT);  // new socket: fits
     (void)ignored;
   }
 
   // `*not_me`: the hello is for another task (it probed this port as one of that task's candidates).
-  bool ReadHello(const ClusterView* view, std::mutex* view_mu, const std::string& local_task, std::string* error,
+  bool ReadHello(const ClusterView* view, Mutex* view_mu, const std::string& local_task, std::string* error,
                  bool* refused, bool* not_me) {
     uint32_t magic;
     uint16_t version, cls, task_len;
@@ -1344,7 +1356,7 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
     std::string host;
     std::set<std::string> addresses;
     {
-      std::lock_guard<std::mutex> l(*view_mu);
+      MutexLock l(*view_mu);
       auto it = view->tasks.find(task);
       if (it == view->tasks.end()) {
         *error = absl::StrCat("refused: ", task, " is not a task of the cluster spec");
@@ -1372,7 +1384,7 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
   // and dropped when it comes (Enqueue), one being written now stops after its current frame
   // (WriteLoop). A response sent whole cannot be recalled once its frame started.
   void Cancel(uint64_t id) {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     for (auto it = queue_.begin(); it != queue_.end(); ++it) {
       if (it->second->id == id) {
         queue_.erase(it);
@@ -1399,7 +1411,7 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
   // kRequestHeadBytes), so the responses of one burst are ordered together.
   void SetHolding(bool hold) {
     {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(mu_);
       if (holding_ == hold) return;
       holding_ = hold;
     }
@@ -1446,7 +1458,7 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
     SetHolding(false);
   }
 
-  void ReadLoop(const ClusterView* view, std::mutex* view_mu, const std::string& local_task, ServeFn serve) {
+  void ReadLoop(const ClusterView* view, Mutex* view_mu, const std::string& local_task, ServeFn serve) {
     std::string error;
     timeval hello_timeout{kHelloTimeoutSeconds, 0}, none{0, 0};
     setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &hello_timeout, sizeof(hello_timeout));
@@ -1514,7 +1526,7 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
     Close(error, error != "connection closed by peer");
     writer.join();
     // Under the write lock: an inline writer (Enqueue) may still hold the descriptor.
-    std::lock_guard<std::mutex> w(write_mu_);
+    MutexLock w(write_mu_);
     close(fd_);
     g_accepted -= 1;
   }
@@ -1523,10 +1535,11 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
     int64_t yield_start = 0;  // host order: when this writer began yielding (0: it is not)
     while (true) {
       {
-        std::unique_lock<std::mutex> l(mu_);
+        UniqueLock l(mu_);
         bool found = false;
         std::map<Key, std::unique_ptr<Response>>::iterator it;
         cv_.wait(l, [&] {
+          mu_.AssertHeld();  // CondVar runs the predicate with `l` held
           if (closed_) return true;
           it = CandidateLocked(&found);
           return found;
@@ -1551,10 +1564,10 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
       }
       // Take the socket first, then the response: an inline writer that left a partly sent
       // frame in partial_ has finished with the socket by then.
-      std::unique_lock<std::mutex> w(write_mu_);
+      UniqueLock w(write_mu_);
       std::unique_ptr<Response> r;
       {
-        std::lock_guard<std::mutex> l(mu_);
+        MutexLock l(mu_);
         if (closed_) return;
         r = Pick();
       }
@@ -1567,7 +1580,7 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
         Close(absl::StrCat("sending a response failed: ", error), true);
         return;
       }
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(mu_);
       if (closed_) return;
       PutBackLocked(result == WriteResult::kMore ? std::move(r) : nullptr);
     }
@@ -1645,7 +1658,8 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
   // Sends frames of `r`: all that is left, or (one_frame) the current or next frame only, then
   // kMore if more remain. Non-blocking: stops with kWouldBlock when the socket is full (in_frame
   // then says whether a frame is half on the wire).
-  WriteResult WriteFrom(Response* r, bool nonblocking, bool one_frame, std::string* error) {
+  WriteResult WriteFrom(Response* r, bool nonblocking, bool one_frame, std::string* error)
+      TF_EXCLUSIVE_LOCKS_REQUIRED(write_mu_) {
     if (!r->encoded) Encode(r);
     ApplyNotsentLowat();
     const absl::string_view payload = r->payload();
@@ -1698,7 +1712,7 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
   }
 
   // With the write lock: TCP_NOTSENT_LOWAT as the setting says (checked per write, set on change).
-  void ApplyNotsentLowat() {
+  void ApplyNotsentLowat() TF_EXCLUSIVE_LOCKS_REQUIRED(write_mu_) {
     const int64_t want = g_notsent_lowat.load(std::memory_order_relaxed);
     if (want == applied_lowat_) return;
     applied_lowat_ = want;
@@ -1721,9 +1735,9 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
   bool push_ = false;
   int cls_ = 0;
   std::shared_ptr<FlowCounters> counters_;
-  std::mutex write_mu_;  // whoever writes to the socket holds it (writer thread or Enqueue)
-  std::mutex mu_;
-  std::condition_variable cv_;
+  Mutex write_mu_;  // whoever writes to the socket holds it (writer thread or Enqueue)
+  Mutex mu_;
+  CondVar cv_;
   bool closed_ TF_GUARDED_BY(mu_) = false;
   bool holding_ TF_GUARDED_BY(mu_) = false;  // see SetHolding
   // The burst hold's state, the reader thread's own (HoldBeforeServe).
@@ -1740,9 +1754,9 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
   std::shared_ptr<std::atomic<int64_t>> blocked_since_ = std::make_shared<std::atomic<int64_t>>(0);
   // Under write_mu_: the last frame written, whether its response was left unfinished (a chunked
   // one half sent: the next frame of another response is a preemption), the lowat applied.
-  uint64_t last_id_ = 0;
-  bool last_unfinished_ = false;
-  int64_t applied_lowat_ = 0;
+  uint64_t last_id_ TF_GUARDED_BY(write_mu_) = 0;
+  bool last_unfinished_ TF_GUARDED_BY(write_mu_) = false;
+  int64_t applied_lowat_ TF_GUARDED_BY(write_mu_) = 0;
   std::set<uint64_t> cancelled_ TF_GUARDED_BY(mu_);  // see Cancel; at most kMaxCancelled
   std::atomic<bool> has_cancelled_{false};            // !cancelled_.empty(), read without mu_
 };
@@ -1752,6 +1766,7 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
 class TcpTransport : public Transport {
  public:
   TcpTransport(ClusterView view, int listen_fd) : view_(std::move(view)), listen_fd_(listen_fd) {
+    MutexLock l(view_mu_);  // no other thread yet: taken so the guarded members read as guarded
     for (auto& [task, peer] : view_.tasks) peer.addresses = ResolveHost(peer.host);
     RebuildAllowed();
     SizeAcceptedConnections(static_cast<int64_t>(view_.tasks.size()));
@@ -1777,7 +1792,7 @@ class TcpTransport : public Transport {
   void UpdateCluster(const ClusterView& view) override {
     std::map<std::string, PeerAddress> learned;
     {
-      std::lock_guard<std::mutex> l(view_mu_);
+      MutexLock l(view_mu_);
       for (const auto& [task, peer] : view.tasks) {
         if (task == view_.local_task) continue;  // our own data port is the one we listen on
         auto it = view_.tasks.find(task);
@@ -1789,7 +1804,7 @@ class TcpTransport : public Transport {
     if (learned.empty()) return;  // the usual case: a session of the same cluster
     // Resolved here, once per learned task, without the lock: DNS may be slow.
     for (auto& [task, peer] : learned) peer.addresses = ResolveHost(peer.host);
-    std::lock_guard<std::mutex> l(view_mu_);
+    MutexLock l(view_mu_);
     for (auto& [task, peer] : learned) {
       LOG(INFO) << "Geryon data plane: " << view_.local_task << " learned " << task << " at " << peer.host << ":"
                 << peer.data_port;
@@ -1822,14 +1837,14 @@ class TcpTransport : public Transport {
 
  private:
   struct Slot {
-    std::mutex mu;  // one connect at a time per flow
-    absl::StatusCode failure_code = absl::StatusCode::kUnavailable;  // kFailedPrecondition: refused
-    std::shared_ptr<ClientConn> conn;
+    Mutex mu;  // one connect at a time per flow; view_mu_ may be taken inside it, never around it
+    absl::StatusCode failure_code TF_GUARDED_BY(mu) = absl::StatusCode::kUnavailable;  // kFailedPrecondition: refused
+    std::shared_ptr<ClientConn> conn TF_GUARDED_BY(mu);
     // The address of `conn` (a task learned at a new address is redialed).
-    std::string dialed_host;
-    int dialed_port = -1;
-    std::chrono::steady_clock::time_point failed_at{};
-    std::string failure;
+    std::string dialed_host TF_GUARDED_BY(mu);
+    int dialed_port TF_GUARDED_BY(mu) = -1;
+    std::chrono::steady_clock::time_point failed_at TF_GUARDED_BY(mu){};
+    std::string failure TF_GUARDED_BY(mu);
   };
 
   std::shared_ptr<ClientConn> Connection(const std::string& peer_task, int cls, absl::Status* status) {
@@ -1839,7 +1854,7 @@ class TcpTransport : public Transport {
     std::string host;
     int data_port;
     {
-      std::lock_guard<std::mutex> l(view_mu_);
+      MutexLock l(view_mu_);
       auto it = view_.tasks.find(peer_task);
       if (it == view_.tasks.end()) {
         *status = absl::InvalidArgumentError(
@@ -1852,7 +1867,7 @@ class TcpTransport : public Transport {
       if (!s) s = std::make_unique<Slot>();
       slot = s.get();
     }
-    std::lock_guard<std::mutex> l(slot->mu);
+    MutexLock l(slot->mu);
     if (slot->dialed_host != host || slot->dialed_port != data_port) {
       // A restarted coordinator or task at a new address: forget the old flow and its failure.
       slot->conn.reset();
@@ -1862,7 +1877,7 @@ class TcpTransport : public Transport {
     PeerAddress peer;
     std::string local_task;
     {
-      std::lock_guard<std::mutex> v(view_mu_);
+      MutexLock v(view_mu_);
       auto it = view_.tasks.find(peer_task);
       if (it != view_.tasks.end()) peer = it->second;
       local_task = view_.local_task;
@@ -1883,7 +1898,20 @@ class TcpTransport : public Transport {
     std::string error;
     int port = 0;
     bool refused = false;
-    int fd = Dial(peer, cls, local_task, &error, &port, &refused);
+    absl::StatusCode refusal_code = absl::StatusCode::kFailedPrecondition;
+    int fd = Dial(peer, cls, local_task, &error, &port, &refused, &refusal_code);
+    if (fd < 0 && refused && refusal_code == absl::StatusCode::kUnavailable) {
+      // The task is at its connection limit: transient (a flow may close, the operator may raise
+      // it), so Unavailable, which TF retries; the producer's message names the limit.
+      slot->failure = absl::StrCat(error, PeerTag(peer_task));
+      slot->failure_code = absl::StatusCode::kUnavailable;
+      slot->failed_at = now;
+      slot->dialed_host = host;
+      slot->dialed_port = data_port;
+      counters->errors += 1;
+      *status = absl::UnavailableError(slot->failure);
+      return nullptr;
+    }
     if (fd < 0 && refused) {
       // The task itself refused us (not in its cluster, another protocol version): permanent, as on
       // gRPC, so that ClusterCoordinator does not retry it as a lost worker.
@@ -1924,9 +1952,10 @@ class TcpTransport : public Transport {
   // Connects with bounded retries and backoff; marks the socket before connect so the SYN carries
   // the class's DSCP too. Each attempt tries the task's data-port candidates in order until the
   // producer that answers the hello is `peer.task`. Returns the descriptor (its port in `*port`),
-  // or -1: `*refused` when that task refused the hello (permanent), else nothing answered as it.
+  // or -1: `*refused` when that task refused the hello (`*refusal_code`: kUnavailable when it is at
+  // its connection limit, else kFailedPrecondition, permanent), else nothing answered as it.
   static int Dial(const PeerAddress& peer, int cls, const std::string& local_task, std::string* error, int* port,
-                  bool* refused) {
+                  bool* refused, absl::StatusCode* refusal_code) {
     std::string hello;
     Put<uint32_t>(&hello, kHelloMagic);
     Put<uint16_t>(&hello, kProtocolVersion);
@@ -1954,7 +1983,7 @@ class TcpTransport : public Transport {
           close(fd);
           continue;
         }
-        switch (ReadAnswer(fd, peer.task, candidate, error)) {
+        switch (ReadAnswer(fd, peer.task, candidate, error, refusal_code)) {
           case Answer::kAck:
             *port = candidate;
             return fd;
@@ -2005,8 +2034,10 @@ class TcpTransport : public Transport {
   enum class Answer { kAck, kRefused, kOther };
 
   // The producer's answer to our hello: an ack naming `task` (ours), a refusal frame (`*error` is
-  // its message), or anything else (another task's ack, another program, silence) -> kOther.
-  static Answer ReadAnswer(int fd, const std::string& task, int port, std::string* error) {
+  // its message, `*refusal_code` kUnavailable for a transient one, else kFailedPrecondition), or
+  // anything else (another task's ack, another program, silence) -> kOther.
+  static Answer ReadAnswer(int fd, const std::string& task, int port, std::string* error,
+                           absl::StatusCode* refusal_code) {
     timeval wait{kHelloAckTimeoutSeconds, 0}, none{0, 0};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof(wait));
     uint32_t magic;
@@ -2036,6 +2067,9 @@ class TcpTransport : public Transport {
         if (ReadFull(fd, msg.data(), n, &e)) {
           *error = msg;
           answer = Answer::kRefused;
+          *refusal_code = static_cast<absl::StatusCode>(code) == absl::StatusCode::kUnavailable
+                              ? absl::StatusCode::kUnavailable
+                              : absl::StatusCode::kFailedPrecondition;
         }
       }
       if (answer != Answer::kRefused) *error = absl::StrCat("port ", port, ": a malformed answer to the hello");
@@ -2075,8 +2109,21 @@ class TcpTransport : public Transport {
       }
       const int64_t limit = AcceptedConnectionLimit();
       if (g_accepted.load() >= limit) {
-        LOG(ERROR) << "Geryon data plane: refused a connection from " << ip << ": " << limit
-                   << " connections are open already, this process's limit (" << AcceptedLimitReason() << ")";
+        const std::string why = absl::StrCat("refused the connection: this process has ", limit,
+                                             " data-plane connections open, its limit (", AcceptedLimitReason(), ")");
+        LOG(ERROR) << "Geryon data plane: refused a connection from " << ip << ": " << why;
+        // Told to the consumer as a transient refusal (Unavailable), before its hello is read: the
+        // frame goes out ahead of our FIN, and the consumer reads it even when its hello, arriving
+        // at the closed socket, draws a reset (Linux returns queued data before the error).
+        std::string local_task;
+        {
+          MutexLock l(view_mu_);
+          local_task = view_.local_task;
+        }
+        const std::string frame = RefusalFrame(local_task, why, absl::StatusCode::kUnavailable);
+        ssize_t ignored = send(fd, frame.data(), frame.size(), MSG_NOSIGNAL | MSG_DONTWAIT);  // new socket: fits
+        (void)ignored;
+        shutdown(fd, SHUT_WR);
         close(fd);
         continue;
       }
@@ -2084,7 +2131,7 @@ class TcpTransport : public Transport {
       auto conn = std::make_shared<ServerConn>(fd, ip);
       std::string local_task;
       {
-        std::lock_guard<std::mutex> l(view_mu_);
+        MutexLock l(view_mu_);
         local_task = view_.local_task;
       }
       if (!conn->Run(&threads_, &view_, &view_mu_, local_task, serve_)) {
@@ -2099,7 +2146,7 @@ class TcpTransport : public Transport {
   bool AllowedHost(const std::string& ip) {
     std::set<std::string> unresolved;
     {
-      std::lock_guard<std::mutex> l(view_mu_);
+      MutexLock l(view_mu_);
       if (allowed_.count(ip) > 0) return true;
       for (const auto& [task, peer] : view_.tasks) {
         if (peer.addresses.empty()) unresolved.insert(peer.host);
@@ -2111,12 +2158,12 @@ class TcpTransport : public Transport {
     return false;
   }
 
-  void RebuildAllowed() {  // with view_mu_ held (or before the accept thread runs)
+  void RebuildAllowed() TF_EXCLUSIVE_LOCKS_REQUIRED(view_mu_) {
     allowed_.clear();
     for (const auto& [task, peer] : view_.tasks) allowed_.insert(peer.addresses.begin(), peer.addresses.end());
   }
 
-  std::mutex view_mu_;
+  Mutex view_mu_;
   ClusterView view_ TF_GUARDED_BY(view_mu_);
   std::set<std::string> allowed_ TF_GUARDED_BY(view_mu_);  // every address of every task in view_
   // Per peer task, one slot per class (found without building a key string per receive).
@@ -2277,7 +2324,7 @@ std::string SenderOption(absl::string_view name) {
 }
 
 std::vector<ArrivalRecord> TakeArrivals(int64_t capacity) {
-  std::lock_guard<std::mutex> l(g_arrivals_mu);
+  MutexLock l(g_arrivals_mu);
   std::vector<ArrivalRecord> out;
   out.swap(*g_arrivals);
   g_arrivals_capacity = std::max<int64_t>(0, capacity);
@@ -2340,8 +2387,17 @@ std::string EphemeralNote(int port) {
 }
 
 std::unique_ptr<Transport> NewTcpTransport(const ClusterView& given, absl::Status* status) {
+  int64_t max_accepted = 0;  // unset: sized from the cluster
+  if (const char* raw = std::getenv(std::string(kMaxAcceptedEnv).c_str()); raw != nullptr) {
+    std::string error;
+    if (!ParseAcceptedConnectionOverride(raw, &max_accepted, &error)) {  // checked first: a bad one changes nothing
+      *status = absl::InvalidArgumentError(absl::StrCat("Geryon data plane: ", error));
+      return nullptr;
+    }
+  }
   *status = OrderSettingsFromEnv();
   if (!status->ok()) return nullptr;
+  SetAcceptedConnectionOverride(max_accepted);
   ClusterView view = given;
   std::string error, taken;
   int fd = -1;
@@ -2379,7 +2435,7 @@ std::unique_ptr<Transport> NewTcpTransport(const ClusterView& given, absl::Statu
 std::string FlowCountersJson() {
   std::vector<std::shared_ptr<FlowCounters>> all;
   {
-    std::lock_guard<std::mutex> l(g_counters_mu);
+    MutexLock l(g_counters_mu);
     for (auto& [key, c] : *g_counters) all.push_back(c);
   }
   std::string out = "[";

@@ -15,6 +15,8 @@
 #ifndef GERYON_RENDEZVOUS_TSAN_H_
 #define GERYON_RENDEZVOUS_TSAN_H_
 
+#include <chrono>
+#include <condition_variable>
 #include <mutex>
 #include <utility>
 
@@ -85,14 +87,67 @@ class Announced {
 // locked inside TF's uninstrumented library, which TSAN cannot see (every member it guards looked
 // unguarded: StartAbort against SetHandle in the first triage); pthread's mutex, under std::mutex,
 // is intercepted. The annotations keep clang's -Wthread-safety checking the members it guards.
+// Lockable, so std::unique_lock<Mutex> works where a lock is taken with std::try_to_lock and handed
+// on; clang's analysis does not follow std::unique_lock, so such code states what it holds with
+// AssertHeld (a no-op at run time). Elsewhere MutexLock, or UniqueLock to unlock early or wait.
 class TF_LOCKABLE Mutex {
  public:
   constexpr Mutex() = default;
+  Mutex(const Mutex&) = delete;
+  Mutex& operator=(const Mutex&) = delete;
   void lock() TF_EXCLUSIVE_LOCK_FUNCTION() { mu_.lock(); }
   void unlock() TF_UNLOCK_FUNCTION() { mu_.unlock(); }
+  bool try_lock() TF_EXCLUSIVE_TRYLOCK_FUNCTION(true) { return mu_.try_lock(); }
+  void AssertHeld() const TF_ASSERT_EXCLUSIVE_LOCK() {}
 
  private:
+  friend class CondVar;
   std::mutex mu_;
+};
+
+// A std::unique_lock<Mutex> that clang's analysis follows: locked on construction, released by
+// unlock() or on destruction, and what CondVar waits with.
+class TF_SCOPED_LOCKABLE UniqueLock {
+ public:
+  explicit UniqueLock(Mutex& mu) TF_EXCLUSIVE_LOCK_FUNCTION(mu) : lock_(mu) {}
+  ~UniqueLock() TF_UNLOCK_FUNCTION() {}
+  UniqueLock(const UniqueLock&) = delete;
+  UniqueLock& operator=(const UniqueLock&) = delete;
+  void unlock() TF_UNLOCK_FUNCTION() { lock_.unlock(); }
+  std::unique_lock<Mutex>& get() { return lock_; }
+
+ private:
+  std::unique_lock<Mutex> lock_;
+};
+
+// std::condition_variable for a Mutex held through a UniqueLock: it waits on the
+// std::mutex inside, so it costs what std::condition_variable does (condition_variable_any would
+// add a lock of its own and a shared_ptr per wait on the data plane's writer and host-order paths).
+class CondVar {
+ public:
+  void wait(UniqueLock& lock) {
+    std::unique_lock<std::mutex> inner(lock.get().mutex()->mu_, std::adopt_lock);
+    cv_.wait(inner);
+    inner.release();  // still held: `lock` owns it again
+  }
+  // As std::condition_variable's: `ready` runs with the lock held (it may read what the lock
+  // guards, which clang cannot see through the lambda: such lambdas say so with AssertHeld).
+  template <typename Predicate>
+  void wait(UniqueLock& lock, Predicate ready) {
+    while (!ready()) wait(lock);
+  }
+  template <typename Rep, typename Period>
+  std::cv_status wait_for(UniqueLock& lock, const std::chrono::duration<Rep, Period>& timeout) {
+    std::unique_lock<std::mutex> inner(lock.get().mutex()->mu_, std::adopt_lock);
+    const std::cv_status status = cv_.wait_for(inner, timeout);
+    inner.release();
+    return status;
+  }
+  void notify_one() noexcept { cv_.notify_one(); }
+  void notify_all() noexcept { cv_.notify_all(); }
+
+ private:
+  std::condition_variable cv_;
 };
 
 class TF_SCOPED_LOCKABLE MutexLock {

@@ -19,6 +19,7 @@ import re
 import resource
 import select
 import socket
+import struct
 import sys
 import tempfile
 import time
@@ -132,25 +133,48 @@ def test_connections_past_the_limit_are_refused_and_the_log_names_the_limit(libr
         with child_servers(GERYON_SERVER, [env], [log]):
             closed = _flood(ps_port + DATA_OFFSET, MIN_ACCEPTED + extra)
         text = log.read_text()
-    # The first 512 hold their slots (until the 10 s hello timeout), the rest are closed at once.
+    # The first 512 hold their slots (until the 10 s hello timeout), the rest are refused at once
+    # with a transient refusal frame that names the limit, then closed.
     assert closed == [False] * MIN_ACCEPTED + [True] * extra, (closed.count(True), text[-2000:])
-    assert "512 connections are open already, this process's limit (sized for a cluster of 2 tasks" in text
+    limit = "this process has 512 data-plane connections open, its limit (sized for a cluster of 2 tasks"
+    assert limit in text
     assert text.count("refused a connection from") == extra
 
 
 def _flood(port: int, count: int) -> list[bool]:
-    """`count` connections that send no hello; for each, whether the server closed it at once."""
+    """`count` connections that send no hello; for each, whether the server refused it at once: a
+    refusal frame (id 0, an error with code Unavailable, 14: transient) naming the limit, then EOF."""
     socks = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(count)]
     try:
-        time.sleep(1.0)  # the accept loop takes them in order; the refused are closed at once
+        time.sleep(1.0)  # the accept loop takes them in order; the refused are answered and closed
         poller = select.poll()
         for s in socks:
             poller.register(s, select.POLLIN)
         ready = {fd for fd, _ in poller.poll(500)}
-        return [s.fileno() in ready and s.recv(1) == b"" for s in socks]
+        return [s.fileno() in ready and _refusal_code(s) == 14 for s in socks]
     finally:
         for s in socks:
             s.close()
+
+
+def _refusal_code(s: socket.socket) -> int | None:
+    """The code of the refusal frame the server sent before closing `s`, None for anything else."""
+    s.settimeout(2.0)
+    data = b""
+    while len(data) < 1 << 16:  # a refusal is a few hundred bytes; bounded for a server gone wrong
+        chunk = s.recv(4096)
+        if not chunk:
+            break
+        data += chunk
+    if len(data) < 24:
+        return None
+    magic, rid, kind = struct.unpack_from("<IQB", data)
+    code, n = struct.unpack_from("<II", data, 16)
+    if (magic, rid, kind) != (0x53595247, 0, 2) or len(data) != 24 + n:
+        return None
+    if b"data-plane connections open, its limit" not in data[24:]:
+        return None
+    return int(code)
 
 
 def test_a_pids_cgroup_bounds_the_accepted_connections(library: Path) -> None:
@@ -185,7 +209,7 @@ def test_a_pids_cgroup_bounds_the_accepted_connections(library: Path) -> None:
                 assert closed == [False] * bound + [True] * 20
                 assert procs[0].poll() is None
                 text = log.read_text()
-        assert f"{bound} connections are open already" in text
+        assert f"this process has {bound} data-plane connections open" in text
         assert "cut from 512 by RLIMIT_NOFILE or the pids cgroup" in text
     finally:
         for _ in range(50):  # the killed PS leaves the cgroup once reaped
