@@ -120,7 +120,10 @@ def test_predict_timeline_simulates_ps_and_geryon_and_writes_geryons_trace(tmp_p
     paper = t["modes"]["paper"]
     assert paper["thresholds"] == [0.75] and paper["simulated"]["mode"] == "network"
     # With the barrier every iteration is alike: the hand-computed arrivals hold in the last one too.
-    assert [r["arrival_s"] for r in ps["rows"]] == pytest.approx([8 * MS, 104 * MS])
+    # P+S is gRPC, one transfer at a time per connection (predict.GRPC_INFLIGHT): the first kernel
+    # (4 KB, its connection's first transfer) alone at 8 Mbit/s, then the second (100 KB).
+    assert ps["simulated"]["inflight"] == 1.0
+    assert [r["arrival_s"] for r in ps["rows"]] == pytest.approx([4 * MS, 104 * MS])
     assert [r["arrival_s"] for r in geryon["rows"]] == pytest.approx([4 * MS, 104 * MS])
     # 104 ms of pulls, 2 ms of layer 1's compute, then 104 KB of gradients pushed from 106 ms on.
     assert ps["iteration_s"] == pytest.approx(0.210) == geryon["iteration_s"]
