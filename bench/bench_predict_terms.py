@@ -14,9 +14,11 @@ trace (r<k>-<mode>-capture-trace/.../*.xplane.pb). Two tables per directory:
    - `before`: gRPC modes with fair interleaving (`inflight=None`): the prediction the demo saved
      before this bench's change (equal to it);
    - `order`: gRPC modes with one transfer at a time per connection in a random order per
-     iteration (`inflight=1`, the mean over predict.ORDER_SEEDS seeds), as `geryon.demo.predict`
-     now does; what the trace shows: a step's first layer op starts at 60-100% of its pull phase,
-     where fair interleaving lets the small conv tensors arrive first (forward at 3 ms);
+     iteration (`inflight=1`, the mean over predict.ORDER_SEEDS seeds); what the trace shows: a
+     step's first layer op starts at 60-100% of its pull phase, where fair interleaving lets the
+     small conv tensors arrive first (forward at 3 ms);
+   - `payload`: plus links at their TCP payload rate (predict.PAYLOAD_FRACTION, 95.6%: the testbed's
+     measured goodput), as `geryon.demo.predict` now does;
    - `+gap`: plus the trace's median idle gap between worker 0's steps (the round's join and
      dispatch, and waiting for the slower worker), for modes with the capture's worker count;
    - `+tail`: plus the trace's median tail less the simulated tail of the captured mode (pushes and
@@ -46,7 +48,7 @@ from geryon.demo.stepdecomp import LAYER_OP, PULL, STEP, Event, decompose, read_
 from geryon.threshold.profile import Profile
 from geryon.threshold.simulator import SimResult, simulate
 
-VARIANTS = ("before", "order", "+gap", "+tail")
+VARIANTS = ("before", "order", "payload", "+gap", "+tail")
 
 
 def find_trace(demo_dir: Path, mode: str) -> Path | None:
@@ -67,11 +69,15 @@ def sim_parts(sim: SimResult, worker: str = "worker0") -> dict[str, Any]:
     return summarize(decompose(events))
 
 
-def simulate_mode(profile: Profile, setting: dict[str, Any], inflight: float | None) -> float:
-    """predict's iteration time for `setting` with gRPC's `inflight` replaced (geryon modes keep None)."""
-    if setting.get("inflight") is not None:
-        setting = {**setting, "inflight": inflight}
-    return P.simulate_setting(profile, setting)[0]
+def variant(setting: dict[str, Any], inflight: float | None, payload: bool) -> dict[str, Any]:
+    """`setting` (predict.sim_setting's, as predict now runs it) with gRPC's `inflight` replaced (the
+    geryon modes keep None) and, unless `payload`, the links at their full frame rate."""
+    out = dict(setting)
+    if out.get("inflight") is not None:
+        out["inflight"] = inflight
+    if not payload:
+        out["bandwidth_bps"] = setting["bandwidth_bps"] / P.PAYLOAD_FRACTION
+    return out
 
 
 def analyse(demo_dir: Path) -> dict[str, Any]:
@@ -99,24 +105,30 @@ def analyse(demo_dir: Path) -> dict[str, Any]:
                 profile,
                 iterations=P.ITERATIONS,
                 trace=True,
-                **P.sim_args({**cap_setting, "inflight": inflight if cap_setting["interleave"] else None}),
+                **P.sim_args(variant(cap_setting, inflight, pay)),
             )
         )
-        for name, inflight in (("before", None), ("order", P.GRPC_INFLIGHT))
+        for name, inflight, pay in (
+            ("before", None, False),
+            ("order", P.GRPC_INFLIGHT, False),
+            ("payload", P.GRPC_INFLIGHT, True),
+        )
     }
     gap = measured.get("gap_s") or 0.0
-    tail_extra = max(0.0, (measured.get("tail_s") or 0.0) - (simulated["order"].get("tail_s") or 0.0))
+    tail_extra = max(0.0, (measured.get("tail_s") or 0.0) - (simulated["payload"].get("tail_s") or 0.0))
     modes: dict[str, Any] = {}
     for mode, m in summary["modes"].items():
         s = setting(mode)
         same_shape = s["workers"] == cap_setting["workers"]
-        before = simulate_mode(profile, s, None)
-        order = simulate_mode(profile, s, P.GRPC_INFLIGHT)
+        before = P.simulate_setting(profile, variant(s, None, False))[0]
+        order = P.simulate_setting(profile, variant(s, P.GRPC_INFLIGHT, False))[0]
+        payload = P.simulate_setting(profile, s)[0]
         pred = {
             "before": before,
             "order": order,
-            "+gap": order + (gap if same_shape else 0.0),
-            "+tail": order + ((gap + tail_extra) if same_shape else 0.0),
+            "payload": payload,
+            "+gap": payload + (gap if same_shape else 0.0),
+            "+tail": payload + ((gap + tail_extra) if same_shape else 0.0),
         }
         meas = m["median_step_s"]
         modes[mode] = {

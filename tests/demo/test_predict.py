@@ -11,6 +11,7 @@ from demo_results import result
 from geryon.demo.predict import (
     GRPC_INFLIGHT,
     ORDER_SEEDS,
+    PAYLOAD_FRACTION,
     PredictError,
     predict,
     profile_key,
@@ -73,7 +74,7 @@ def test_each_mode_maps_onto_the_simulator() -> None:
         assert s["colocate"] is False and s["barrier"] is True
         # gRPC: one transfer at a time per connection in a random order; Geryon's flows keep theirs.
         assert s["inflight"] == (GRPC_INFLIGHT if s["interleave"] else None)
-        assert s["bandwidth_bps"] == 20e6 and s["num_ps"] == 2
+        assert s["bandwidth_bps"] == pytest.approx(20e6 * PAYLOAD_FRACTION) and s["num_ps"] == 2
     # What the run recorded wins over the mode's name: a ps run on Geryon's flows and priority switch.
     odd = sim_setting(
         "ps", [{"protocol": "grpc+geryon", "switch": "priority", "partitioned": True}], None, config
