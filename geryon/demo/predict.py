@@ -17,7 +17,9 @@ TensorFlow uses the worker tasks' intra-op thread count (`config["threads"]`, el
 default), so the caller's TensorFlow (if any) is untouched. Profiles are cached in one JSON file
 (`profile_path`), keyed by model, input shape, batch, threads and host. Each mode then runs through
 `geryon.threshold.simulator.simulate` with the testbed's shape: every task on its own host behind one
-switch (`colocate=False`), host NICs and switch ports at `rate_bits`, `slice_bytes` from the config.
+switch (`colocate=False`), host NICs and switch ports at `rate_bits` times `PAYLOAD_FRACTION` (the
+simulator moves tensor bytes; the testbed's HTB shapes whole frames, see below), `slice_bytes` from
+the config.
 How a run maps onto the simulator comes from what the run records (protocol, switch, partitioned,
 workers), with the mode name as the fallback:
 
@@ -31,7 +33,15 @@ workers), with the mode name as the fallback:
     grpc+geryon, fifo switch     -> end-host (each sender most-urgent-first; fair switch) (endhost)
 
 gRPC multiplexes a channel's tensors as HTTP/2 streams (`interleave=True`); Geryon's data plane sends
-a flow's tensors one after another on its class's TCP connection (`interleave=False`). TF starts a
+a flow's tensors one after another on its class's TCP connection (`interleave=False`). The gRPC
+modes are simulated with one transfer at a time per connection in a random order each iteration
+(`inflight=GRPC_INFLIGHT`, 1), the mean over `ORDER_SEEDS` seeds: the in-cluster trace shows it
+(`geryon.demo.stepdecomp`, `bench/bench_predict_terms.py`): in the demo's ps mode a step's first
+layer op started 0.28-0.45 s into the step, at 60-100% of its pull phase (0.33-0.50 s; 5 steps of
+3 runs), and a 64-byte part of conv1_1's bias came among the last 6 of 38 pulls. Fair interleaving
+(`inflight=None`, before) lets small tensors finish first, so the simulated forward started at 3 ms;
+once a response's bytes are in the socket buffer and the switch queue they leave in FIFO order,
+behind the FC kernels. With it the simulated forward starts at 0.39 s. TF starts a
 step's parameter reads when the step starts, after the previous step returned, so the next
 iteration's pulls wait for the whole iteration (`barrier=True`).
 
@@ -102,6 +112,13 @@ from geryon.threshold.trace import write_chrome_trace
 
 CACHE_FORMAT = "geryon.demo.profiles"
 ITERATIONS = 4  # simulated iterations: the steady state is the mean of the last three
+# The TCP payload of a 1514-byte Ethernet frame (MSS 1448 with timestamps): the testbed's links are
+# shaped in frames, tensors are payload. Measured on this machine, geryon/testbed/README.md
+# (bench/bench_testbed.py): one flow's goodput 191.5 of 200 Mbit/s, 95.8 of 100, 47.9 of 50 (95.6%).
+PAYLOAD_FRACTION = 1448 / 1514
+# gRPC modes: one transfer at a time per connection, random order per iteration (module docstring).
+GRPC_INFLIGHT = 1.0
+ORDER_SEEDS = 5  # random orders averaged (each over ITERATIONS - 1 steady iterations)
 PROFILE_ITERATIONS = 5
 PROFILE_WARMUP = 2
 
@@ -145,13 +162,14 @@ def predict(
     modes: dict[str, Any] = {}
     for mode, m in summary["modes"].items():
         setting = sim_setting(mode, [r for r in runs if r.get("mode") == mode], m["thresholds"], config)
-        sim = simulate(profile, iterations=ITERATIONS, ps_costs=ps_costs, **sim_args(setting))
+        iteration_s, sim, seeds = simulate_setting(profile, setting, ps_costs)
         measured = m["median_step_s"]
         step_fixed = by_workers.get(setting["workers"], ps_info.get("step_fixed_s") or 0.0)
-        predicted = sim.iteration_s + step_fixed
+        predicted = iteration_s + step_fixed
         modes[mode] = {
             "predicted_s": predicted,
-            "simulated_s": sim.iteration_s,
+            "simulated_s": iteration_s,
+            "order_seeds": seeds,
             "step_fixed_s": step_fixed,
             "measured_s": measured,
             "error": relative_error(measured, predicted),
@@ -192,7 +210,19 @@ def predict(
         },
         "ps_costs": ps_info,
         "bandwidth_bps": config["rate_bits"],
+        "payload_fraction": PAYLOAD_FRACTION,
     }
+
+
+def simulate_setting(
+    profile: Profile, setting: Mapping[str, Any], ps_costs: PsCosts | None = None
+) -> tuple[float, Any, int]:
+    """(iteration time, the first SimResult, how many random orders were averaged) for one setting:
+    with a random transfer order (`inflight`) the mean over ORDER_SEEDS seeds, else one run."""
+    args = sim_args(setting)
+    seeds = ORDER_SEEDS if args.get("inflight") is not None else 1
+    sims = [simulate(profile, iterations=ITERATIONS, ps_costs=ps_costs, seed=k, **args) for k in range(seeds)]
+    return sum(x.iteration_s for x in sims) / seeds, sims[0], seeds
 
 
 def relative_error(measured: float | None, predicted: float) -> float | None:
@@ -225,12 +255,14 @@ def sim_setting(
     return {
         "workers": workers,
         "num_ps": config["ps"],
-        "bandwidth_bps": float(config["rate_bits"]),
+        "bandwidth_bps": float(config["rate_bits"]) * PAYLOAD_FRACTION,
         "mode": sim_mode,
         "thresholds": tuple(thresholds) if thresholds else default_thresholds(classes),
         "slice_bytes": config["slice_bytes"] if partitioned else None,
         "partition": partitioned,
         "interleave": not geryon,
+        # gRPC: one transfer at a time per connection, in a random order (module docstring).
+        "inflight": None if geryon else GRPC_INFLIGHT,
         "barrier": True,
         "colocate": False,
         # The run's background stream toward every worker's port (runner.background), in bits/s.

@@ -8,8 +8,21 @@ from pathlib import Path
 import pytest
 from demo_results import result
 
-from geryon.demo.predict import PredictError, predict, profile_key, relative_error, sim_setting
+from geryon.demo.predict import (
+    GRPC_INFLIGHT,
+    ORDER_SEEDS,
+    PAYLOAD_FRACTION,
+    PredictError,
+    predict,
+    profile_key,
+    relative_error,
+    sim_args,
+    sim_setting,
+    simulate_setting,
+)
 from geryon.progress import Progress
+from geryon.threshold.profile import LayerSpec, ParamSpec, Profile
+from geryon.threshold.simulator import simulate
 
 pytest.importorskip("tensorflow")
 
@@ -59,7 +72,9 @@ def test_each_mode_maps_onto_the_simulator() -> None:
     assert (single["workers"], single["mode"], single["partition"]) == (1, "fifo", True)
     for s in (vanilla, ps, geryon, endhost, single):
         assert s["colocate"] is False and s["barrier"] is True
-        assert s["bandwidth_bps"] == 20e6 and s["num_ps"] == 2
+        # gRPC: one transfer at a time per connection in a random order; Geryon's flows keep theirs.
+        assert s["inflight"] == (GRPC_INFLIGHT if s["interleave"] else None)
+        assert s["bandwidth_bps"] == pytest.approx(20e6 * PAYLOAD_FRACTION) and s["num_ps"] == 2
     # What the run recorded wins over the mode's name: a ps run on Geryon's flows and priority switch.
     odd = sim_setting(
         "ps", [{"protocol": "grpc+geryon", "switch": "priority", "partitioned": True}], None, config
@@ -67,6 +82,42 @@ def test_each_mode_maps_onto_the_simulator() -> None:
     assert odd["mode"] == "network"
     # No run recorded: the mode's defaults, and the default thresholds for k classes.
     assert sim_setting("geryon", [], None, {**config, "classes": 4})["thresholds"] == (0.25, 0.5, 0.75)
+
+
+def urgent_behind_bulk() -> Profile:
+    # The first layer's kernel and bias (small) and the second's 400 KB kernel on one PS: fair sharing
+    # delivers the small ones at once; one transfer at a time in a random order puts the bias behind
+    # the big kernel in some iterations (the simulator starts a connection's first transfer in
+    # creation order, the rest at random), and the first layer's 100 ms forward then waits.
+    ms = 1e-3
+    layers = (LayerSpec("first", 100 * ms, 1 * ms), LayerSpec("second", 1 * ms, 1 * ms))
+    params = (
+        ParamSpec("first/kernel", (1000,), 4, 1.0, 0),
+        ParamSpec("first/bias", (10,), 4, 1.0, 0),
+        ParamSpec("second/kernel", (100000,), 4, 0.5, 1),
+    )
+    return Profile("two", 1, layers, params)
+
+
+def test_grpc_modes_average_random_orders_and_geryon_runs_once() -> None:
+    config = {
+        "workers": 1,
+        "ps": 1,
+        "rate_bits": 8e6,
+        "slice_bytes": None,
+        "classes": 2,
+        "background_bits": 0,
+    }
+    profile = urgent_behind_bulk()
+    ps = sim_setting("ps", [], None, config)
+    mean, first, seeds = simulate_setting(profile, ps)
+    each = [simulate(profile, iterations=4, seed=k, **sim_args(ps)).iteration_s for k in range(ORDER_SEEDS)]
+    assert seeds == ORDER_SEEDS and mean == pytest.approx(sum(each) / len(each))
+    assert first.inflight == GRPC_INFLIGHT
+    fair = simulate(profile, iterations=4, **sim_args({**ps, "inflight": None})).iteration_s
+    assert mean > fair  # the small tensor no longer always overtakes the big one
+    geryon = sim_setting("geryon", [], [0.75], config)
+    assert simulate_setting(profile, geryon)[2] == 1
 
 
 def test_predicts_every_mode_from_a_profile_measured_here_then_cached(tmp_path: Path) -> None:

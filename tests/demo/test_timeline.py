@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from geryon.demo.predict import ITERATIONS, arrival_timeline
+from geryon.demo.predict import ITERATIONS, PAYLOAD_FRACTION, arrival_timeline
 from geryon.demo.timeline import arrivals
 from geryon.threshold.profile import LayerSpec, ParamSpec, Profile
 from geryon.threshold.simulator import simulate
@@ -120,10 +120,19 @@ def test_predict_timeline_simulates_ps_and_geryon_and_writes_geryons_trace(tmp_p
     paper = t["modes"]["paper"]
     assert paper["thresholds"] == [0.75] and paper["simulated"]["mode"] == "network"
     # With the barrier every iteration is alike: the hand-computed arrivals hold in the last one too.
-    assert [r["arrival_s"] for r in ps["rows"]] == pytest.approx([8 * MS, 104 * MS])
-    assert [r["arrival_s"] for r in geryon["rows"]] == pytest.approx([4 * MS, 104 * MS])
-    # 104 ms of pulls, 2 ms of layer 1's compute, then 104 KB of gradients pushed from 106 ms on.
-    assert ps["iteration_s"] == pytest.approx(0.210) == geryon["iteration_s"]
+    # P+S is gRPC, one transfer at a time per connection (predict.GRPC_INFLIGHT): the first kernel
+    # (4 KB, its connection's first transfer) alone at 8 Mbit/s, then the second (100 KB).
+    # Links carry tensors at their TCP payload rate (predict.PAYLOAD_FRACTION of 8 Mbit/s).
+    assert ps["simulated"]["inflight"] == 1.0
+    assert ps["simulated"]["bandwidth_bps"] == pytest.approx(8e6 * PAYLOAD_FRACTION)
+    assert [r["arrival_s"] for r in ps["rows"]] == pytest.approx(
+        [4 * MS / PAYLOAD_FRACTION, 104 * MS / PAYLOAD_FRACTION]
+    )
+    assert [r["arrival_s"] for r in geryon["rows"]] == pytest.approx(
+        [4 * MS / PAYLOAD_FRACTION, 104 * MS / PAYLOAD_FRACTION]
+    )
+    # 104 KB of pulls, 2 ms of layer 1's compute, then 104 KB of gradients pushed.
+    assert ps["iteration_s"] == pytest.approx(0.208 / PAYLOAD_FRACTION + 0.002) == geryon["iteration_s"]
     assert t["trace"] == str(trace)
     spans = spans_from_chrome_trace(json.loads(trace.read_text()))
     assert {s.category for s in spans} == {"forward", "backward", "pull", "push"}

@@ -1,0 +1,99 @@
+"""A traced worker step split into pull wait, compute, tail and gap (geryon.demo.stepdecomp)."""
+
+from __future__ import annotations
+
+import pytest
+
+from geryon.demo.stepdecomp import (
+    LAYER_OP,
+    PULL,
+    STEP,
+    UPDATE_DONE,
+    Event,
+    classify,
+    decompose,
+    summarize,
+    union_length,
+)
+
+
+def step_events(t0: float) -> list[Event]:
+    """One step at t0 as the demo's ps trace shows it: pulls for 0.4 s, compute from the last pull
+    (two ops overlapping on 2 inter-op threads, then a 0.05 s hole), updates done at the end."""
+    return [
+        Event(STEP, t0, t0 + 0.9, "train_step"),
+        Event(PULL, t0 + 0.01, t0 + 0.1, "conv1/kernel"),
+        Event(PULL, t0 + 0.01, t0 + 0.4, "conv1/bias"),
+        Event(LAYER_OP, t0 + 0.4, t0 + 0.5, "fwd"),
+        Event(LAYER_OP, t0 + 0.45, t0 + 0.55, "bwd input"),
+        Event(LAYER_OP, t0 + 0.6, t0 + 0.7, "bwd filter"),
+        Event(UPDATE_DONE, t0 + 0.7, t0 + 0.8, "ps0"),
+        Event(UPDATE_DONE, t0 + 0.8, t0 + 0.9, "ps1"),
+    ]
+
+
+def test_a_step_splits_into_its_terms() -> None:
+    parts = decompose(step_events(10.0) + step_events(11.0))
+    assert len(parts) == 2
+    first = parts[0]
+    assert first.step_s == pytest.approx(0.9)
+    assert first.pulls == 2 and first.last_pull_s == pytest.approx(0.4)
+    assert first.first_op_s == pytest.approx(0.4) and first.last_op_s == pytest.approx(0.7)
+    # Busy: [0.4, 0.55] and [0.6, 0.7]; the 0.05 s hole is idle inside compute.
+    assert first.busy_s == pytest.approx(0.25) and first.idle_in_compute_s == pytest.approx(0.05)
+    assert first.tail_s == pytest.approx(0.2) and first.last_update_s == pytest.approx(0.9)
+    assert first.gap_s == pytest.approx(0.1)  # 10.9 to 11.0
+    assert parts[1].gap_s is None  # the trace's last step: no next one
+
+
+def test_steps_without_layer_ops_and_events_outside_steps_are_left_out() -> None:
+    # A step cut by the trace window (its ops before the window) and a pull between steps.
+    events = [Event(STEP, 0.0, 0.5), Event(PULL, 0.6, 0.7), *step_events(1.0)]
+    parts = decompose(events)
+    assert len(parts) == 1 and parts[0].pulls == 2
+
+
+def test_summarize_takes_medians_and_skips_missing_values() -> None:
+    parts = decompose(step_events(0.0) + step_events(1.0) + step_events(2.5))
+    s = summarize(parts)
+    assert s["steps"] == 3
+    assert s["step_s"] == pytest.approx(0.9)
+    assert s["gap_s"] == pytest.approx((0.1 + 0.6) / 2)  # two gaps; the last step has none
+    assert summarize([]) == {"steps": 0}
+
+
+def test_union_counts_overlaps_once() -> None:
+    assert union_length([(0.0, 1.0), (0.5, 1.5), (2.0, 3.0)]) == pytest.approx(2.5)
+    assert union_length([]) == 0.0
+
+
+def test_classify_reads_tensorflow_event_names() -> None:
+    assert classify("EagerLocalExecute: __inference_train_step_928", {}) == STEP
+    assert classify("EagerExecute", {}) is None
+    done = "ExecutorState::ProcessAsync::Done"
+    pull = {"kernel_type": "_Recv", "name": "vggmini_1/conv1_1_1/Reshape/concat/ReadVariableOp/_2"}
+    assert classify(done, pull) == PULL
+    assert classify(done, {**pull, "name": "vggmini_1/fc1_1/Cast/concat/ReadVariableOp_3/_60"}) == PULL
+    assert classify(
+        done, {"kernel_type": "_Recv", "name": "GroupCrossDeviceControlEdges_1/Identity/_159"}
+    ) == (UPDATE_DONE)
+    assert classify(done, {"kernel_type": "_Recv", "name": "input/_1"}) is None
+    assert classify("vggmini_1/conv1_1_1/Relu:_MklNativeFusedConv2D", {}) == LAYER_OP
+    assert (
+        classify(
+            "gradient_tape/vggmini_1/conv3_2_1/convolution/Conv2DBackpropFilter:_MklNativeConv2DBackpropFilterWithBias",
+            {},
+        )
+        == LAYER_OP
+    )
+    # A layer's gather of its pulled parts runs as they arrive: not compute.
+    assert classify("vggmini_1/conv3_1_1/convolution/concat:ConcatV2", {}) is None
+    assert classify("mul_24/_99:_Send", {}) is None  # an update's send, outside any layer
+    assert classify("random_uniform/RandomUniform:RandomUniform", {}) is None
+
+
+def test_a_bad_event_names_the_field() -> None:
+    with pytest.raises(ValueError, match=r"event\.kind"):
+        Event("op", 0.0, 1.0)
+    with pytest.raises(ValueError, match="before start_s"):
+        Event(STEP, 1.0, 0.5, "backwards")
