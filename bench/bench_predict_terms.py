@@ -44,7 +44,7 @@ from benchlib import print_table, write_json
 
 from geryon.demo import predict as P
 from geryon.demo.report import summarize as summarize_result
-from geryon.demo.stepdecomp import LAYER_OP, PULL, STEP, Event, decompose, read_events, summarize
+from geryon.demo.stepdecomp import LAYER_OP, PULL, STEP, UPDATE_DONE, Event, decompose, read_events, summarize
 from geryon.threshold.profile import Profile
 from geryon.threshold.simulator import SimResult, simulate
 
@@ -66,6 +66,15 @@ def sim_parts(sim: SimResult, worker: str = "worker0") -> dict[str, Any]:
             events.append(Event(LAYER_OP, s.start_s, s.end_s, s.name))
         elif s.category == "pull" and s.track.startswith(f"to {worker}"):
             events.append(Event(PULL, s.start_s, s.end_s, s.name))
+    # A PS is "done" with this worker when its last push of the iteration arrived (PS costs, when
+    # calibrated, are inside the iteration's end, not here).
+    for a, b in itertools.pairwise(ends):
+        done: dict[str, float] = {}
+        for s in sim.spans:
+            if s.host == worker and s.category == "push" and a + 1e-9 < s.end_s <= b + 1e-9:
+                ps = s.track.split()[1]  # "to ps0" or "to ps0 class 1"
+                done[ps] = max(done.get(ps, a), s.end_s)
+        events += [Event(UPDATE_DONE, t, t, ps) for ps, t in done.items()]
     return summarize(decompose(events))
 
 
@@ -162,6 +171,8 @@ PART_COLUMNS = [
     ("last_op_s", "compute to", ".3f"),
     ("busy_s", "busy", ".3f"),
     ("tail_s", "tail", ".3f"),
+    ("first_update_s", "1st PS done", ".3f"),
+    ("last_update_s", "last PS done", ".3f"),
     ("gap_s", "gap", ".3f"),
 ]
 
