@@ -11,8 +11,9 @@ trace (r<k>-<mode>-capture-trace/.../*.xplane.pb). Two tables per directory:
    step end: the last pushes and the PSes' updates) and the idle gap to the next step.
 2. Every mode's measured median step against the prediction, rebuilt from the saved result and its
    in-cluster profile under cumulative variants (error = (measured - predicted) / measured):
-   - `before`: gRPC modes with fair interleaving (`inflight=None`): the prediction the demo saved
-     before this bench's change (equal to it);
+   - `before`: gRPC modes with fair interleaving (`inflight=None`), links at the full frame rate:
+     `geryon.demo.predict` before this change, equal to the prediction a result saved then (no PS
+     costs are passed: the runs here had none calibrated; `saved_predicted_s` in the JSON);
    - `order`: gRPC modes with one transfer at a time per connection in a random order per
      iteration (`inflight=1`, the mean over predict.ORDER_SEEDS seeds); what the trace shows: a
      step's first layer op starts at 60-100% of its pull phase, where fair interleaving lets the
