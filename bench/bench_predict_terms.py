@@ -11,8 +11,9 @@ trace (r<k>-<mode>-capture-trace/.../*.xplane.pb). Two tables per directory:
    step end: the last pushes and the PSes' updates) and the idle gap to the next step.
 2. Every mode's measured median step against the prediction, rebuilt from the saved result and its
    in-cluster profile under cumulative variants (error = (measured - predicted) / measured):
-   - `before`: gRPC modes with fair interleaving (`inflight=None`): the prediction the demo saved
-     before this bench's change (equal to it);
+   - `before`: gRPC modes with fair interleaving (`inflight=None`), links at the full frame rate:
+     `geryon.demo.predict` before this change, equal to the prediction a result saved then (no PS
+     costs are passed: the runs here had none calibrated; `saved_predicted_s` in the JSON);
    - `order`: gRPC modes with one transfer at a time per connection in a random order per
      iteration (`inflight=1`, the mean over predict.ORDER_SEEDS seeds); what the trace shows: a
      step's first layer op starts at 60-100% of its pull phase, where fair interleaving lets the
@@ -44,7 +45,7 @@ from benchlib import print_table, write_json
 
 from geryon.demo import predict as P
 from geryon.demo.report import summarize as summarize_result
-from geryon.demo.stepdecomp import LAYER_OP, PULL, STEP, Event, decompose, read_events, summarize
+from geryon.demo.stepdecomp import LAYER_OP, PULL, STEP, UPDATE_DONE, Event, decompose, read_events, summarize
 from geryon.threshold.profile import Profile
 from geryon.threshold.simulator import SimResult, simulate
 
@@ -66,6 +67,15 @@ def sim_parts(sim: SimResult, worker: str = "worker0") -> dict[str, Any]:
             events.append(Event(LAYER_OP, s.start_s, s.end_s, s.name))
         elif s.category == "pull" and s.track.startswith(f"to {worker}"):
             events.append(Event(PULL, s.start_s, s.end_s, s.name))
+    # A PS is "done" with this worker when its last push of the iteration arrived (PS costs, when
+    # calibrated, are inside the iteration's end, not here).
+    for a, b in itertools.pairwise(ends):
+        done: dict[str, float] = {}
+        for s in sim.spans:
+            if s.host == worker and s.category == "push" and a + 1e-9 < s.end_s <= b + 1e-9:
+                ps = s.track.split()[1]  # "to ps0" or "to ps0 class 1"
+                done[ps] = max(done.get(ps, a), s.end_s)
+        events += [Event(UPDATE_DONE, t, t, ps) for ps, t in done.items()]
     return summarize(decompose(events))
 
 
@@ -162,6 +172,8 @@ PART_COLUMNS = [
     ("last_op_s", "compute to", ".3f"),
     ("busy_s", "busy", ".3f"),
     ("tail_s", "tail", ".3f"),
+    ("first_update_s", "1st PS done", ".3f"),
+    ("last_update_s", "last PS done", ".3f"),
     ("gap_s", "gap", ".3f"),
 ]
 

@@ -70,7 +70,8 @@ class StepParts:
     busy_s: float  # time with at least one layer op running, inside [first_op_s, last_op_s]
     idle_in_compute_s: float  # (last_op_s - first_op_s) - busy_s: no op ran (waiting or descheduled)
     tail_s: float  # step end - last op end: the last pushes and the PSes' updates
-    last_update_s: float | None  # when the last PS's "update done" arrived (None: not traced)
+    first_update_s: float | None  # when the first PS's "update done" arrived (None: not traced)
+    last_update_s: float | None  # when the last PS's (the PSes finish apart: pushes queue unevenly)
     gap_s: float | None  # this step's end to the worker's next step's start (None: last traced)
 
     def to_dict(self) -> dict[str, Any]:
@@ -79,7 +80,8 @@ class StepParts:
 
 def decompose(events: Iterable[Event]) -> list[StepParts]:
     """The steps whose whole span (and at least one layer op) the events hold, in time order.
-    Pulls, ops and update signals are assigned to the step whose span contains their time."""
+    Ops are assigned to the step whose span contains them, pulls and update signals to the step
+    whose span (start excluded) contains their arrival."""
     evs = list(events)
     steps = sorted((e for e in evs if e.kind == STEP), key=lambda e: e.start_s)
     out: list[StepParts] = []
@@ -88,8 +90,9 @@ def decompose(events: Iterable[Event]) -> list[StepParts]:
         ops = [e for e in evs if e.kind == LAYER_OP and e.start_s >= t0 and e.end_s <= t1]
         if not ops:
             continue
-        pulls = [e.end_s for e in evs if e.kind == PULL and t0 <= e.end_s <= t1]
-        updates = [e.end_s for e in evs if e.kind == UPDATE_DONE and t0 <= e.end_s <= t1]
+        # Arrivals count where they end; one at a step's exact start closed the step before.
+        pulls = [e.end_s for e in evs if e.kind == PULL and t0 < e.end_s <= t1]
+        updates = [e.end_s for e in evs if e.kind == UPDATE_DONE and t0 < e.end_s <= t1]
         first = min(e.start_s for e in ops)
         last = max(e.end_s for e in ops)
         busy = union_length([(e.start_s, e.end_s) for e in ops])
@@ -104,6 +107,7 @@ def decompose(events: Iterable[Event]) -> list[StepParts]:
                 busy_s=busy,
                 idle_in_compute_s=max(0.0, (last - first) - busy),
                 tail_s=t1 - last,
+                first_update_s=min(updates) - t0 if updates else None,
                 last_update_s=max(updates) - t0 if updates else None,
                 gap_s=nxt - t1 if nxt is not None else None,
             )

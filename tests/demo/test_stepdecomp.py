@@ -41,7 +41,8 @@ def test_a_step_splits_into_its_terms() -> None:
     assert first.first_op_s == pytest.approx(0.4) and first.last_op_s == pytest.approx(0.7)
     # Busy: [0.4, 0.55] and [0.6, 0.7]; the 0.05 s hole is idle inside compute.
     assert first.busy_s == pytest.approx(0.25) and first.idle_in_compute_s == pytest.approx(0.05)
-    assert first.tail_s == pytest.approx(0.2) and first.last_update_s == pytest.approx(0.9)
+    assert first.tail_s == pytest.approx(0.2)
+    assert (first.first_update_s, first.last_update_s) == pytest.approx((0.8, 0.9))
     assert first.gap_s == pytest.approx(0.1)  # 10.9 to 11.0
     assert parts[1].gap_s is None  # the trace's last step: no next one
 
@@ -51,6 +52,14 @@ def test_steps_without_layer_ops_and_events_outside_steps_are_left_out() -> None
     events = [Event(STEP, 0.0, 0.5), Event(PULL, 0.6, 0.7), *step_events(1.0)]
     parts = decompose(events)
     assert len(parts) == 1 and parts[0].pulls == 2
+
+
+def test_an_arrival_at_a_steps_exact_start_belongs_to_the_step_before() -> None:
+    # Back-to-back steps (the simulator's iterations): the last push of one ends as the next starts.
+    events = [*step_events(0.0), Event(UPDATE_DONE, 0.9, 0.9, "ps1"), *step_events(0.9)]
+    first, second = decompose(events)
+    assert first.last_update_s == pytest.approx(0.9)
+    assert second.first_update_s == pytest.approx(0.8)  # its own, not the one at 0.9
 
 
 def test_summarize_takes_medians_and_skips_missing_values() -> None:
