@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +31,9 @@ KNOBS = {
 
 @pytest.fixture(autouse=True)
 def fresh_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    # ensure() marks its decision in the environment for the re-executed demo; each test starts undecided.
-    monkeypatch.delenv(pscosts.ENV, raising=False)
+    # ensure() marks its decision in the environment for the re-executed demo; each test starts
+    # undecided ("" is), and setenv restores the variable's absence afterwards, so nothing leaks.
+    monkeypatch.setenv(pscosts.ENV, "")
 
 
 def progress() -> tuple[Progress, io.StringIO]:
@@ -74,7 +76,7 @@ def test_absent_measures_once_then_reuses(tmp_path: Path) -> None:
     assert f"{default} absent, measuring them once" in text and "--ps-costs none skips this" in text
     assert "per_message_s 7e-05" in text  # the knobs it measured are printed
     # The next demo (a fresh process: nothing decided yet) reads the file instead of measuring again.
-    pscosts.os.environ.pop(pscosts.ENV)
+    os.environ[pscosts.ENV] = ""
     again = pscosts.ensure(None, progress()[0], default=default, measure=fake_measure(calls))
     assert (again.action, again.path) == ("reuse", str(default)) and calls == [default]
 
@@ -182,7 +184,7 @@ def test_cli_calibrates_before_the_user_namespace(tmp_path: Path, monkeypatch: p
         main(["demo", "--out", "out/demo"])
     assert calls == [predict.DEFAULT_PS_COSTS] and seen == [True]
     # --ps-costs none: nothing measured, the flag travels to the re-executed demo.
-    monkeypatch.delenv(pscosts.ENV)
+    monkeypatch.setenv(pscosts.ENV, "")
     (tmp_path / predict.DEFAULT_PS_COSTS).unlink()
     with pytest.raises(Stop):
         main(["demo", "--out", "out/demo", "--ps-costs", "none"])
