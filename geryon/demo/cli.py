@@ -70,7 +70,7 @@ def add_prediction_flags(p: Any) -> None:
         metavar="FILE",
         help="PS-cost calibration for the prediction: bench/bench_ps_costs.py's JSON, or none; default "
         "out/bench/ps_costs.json, which `geryon demo` (not --quick) measures first when it is absent "
-        "(about 10 s)",
+        "(about 20 s, once)",
     )
 
 
