@@ -1,6 +1,7 @@
 """Where the demo's predicted step times fall short, from saved `make demo` outputs (nothing is rerun).
 
-    .venv/bin/python bench/bench_predict_terms.py [DEMO_DIR ...] [--out out/bench/predict_terms.json]
+    .venv/bin/python bench/bench_predict_terms.py [DEMO_DIR ...] [--ps-costs FILE]
+                                                  [--out out/bench/predict_terms.json]
 
 DEMO_DIR (default out/demo) holds a demo's demo.json and its logs-*/ with the in-cluster capture's
 trace (r<k>-<mode>-capture-trace/.../*.xplane.pb). Two tables per directory:
@@ -26,6 +27,9 @@ trace (r<k>-<mode>-capture-trace/.../*.xplane.pb). Two tables per directory:
      PS updates the simulator, without calibrated PS costs, takes as free or faster), same modes.
    `+gap` and `+tail` come from the captured mode's unmeasured trace rounds, not from any measured
    step median, but for that mode itself the validation is then not independent (same cluster).
+   - `+ps` (only with `--ps-costs FILE`, a bench_ps_costs.py JSON): `payload` with those PS costs
+     (and the file's `step_fixed_s`, when it has one), what `geryon.demo.predict` predicts with that
+     calibration; nothing from the trace. Table 1 then has a `simulated +ps` row too.
 
 Writes JSON with every number (default out/bench/predict_terms.json).
 """
@@ -50,6 +54,7 @@ from geryon.threshold.profile import Profile
 from geryon.threshold.simulator import SimResult, simulate
 
 VARIANTS = ("before", "order", "payload", "+gap", "+tail")
+WITH_PS = "+ps"
 
 
 def find_trace(demo_dir: Path, mode: str) -> Path | None:
@@ -90,7 +95,7 @@ def variant(setting: dict[str, Any], inflight: float | None, payload: bool) -> d
     return out
 
 
-def analyse(demo_dir: Path) -> dict[str, Any]:
+def analyse(demo_dir: Path, ps_costs: str | None = None) -> dict[str, Any]:
     result = json.loads((demo_dir / "demo.json").read_text())
     config = P._config(result)
     incluster = result.get("incluster") or {}
@@ -124,6 +129,12 @@ def analyse(demo_dir: Path) -> dict[str, Any]:
             ("payload", P.GRPC_INFLIGHT, True),
         )
     }
+    costs, ps_info = P.resolve_ps_costs(ps_costs) if ps_costs else (None, {})
+    if costs is not None:
+        simulated[WITH_PS] = sim_parts(
+            simulate(profile, iterations=P.ITERATIONS, trace=True, ps_costs=costs, **P.sim_args(cap_setting))
+        )
+    by_workers: dict[int, float] = ps_info.get("step_fixed_by_workers") or {}
     gap = measured.get("gap_s") or 0.0
     tail_extra = max(0.0, (measured.get("tail_s") or 0.0) - (simulated["payload"].get("tail_s") or 0.0))
     modes: dict[str, Any] = {}
@@ -140,6 +151,9 @@ def analyse(demo_dir: Path) -> dict[str, Any]:
             "+gap": payload + (gap if same_shape else 0.0),
             "+tail": payload + ((gap + tail_extra) if same_shape else 0.0),
         }
+        if costs is not None:
+            fixed = by_workers.get(s["workers"], ps_info.get("step_fixed_s") or 0.0)
+            pred[WITH_PS] = P.simulate_setting(profile, s, costs)[0] + fixed
         meas = m["median_step_s"]
         modes[mode] = {
             "measured_s": meas,
@@ -159,6 +173,7 @@ def analyse(demo_dir: Path) -> dict[str, Any]:
         "simulated_parts": simulated,
         "gap_s": gap,
         "tail_extra_s": tail_extra,
+        "ps_costs": ps_info or None,
         "modes": modes,
     }
 
@@ -181,11 +196,13 @@ PART_COLUMNS = [
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("dirs", nargs="*", default=["out/demo"], help="demo output directories")
+    ap.add_argument("--ps-costs", metavar="FILE", help="add the +ps variant: a bench_ps_costs.py JSON")
     ap.add_argument("--out", default="out/bench/predict_terms.json")
     args = ap.parse_args(argv)
+    variants = VARIANTS + ((WITH_PS,) if args.ps_costs else ())
     reports = []
     for d in args.dirs:
-        rep = analyse(Path(d))
+        rep = analyse(Path(d), args.ps_costs)
         reports.append(rep)
         print(
             f"\n{d}: {rep['captured_mode']} mode's trace "
@@ -199,17 +216,17 @@ def main(argv: list[str] | None = None) -> int:
         mrows = []
         for mode, m in rep["modes"].items():
             row: dict[str, Any] = {"mode": mode, "measured": m["measured_s"]}
-            for v in VARIANTS:
+            for v in variants:
                 row[v] = m["predicted_s"][v]
                 row[f"e{v}"] = 100 * m["error"][v] if m["error"][v] is not None else None
             mrows.append(row)
         cols = [("mode", "mode", ""), ("measured", "measured s", ".3f")]
-        for v in VARIANTS:
+        for v in variants:
             cols += [(v, f"{v} s", ".3f"), (f"e{v}", "err %", "+.1f")]
         print_table(mrows, cols)
     # Across runs: the median absolute error per variant.
     summary = {}
-    for v in VARIANTS:
+    for v in variants:
         errs = [abs(m["error"][v]) for r in reports for m in r["modes"].values() if m["error"][v] is not None]
         summary[v] = {
             "median_abs_error": statistics.median(errs) if errs else None,
@@ -230,7 +247,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     write_json(
         args.out,
-        {"bench": "predict_terms", "order_seeds": P.ORDER_SEEDS, "runs": reports, "summary": summary},
+        {
+            "bench": "predict_terms",
+            "order_seeds": P.ORDER_SEEDS,
+            "ps_costs": args.ps_costs,
+            "runs": reports,
+            "summary": summary,
+        },
     )
     return 0
 

@@ -143,6 +143,42 @@ def run_once(repeats: int, seed: int, progress: Progress) -> dict[str, Any]:
     }
 
 
+def measure(
+    runs: int, repeats: int, seed: int, progress: Progress
+) -> tuple[dict[str, float], list[dict[str, Any]]]:
+    """`runs` fresh clusters of `repeats` interleaved repeats each: the knobs (median over runs) and
+    every run's record. The demo calls this too (geryon.demo.pscosts), with a smaller budget."""
+    if runs < 1 or repeats < 1:
+        raise ValueError(f"runs and repeats must be >= 1, got {runs} and {repeats}")
+    records = []
+    for i in range(runs):
+        progress.say(f"run {i + 1}/{runs}: {repeats} interleaved repeats")
+        records.append(run_once(repeats, seed + i, progress))
+    final = {k: statistics.median(r["knobs"][k] for r in records) for k in KNOBS}
+    return final, records
+
+
+def document(
+    final: dict[str, float], runs: list[dict[str, Any]], repeats: int, bench: str = ""
+) -> dict[str, Any]:
+    """The `geryon.ps-costs` JSON of a measurement; a CalibrationError (naming the knob) when a knob
+    is negative: the noise was larger than the effect, so there is nothing to write."""
+    meta = {
+        "host": socket.gethostname(),
+        "cpu": platform.processor() or platform.machine(),
+        "cpus": os.cpu_count(),
+        "runs": len(runs),
+        "repeats": repeats,
+        "statistic": "median over runs of the median over repeats of paired differences",
+        "per_run": runs,
+        "sizes_bytes": {"small": SMALL, "large": LARGE, "sliced": SLICED, "slices": SLICES},
+        "threads": {"intra": 1, "inter": 2},
+        "per_slice_includes_per_message": True,
+        "bench": bench or "bench/bench_ps_costs.py",
+    }
+    return knobs_document(final, meta)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=3)
@@ -153,11 +189,7 @@ def main() -> int:
     if args.runs < 1 or args.repeats < 1:
         ap.error("--runs and --repeats must be >= 1")
     progress = Progress("bench_ps_costs")
-    runs = []
-    for i in range(args.runs):
-        progress.say(f"run {i + 1}/{args.runs}: {args.repeats} interleaved repeats")
-        runs.append(run_once(args.repeats, args.seed + i, progress))
-    final = {k: statistics.median(r["knobs"][k] for r in runs) for k in KNOBS}
+    final, runs = measure(args.runs, args.repeats, args.seed, progress)
     rows = []
     for k in KNOBS:
         per_run = [r["knobs"][k] for r in runs]
@@ -180,20 +212,7 @@ def main() -> int:
         bad = ", ".join(k for k, v in final.items() if v < 0)
         print(f"error: {bad} came out negative (noise larger than the effect); not writing {args.out}")
         return 1
-    meta = {
-        "host": socket.gethostname(),
-        "cpu": platform.processor() or platform.machine(),
-        "cpus": os.cpu_count(),
-        "runs": args.runs,
-        "repeats": args.repeats,
-        "statistic": "median over runs of the median over repeats of paired differences",
-        "per_run": runs,
-        "sizes_bytes": {"small": SMALL, "large": LARGE, "sliced": SLICED, "slices": SLICES},
-        "threads": {"intra": 1, "inter": 2},
-        "per_slice_includes_per_message": True,
-        "bench": "bench/bench_ps_costs.py",
-    }
-    write_json(args.out, knobs_document(final, meta))
+    write_json(args.out, document(final, runs, args.repeats))
     return 0
 
 

@@ -68,8 +68,9 @@ def add_prediction_flags(p: Any) -> None:
     p.add_argument(
         "--ps-costs",
         metavar="FILE",
-        help="PS-cost calibration for the prediction (bench/bench_ps_costs.py's JSON; default "
-        "out/bench/ps_costs.json when it exists, else none)",
+        help="PS-cost calibration for the prediction: bench/bench_ps_costs.py's JSON, or none; default "
+        "out/bench/ps_costs.json, which `geryon demo` (not --quick) measures first when it is absent "
+        "(about 20 s, once)",
     )
 
 
@@ -294,10 +295,13 @@ def _demo_argv(args: argparse.Namespace) -> list[str]:
 
 
 def run_demo_cmd(args: argparse.Namespace) -> int:
+    from geryon.demo import pscosts
     from geryon.demo.runner import run_demo
 
     cfg = demo_config(args)
     out = _out_dir(args.out)
+    # Before the re-exec: the user namespace's own network has no loopback cluster to measure on.
+    pscosts.ensure(args.ps_costs, Progress("geryon demo"), quick=args.quick)
     _in_user_namespace(_demo_argv(args), "demo")
     from geryon.testbed import TestbedError
 

@@ -7,7 +7,8 @@ workers, PSes and link rate), so a run whose capture failed uses the last one of
 shape; without either (or with `profile_source="alone"`) the profile is measured alone, as follows.
 `prediction["profile"]` says which was used (`used`, `from`, and `fallback` with the reason).
 PS costs (`simknobs.PsCosts`) come from a bench/bench_ps_costs.py calibration (`ps_costs_path`,
-default `out/bench/ps_costs.json` when it exists); `prediction["ps_costs"]` says which, or notes that
+default `out/bench/ps_costs.json` when it exists, which `geryon demo` measures first when it is
+absent: geryon.demo.pscosts; "none" for none); `prediction["ps_costs"]` says which, or notes that
 none is calibrated. The same file's optional `step_fixed_s` (bench/bench_step_cost.py) is added to
 every predicted step (see "Per-step fixed costs" below).
 
@@ -364,15 +365,18 @@ def arrival_timeline(
 # --- PS costs --------------------------------------------------------------------------------------
 DEFAULT_PS_COSTS = Path("out/bench/ps_costs.json")  # bench/bench_ps_costs.py's default --out
 UNCALIBRATED = "PS costs: not calibrated — run bench/bench_ps_costs.py"
+TURNED_OFF = "PS costs: none (--ps-costs none)"
 NO_STEP_COST = "per-step fixed cost not calibrated — run bench/bench_step_cost.py"
 
 
 def resolve_ps_costs(path: str | Path | None) -> tuple[PsCosts | None, dict[str, Any]]:
     """The PS costs for simulate() and what the report says of them. An explicit `path` must load (a
     CalibrationError names the key); the default one, when present but unreadable, is reported and
-    left out rather than failing the whole prediction."""
+    left out rather than failing the whole prediction. "none" (or "off"): no PS costs."""
     from geryon.threshold.calibration import CalibrationError, load_knobs, step_fixed_by_workers
 
+    if isinstance(path, str) and path.strip().lower() in ("none", "off"):
+        return None, {"calibrated": False, "path": None, "knobs": None, "note": TURNED_OFF}
     explicit = path is not None
     where = Path(path) if path is not None else DEFAULT_PS_COSTS
     if not explicit and not where.is_file():

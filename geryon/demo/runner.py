@@ -124,7 +124,8 @@ DEFAULTS: dict[str, Any] = {
     # back to "alone" when that fails) or "alone" (each layer on an idle machine, as before issue 15).
     "profile_source": "cluster",
     # The PS-cost calibration (bench/bench_ps_costs.py's JSON) for the prediction; None: predict's
-    # DEFAULT_PS_COSTS (out/bench/ps_costs.json) when it exists, else none (the PS is free).
+    # DEFAULT_PS_COSTS (out/bench/ps_costs.json) when it exists (`geryon demo` measures it first when
+    # absent: geryon.demo.pscosts), else none (the PS is free); "none": no PS costs.
     "ps_costs": None,
 }
 # The default background, as a share of the link rate: the simulator's pick (bench_demo_shape.py).
@@ -213,7 +214,9 @@ def validate(cfg: dict[str, Any]) -> dict[str, Any]:
         raise UsageError(
             f"--profile-source {cfg['profile_source']!r}: expected one of {', '.join(PROFILE_SOURCES)}"
         )
-    if cfg["ps_costs"] is not None:
+    if cfg["ps_costs"] is not None and str(cfg["ps_costs"]).strip().lower() in ("none", "off"):
+        cfg["ps_costs"] = "none"  # no PS costs (geryon.demo.pscosts.NONE_WORDS)
+    elif cfg["ps_costs"] is not None:
         from geryon.threshold.calibration import CalibrationError, load_knobs
 
         try:
