@@ -47,7 +47,9 @@ def test_tf_order_small(tmp_path: Path) -> None:
 
 def test_ps_costs_small_is_read_by_load_knobs(tmp_path: Path) -> None:
     out = tmp_path / "costs.json"
-    done = _run("bench_ps_costs.py", "--runs", "1", "--repeats", "5", "--out", str(out))
+    # 14 repeats, the demo's own budget (geryon/demo/pscosts.py): at 5-7 a paired-difference knob came out
+    # negative in about 1 of 6 runs on the loaded 2-core machine (a failure beside a demo); 0 of 10 at 14.
+    done = _run("bench_ps_costs.py", "--runs", "1", "--repeats", "14", "--out", str(out))
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     knobs = load_knobs(out)
     assert tuple(knobs) == KNOBS
@@ -58,7 +60,7 @@ def test_ps_costs_small_is_read_by_load_knobs(tmp_path: Path) -> None:
     for key in ("per_message_s", "per_slice_s"):
         assert 1e-6 < knobs[key] < 0.1, (key, knobs[key])
     meta = json.loads(out.read_text())["meta"]
-    assert meta["runs"] == 1 and meta["repeats"] == 5 and meta["per_slice_includes_per_message"] is True
+    assert meta["runs"] == 1 and meta["repeats"] == 14 and meta["per_slice_includes_per_message"] is True
 
 
 @pytest.mark.parametrize(
