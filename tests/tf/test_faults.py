@@ -109,6 +109,10 @@ def test_bad_frames_and_strangers_are_refused_and_the_server_keeps_serving() -> 
         flood = [socket.create_connection(("127.0.0.1", port)) for _ in range(512)]
         time.sleep(0.5)
         with socket.create_connection(("127.0.0.1", port)) as s:
+            # A refusal frame (id 0, UNAVAILABLE: transient, TF retries) naming the limit, then the close.
+            request_id, code, message = _error_response(s)
+            assert request_id == 0 and code == 14, (request_id, code, message)
+            assert "512 data-plane connections open, its limit" in message
             assert _closed_by_server(s)
         for s in flood:
             s.close()
@@ -152,7 +156,7 @@ def test_bad_frames_and_strangers_are_refused_and_the_server_keeps_serving() -> 
     assert "refused a connection from 127.0.0.2" in log
     assert "malformed frame (bad magic 0x0)" in log
     assert "(before its hello): timed out waiting for data" in log
-    assert "512 connections are open already" in log
+    assert "refused the connection: this process has 512 data-plane connections open" in log
 
 
 def test_garbage_to_the_data_ports_during_training_does_not_stop_it() -> None:
