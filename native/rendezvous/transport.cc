@@ -1996,7 +1996,12 @@ class TcpTransport : public Transport {
       queued.swap(slot->queued);
     }
     for (Queued& q : queued) {
-      if (q.p->finished()) continue;  // aborted while it waited: no request for it
+      if (q.p->finished()) {
+        // Aborted while it waited (nothing else ends a queued receive); its Abort had no flow
+        // counters to count it in, so it is counted here: no request goes out for it.
+        counters->aborted += 1;
+        continue;
+      }
       if (conn != nullptr) {
         conn->Send(q.p, q.step_id, q.key);  // a connection broken meanwhile fails it
       } else {
