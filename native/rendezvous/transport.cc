@@ -98,9 +98,14 @@ constexpr int64_t kMaxHoldGapUs = 10 * 1000;
 // An error response with this id (never a request's: ids start at 1) answers the hello: the producer
 // refuses the connection (the task is not in its cluster spec, or not at that address) and closes.
 constexpr uint64_t kRefusalId = 0;
-// Lazy connect: bounded retries with exponential backoff (about 3 s in all), then Unavailable.
+// Lazy connect, on a thread of the transport (receives meanwhile wait on the flow): bounded retries
+// with exponential backoff (about 3 s in all for a refused port), then Unavailable; a silent host
+// or a producer that does not answer its hello is given kConnectDeadline in all.
 constexpr int kConnectAttempts = 8;
 constexpr int kFirstBackoffMs = 25;
+constexpr auto kConnectDeadline = std::chrono::seconds(10);
+// How often a connect in progress checks that the transport is stopping.
+constexpr auto kDialPoll = std::chrono::milliseconds(100);
 // A connect that failed this recently fails the next request at once instead of retrying again.
 constexpr auto kFailFastWindow = std::chrono::milliseconds(1000);
 
@@ -1826,18 +1831,28 @@ class TcpTransport : public Transport {
     if (cls < 0 || cls >= kMaxClasses) cls = kMaxClasses - 1;
     p->cls_ = cls;
     absl::Status s;
-    std::shared_ptr<ClientConn> conn = Connection(peer_task, cls, &s);
+    // Null with s ok: the flow is being connected and `p` waits in its queue (sent, or failed,
+    // by the dialing thread), so TF's executor thread never waits for a connect.
+    std::shared_ptr<ClientConn> conn = Connection(peer_task, cls, p, step_id, key, &s);
     if (!s.ok()) {
       p->Finish(s, Tensor(), false);
       return p;
     }
-    conn->Send(p, step_id, key);
+    if (conn != nullptr) conn->Send(p, step_id, key);
     return p;
   }
 
  private:
+  // A receive issued while its flow was being connected: its request goes out when the connect ends.
+  struct Queued {
+    std::shared_ptr<PendingRecv> p;
+    int64_t step_id;
+    std::string key;
+  };
+
   struct Slot {
-    Mutex mu;  // one connect at a time per flow; view_mu_ may be taken inside it, never around it
+    Mutex mu;  // guards the flow's state; view_mu_ may be taken inside it, never around it. Never
+               // held across a connect (that runs on a thread of the transport, see Connection).
     absl::StatusCode failure_code TF_GUARDED_BY(mu) = absl::StatusCode::kUnavailable;  // kFailedPrecondition: refused
     std::shared_ptr<ClientConn> conn TF_GUARDED_BY(mu);
     // The address of `conn` (a task learned at a new address is redialed).
@@ -1845,9 +1860,17 @@ class TcpTransport : public Transport {
     int dialed_port TF_GUARDED_BY(mu) = -1;
     std::chrono::steady_clock::time_point failed_at TF_GUARDED_BY(mu){};
     std::string failure TF_GUARDED_BY(mu);
+    // A connect is running; receives meanwhile wait in `queued` (in arrival order).
+    bool dialing TF_GUARDED_BY(mu) = false;
+    std::vector<Queued> queued TF_GUARDED_BY(mu);
   };
 
-  std::shared_ptr<ClientConn> Connection(const std::string& peer_task, int cls, absl::Status* status) {
+  // The flow's connection when it is up. Otherwise queues `p` on the flow and returns null with
+  // `*status` ok: the first such receive starts the connect on a thread of the transport, which
+  // then sends (or fails) every queued receive (FinishDial). Null with an error: the peer is not in
+  // the cluster, or its connect failed within kFailFastWindow (that error again, at once).
+  std::shared_ptr<ClientConn> Connection(const std::string& peer_task, int cls, const std::shared_ptr<PendingRecv>& p,
+                                         int64_t step_id, const std::string& key, absl::Status* status) {
     // The common case (the flow is up) copies no task entry and builds no string: the host (a short
     // address, kept inline by std::string) and port are compared with the ones dialed.
     Slot* slot;
@@ -1865,15 +1888,27 @@ class TcpTransport : public Transport {
       data_port = it->second.data_port;
       auto& s = slots_[peer_task][cls];
       if (!s) s = std::make_unique<Slot>();
-      slot = s.get();
+      slot = s.get();  // slots are never removed: the pointer stays valid for the dialing thread
     }
-    MutexLock l(slot->mu);
-    if (slot->dialed_host != host || slot->dialed_port != data_port) {
-      // A restarted coordinator or task at a new address: forget the old flow and its failure.
-      slot->conn.reset();
-      slot->failure.clear();
+    {
+      MutexLock l(slot->mu);
+      if (slot->dialed_host != host || slot->dialed_port != data_port) {
+        // A restarted coordinator or task at a new address: forget the old flow and its failure.
+        slot->conn.reset();
+        slot->failure.clear();
+      }
+      if (slot->conn && !slot->conn->broken()) return slot->conn;
+      if (slot->dialing) {
+        slot->queued.push_back(Queued{p, step_id, key});
+        return nullptr;
+      }
+      if (!slot->failure.empty() && std::chrono::steady_clock::now() - slot->failed_at < kFailFastWindow) {
+        *status = absl::Status(slot->failure_code, slot->failure);
+        return nullptr;
+      }
+      slot->dialing = true;
+      slot->queued.push_back(Queued{p, step_id, key});
     }
-    if (slot->conn && !slot->conn->broken()) return slot->conn;
     PeerAddress peer;
     std::string local_task;
     {
@@ -1889,73 +1924,101 @@ class TcpTransport : public Transport {
       peer.host = host;
       peer.data_port = data_port;
     }
-    auto now = std::chrono::steady_clock::now();
-    if (!slot->failure.empty() && now - slot->failed_at < kFailFastWindow) {
-      *status = absl::Status(slot->failure_code, slot->failure);
-      return nullptr;
+    // The dialing thread's stop does nothing: Dial sees stopping_ (set by the accept loop's stop,
+    // which Stop runs before it joins) within kDialPoll, or its hello wait ends (kHelloAckTimeoutSeconds).
+    if (!threads_.Spawn([this, slot, peer, cls, local_task] { DialFlow(slot, peer, cls, local_task); }, [] {})) {
+      FinishDial(slot, peer, cls, local_task, -1, 0, false, absl::StatusCode::kUnavailable,
+                 "cannot start a thread to connect (the transport is stopping or out of threads)");
     }
-    auto counters = CountersFor("consumer", local_task, peer_task, cls);
+    *status = absl::OkStatus();
+    return nullptr;
+  }
+
+  // Runs on a thread of the transport: connects the flow (bounded by kConnectDeadline), then
+  // hands the result to FinishDial.
+  void DialFlow(Slot* slot, const PeerAddress& peer, int cls, const std::string& local_task) {
     std::string error;
     int port = 0;
     bool refused = false;
     absl::StatusCode refusal_code = absl::StatusCode::kFailedPrecondition;
     int fd = Dial(peer, cls, local_task, &error, &port, &refused, &refusal_code);
-    if (fd < 0 && refused && refusal_code == absl::StatusCode::kUnavailable) {
-      // The task is at its connection limit: transient (a flow may close, the operator may raise
-      // it), so Unavailable, which TF retries; the producer's message names the limit.
-      slot->failure = absl::StrCat(error, PeerTag(peer_task));
-      slot->failure_code = absl::StatusCode::kUnavailable;
-      slot->failed_at = now;
-      slot->dialed_host = host;
-      slot->dialed_port = data_port;
-      counters->errors += 1;
-      *status = absl::UnavailableError(slot->failure);
-      return nullptr;
-    }
-    if (fd < 0 && refused) {
-      // The task itself refused us (not in its cluster, another protocol version): permanent, as on
-      // gRPC, so that ClusterCoordinator does not retry it as a lost worker.
-      slot->failure = absl::StrCat(error, PeerTag(peer_task));
-      slot->failure_code = absl::StatusCode::kFailedPrecondition;
-      slot->failed_at = now;
-      slot->dialed_host = host;
-      slot->dialed_port = data_port;
-      counters->errors += 1;
-      *status = absl::FailedPreconditionError(slot->failure);
-      return nullptr;
-    }
-    if (fd < 0) {
-      // "failed to connect to all addresses" is gRPC's phrase for this, which TF's own PS tests expect.
-      slot->failure = absl::StrCat("Geryon data plane: cannot reach ", peer_task, " at ", peer.host, ":",
-                                   peer.data_port, " (class ", cls, "): failed to connect to all addresses; last error: ",
-                                   error, PeerTag(peer_task));
-      slot->failure_code = absl::StatusCode::kUnavailable;
-      slot->failed_at = now;
-      slot->dialed_host = host;
-      slot->dialed_port = data_port;
-      counters->errors += 1;
-      *status = absl::UnavailableError(slot->failure);
-      return nullptr;
-    }
-    slot->failure.clear();
-    slot->dialed_host = host;
-    slot->dialed_port = data_port;
-    counters->connections += 1;
-    counters->dscp = DscpForClass(cls);
-    counters->local_port = LocalPort(fd);
-    counters->peer_port = port;
-    slot->conn = std::make_shared<ClientConn>(fd, peer_task, cls, counters);
-    slot->conn->StartReader(&threads_);
-    return slot->conn;
+    FinishDial(slot, peer, cls, local_task, fd, port, refused, refusal_code, error);
   }
 
-  // Connects with bounded retries and backoff; marks the socket before connect so the SYN carries
-  // the class's DSCP too. Each attempt tries the task's data-port candidates in order until the
-  // producer that answers the hello is `peer.task`. Returns the descriptor (its port in `*port`),
-  // or -1: `*refused` when that task refused the hello (`*refusal_code`: kUnavailable when it is at
-  // its connection limit, else kFailedPrecondition, permanent), else nothing answered as it.
-  static int Dial(const PeerAddress& peer, int cls, const std::string& local_task, std::string* error, int* port,
-                  bool* refused, absl::StatusCode* refusal_code) {
+  // Records the connect's result on the flow (its connection, or its failure for the fail-fast
+  // window), ends `dialing`, and then, without the flow's lock (RecvDone runs TF code), sends
+  // every queued receive on the new connection or fails it with the connect's error.
+  void FinishDial(Slot* slot, const PeerAddress& peer, int cls, const std::string& local_task, int fd, int port,
+                  bool refused, absl::StatusCode refusal_code, const std::string& error) {
+    const std::string& peer_task = peer.task;
+    auto counters = CountersFor("consumer", local_task, peer_task, cls);
+    std::shared_ptr<ClientConn> conn;
+    absl::Status failed;
+    std::vector<Queued> queued;
+    {
+      MutexLock l(slot->mu);
+      slot->dialed_host = peer.host;
+      slot->dialed_port = peer.data_port;
+      if (fd < 0) {
+        if (refused && refusal_code == absl::StatusCode::kUnavailable) {
+          // The task is at its connection limit: transient (a flow may close, the operator may raise
+          // it), so Unavailable, which TF retries; the producer's message names the limit.
+          slot->failure = absl::StrCat(error, PeerTag(peer_task));
+          slot->failure_code = absl::StatusCode::kUnavailable;
+        } else if (refused) {
+          // The task itself refused us (not in its cluster, another protocol version): permanent, as
+          // on gRPC, so that ClusterCoordinator does not retry it as a lost worker.
+          slot->failure = absl::StrCat(error, PeerTag(peer_task));
+          slot->failure_code = absl::StatusCode::kFailedPrecondition;
+        } else {
+          // "failed to connect to all addresses" is gRPC's phrase for this, which TF's own PS tests
+          // expect.
+          slot->failure = absl::StrCat("Geryon data plane: cannot reach ", peer_task, " at ", peer.host, ":",
+                                       peer.data_port, " (class ", cls,
+                                       "): failed to connect to all addresses; last error: ", error,
+                                       PeerTag(peer_task));
+          slot->failure_code = absl::StatusCode::kUnavailable;
+        }
+        slot->failed_at = std::chrono::steady_clock::now();
+        counters->errors += 1;
+        failed = absl::Status(slot->failure_code, slot->failure);
+      } else {
+        slot->failure.clear();
+        counters->connections += 1;
+        counters->dscp = DscpForClass(cls);
+        counters->local_port = LocalPort(fd);
+        counters->peer_port = port;
+        slot->conn = std::make_shared<ClientConn>(fd, peer_task, cls, counters);
+        slot->conn->StartReader(&threads_);
+        conn = slot->conn;
+      }
+      slot->dialing = false;
+      queued.swap(slot->queued);
+    }
+    for (Queued& q : queued) {
+      if (q.p->finished()) {
+        // Aborted while it waited (nothing else ends a queued receive); its Abort had no flow
+        // counters to count it in, so it is counted here: no request goes out for it.
+        counters->aborted += 1;
+        continue;
+      }
+      if (conn != nullptr) {
+        conn->Send(q.p, q.step_id, q.key);  // a connection broken meanwhile fails it
+      } else {
+        q.p->Finish(failed, Tensor(), false);
+      }
+    }
+  }
+
+  // Connects with bounded retries and backoff, within kConnectDeadline in all (then `*error` says
+  // so); marks the socket before connect so the SYN carries the class's DSCP too. Each attempt
+  // tries the task's data-port candidates in order until the producer that answers the hello is
+  // `peer.task`. Returns the descriptor (its port in `*port`), or -1: `*refused` when that task
+  // refused the hello (`*refusal_code`: kUnavailable when it is at its connection limit, else
+  // kFailedPrecondition, permanent), else nothing answered as it. Runs on a thread of the
+  // transport (DialFlow), never on TF's.
+  int Dial(const PeerAddress& peer, int cls, const std::string& local_task, std::string* error, int* port,
+           bool* refused, absl::StatusCode* refusal_code) {
     std::string hello;
     Put<uint32_t>(&hello, kHelloMagic);
     Put<uint16_t>(&hello, kProtocolVersion);
@@ -1964,16 +2027,31 @@ class TcpTransport : public Transport {
     hello += local_task;
     Put<uint16_t>(&hello, static_cast<uint16_t>(peer.task.size()));
     hello += peer.task;
+    const auto deadline = std::chrono::steady_clock::now() + kConnectDeadline;
+    // Why the connect ended without a connection when the deadline or a stop cut it short.
+    auto gave_up = [&](const char* why) {
+      *error = absl::StrCat(error->empty() ? "no answer" : *error, "; ", why, " after ",
+                            std::chrono::duration_cast<std::chrono::seconds>(kConnectDeadline).count(), " s");
+      return -1;
+    };
     int backoff_ms = kFirstBackoffMs;
     for (int attempt = 0; attempt < kConnectAttempts; ++attempt) {
       if (attempt > 0) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(backoff_ms));
+        const auto wake = std::chrono::steady_clock::now() + std::chrono::milliseconds(backoff_ms);
+        if (wake >= deadline) return gave_up("gave up connecting");
+        while (std::chrono::steady_clock::now() < wake) {
+          if (stopping_) return gave_up("the transport stopped");
+          std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(
+              kDialPoll, wake - std::chrono::steady_clock::now()));
+        }
         backoff_ms *= 2;
       }
       for (int i = 0; i < kDataPortCandidates; ++i) {
+        if (stopping_) return gave_up("the transport stopped");
+        if (std::chrono::steady_clock::now() >= deadline) return gave_up("gave up connecting");
         const int candidate = DataPortCandidate(peer.data_port, i);
         bool host_failed = false;
-        int fd = Connect(peer.host, candidate, cls, error, &host_failed);
+        int fd = Connect(peer.host, candidate, cls, deadline, error, &host_failed);
         // Refused: nobody listens there (yet), the next candidate. A host that does not resolve,
         // answer or route fails every candidate alike: back off instead of waiting 8 times.
         if (fd < 0 && host_failed) break;
@@ -1983,7 +2061,7 @@ class TcpTransport : public Transport {
           close(fd);
           continue;
         }
-        switch (ReadAnswer(fd, peer.task, candidate, error, refusal_code)) {
+        switch (ReadAnswer(fd, peer.task, candidate, deadline, error, refusal_code)) {
           case Answer::kAck:
             *port = candidate;
             return fd;
@@ -2000,9 +2078,12 @@ class TcpTransport : public Transport {
     return -1;
   }
 
-  // A connected, marked socket to host:port, or -1 with `*error`; `*host_failed` when the failure is
-  // the host's (no resolution, timeout, unreachable), not the port's (connection refused).
-  static int Connect(const std::string& host, int port, int cls, std::string* error, bool* host_failed) {
+  // A connected, marked (blocking) socket to host:port, or -1 with `*error`; `*host_failed` when the
+  // failure is the host's (no resolution, no answer by `deadline`, unreachable), not the port's
+  // (connection refused). The connect itself is non-blocking and waited for in kDialPoll slices, so
+  // a silent host (SYNs dropped) costs at most the deadline and a stop is seen at once.
+  int Connect(const std::string& host, int port, int cls, std::chrono::steady_clock::time_point deadline,
+              std::string* error, bool* host_failed) {
     addrinfo hints{};
     hints.ai_socktype = SOCK_STREAM;
     addrinfo* res = nullptr;
@@ -2016,12 +2097,36 @@ class TcpTransport : public Transport {
     int fd = -1;
     bool refused = false;
     for (addrinfo* ai = res; ai != nullptr && fd < 0; ai = ai->ai_next) {
-      fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+      fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol);
       if (fd < 0) continue;
       MarkSocket(fd, cls, /*consumer=*/true);
-      if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
-        refused = refused || errno == ECONNREFUSED;
-        *error = absl::StrCat("port ", port, ": ", ErrnoText(errno));
+      int err = connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 ? 0 : errno;
+      while (err == EINPROGRESS || err == EINTR) {
+        if (stopping_) {
+          err = ECANCELED;
+          break;
+        }
+        const auto now = std::chrono::steady_clock::now();
+        if (now >= deadline) {
+          err = ETIMEDOUT;
+          break;
+        }
+        const auto slice = std::min<std::chrono::steady_clock::duration>(kDialPoll, deadline - now);
+        pollfd pfd{fd, POLLOUT, 0};
+        const int n = poll(&pfd, 1, static_cast<int>(std::chrono::ceil<std::chrono::milliseconds>(slice).count()));
+        if (n < 0 && errno != EINTR) {
+          err = errno;
+        } else if (n > 0) {
+          socklen_t len = sizeof(err);
+          if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+        }
+      }
+      if (err == 0) {
+        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);  // the flow's reads and writes block
+      } else {
+        refused = refused || err == ECONNREFUSED;
+        *error = err == ETIMEDOUT ? absl::StrCat("port ", port, ": no answer to the connect")
+                                  : absl::StrCat("port ", port, ": ", ErrnoText(err));
         close(fd);
         fd = -1;
       }
@@ -2035,10 +2140,13 @@ class TcpTransport : public Transport {
 
   // The producer's answer to our hello: an ack naming `task` (ours), a refusal frame (`*error` is
   // its message, `*refusal_code` kUnavailable for a transient one, else kFailedPrecondition), or
-  // anything else (another task's ack, another program, silence) -> kOther.
-  static Answer ReadAnswer(int fd, const std::string& task, int port, std::string* error,
-                           absl::StatusCode* refusal_code) {
-    timeval wait{kHelloAckTimeoutSeconds, 0}, none{0, 0};
+  // anything else (another task's ack, another program, silence until kHelloAckTimeoutSeconds or
+  // `deadline`, the earlier) -> kOther.
+  static Answer ReadAnswer(int fd, const std::string& task, int port, std::chrono::steady_clock::time_point deadline,
+                           std::string* error, absl::StatusCode* refusal_code) {
+    const auto left = std::chrono::duration_cast<std::chrono::microseconds>(deadline - std::chrono::steady_clock::now());
+    const int64_t wait_us = std::max<int64_t>(1000, std::min<int64_t>(kHelloAckTimeoutSeconds * 1000000LL, left.count()));
+    timeval wait{static_cast<time_t>(wait_us / 1000000), static_cast<suseconds_t>(wait_us % 1000000)}, none{0, 0};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof(wait));
     uint32_t magic;
     std::string e;
