@@ -211,9 +211,10 @@ class GeryonRemoteRendezvous : public BaseRemoteRendezvous {
                                                         bool is_dead) {
       if (!to_device || !status.ok() || is_dead || !call->status().ok()) {
         // The bytes just read into the tensor's buffer: TF may pass the tensor on to a Send whose
-        // consumer our producer side then writes it to (ServeCallback claims it there).
+        // consumer our producer side then writes it to (ServeCallback claims it there), or free it
+        // and hand the memory to a kernel's output that our writer sends (tsan.h, ReleaseBytes).
         absl::string_view bytes = FlatBytes(tensor);
-        if (!bytes.empty()) GERYON_HAPPENS_BEFORE(bytes.data());
+        ReleaseBytes(bytes.data(), bytes.size());
         (*complete)(status, Args(), recv_args, tensor, is_dead);
         return;
       }
@@ -294,9 +295,10 @@ class ServeCallback {
     device_context = send_args.device_context;
     bytes = FlatBytes(val);
     GERYON_IGNORE_ACCESSES_END();
-    // A tensor our consumer side read from another flow (TF passed it on to this Send): its bytes
-    // were announced there (RecvFromRemoteAsync) and are claimed before the transport writes them.
-    if (!bytes.empty()) GERYON_HAPPENS_AFTER(bytes.data());
+    // A tensor our consumer side read from another flow (TF passed it on to this Send), or one in
+    // memory such a tensor had before TF's allocator reused it: its bytes were announced there
+    // (RecvFromRemoteAsync) and are claimed before the transport writes them.
+    ClaimBytes(bytes.data(), bytes.size());
     if (!status.ok() || is_dead || !IsAcceleratorTensor(src_device_, alloc_attrs)) {
       done_(status, val, is_dead);  // host memory: the transport writes the tensor's own buffer
       return;

@@ -758,6 +758,7 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
       payload = nbytes;
       if (p != nullptr && !p->finished()) {
         tensor = Tensor(p->allocator_, dt, shape);
+        if (tensor.IsInitialized()) ClaimBytes(tensor.tensor_data().data(), nbytes);  // maybe reused: tsan.h
         if (!tensor.IsInitialized()) {
           status = absl::ResourceExhaustedError(absl::StrCat("Geryon data plane: cannot allocate ", nbytes,
                                                              " bytes for a tensor from ", peer_));
@@ -830,6 +831,8 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
       return false;
     }
     Tensor tensor(p->allocator_, dt, shape);
+    // Memory TF's allocator may have pooled since our writer sent from it (tsan.h, ClaimBytes).
+    if (tensor.IsInitialized()) ClaimBytes(tensor.tensor_data().data(), nbytes);
     if (!tensor.IsInitialized()) {
       Take(id);  // its chunks then find no receive and are discarded
       p->Finish(absl::ResourceExhaustedError(absl::StrCat("Geryon data plane: cannot allocate ", nbytes,
@@ -1037,6 +1040,15 @@ struct Response {
   // Computed each time, not stored: a view into proto_bytes would dangle once the response moves.
   absl::string_view payload() const { return raw_payload ? tensor.tensor_data() : absl::string_view(proto_bytes); }
   bool started() const { return head_sent || in_frame; }
+
+  Response() = default;
+  Response(const Response&) = delete;
+  Response& operator=(const Response&) = delete;
+  // Our last read of the tensor's bytes is done and our reference goes with `tensor`: TF's
+  // allocator may give the memory to a tensor our reader fills next (tsan.h, ReleaseBytes).
+  ~Response() {
+    if (raw_payload) ReleaseBytes(tensor.tensor_data().data(), tensor.tensor_data().size());
+  }
 };
 
 enum class WriteResult { kDone, kMore, kWouldBlock, kFailed };
