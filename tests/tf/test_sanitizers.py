@@ -262,22 +262,36 @@ def test_an_annotated_handoff_is_ordered_and_hides_no_other_race(
         check=True,
         capture_output=True,
     )
-    logs = tmp_path / "logs"
-    logs.mkdir()
     script = f"import ctypes; print(ctypes.CDLL({str(lib)!r}).handoff({annotate}, {race_too}))"
-    env = {**os.environ, **sanitizers.environment("thread", logs)}
-    proc = subprocess.run(
-        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120, check=False
-    )
-    assert proc.stdout.strip() == "42", proc.stderr[-3000:]
-    mine = sanitizers.ours(sanitizers.reports(logs))
-    # TSAN names a global it reports on ("Location is global 'unguarded' ..."): the job lives on the heap.
-    on_counter = [r for r in mine if "'unguarded'" in r.text]
+
+    def run(attempt: int) -> tuple[list[sanitizers.Report], list[sanitizers.Report]]:
+        """One process: (its reports in our code, those of them on the counter)."""
+        logs = tmp_path / f"logs{attempt}"
+        logs.mkdir()
+        env = {**os.environ, **sanitizers.environment("thread", logs)}
+        proc = subprocess.run(
+            [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120, check=False
+        )
+        assert proc.stdout.strip() == "42", proc.stderr[-3000:]
+        mine = sanitizers.ours(sanitizers.reports(logs))
+        # TSAN names a global it reports on ("Location is global 'unguarded' ..."): the job is on the heap.
+        return mine, [r for r in mine if "'unguarded'" in r.text]
+
+    mine, on_counter = run(0)
     if expected == "nothing":
         assert not mine, sanitizers.triage_table(mine)
     elif expected == "the handoff":
         assert mine and not on_counter, sanitizers.triage_table(mine)
     else:
+        # The counter's race went unreported once in CI and once in a triage run under load (no report
+        # at all, the job's neither); the cause is not established (TSAN drops, for one, a race whose
+        # earlier access's stack it cannot restore). So up to 3 processes, each with nothing in our
+        # code but the counter's race, and at least one that reports it.
+        for attempt in range(1, 3):
+            assert on_counter == mine, sanitizers.triage_table(mine)
+            if on_counter:
+                break
+            mine, on_counter = run(attempt)
         assert on_counter and on_counter == mine, sanitizers.triage_table(mine)
 
 
