@@ -26,6 +26,7 @@ from geryon.agent.jobs import (
     JobRegistry,
     JobState,
     PairReport,
+    UnresolvedFlow,
     make_job,
     map_all_jobs,
 )
@@ -78,6 +79,17 @@ def flow_info(jf: JobFlow) -> pb.FlowInfo:
     )
 
 
+def unresolved_flow(f: UnresolvedFlow) -> pb.UnresolvedFlow:
+    return pb.UnresolvedFlow(
+        task=f.task,
+        peer=f.peer,
+        class_index=f.class_index,
+        direction=f.direction,
+        bytes=f.bytes,
+        messages=f.messages,
+    )
+
+
 def _cluster(spec_cluster: dict[str, list[str]]) -> dict[str, pb.TaskAddresses]:
     return {role: pb.TaskAddresses(addresses=addrs) for role, addrs in spec_cluster.items()}
 
@@ -89,6 +101,7 @@ def job_status(state: JobState) -> pb.JobStatus:
         classes=[class_policy(i, c) for i, c in enumerate(state.spec.classes)],
         thresholds=list(state.thresholds or ()),
         registered_at=state.registered_at,
+        unresolved=[unresolved_flow(f) for f in state.unresolved],
     )
     if state.iteration_time_s is not None:
         msg.iteration_time_s = state.iteration_time_s
@@ -149,12 +162,18 @@ class AgentServicer(pb_grpc.AgentServicer):
     ) -> pb.ReportIterationResponse:
         iteration = request.iteration_time_s if request.HasField("iteration_time_s") else None
         thresholds = list(request.thresholds) or None
-        if iteration is None and thresholds is None:
+        unresolved = [
+            UnresolvedFlow(f.task, f.peer, f.class_index, f.direction, f.bytes, f.messages)
+            for f in request.unresolved
+        ]
+        if iteration is None and thresholds is None and not unresolved:
             self._abort(
-                context, grpc.StatusCode.INVALID_ARGUMENT, "give iteration_time_s, thresholds or both"
+                context,
+                grpc.StatusCode.INVALID_ARGUMENT,
+                "give iteration_time_s, thresholds or unresolved (or several of them)",
             )
         try:
-            self.jobs.report(request.job_id, iteration, thresholds)
+            self.jobs.report(request.job_id, iteration, thresholds, unresolved)
         except JobNotFound as e:
             self._abort(context, grpc.StatusCode.NOT_FOUND, str(e))
         except JobError as e:

@@ -136,6 +136,8 @@ def run_status(args: argparse.Namespace) -> int:
         th = ", ".join(f"{t:g}" for t in job.thresholds) or "-"
         roles = ", ".join(f"{r}: {len(t.addresses)}" for r, t in sorted(job.cluster.items()))
         print(f"job {job.job_id}: {roles}; iteration {it}; threshold {th}")
+        for line in unresolved_lines(job):
+            print(f"  {line}")
     for p in status.pairs:
         state = (
             "ok"
@@ -146,6 +148,23 @@ def run_status(args: argparse.Namespace) -> int:
         )
         print(f"  {p.job_id} {p.ps} <-> {p.worker}: {p.connections} flow(s), DSCP {list(p.dscps)}: {state}")
     return 0 if status.in_sync and not problems else 1
+
+
+def unresolved_lines(job: Any) -> list[str]:
+    """One line per flow of `job` (a JobStatus) that carried tensors the graph pass could not trace to a
+    parameter; none when there were none, so a model the pass handles adds no noise."""
+    names = {c.index: c.name for c in job.classes}
+    out = []
+    for f in job.unresolved:
+        if f.bytes == 0:
+            continue
+        way = "received from" if f.direction == "received" else "sent to"
+        cls = names.get(f.class_index, str(f.class_index))
+        out.append(
+            f"unresolved: {f.task} {way} {f.peer}, class {cls}: {f.bytes} bytes in {f.messages} tensor(s) "
+            "the graph pass could not trace to a parameter"
+        )
+    return out
 
 
 def run_flows(args: argparse.Namespace) -> int:

@@ -91,6 +91,26 @@ class JobSpec:
         return out
 
 
+DIRECTIONS = ("received", "sent")  # of an unresolved flow: its task consumed / produced the tensors
+
+
+@dataclass(frozen=True)
+class UnresolvedFlow:
+    """A task's data-plane flow and the bytes on it whose edge resolved to no parameter (issue 16): the
+    graph pass could not trace it, or it carries none. Cumulative, as the task's flow counters are."""
+
+    task: str  # the reporting task, "worker:0"
+    peer: str  # the other end, "ps:0"
+    class_index: int  # 0 = most urgent
+    direction: str  # DIRECTIONS
+    bytes: int
+    messages: int
+
+    @property
+    def key(self) -> tuple[str, str, int, str]:
+        return (self.task, self.peer, self.class_index, self.direction)
+
+
 @dataclass(frozen=True)
 class JobState:
     spec: JobSpec
@@ -102,6 +122,8 @@ class JobState:
     # Each change is one threshold-search trial; the first thresholds reported count as a change.
     threshold_changes: int = 0
     threshold_changed_at: float | None = None  # unix time of the last change; None until thresholds come
+    # Per flow, the latest report of its task, sorted by key; only flows with unresolved tensors.
+    unresolved: tuple[UnresolvedFlow, ...] = ()
 
 
 def _resolve(host: str, where: str) -> str:
@@ -239,10 +261,15 @@ class JobRegistry:
             return sorted(self._jobs.values(), key=lambda s: s.spec.job_id)
 
     def report(
-        self, job_id: str, iteration_time_s: float | None, thresholds: Sequence[float] | None
+        self,
+        job_id: str,
+        iteration_time_s: float | None,
+        thresholds: Sequence[float] | None,
+        unresolved: Sequence[UnresolvedFlow] = (),
     ) -> JobState:
         """Records the job's latest iteration time and/or thresholds (k-1 for its k classes), counting
-        iteration reports and threshold changes (thresholds equal to the current ones are no change)."""
+        iteration reports and threshold changes (thresholds equal to the current ones are no change),
+        and its tasks' unresolved flows (each replaces the last report of the same flow)."""
         if iteration_time_s is not None and (
             not isinstance(iteration_time_s, int | float)
             or not math.isfinite(iteration_time_s)
@@ -265,6 +292,8 @@ class JobRegistry:
                         f"thresholds: the job has {k} classes, so give {k - 1} thresholds, "
                         f"got {len(new_thresholds)}"
                     )
+            flows = {f.key: f for f in state.unresolved}
+            flows.update((f.key, f) for f in check_unresolved(state.spec, unresolved))
             now = self._clock()
             changed = new_thresholds != state.thresholds
             new = replace(
@@ -275,9 +304,43 @@ class JobRegistry:
                 reports=state.reports + int(iteration_time_s is not None),
                 threshold_changes=state.threshold_changes + int(changed),
                 threshold_changed_at=now if changed else state.threshold_changed_at,
+                unresolved=tuple(flows[k] for k in sorted(flows)),
             )
             self._jobs[job_id] = new
             return new
+
+
+def check_unresolved(spec: JobSpec, flows: Sequence[UnresolvedFlow]) -> list[UnresolvedFlow]:
+    """The reported flows, validated against the job: both ends tasks of its cluster, a class it has, a
+    known direction, counts that are whole numbers; a flow named twice in one report is refused."""
+    tasks = {t.name for t in spec.tasks}
+    seen: set[tuple[str, str, int, str]] = set()
+    for i, f in enumerate(flows):
+        at = f"unresolved[{i}]"
+        for name, value in (("task", f.task), ("peer", f.peer)):
+            if value not in tasks:
+                known = ", ".join(sorted(tasks))
+                raise JobError(
+                    f"{at}.{name}: {value!r} is no task of job {spec.job_id!r} (its tasks: {known})"
+                )
+        k = len(spec.classes)
+        if (
+            isinstance(f.class_index, bool)
+            or not isinstance(f.class_index, int)
+            or not 0 <= f.class_index < k
+        ):
+            raise JobError(f"{at}.class_index: {f.class_index!r}, but the job has {k} classes (0..{k - 1})")
+        if f.direction not in DIRECTIONS:
+            raise JobError(f"{at}.direction: {f.direction!r} must be one of {', '.join(DIRECTIONS)}")
+        for name, count in (("bytes", f.bytes), ("messages", f.messages)):
+            if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+                raise JobError(f"{at}.{name}: {count!r} must be a whole number >= 0")
+        if f.key in seen:
+            raise JobError(
+                f"{at}: the flow {f.task} {f.direction} {f.peer} class {f.class_index} is named twice"
+            )
+        seen.add(f.key)
+    return list(flows)
 
 
 # --- flows -> roles and pairs ---

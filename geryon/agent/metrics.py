@@ -9,7 +9,9 @@ Sections, each timed and with its own error counter so one failing source never 
   nic      per-priority bytes/packets and PFC pause counters from ethtool statistics (mlx5 names), where
            the NIC has them (veth has none: no series, no error);
   jobs     iteration time and thresholds reported over the API, how many iterations were reported and
-           how often (and when last) the thresholds changed, i.e. the threshold search's trials;
+           how often (and when last) the thresholds changed, i.e. the threshold search's trials; the
+           bytes and messages per data-plane flow whose edge the graph pass could not trace to a
+           parameter, as the job's tasks report them (geryon_job/task/peer/class/direction);
   config   drift and the last successful apply (from the daemon); the configured classes as
            geryon_class_info{class,dscp,priority,lossless} = 1 (for joins in rules) and geryon_agent_info;
            the daemon's last switch check as geryon_peer_mismatch{interface,kind} (peer PFC/ETS/APP).
@@ -530,8 +532,26 @@ class AgentCollector(Collector):
             "Unix time of the job's last threshold change",
             labels=[JOB_LABEL],
         )
+        # Labels as the flow series' (the job's class name), plus the flow's direction seen from `task`.
+        unresolved_labels = [JOB_LABEL, "task", "peer", "class", "direction"]
+        unresolved_bytes = CounterMetricFamily(
+            "geryon_job_unresolved_bytes",
+            "Data-plane bytes of tensors whose edge resolved to no parameter (the least urgent class by "
+            "default), per flow, as the job's task reported them",
+            labels=unresolved_labels,
+        )
+        unresolved_messages = CounterMetricFamily(
+            "geryon_job_unresolved_messages",
+            "Data-plane tensors whose edge resolved to no parameter, per flow, as the job's task "
+            "reported them",
+            labels=unresolved_labels,
+        )
         for state in self.jobs.states():
             job = state.spec.job_id
+            for f in state.unresolved:
+                k = [job, f.task, f.peer, state.spec.classes[f.class_index].name, f.direction]
+                unresolved_bytes.add_metric(k, f.bytes)
+                unresolved_messages.add_metric(k, f.messages)
             classes.add_metric([job], len(state.spec.classes))
             reports.add_metric([job], state.reports)
             changes.add_metric([job], state.threshold_changes)
@@ -541,7 +561,16 @@ class AgentCollector(Collector):
                 iteration.add_metric([job], state.iteration_time_s)
             for i, t in enumerate(state.thresholds or ()):
                 threshold.add_metric([job, str(i)], t)
-        return [iteration, threshold, classes, reports, changes, changed_at]
+        return [
+            iteration,
+            threshold,
+            classes,
+            reports,
+            changes,
+            changed_at,
+            unresolved_bytes,
+            unresolved_messages,
+        ]
 
     def _config(self) -> list[Metric]:
         info = GaugeMetricFamily(

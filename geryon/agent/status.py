@@ -215,6 +215,19 @@ def _job(state: JobState, pairs: list[dict[str, Any]]) -> dict[str, Any]:
         "reports": state.reports,
         "threshold_changes": state.threshold_changes,
         "threshold_changed_at": state.threshold_changed_at,
+        # Flows with tensors the graph pass could not trace to a parameter, as their tasks reported them.
+        "unresolved": [
+            {
+                "task": f.task,
+                "peer": f.peer,
+                "class": state.spec.classes[f.class_index].name,
+                "direction": f.direction,
+                "bytes": f.bytes,
+                "messages": f.messages,
+            }
+            for f in state.unresolved
+            if f.bytes > 0
+        ],
         "pairs": pairs,
     }
 

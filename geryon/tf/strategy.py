@@ -325,7 +325,8 @@ def strategy(
     batch dimension, when the model is not built yet. Tensors that carry no parameter, and those the
     graph pass cannot trace to one, take `default_class` (default: the least urgent class, so that
     what the pass misses never competes with the most urgent parameters; their bytes are counted per
-    flow, `FlowCounter.unresolved_bytes`).
+    flow on both ends, `FlowCounter.unresolved_bytes`, and the host agent shows them: see
+    geryon.tf.agent_report).
     """
     import tensorflow as tf
 
@@ -394,12 +395,15 @@ class ThresholdHook:
             hook.end()                   # reports the step's wall time (or pass iteration_time=)
 
     `searcher` is anything with `next_threshold()` and `report(thresholds, seconds)`, such as
-    geryon.threshold.search.make_searcher(...).
+    geryon.threshold.search.make_searcher(...). `reporter` (a geryon.tf.agent_report.AgentReporter):
+    `end()` also reports the iteration time and thresholds to the host agent, with this process's
+    unresolved flows (the ps and worker tasks report theirs themselves: GERYON_AGENT_JOB).
     """
 
-    def __init__(self, searcher: Any, geryon_strategy: GeryonStrategy) -> None:
+    def __init__(self, searcher: Any, geryon_strategy: GeryonStrategy, reporter: Any = None) -> None:
         self.searcher = searcher
         self.strategy = geryon_strategy
+        self.reporter = reporter
         self._started: float | None = None
         self._running: tuple[float, ...] | None = None
 
@@ -416,4 +420,6 @@ class ThresholdHook:
             raise RuntimeError("ThresholdHook.end() called without begin()")
         seconds = time.perf_counter() - self._started if iteration_time is None else iteration_time
         self.searcher.report(self._running, seconds)
+        if self.reporter is not None:
+            self.reporter.report(iteration_time_s=seconds, thresholds=self._running)
         self._started = None

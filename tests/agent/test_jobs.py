@@ -14,6 +14,7 @@ from geryon.agent.jobs import (
     JobError,
     JobNotFound,
     JobRegistry,
+    UnresolvedFlow,
     make_job,
     map_job_flows,
     parse_address,
@@ -136,6 +137,42 @@ def test_registry_counts_reports_and_threshold_changes() -> None:
     assert (reg.get("j1").reports, reg.get("j1").threshold_changes) == (3, 2)  # a rejected report counts not
     reg.register(make_job("j1", SPEC, default_classes()))  # a re-registered job starts over
     assert (reg.get("j1").reports, reg.get("j1").threshold_changes) == (0, 0)
+
+
+def test_registry_keeps_the_latest_unresolved_counts_per_flow_and_names_bad_fields() -> None:
+    reg = JobRegistry(clock=lambda: 100.0)
+    reg.register(make_job("j1", SPEC, default_classes()))
+    consumer = UnresolvedFlow("worker:0", "ps:0", 1, "received", 1016, 1)
+    producer = UnresolvedFlow("ps:0", "worker:0", 1, "sent", 1016, 1)
+    # Each task reports its own flows; a report alone (no iteration, no thresholds) is no iteration.
+    reg.report("j1", None, None, [consumer])
+    state = reg.report("j1", None, None, [producer])
+    assert state.unresolved == (producer, consumer) and state.reports == 0  # sorted by task
+    grown = UnresolvedFlow("worker:0", "ps:0", 1, "received", 3048, 3)
+    state = reg.report("j1", 0.5, None, [grown])  # replaces that flow's count, keeps the others
+    assert state.unresolved == (producer, grown) and state.reports == 1
+    for bad, message in [
+        (
+            UnresolvedFlow("worker:7", "ps:0", 1, "received", 1, 1),
+            r"unresolved\[0\]\.task: 'worker:7' is no task",
+        ),
+        (UnresolvedFlow("worker:0", "/job:ps", 1, "received", 1, 1), r"unresolved\[0\]\.peer: '/job:ps'"),
+        (
+            UnresolvedFlow("worker:0", "ps:0", 2, "received", 1, 1),
+            r"class_index: 2, but the job has 2 classes",
+        ),
+        (UnresolvedFlow("worker:0", "ps:0", 0, "in", 1, 1), r"direction: 'in' must be one of received, sent"),
+        (UnresolvedFlow("worker:0", "ps:0", 0, "sent", -1, 1), r"bytes: -1 must be a whole number"),
+    ]:
+        with pytest.raises(JobError, match=message):
+            reg.report("j1", None, None, [bad])
+    with pytest.raises(
+        JobError, match=r"unresolved\[1\]: the flow worker:0 received ps:0 class 1 is named twice"
+    ):
+        reg.report("j1", None, None, [grown, grown])
+    assert reg.get("j1").unresolved == (producer, grown)  # rejected reports changed nothing
+    reg.register(make_job("j1", SPEC, default_classes()))  # a re-registered job starts over
+    assert reg.get("j1").unresolved == ()
 
 
 def test_mapping_on_the_ps_host() -> None:

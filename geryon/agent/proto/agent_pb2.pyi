@@ -77,15 +77,33 @@ class FlowPolicy(_message.Message):
     classes: _containers.RepeatedCompositeFieldContainer[ClassPolicy]
     def __init__(self, job_id: _Optional[str] = ..., classes: _Optional[_Iterable[_Union[ClassPolicy, _Mapping]]] = ...) -> None: ...
 
+class UnresolvedFlow(_message.Message):
+    __slots__ = ("task", "peer", "class_index", "direction", "bytes", "messages")
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    PEER_FIELD_NUMBER: _ClassVar[int]
+    CLASS_INDEX_FIELD_NUMBER: _ClassVar[int]
+    DIRECTION_FIELD_NUMBER: _ClassVar[int]
+    BYTES_FIELD_NUMBER: _ClassVar[int]
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    task: str
+    peer: str
+    class_index: int
+    direction: str
+    bytes: int
+    messages: int
+    def __init__(self, task: _Optional[str] = ..., peer: _Optional[str] = ..., class_index: _Optional[int] = ..., direction: _Optional[str] = ..., bytes: _Optional[int] = ..., messages: _Optional[int] = ...) -> None: ...
+
 class ReportIterationRequest(_message.Message):
-    __slots__ = ("job_id", "iteration_time_s", "thresholds")
+    __slots__ = ("job_id", "iteration_time_s", "thresholds", "unresolved")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     ITERATION_TIME_S_FIELD_NUMBER: _ClassVar[int]
     THRESHOLDS_FIELD_NUMBER: _ClassVar[int]
+    UNRESOLVED_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     iteration_time_s: float
     thresholds: _containers.RepeatedScalarFieldContainer[float]
-    def __init__(self, job_id: _Optional[str] = ..., iteration_time_s: _Optional[float] = ..., thresholds: _Optional[_Iterable[float]] = ...) -> None: ...
+    unresolved: _containers.RepeatedCompositeFieldContainer[UnresolvedFlow]
+    def __init__(self, job_id: _Optional[str] = ..., iteration_time_s: _Optional[float] = ..., thresholds: _Optional[_Iterable[float]] = ..., unresolved: _Optional[_Iterable[_Union[UnresolvedFlow, _Mapping]]] = ...) -> None: ...
 
 class ReportIterationResponse(_message.Message):
     __slots__ = ()
@@ -116,7 +134,7 @@ class PairStatus(_message.Message):
     def __init__(self, job_id: _Optional[str] = ..., ps: _Optional[str] = ..., worker: _Optional[str] = ..., connections: _Optional[int] = ..., dscps: _Optional[_Iterable[int]] = ..., missing_classes: _Optional[_Iterable[str]] = ..., wrong_dscps: _Optional[_Iterable[int]] = ..., ok: _Optional[bool] = ...) -> None: ...
 
 class JobStatus(_message.Message):
-    __slots__ = ("job_id", "cluster", "classes", "iteration_time_s", "thresholds", "registered_at", "reported_at")
+    __slots__ = ("job_id", "cluster", "classes", "iteration_time_s", "thresholds", "registered_at", "reported_at", "unresolved")
     class ClusterEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -131,6 +149,7 @@ class JobStatus(_message.Message):
     THRESHOLDS_FIELD_NUMBER: _ClassVar[int]
     REGISTERED_AT_FIELD_NUMBER: _ClassVar[int]
     REPORTED_AT_FIELD_NUMBER: _ClassVar[int]
+    UNRESOLVED_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     cluster: _containers.MessageMap[str, TaskAddresses]
     classes: _containers.RepeatedCompositeFieldContainer[ClassPolicy]
@@ -138,7 +157,8 @@ class JobStatus(_message.Message):
     thresholds: _containers.RepeatedScalarFieldContainer[float]
     registered_at: float
     reported_at: float
-    def __init__(self, job_id: _Optional[str] = ..., cluster: _Optional[_Mapping[str, TaskAddresses]] = ..., classes: _Optional[_Iterable[_Union[ClassPolicy, _Mapping]]] = ..., iteration_time_s: _Optional[float] = ..., thresholds: _Optional[_Iterable[float]] = ..., registered_at: _Optional[float] = ..., reported_at: _Optional[float] = ...) -> None: ...
+    unresolved: _containers.RepeatedCompositeFieldContainer[UnresolvedFlow]
+    def __init__(self, job_id: _Optional[str] = ..., cluster: _Optional[_Mapping[str, TaskAddresses]] = ..., classes: _Optional[_Iterable[_Union[ClassPolicy, _Mapping]]] = ..., iteration_time_s: _Optional[float] = ..., thresholds: _Optional[_Iterable[float]] = ..., registered_at: _Optional[float] = ..., reported_at: _Optional[float] = ..., unresolved: _Optional[_Iterable[_Union[UnresolvedFlow, _Mapping]]] = ...) -> None: ...
 
 class AgentStatus(_message.Message):
     __slots__ = ("version", "interfaces", "classes", "in_sync", "drift", "last_apply", "jobs", "pairs")

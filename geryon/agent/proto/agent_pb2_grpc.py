@@ -91,7 +91,8 @@ class AgentServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ReportIteration(self, request, context):
-        """The job's latest iteration time and/or thresholds (k-1 for k classes), exported as metrics.
+        """The job's latest iteration time and/or thresholds (k-1 for k classes), and its tasks' unresolved
+        data-plane bytes per flow, exported as metrics.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -126,6 +126,12 @@
       ["reports", "iterations reported", j.reports],
       ["threshold-changes", "threshold changes", j.threshold_changes + " (last " + fmtTime(j.threshold_changed_at) + ")"],
     ];
+    // Only when some flow carried tensors the graph pass could not trace: nothing to say otherwise.
+    for (const u of j.unresolved || []) {
+      const way = u.direction === "received" ? " received from " : " sent to ";
+      facts.push(["unresolved", "unresolved (untraced)",
+        u.task + way + u.peer + ", class " + u.class + ": " + fmtBytes(u.bytes) + " in " + u.messages + " tensor(s)"]);
+    }
     const dl = el("dl", {});
     for (const [field, label, value] of facts) dl.append(el("dt", {}, label), el("dd", { "data-field": field }, value));
     const pairs = j.pairs.length ? j.pairs.map(renderPair)

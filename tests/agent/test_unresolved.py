@@ -1,0 +1,208 @@
+"""Unresolved data-plane bytes (issue 16) from a task's reporter to a real agent (its API on a unix socket
+and its metrics port on loopback): the Prometheus counters, /status.json, `geryon agent status`, and
+reports the agent refuses. The reporter reads counters shaped as geryon.tf.flow_counters() gives them;
+tests/tf/test_unresolved_counts.py runs the same path from real TensorFlow processes."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import shutil
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from live_agent import View
+
+from geryon.agent import cli_obs
+from geryon.agent.proto import agent_pb2 as pb
+from geryon.agent.proto import agent_pb2_grpc as pb_grpc
+from geryon.agent.service import Services, start_services
+from geryon.errors import UsageError
+from geryon.tf import FlowCounter
+from geryon.tf.agent_report import AgentReporter, agent_task_name, reporter_from_env, unresolved_counts
+
+CLUSTER = {"ps": ["10.0.0.1:2222"], "worker": ["10.0.0.2:2222", "10.0.0.3:2222"]}
+PS, W0, W1 = "/job:ps/replica:0/task:0", "/job:worker/replica:0/task:0", "/job:worker/replica:0/task:1"
+
+
+def counter(role: str, local: str, peer: str, klass: int, unresolved: int, messages: int) -> FlowCounter:
+    return FlowCounter(
+        role=role,
+        local_task=local,
+        peer_task=peer,
+        klass=klass,
+        dscp=26,
+        local_port=1,
+        peer_port=2,
+        bytes_sent=0,
+        bytes_received=unresolved + 4096,
+        messages_sent=0,
+        messages_received=messages + 1,
+        queue_ns=0,
+        connections=1,
+        errors=0,
+        aborted=0,
+        unresolved_bytes=unresolved,
+        unresolved_messages=messages,
+    )
+
+
+@pytest.fixture
+def agent() -> Iterator[tuple[Services, str, str]]:
+    """A real agent's services: API on a private unix socket, metrics on a free loopback port."""
+    d = Path(f"/tmp/gfunres{time.monotonic_ns()}")
+    d.mkdir(mode=0o700)
+    sock = str(d / "agent.sock")
+    svc = start_services(View(["lo"]), api_socket=sock, api_tcp=None, tls=None, metrics_addr=("127.0.0.1", 0))
+    assert svc.metrics_addr is not None
+    try:
+        ch = grpc.insecure_channel(f"unix:{sock}")
+        with ch:
+            pb_grpc.AgentStub(ch).RegisterJob(
+                pb.RegisterJobRequest(
+                    job_id="ju", cluster={r: pb.TaskAddresses(addresses=a) for r, a in CLUSTER.items()}
+                ),
+                timeout=5,
+            )
+        yield svc, sock, f"http://127.0.0.1:{svc.metrics_addr[1]}"
+    finally:
+        svc.stop()
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def metrics(base: str) -> str:
+    with urllib.request.urlopen(base + "/metrics", timeout=10) as r:
+        text: str = r.read().decode()
+        return text
+
+
+def status_args(sock: str, *extra: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="geryon agent")
+    cli_obs.register(parser.add_subparsers(dest="sub", required=True))
+    return parser.parse_args(["status", "--api-socket", sock, *extra])
+
+
+def test_task_names_and_which_flows_are_reported() -> None:
+    assert agent_task_name(W1) == "worker:1" and agent_task_name("/job:ps/replica:0/task:12") == "ps:12"
+    assert agent_task_name("worker:1") is None and agent_task_name("/job:ps/task:0") is None
+    rows = [
+        counter("consumer", W0, PS, 1, 1016, 1),
+        counter("consumer", W0, PS, 0, 0, 0),  # nothing unresolved: nothing to say
+        counter("producer", PS, W0, 1, 1016, 1),
+        counter("consumer", W0, "/job:ps/task:0", 1, 5, 1),  # not a task name the agent knows
+    ]
+    assert [(u.task, u.peer, u.class_index, u.direction, u.bytes) for u in unresolved_counts(rows)] == [
+        ("ps:0", "worker:0", 1, "sent", 1016),
+        ("worker:0", "ps:0", 1, "received", 1016),
+    ]
+
+
+def test_unresolved_flows_reach_metrics_status_and_the_cli(
+    agent: tuple[Services, str, str], capsys: pytest.CaptureFixture
+) -> None:
+    svc, sock, base = agent
+    worker_rows = [counter("consumer", W0, PS, 1, 1016, 1), counter("consumer", W0, PS, 0, 0, 0)]
+    ps_rows = [counter("producer", PS, W0, 1, 1016, 1), counter("producer", PS, W1, 0, 0, 0)]
+    worker = AgentReporter("ju", sock, counters=lambda: worker_rows)
+    ps = AgentReporter("ju", sock, counters=lambda: ps_rows)
+    assert worker.report() and ps.report()
+    assert not worker.report()  # nothing changed: nothing sent
+    text = metrics(base)
+    labels = 'class="bulk",direction="{}",geryon_job="ju",peer="{}",task="{}"'
+    assert (
+        f"geryon_job_unresolved_bytes_total{{{labels.format('received', 'ps:0', 'worker:0')}}} 1016.0" in text
+    )
+    assert f"geryon_job_unresolved_bytes_total{{{labels.format('sent', 'worker:0', 'ps:0')}}} 1016.0" in text
+    assert f"geryon_job_unresolved_messages_total{{{labels.format('sent', 'worker:0', 'ps:0')}}} 1.0" in text
+    assert 'class="urgent"' not in text.split("geryon_job_unresolved_bytes", 1)[1].split("# HELP", 1)[0]
+    assert svc.jobs.get("ju").reports == 0  # counts alone are no iteration
+
+    # The counts grow; the next report replaces them (the agent keeps the latest per flow).
+    worker_rows[0] = counter("consumer", W0, PS, 1, 3048, 3)
+    assert worker.report(iteration_time_s=0.25, thresholds=[0.5])
+    text = metrics(base)
+    assert (
+        f"geryon_job_unresolved_bytes_total{{{labels.format('received', 'ps:0', 'worker:0')}}} 3048.0" in text
+    )
+    assert svc.jobs.get("ju").reports == 1
+
+    assert cli_obs.run_status(status_args(sock)) == 0
+    lines = [line.strip() for line in capsys.readouterr().out.splitlines() if "unresolved" in line]
+    assert lines == [
+        "unresolved: ps:0 sent to worker:0, class bulk: 1016 bytes in 1 tensor(s) the graph pass could not "
+        "trace to a parameter",
+        "unresolved: worker:0 received from ps:0, class bulk: 3048 bytes in 3 tensor(s) the graph pass could "
+        "not trace to a parameter",
+    ]
+    with urllib.request.urlopen(base + "/status.json", timeout=10) as r:
+        [job] = json.loads(r.read())["jobs"]
+    assert job["unresolved"][1] == {
+        "task": "worker:0",
+        "peer": "ps:0",
+        "class": "bulk",
+        "direction": "received",
+        "bytes": 3048,
+        "messages": 3,
+    }
+
+
+def test_a_job_without_unresolved_bytes_says_nothing(
+    agent: tuple[Services, str, str], capsys: pytest.CaptureFixture
+) -> None:
+    _, sock, base = agent
+    quiet = AgentReporter("ju", sock, counters=lambda: [counter("consumer", W0, PS, 0, 0, 0)])
+    assert quiet.report(iteration_time_s=0.1)
+    assert cli_obs.run_status(status_args(sock)) == 0
+    out = capsys.readouterr().out
+    assert "job ju:" in out and "unresolved" not in out
+    assert "geryon_job_unresolved_bytes_total{" not in metrics(base)
+
+
+def test_reports_the_agent_refuses_name_the_field(agent: tuple[Services, str, str]) -> None:
+    svc, sock, _ = agent
+    bad: list[tuple[dict[str, Any], str]] = [
+        ({"task": "worker:9"}, "unresolved[0].task: 'worker:9' is no task of job 'ju'"),
+        ({"class_index": 5}, "unresolved[0].class_index: 5, but the job has 2 classes (0..1)"),
+        ({"direction": "in"}, "unresolved[0].direction: 'in' must be one of received, sent"),
+    ]
+    ch = grpc.insecure_channel(f"unix:{sock}")
+    with ch:
+        for change, message in bad:
+            fields: dict[str, Any] = {
+                "task": "worker:0",
+                "peer": "ps:0",
+                "class_index": 1,
+                "direction": "sent",
+            }
+            fields.update(change)
+            request = pb.ReportIterationRequest(
+                job_id="ju", unresolved=[pb.UnresolvedFlow(**fields, bytes=1)]
+            )
+            with pytest.raises(grpc.RpcError) as e:
+                pb_grpc.AgentStub(ch).ReportIteration(request, timeout=5)
+            assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and message in e.value.details()
+    assert svc.jobs.get("ju").unresolved == ()
+
+
+def test_a_reporter_without_an_agent_logs_once_and_never_raises(caplog: pytest.LogCaptureFixture) -> None:
+    rows = [counter("consumer", W0, PS, 1, 1016, 1)]
+    reporter = AgentReporter("ju", "/nonexistent/agent.sock", timeout_s=0.5, counters=lambda: rows)
+    with caplog.at_level(logging.WARNING, logger="geryon.tf.agent_report"):
+        assert not reporter.report() and not reporter.report(iteration_time_s=1.0)
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 1 and "unix:/nonexistent/agent.sock failed (UNAVAILABLE" in lines[0], lines
+
+
+def test_environment_values_are_checked_naming_the_variable() -> None:
+    assert reporter_from_env({}) is None
+    r = reporter_from_env({"GERYON_AGENT_JOB": "ju", "GERYON_AGENT_SOCKET": "/x/a.sock"})
+    assert r is not None and (r.job_id, r.address, r.interval_s) == ("ju", "unix:/x/a.sock", 10.0)
+    for value in ("0", "-1", "soon", "nan", "7200"):
+        with pytest.raises(UsageError, match=f"GERYON_AGENT_REPORT_S: '{value}' must be a number of seconds"):
+            reporter_from_env({"GERYON_AGENT_JOB": "ju", "GERYON_AGENT_REPORT_S": value})
