@@ -86,8 +86,9 @@ class FlowCounter:
     connections: int
     errors: int
     aborted: int  # consumer: receives ended by a step abort or cancellation before their tensor came
-    # consumer: responses whose edge carries no parameter id (the graph pass could not trace it, or it
-    # carries no parameter); they take the map_table's default class (the least urgent by default)
+    # responses whose edge carries no parameter id (the graph pass could not trace it, or it carries no
+    # parameter); they take the map_table's default class (the least urgent by default). Both roles: the
+    # consumer tells the producer in its request, so a flow's two ends count the same responses.
     unresolved_bytes: int = 0
     unresolved_messages: int = 0
     # producer (issue 14): ns in the ordered queue's code (insert, pick), chunk frames sent, and
@@ -188,6 +189,9 @@ def server(
     `data_port_offset`: the data plane listens on gRPC port + offset, or on the next of its candidates
     (+ 1009, + 2018, ...) when that is taken; every task of a cluster must use the same offset
     (default 1000, or env GERYON_DATA_PORT_OFFSET).
+
+    With env GERYON_AGENT_JOB set, the task reports its flows' unresolved bytes to the host agent
+    (geryon.tf.agent_report; a bad GERYON_AGENT_* value fails here, before the server starts).
     """
     if data_port_offset is not None:
         if not isinstance(data_port_offset, int) or data_port_offset == 0 or abs(data_port_offset) > 65535:
@@ -198,6 +202,9 @@ def server(
     load()
     import tensorflow as tf
 
+    from geryon.tf.agent_report import start_from_env
+
+    start_from_env()  # its first report comes one interval later, from the running server's flows
     return tf.distribute.Server(
         cluster_spec, job_name=job_name, task_index=task_index, protocol=PROTOCOL, config=config, start=start
     )

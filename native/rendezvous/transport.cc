@@ -65,6 +65,10 @@ constexpr uint32_t kCancelMagic = 0x58595247;    // "GRYX": the consumer gave a 
 // 4 (issue 16): cancel frames (consumer -> producer, `u32 kCancelMagic, u64 id`): an aborted receive
 // tells the producer, which drops the queued response or stops sending its chunks.
 constexpr uint16_t kProtocolVersion = 4;
+// A request's rank for an edge that resolves to no parameter: unranked, and counted as unresolved by
+// the producer as by the consumer. Any negative rank was already read as unranked, so the order a
+// producer serves in is unchanged by it.
+constexpr int32_t kUnresolvedRank = -1;
 // Cancelled ids whose response was not queued yet (still being produced), kept so that it is dropped
 // when it comes; bounded (oldest first), since a cancel may also come after its response went out.
 constexpr size_t kMaxCancelled = 1024;
@@ -194,9 +198,11 @@ struct FlowCounters {
   std::atomic<uint64_t> queue_ns{0};  // producer: response waited for the socket; consumer: round trip
   std::atomic<uint64_t> connections{0}, errors{0};
   std::atomic<uint64_t> aborted{0};  // consumer: receives ended by StartAbort/cancellation before their tensor
-  // consumer: responses whose edge resolves to no parameter (no graph-pass annotation, no TF1
-  // binding): what the pass could not trace, plus tensors that carry no parameter at all. They
-  // take the map_table's default class; these counters make a model that defeats the pass visible.
+  // Responses whose edge resolves to no parameter (no graph-pass annotation, no TF1 binding): what
+  // the pass could not trace, plus tensors that carry no parameter at all. They take the map_table's
+  // default class; these counters make a model that defeats the pass visible. Both roles: the
+  // consumer decides (its table chose the class) and tells the producer in the request's rank
+  // (kUnresolvedRank), so a flow's two ends count the same responses, each the bytes it moved.
   std::atomic<uint64_t> unresolved_bytes{0}, unresolved_messages{0};
   // producer (issue 14): ns spent in the ordered queue's code (insert, pick), chunk frames sent, and
   // preemptions: a chunked response sent in part went back to the queue and another went next.
@@ -542,7 +548,8 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
     std::memcpy(head, &kRequestMagic, 4);
     std::memcpy(head + 4, &p->id_, 8);
     std::memcpy(head + 12, &step_id, 8);
-    std::memcpy(head + 20, &p->rank_, 4);
+    const int32_t rank = p->unresolved_ ? kUnresolvedRank : p->rank_;
+    std::memcpy(head + 20, &rank, 4);
     std::memcpy(head + 24, &key_len, 4);
     iovec iov[2] = {{head, sizeof(head)}, {const_cast<char*>(key.data()), key.size()}};
     const size_t frame_bytes = sizeof(head) + key.size();
@@ -1022,6 +1029,10 @@ struct Response {
   uint64_t seq = 0;
   // Sent whole once started, never in preemptible chunks: a gradient push (see ServerConn::push_).
   bool whole = false;
+  // Its edge carries no parameter id (the request's kUnresolvedRank): its bytes on the wire, every
+  // frame's head included as the consumer counts them, go to the flow's unresolved counters.
+  bool unresolved = false;
+  uint64_t wire_bytes = 0;
   // The response as it goes out: `head`, then the tensor's own bytes (or `proto_bytes`). A chunked
   // response (kind 3) sends `head` alone, then chunk frames of at most `chunk_bytes` payload bytes.
   bool encoded = false;
@@ -1069,7 +1080,7 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
                           });
   }
 
-  void Enqueue(uint64_t id, int32_t rank, const absl::Status& s, const Tensor& t, bool is_dead) {
+  void Enqueue(uint64_t id, int32_t rank, bool unresolved, const absl::Status& s, const Tensor& t, bool is_dead) {
     if (has_cancelled_.load(std::memory_order_acquire)) {  // issue 16: its consumer gave it up already
       MutexLock l(mu_);
       if (TakeCancelledLocked(id)) return;
@@ -1082,6 +1093,7 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
     r->enqueued_ns = NowNs();
     r->key_rank = CurrentResponseOrder() == ResponseOrder::kUrgency ? rank : 0;
     r->whole = push_;
+    r->unresolved = unresolved;
     // inline=small: a small response with nobody writing and nothing queued goes out now, from the
     // thread that produced it: a hop to the writer thread costs more than the write, and with
     // nothing pending there is nothing to order it against. inline=drain: the producing thread
@@ -1527,14 +1539,15 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
         error = absl::StrCat("malformed request (key of ", key_len, " bytes)");
         break;
       }
-      if (rank < 0) rank = kUnranked;  // not a rank a consumer of this version sends; no priority
+      const bool unresolved = rank == kUnresolvedRank;  // counted per flow when its response is sent
+      if (rank < 0) rank = kUnranked;  // unresolved, or not a rank a consumer sends: no priority
       std::string key(key_len, '\0');
       if (!reader_.Read(key.data(), key_len, &error)) break;
       counters_->bytes_received += kRequestHeadBytes + key_len;
       counters_->messages_received += 1;
       HoldBeforeServe();
-      serve(step_id, key, [self, id, rank](const absl::Status& s, const Tensor& t, bool is_dead) {
-        self->Enqueue(id, rank, s, t, is_dead);
+      serve(step_id, key, [self, id, rank, unresolved](const absl::Status& s, const Tensor& t, bool is_dead) {
+        self->Enqueue(id, rank, unresolved, s, t, is_dead);
       });
       HoldAfterServe();
     }
@@ -1715,6 +1728,7 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
         }
         r->frame_sent += static_cast<size_t>(n);
         counters_->bytes_sent += static_cast<uint64_t>(n);  // as it goes: shows a long response's progress
+        r->wire_bytes += static_cast<uint64_t>(n);
       }
       r->in_frame = false;
       if (r->chunked) counters_->chunks_sent += 1;  // every frame of a chunked response is one chunk
@@ -1722,6 +1736,10 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
       r->payload_done = r->frame_off + r->frame_len;
       if (r->payload_done >= payload.size()) {
         counters_->messages_sent += 1;
+        if (r->unresolved) {
+          counters_->unresolved_bytes += r->wire_bytes;
+          counters_->unresolved_messages += 1;
+        }
         return WriteResult::kDone;
       }
       if (one_frame) return WriteResult::kMore;

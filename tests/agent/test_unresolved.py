@@ -206,3 +206,53 @@ def test_environment_values_are_checked_naming_the_variable() -> None:
     for value in ("0", "-1", "soon", "nan", "7200"):
         with pytest.raises(UsageError, match=f"GERYON_AGENT_REPORT_S: '{value}' must be a number of seconds"):
             reporter_from_env({"GERYON_AGENT_JOB": "ju", "GERYON_AGENT_REPORT_S": value})
+
+
+class _Searcher:
+    def __init__(self) -> None:
+        self.reports: list[tuple[tuple[float, ...], float]] = []
+
+    def next_threshold(self) -> list[float]:
+        return [0.5]
+
+    def report(self, thresholds: tuple[float, ...], seconds: float) -> None:
+        self.reports.append((thresholds, seconds))
+
+
+class _Strategy:
+    """What ThresholdHook uses of a GeryonStrategy: thresholds in force, and a way to change them."""
+
+    thresholds: tuple[float, ...] = (0.5,)
+
+    def set_thresholds(self, thresholds: tuple[float, ...]) -> None:
+        self.thresholds = thresholds
+
+
+def test_threshold_hook_reports_iterations_with_the_coordinators_flows(
+    agent: tuple[Services, str, str],
+) -> None:
+    from geryon.tf.strategy import ThresholdHook
+
+    svc, sock, base = agent
+    rows = [counter("consumer", "/job:chief/replica:0/task:0", PS, 1, 64, 1)]
+    cluster_with_chief = {**CLUSTER, "chief": ["10.0.0.4:2222"]}
+    ch = grpc.insecure_channel(f"unix:{sock}")
+    with ch:
+        pb_grpc.AgentStub(ch).RegisterJob(
+            pb.RegisterJobRequest(
+                job_id="ju", cluster={r: pb.TaskAddresses(addresses=a) for r, a in cluster_with_chief.items()}
+            ),
+            timeout=5,
+        )
+    searcher = _Searcher()
+    hook = ThresholdHook(searcher, _Strategy(), reporter=AgentReporter("ju", sock, counters=lambda: rows))
+    for seconds in (0.3, 0.2):
+        hook.begin()
+        hook.end(iteration_time=seconds)
+    state = svc.jobs.get("ju")
+    assert (state.reports, state.iteration_time_s, state.thresholds) == (2, 0.2, (0.5,))
+    assert [(f.task, f.peer, f.direction, f.bytes) for f in state.unresolved] == [
+        ("chief:0", "ps:0", "received", 64)
+    ]
+    assert searcher.reports == [((0.5,), 0.3), ((0.5,), 0.2)]
+    assert 'geryon_job_iteration_seconds{geryon_job="ju"} 0.2' in metrics(base)
