@@ -20,6 +20,7 @@ from obs_netns import connect
 from waiting import wait_until
 
 from geryon import __version__
+from geryon.agent.jobs import UnresolvedFlow
 from geryon.agent.peer import PeerCheck, PeerMismatch
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -169,6 +170,11 @@ def test_page_shows_the_flows_of_a_prioritized_transfer(browser: Any) -> None:
             lambda: read(thresholds) == ["0.35", None],
         )
         assert read('[data-job="jb"] [data-field="iteration"]') == ["250.0 ms", None]
+        unresolved = '[data-job="jb"] [data-field="unresolved"]'
+        assert read(unresolved) is None  # nothing untraced: no line at all
+        svc.jobs.report("jb", None, None, [UnresolvedFlow("worker:0", "ps:0", 1, "received", 15304, 7)])
+        wait_until("the unresolved flow", lambda: read(unresolved) is not None)
+        assert read(unresolved) == ["worker:0 received from ps:0, class bulk: 14.9 KiB in 7 tensor(s)", None]
         assert not browser.find_element(By.ID, "error-banner").is_displayed()
 
         path = artifact_dir() / SCREENSHOT
