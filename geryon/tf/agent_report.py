@@ -123,7 +123,9 @@ class AgentReporter:
 
         with self._lock:
             flows = unresolved_counts(self._counters())
-            if iteration_time_s is None and not thresholds and flows == self._last:
+            # Counts only grow in a process, so no flows now means none ever: nothing to say (the agent
+            # refuses an empty report).
+            if iteration_time_s is None and not thresholds and (not flows or flows == self._last):
                 return False
             request = pb.ReportIterationRequest(
                 job_id=self.job_id,

@@ -153,15 +153,18 @@ def test_unresolved_flows_reach_metrics_status_and_the_cli(
 
 
 def test_a_job_without_unresolved_bytes_says_nothing(
-    agent: tuple[Services, str, str], capsys: pytest.CaptureFixture
+    agent: tuple[Services, str, str], capsys: pytest.CaptureFixture, caplog: pytest.LogCaptureFixture
 ) -> None:
     _, sock, base = agent
+    caplog.set_level(logging.WARNING, logger="geryon.tf.agent_report")
     quiet = AgentReporter("ju", sock, counters=lambda: [counter("consumer", W0, PS, 0, 0, 0)])
+    assert not quiet.report()  # nothing to say: no empty report (the agent would refuse it)
     assert quiet.report(iteration_time_s=0.1)
     assert cli_obs.run_status(status_args(sock)) == 0
     out = capsys.readouterr().out
     assert "job ju:" in out and "unresolved" not in out
     assert "geryon_job_unresolved_bytes_total{" not in metrics(base)
+    assert caplog.records == []  # every report it sent was accepted
 
 
 def test_reports_the_agent_refuses_name_the_field(agent: tuple[Services, str, str]) -> None:
