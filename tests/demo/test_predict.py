@@ -350,10 +350,10 @@ def test_ps_costs_come_from_the_calibration_file_or_the_report_says_none(
 
 
 def _incast_json(path: Path, fifo: tuple[float, float], priority: tuple[float, float]) -> None:
-    """A bench/bench_incast.py result (the fields predict reads): (2 senders, 2x2) medians per switch."""
+    """A bench/bench_incast.py result (what predict reads): (2 senders, 2x2) means per switch."""
     path.parent.mkdir(parents=True, exist_ok=True)
     results = [
-        {"switch": sw, "efficiency": {"2 senders": {"median": a}, "2x2": {"median": b}}}
+        {"switch": sw, "efficiency": {"2 senders": {"mean": a, "median": 0.5}, "2x2": {"mean": b}}}
         for sw, (a, b) in (("fifo", fifo), ("priority", priority))
     ]
     path.write_text(json.dumps({"bench": "incast", "results": results}))
@@ -396,7 +396,7 @@ def test_incast_comes_from_the_bench_file_by_switch_mode_or_the_report_says_none
     # An explicit file must load (the error names the field); a broken default one is reported.
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"bench": "incast", "results": [{"switch": "fifo", "efficiency": {}}]}))
-    with pytest.raises(IncastError, match=r"results\[0\]\.efficiency\['2 senders'\]\.median"):
+    with pytest.raises(IncastError, match=r"results\[0\]\.efficiency\['2 senders'\]\.mean"):
         resolve_incast(bad)
     (tmp_path / "out" / "bench" / "incast.json").write_text("{}")
     broken, info = resolve_incast(None)
