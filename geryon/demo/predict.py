@@ -81,7 +81,13 @@ What it does not model, so where to look when the error is large:
   loss), ACK clocking, RTT; the simulator's flows get their fair share instantly and lose nothing.
   Measured (bench/bench_predict_terms.py, 3 demo runs): after the last layer op a ps step still
   takes 0.18-0.19 s (simulated 0.08-0.11 s), one PS's updates done 0.11-0.19 s after the other's
-  (simulated 0.03 s), with drops on both PS ports where two workers' pushes meet.
+  (simulated 0.03 s), with drops on both PS ports where two workers' pushes meet. Part of it is
+  taken in: with `out/bench/incast.json` (bench/bench_incast.py; `incast_path`, "none" for none) a
+  switch port that >= 2 hosts send to delivers the measured share of its rate (simknobs.Incast, by
+  the run's switch mode; `prediction["incast"]` says which): two workers pushing to one PS lose
+  nothing there (efficiency 0.96-1.01), but the demo's pattern, every worker to both PSes and every
+  PS to both workers, delivers 0.82-0.87 (the flows do not settle at their fair shares; one lags and
+  its port idles at the end). With it the simulated ps tail is 0.12-0.16 s.
 - HTB and FIFO queue behaviour: a FIFO switch port shares by arrival, not max-min; the end-host mode
   here is Geryon's per-class flows with priority host queues and a FIFO switch, which the simulator's
   end-host mode (one most-urgent-first connection per pair) approximates.
