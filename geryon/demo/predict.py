@@ -202,7 +202,7 @@ def predict(
             + (f", measured {measured:.3f} s ({modes[mode]['error']:+.1%})" if measured else ", not measured")
         )
     try:
-        timeline = arrival_timeline(profile, config, runs, summary["modes"], trace_path, ps_costs)
+        timeline = arrival_timeline(profile, config, runs, summary["modes"], trace_path, ps_costs, incast)
     except Exception as e:  # the per-mode prediction stands; the chart says why there is no timeline
         timeline = {"error": f"{type(e).__name__}: {e}"}
     return {
@@ -351,6 +351,7 @@ def arrival_timeline(
     summary_modes: Mapping[str, Any],
     trace_path: Path | None = None,
     ps_costs: PsCosts | None = None,
+    incast: Mapping[str, Incast] | None = None,
 ) -> dict[str, Any]:
     """Arrival rows at worker 0 in the last simulated iteration for the ps and geryon settings.
 
@@ -367,7 +368,9 @@ def arrival_timeline(
     out: dict[str, Any] = {"iteration": ITERATIONS - 1, "worker": 0, "modes": {}}
     for mode, label in TIMELINE_MODES.items():
         mode_runs = [r for r in runs if r.get("mode") == mode]
-        setting = sim_setting(mode, mode_runs, thresholds if mode in ("geryon", "paper") else None, config)
+        setting = sim_setting(
+            mode, mode_runs, thresholds if mode in ("geryon", "paper") else None, config, incast
+        )
         sim = simulate(profile, iterations=ITERATIONS, trace=True, ps_costs=ps_costs, **sim_args(setting))
         assert sim.spans is not None
         out["modes"][mode] = {

@@ -398,6 +398,17 @@ def test_incast_comes_from_the_bench_file_by_switch_mode_or_the_report_says_none
     bad.write_text(json.dumps({"bench": "incast", "results": [{"switch": "fifo", "efficiency": {}}]}))
     with pytest.raises(IncastError, match=r"results\[0\]\.efficiency\['2 senders'\]\.mean"):
         resolve_incast(bad)
+    # predict() takes the default file: every 2-worker mode's setting and the timeline carry it.
+    res = tiny()
+    res["config"]["ps"] = 2
+    pred = predict(res, tmp_path / "profiles.json", quiet())
+    assert pred["incast"]["measured"] is True and pred["incast"]["path"] == "out/bench/incast.json"
+    assert pred["modes"]["ps"]["simulated"]["incast"] == {"alone": 1.0, "shared": 0.734}
+    assert pred["modes"]["geryon"]["simulated"]["incast"]["shared"] == 0.914
+    assert pred["timeline"]["modes"]["ps"]["simulated"]["incast"]["shared"] == 0.734
+    off = predict(res, tmp_path / "profiles.json", quiet(), incast_path="none")
+    assert off["incast"]["note"] == INCAST_OFF and "incast" not in off["modes"]["ps"]["simulated"]
+    assert pred["modes"]["ps"]["predicted_s"] > off["modes"]["ps"]["predicted_s"]
     (tmp_path / "out" / "bench" / "incast.json").write_text("{}")
     broken, info = resolve_incast(None)
     assert broken == {} and info["measured"] is False and "not a bench_incast.py result" in info["note"]
