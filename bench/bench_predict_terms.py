@@ -1,6 +1,6 @@
 """Where the demo's predicted step times fall short, from saved `make demo` outputs (nothing is rerun).
 
-    .venv/bin/python bench/bench_predict_terms.py [DEMO_DIR ...] [--ps-costs FILE]
+    .venv/bin/python bench/bench_predict_terms.py [DEMO_DIR ...] [--ps-costs FILE] [--incast FILE]
                                                   [--out out/bench/predict_terms.json]
 
 DEMO_DIR (default out/demo) holds a demo's demo.json and its logs-*/ with the in-cluster capture's
@@ -30,6 +30,10 @@ trace (r<k>-<mode>-capture-trace/.../*.xplane.pb). Two tables per directory:
    - `+ps` (only with `--ps-costs FILE`, a bench_ps_costs.py JSON): `payload` with those PS costs
      (and the file's `step_fixed_s`, when it has one), what `geryon.demo.predict` predicts with that
      calibration; nothing from the trace. Table 1 then has a `simulated +ps` row too.
+   - `+incast` (only with `--incast FILE`, a bench_incast.py JSON): the prediction as
+     `geryon.demo.predict` now makes it (`+ps` with `--ps-costs`, else `payload`) with the measured
+     port efficiency where >= 2 hosts send to a switch port (simknobs.Incast, by the run's switch
+     mode); nothing from the trace or the measured steps. Table 1 then has a `simulated +incast` row.
 
 Writes JSON with every number (default out/bench/predict_terms.json).
 """
@@ -55,6 +59,7 @@ from geryon.threshold.simulator import SimResult, simulate
 
 VARIANTS = ("before", "order", "payload", "+gap", "+tail")
 WITH_PS = "+ps"
+WITH_INCAST = "+incast"
 
 
 def find_trace(demo_dir: Path, mode: str) -> Path | None:
@@ -95,7 +100,7 @@ def variant(setting: dict[str, Any], inflight: float | None, payload: bool) -> d
     return out
 
 
-def analyse(demo_dir: Path, ps_costs: str | None = None) -> dict[str, Any]:
+def analyse(demo_dir: Path, ps_costs: str | None = None, incast_file: str | None = None) -> dict[str, Any]:
     result = json.loads((demo_dir / "demo.json").read_text())
     config = P._config(result)
     incluster = result.get("incluster") or {}
@@ -106,9 +111,15 @@ def analyse(demo_dir: Path, ps_costs: str | None = None) -> dict[str, Any]:
     summary = summarize_result(result)
     runs = [r for r in result.get("runs") or [] if isinstance(r, dict)]
 
-    def setting(mode: str) -> dict[str, Any]:
+    incast, incast_info = P.resolve_incast(incast_file) if incast_file else ({}, {})
+
+    def setting(mode: str, with_incast: bool = False) -> dict[str, Any]:
         return P.sim_setting(
-            mode, [r for r in runs if r.get("mode") == mode], summary["modes"][mode]["thresholds"], config
+            mode,
+            [r for r in runs if r.get("mode") == mode],
+            summary["modes"][mode]["thresholds"],
+            config,
+            incast if with_incast else None,
         )
 
     trace = find_trace(demo_dir, cap_mode)
@@ -134,6 +145,16 @@ def analyse(demo_dir: Path, ps_costs: str | None = None) -> dict[str, Any]:
         simulated[WITH_PS] = sim_parts(
             simulate(profile, iterations=P.ITERATIONS, trace=True, ps_costs=costs, **P.sim_args(cap_setting))
         )
+    if incast:
+        simulated[WITH_INCAST] = sim_parts(
+            simulate(
+                profile,
+                iterations=P.ITERATIONS,
+                trace=True,
+                ps_costs=costs,
+                **P.sim_args(setting(cap_mode, with_incast=True)),
+            )
+        )
     by_workers: dict[int, float] = ps_info.get("step_fixed_by_workers") or {}
     gap = measured.get("gap_s") or 0.0
     tail_extra = max(0.0, (measured.get("tail_s") or 0.0) - (simulated["payload"].get("tail_s") or 0.0))
@@ -151,9 +172,11 @@ def analyse(demo_dir: Path, ps_costs: str | None = None) -> dict[str, Any]:
             "+gap": payload + (gap if same_shape else 0.0),
             "+tail": payload + ((gap + tail_extra) if same_shape else 0.0),
         }
+        fixed = by_workers.get(s["workers"], ps_info.get("step_fixed_s") or 0.0)
         if costs is not None:
-            fixed = by_workers.get(s["workers"], ps_info.get("step_fixed_s") or 0.0)
             pred[WITH_PS] = P.simulate_setting(profile, s, costs)[0] + fixed
+        if incast:
+            pred[WITH_INCAST] = P.simulate_setting(profile, setting(mode, with_incast=True), costs)[0] + fixed
         meas = m["median_step_s"]
         modes[mode] = {
             "measured_s": meas,
@@ -174,6 +197,7 @@ def analyse(demo_dir: Path, ps_costs: str | None = None) -> dict[str, Any]:
         "gap_s": gap,
         "tail_extra_s": tail_extra,
         "ps_costs": ps_info or None,
+        "incast": incast_info or None,
         "modes": modes,
     }
 
@@ -197,12 +221,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("dirs", nargs="*", default=["out/demo"], help="demo output directories")
     ap.add_argument("--ps-costs", metavar="FILE", help="add the +ps variant: a bench_ps_costs.py JSON")
+    ap.add_argument("--incast", metavar="FILE", help="add the +incast variant: a bench_incast.py JSON")
     ap.add_argument("--out", default="out/bench/predict_terms.json")
     args = ap.parse_args(argv)
-    variants = VARIANTS + ((WITH_PS,) if args.ps_costs else ())
+    variants = VARIANTS + ((WITH_PS,) if args.ps_costs else ()) + ((WITH_INCAST,) if args.incast else ())
     reports = []
     for d in args.dirs:
-        rep = analyse(Path(d), args.ps_costs)
+        rep = analyse(Path(d), args.ps_costs, args.incast)
         reports.append(rep)
         print(
             f"\n{d}: {rep['captured_mode']} mode's trace "
@@ -224,6 +249,21 @@ def main(argv: list[str] | None = None) -> int:
         for v in variants:
             cols += [(v, f"{v} s", ".3f"), (f"e{v}", "err %", "+.1f")]
         print_table(mrows, cols)
+    if args.incast:
+        # The change incast makes to today's prediction, per mode, one column per run.
+        base = WITH_PS if args.ps_costs else "payload"
+        print(f"\nerror before ({base}) -> after ({WITH_INCAST}), % (measured - predicted) / measured:")
+        brows = []
+        for mode in reports[0]["modes"]:
+            row = {"mode": mode}
+            for i, r in enumerate(reports):
+                e = r["modes"].get(mode, {}).get("error", {})
+                if e.get(base) is not None and e.get(WITH_INCAST) is not None:
+                    row[f"r{i}"] = f"{100 * e[base]:+.1f} -> {100 * e[WITH_INCAST]:+.1f}"
+            brows.append(row)
+        print_table(
+            brows, [("mode", "mode", "")] + [(f"r{i}", f"run {i + 1}", "") for i in range(len(reports))]
+        )
     # Across runs: the median absolute error per variant.
     summary = {}
     for v in variants:
@@ -251,6 +291,7 @@ def main(argv: list[str] | None = None) -> int:
             "bench": "predict_terms",
             "order_seeds": P.ORDER_SEEDS,
             "ps_costs": args.ps_costs,
+            "incast": args.incast,
             "runs": reports,
             "summary": summary,
         },

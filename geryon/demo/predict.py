@@ -81,7 +81,13 @@ What it does not model, so where to look when the error is large:
   loss), ACK clocking, RTT; the simulator's flows get their fair share instantly and lose nothing.
   Measured (bench/bench_predict_terms.py, 3 demo runs): after the last layer op a ps step still
   takes 0.18-0.19 s (simulated 0.08-0.11 s), one PS's updates done 0.11-0.19 s after the other's
-  (simulated 0.03 s), with drops on both PS ports where two workers' pushes meet.
+  (simulated 0.03 s), with drops on both PS ports where two workers' pushes meet. Part of it is
+  taken in: with `out/bench/incast.json` (bench/bench_incast.py; `incast_path`, "none" for none) a
+  switch port that >= 2 hosts send to delivers the measured share of its rate (simknobs.Incast, by
+  the run's switch mode; `prediction["incast"]` says which): two workers pushing to one PS lose
+  nothing there (efficiency 0.96-1.01), but the demo's pattern, every worker to both PSes and every
+  PS to both workers, delivers 0.82-0.87 (the flows do not settle at their fair shares; one lags and
+  its port idles at the end). With it the simulated ps tail is 0.12-0.16 s.
 - HTB and FIFO queue behaviour: a FIFO switch port shares by arrival, not max-min; the end-host mode
   here is Geryon's per-class flows with priority host queues and a FIFO switch, which the simulator's
   end-host mode (one most-urgent-first connection per pair) approximates.
@@ -110,7 +116,7 @@ from geryon.demo.timeline import arrivals
 from geryon.progress import Progress
 from geryon.tagger.map_table import default_thresholds
 from geryon.threshold.profile import Profile
-from geryon.threshold.simknobs import PS_COST_KEYS, Background, PsCosts
+from geryon.threshold.simknobs import PS_COST_KEYS, Background, Incast, PsCosts
 from geryon.threshold.simulator import simulate
 from geryon.threshold.trace import write_chrome_trace
 
@@ -148,24 +154,29 @@ def predict(
     trace_path: Path | None = None,
     profile_source: str = "cluster",
     ps_costs_path: str | Path | None = None,
+    incast_path: str | Path | None = None,
 ) -> dict:
     """Predicted vs measured iteration time per mode of `result`, and the arrival timeline of P+S and
     Geryon (Geryon's Chrome trace to `trace_path` when given); see the module docstring.
 
     `profile_source` "cluster" uses the result's in-cluster profile (`result["incluster"]`), else one
     cached for the same cluster shape, else falls back to the profile measured alone; "alone" measures
-    alone. `ps_costs_path`: a bench/bench_ps_costs.py JSON; None: DEFAULT_PS_COSTS if it exists."""
+    alone. `ps_costs_path`: a bench/bench_ps_costs.py JSON; None: DEFAULT_PS_COSTS if it exists.
+    `incast_path`: a bench/bench_incast.py JSON; None: DEFAULT_INCAST if it exists (see resolve_incast)."""
     progress = progress if progress is not None else Progress("geryon predict")
     config = _config(result)
     profile, cached, chosen = choose_profile(result, config, profile_path, progress, profile_source)
     ps_costs, ps_info = resolve_ps_costs(ps_costs_path)
     by_workers: dict[int, float] = ps_info.get("step_fixed_by_workers") or {}
-    progress.say(f"profile: {chosen['used']} ({profile.source}); {ps_info['note']}")
+    incast, incast_info = resolve_incast(incast_path)
+    progress.say(f"profile: {chosen['used']} ({profile.source}); {ps_info['note']}; {incast_info['note']}")
     summary = summarize(result)
     runs = [r for r in result.get("runs") or [] if isinstance(r, Mapping)]
     modes: dict[str, Any] = {}
     for mode, m in summary["modes"].items():
-        setting = sim_setting(mode, [r for r in runs if r.get("mode") == mode], m["thresholds"], config)
+        setting = sim_setting(
+            mode, [r for r in runs if r.get("mode") == mode], m["thresholds"], config, incast
+        )
         iteration_s, sim, seeds = simulate_setting(profile, setting, ps_costs)
         measured = m["median_step_s"]
         step_fixed = by_workers.get(setting["workers"], ps_info.get("step_fixed_s") or 0.0)
@@ -191,7 +202,7 @@ def predict(
             + (f", measured {measured:.3f} s ({modes[mode]['error']:+.1%})" if measured else ", not measured")
         )
     try:
-        timeline = arrival_timeline(profile, config, runs, summary["modes"], trace_path, ps_costs)
+        timeline = arrival_timeline(profile, config, runs, summary["modes"], trace_path, ps_costs, incast)
     except Exception as e:  # the per-mode prediction stands; the chart says why there is no timeline
         timeline = {"error": f"{type(e).__name__}: {e}"}
     return {
@@ -213,6 +224,7 @@ def predict(
             **chosen,
         },
         "ps_costs": ps_info,
+        "incast": incast_info,
         "bandwidth_bps": config["rate_bits"],
         "payload_fraction": PAYLOAD_FRACTION,
     }
@@ -237,9 +249,14 @@ def relative_error(measured: float | None, predicted: float) -> float | None:
 
 
 def sim_setting(
-    mode: str, runs: list[Mapping[str, Any]], thresholds: list[float] | None, config: Mapping[str, Any]
+    mode: str,
+    runs: list[Mapping[str, Any]],
+    thresholds: list[float] | None,
+    config: Mapping[str, Any],
+    incast: Mapping[str, Incast] | None = None,
 ) -> dict[str, Any]:
-    """The simulate() keyword arguments for one mode, from what its runs recorded."""
+    """The simulate() keyword arguments for one mode, from what its runs recorded; `incast` by the
+    switch's queue mode ("fifo", "priority"; resolve_incast), none where the mode's is missing."""
     protocol, switch, partitioned = _MODE_DEFAULTS.get(mode, ("grpc", "fifo", True))
     first = runs[0] if runs else {}
     if isinstance(first.get("protocol"), str):
@@ -271,14 +288,18 @@ def sim_setting(
         "colocate": False,
         # The run's background stream toward every worker's port (runner.background), in bits/s.
         "background_bps": float(config.get("background_bits") or 0),
+        # The switch port's share of its rate under incast, measured (bench/bench_incast.py); absent: all.
+        **({"incast": incast[switch].to_dict()} if incast and switch in incast else {}),
     }
 
 
 def sim_args(setting: Mapping[str, Any]) -> dict[str, Any]:
     """simulate()'s keyword arguments from a sim_setting (which stays JSON: background as bits/s)."""
-    args = {k: v for k, v in setting.items() if k != "background_bps"}
+    args = {k: v for k, v in setting.items() if k not in ("background_bps", "incast")}
     bps = setting.get("background_bps") or 0
     args["background"] = (Background(bps, "workers", "in"),) if bps > 0 else ()
+    if setting.get("incast"):
+        args["incast"] = Incast(**setting["incast"])
     return args
 
 
@@ -330,6 +351,7 @@ def arrival_timeline(
     summary_modes: Mapping[str, Any],
     trace_path: Path | None = None,
     ps_costs: PsCosts | None = None,
+    incast: Mapping[str, Incast] | None = None,
 ) -> dict[str, Any]:
     """Arrival rows at worker 0 in the last simulated iteration for the ps and geryon settings.
 
@@ -346,7 +368,9 @@ def arrival_timeline(
     out: dict[str, Any] = {"iteration": ITERATIONS - 1, "worker": 0, "modes": {}}
     for mode, label in TIMELINE_MODES.items():
         mode_runs = [r for r in runs if r.get("mode") == mode]
-        setting = sim_setting(mode, mode_runs, thresholds if mode in ("geryon", "paper") else None, config)
+        setting = sim_setting(
+            mode, mode_runs, thresholds if mode in ("geryon", "paper") else None, config, incast
+        )
         sim = simulate(profile, iterations=ITERATIONS, trace=True, ps_costs=ps_costs, **sim_args(setting))
         assert sim.spans is not None
         out["modes"][mode] = {
@@ -405,6 +429,85 @@ def step_note(step_fixed: float | None, by_workers: Mapping[int, float]) -> str:
         return NO_STEP_COST
     per = ", ".join(f"{v * 1e3:.1f} ms at {w} worker(s)" for w, v in sorted(by_workers.items()))
     return f"per-step fixed cost {per or f'{step_fixed * 1e3:.1f} ms'} added"
+
+
+# --- incast ----------------------------------------------------------------------------------------
+DEFAULT_INCAST = Path("out/bench/incast.json")  # bench/bench_incast.py's default --out
+INCAST_UNMEASURED = "incast: not measured (ports at their full rate) — run bench/bench_incast.py"
+INCAST_OFF = "incast: none (--incast none)"
+
+
+class IncastError(ValueError):
+    """A bench_incast.py JSON that cannot be used; names the file and the field."""
+
+
+def resolve_incast(path: str | Path | None) -> tuple[dict[str, Incast], dict[str, Any]]:
+    """The measured port efficiency per switch queue mode (`simknobs.Incast`: "alone" from the bench's
+    "2 senders" pattern, "shared" from its "2x2"), and what the report says of them. A measured value
+    above 1 (the port cannot deliver more than its rate; run-to-run noise) counts as 1. An explicit
+    `path` must load (IncastError names the field); the default one, when unreadable, is reported and
+    left out. "none" (or "off"): no incast, the fluid model."""
+    if isinstance(path, str) and path.strip().lower() in ("none", "off"):
+        return {}, {"measured": False, "path": None, "by_switch": None, "note": INCAST_OFF}
+    explicit = path is not None
+    where = Path(path) if path is not None else DEFAULT_INCAST
+    if not explicit and not where.is_file():
+        return {}, {"measured": False, "path": None, "by_switch": None, "note": INCAST_UNMEASURED}
+    try:
+        by_switch = load_incast(where)
+    except IncastError as e:
+        if explicit:
+            raise
+        return {}, {
+            "measured": False,
+            "path": str(where),
+            "by_switch": None,
+            "note": f"{INCAST_UNMEASURED} ({e})",
+        }
+    shown = "; ".join(
+        f"{sw}: alone {i.alone:.3f}, shared {i.shared:.3f}" for sw, i in sorted(by_switch.items())
+    )
+    return by_switch, {
+        "measured": True,
+        "path": str(where),
+        "by_switch": {sw: i.to_dict() for sw, i in by_switch.items()},
+        "note": f"incast: {where} ({shown})",
+    }
+
+
+# The bench's patterns that give each Incast field.
+INCAST_PATTERNS = {"alone": "2 senders", "shared": "2x2"}
+
+
+def load_incast(path: Path) -> dict[str, Incast]:
+    """{switch mode: Incast} from a bench/bench_incast.py JSON: the mean efficiencies, since the 2x2
+    pattern's times are bimodal and their median swings between runs (bench_incast's docstring), and a
+    simulated step stands for the mean over its iterations."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as e:
+        raise IncastError(f"{path}: cannot read it as JSON ({e})") from None
+    results = data.get("results") if isinstance(data, dict) else None
+    if not (isinstance(data, dict) and data.get("bench") == "incast" and isinstance(results, list)):
+        raise IncastError(
+            f"{path}: not a bench_incast.py result (expected bench 'incast' and a results list)"
+        )
+    out: dict[str, Incast] = {}
+    for i, r in enumerate(results):
+        where = f"{path}: results[{i}]"
+        switch = r.get("switch") if isinstance(r, dict) else None
+        if switch not in ("fifo", "priority"):
+            raise IncastError(f"{where}.switch: expected fifo or priority, got {switch!r}")
+        values = {}
+        for field, pattern in INCAST_PATTERNS.items():
+            v = ((r.get("efficiency") or {}).get(pattern) or {}).get("mean")
+            if isinstance(v, bool) or not isinstance(v, int | float) or not v > 0:
+                raise IncastError(
+                    f"{where}.efficiency[{pattern!r}].mean: expected a number above 0, got {v!r}"
+                )
+            values[field] = min(1.0, float(v))
+        out[switch] = Incast(**values)
+    return out
 
 
 # --- the profile -----------------------------------------------------------------------------------

@@ -161,37 +161,15 @@ def classify(name: str, stats: Mapping[str, Any]) -> str | None:
 
 
 def read_events(xplane: str | Path) -> list[Event]:
-    """The events `decompose` uses from an XSpace trace's host planes (times in seconds)."""
-    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+    """The events `decompose` uses from an XSpace trace's host planes (times in seconds), read with
+    `geryon.threshold.incluster.host_events` (its ProfileError, a ValueError, for an unreadable file)."""
+    from geryon.threshold.incluster import host_events
 
-    space = xplane_pb2.XSpace()
-    try:
-        space.ParseFromString(Path(xplane).read_bytes())
-    except Exception as error:  # protobuf's DecodeError, or an unreadable file
-        raise ValueError(f"{xplane}: not a readable XSpace trace: {error}") from None
     events: list[Event] = []
-    for plane in space.planes:
-        if not plane.name.startswith("/host:"):
+    for name, start_ps, duration_ps, stats in host_events(xplane, stats_for=frozenset({_ASYNC_DONE})):
+        kind = classify(name, stats)
+        if kind is None:
             continue
-        stat_names = {k: v.name for k, v in plane.stat_metadata.items()}
-        for line in plane.lines:
-            origin_ps = line.timestamp_ns * 1000
-            for ev in line.events:
-                meta = plane.event_metadata.get(ev.metadata_id)
-                if meta is None:
-                    continue
-                stats: dict[str, Any] = {}
-                if meta.name == _ASYNC_DONE:
-                    for st in ev.stats:
-                        key = stat_names.get(st.metadata_id, "")
-                        # String stats are interned: ref_value names another stat_metadata entry.
-                        value = stat_names.get(st.ref_value) if st.HasField("ref_value") else st.str_value
-                        stats[key] = value
-                kind = classify(meta.name, stats)
-                if kind is None:
-                    continue
-                start = (origin_ps + ev.offset_ps) * 1e-12
-                events.append(
-                    Event(kind, start, start + ev.duration_ps * 1e-12, str(stats.get("name", meta.name)))
-                )
+        start = start_ps * 1e-12
+        events.append(Event(kind, start, start + duration_ps * 1e-12, str(stats.get("name", name))))
     return events

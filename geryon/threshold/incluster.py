@@ -39,7 +39,7 @@ import socket
 import statistics
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -93,6 +93,30 @@ def read_trace(xplane: str | Path) -> tuple[dict[str, OpTime], float]:
     never overlap. With 2 inter-op threads a step's ops overlap and their durations add up to more
     than the step's compute takes (an earlier vggmini capture: 1583 ms summed against a 1324 ms
     round); scaling by this factor takes the overlap out (`profile_from_ops(overlap=...)`)."""
+    totals: dict[str, list[float]] = {}
+    spans: list[tuple[int, int]] = []  # (start, end) in ps since the plane's clock origin
+    for name, start, duration, _stats in host_events(xplane):
+        m = _OP_EVENT.match(name)
+        if not m or m.group("name") in _NOT_OPS:
+            continue
+        entry = totals.setdefault(m.group("name"), [0.0, 0])
+        entry[0] += duration * 1e-12
+        entry[1] += 1
+        spans.append((start, start + duration))
+    summed = sum(end - start for start, end in spans)
+    return {name: OpTime(t, int(c)) for name, (t, c) in totals.items()}, (
+        union_length(spans) / summed if summed > 0 else 1.0
+    )
+
+
+def host_events(
+    xplane: str | Path, stats_for: frozenset[str] = frozenset()
+) -> Iterator[tuple[str, int, int, dict[str, Any]]]:
+    """(name, start, duration, stats) of every event on an XSpace trace's host planes (CPU threads),
+    times in picoseconds (start from the plane's clock origin). Stats are decoded only for events
+    named in `stats_for` (most events carry some, and decoding them all is slow): a stat's key is its
+    name; a string stat is often interned (its `ref_value` names another stat_metadata entry), and is
+    returned as that string. geryon.demo.stepdecomp reads steps, pulls and updates through this too."""
     from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
     space = xplane_pb2.XSpace()
@@ -100,27 +124,24 @@ def read_trace(xplane: str | Path) -> tuple[dict[str, OpTime], float]:
         space.ParseFromString(Path(xplane).read_bytes())
     except Exception as error:  # protobuf's DecodeError, or an unreadable file
         raise ProfileError(f"{xplane}: not a readable XSpace trace: {error}") from None
-    totals: dict[str, list[float]] = {}
-    spans: list[tuple[int, int]] = []  # (start, end) in ps since the plane's clock origin
     for plane in space.planes:
         if not plane.name.startswith("/host:"):
             continue
+        stat_names = {k: v.name for k, v in plane.stat_metadata.items()} if stats_for else {}
         for line in plane.lines:
             origin = line.timestamp_ns * 1000
             for event in line.events:
                 meta = plane.event_metadata.get(event.metadata_id)
-                m = _OP_EVENT.match(meta.name) if meta is not None else None
-                if not m or m.group("name") in _NOT_OPS:
+                if meta is None:
                     continue
-                entry = totals.setdefault(m.group("name"), [0.0, 0])
-                entry[0] += event.duration_ps * 1e-12
-                entry[1] += 1
-                start = origin + event.offset_ps
-                spans.append((start, start + event.duration_ps))
-    summed = sum(end - start for start, end in spans)
-    return {name: OpTime(t, int(c)) for name, (t, c) in totals.items()}, (
-        union_length(spans) / summed if summed > 0 else 1.0
-    )
+                stats: dict[str, Any] = {}
+                if meta.name in stats_for:
+                    for st in event.stats:
+                        key = stat_names.get(st.metadata_id, "")
+                        stats[key] = (
+                            stat_names.get(st.ref_value) if st.HasField("ref_value") else st.str_value
+                        )
+                yield meta.name, origin + event.offset_ps, event.duration_ps, stats
 
 
 def union_length(spans: list[tuple[int, int]]) -> int:

@@ -43,6 +43,14 @@
   measured values.
 - `Background`: other traffic on the training job's links (a second job, checkpoints, storage), rate
   limited at its source, in a class of its own below every training class where ports have priorities.
+- `Incast`: the share of its rate a switch port delivers while two or more hosts send to it at once
+  (TCP senders overflow its queue and recover from loss; their rates do not settle at the max-min
+  shares the fluid model gives). `alone`: every sender's NIC carries only this port's traffic;
+  `shared`: at least one sender also sends to another port at the time (the demo's pushes: each worker
+  to both PSes; its pulls: each PS to both workers). Both 1.0 by default (the fluid model, the
+  behaviour before the knob); bench/bench_incast.py measures them on the testbed (its "2 senders" and
+  "2x2" efficiencies), and geryon.demo.predict feeds them in. Background flows are not counted as
+  senders (they are paced below the port's rate, and the bench does not measure them).
 """
 
 from __future__ import annotations
@@ -198,3 +206,31 @@ def check_inflight(value: Any, what: str = "inflight") -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 1:
         raise ValueError(f"{what}: expected None or a number of transfers >= 1, got {value!r}")
     return float(value)
+
+
+@dataclass(frozen=True)
+class Incast:
+    """Port efficiency under incast (module docstring): a switch port with traffic from >= 2 hosts at
+    once delivers `alone` (no sender sends elsewhere) or `shared` (one does) times its rate."""
+
+    alone: float = 1.0
+    shared: float = 1.0
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if (
+                isinstance(v, bool)
+                or not isinstance(v, int | float)
+                or not math.isfinite(v)
+                or not 0 < v <= 1
+            ):
+                raise ValueError(f"incast.{f.name}: expected a share of the port's rate in (0, 1], got {v!r}")
+
+    @property
+    def ideal(self) -> bool:
+        """No loss: the fluid model as before the knob."""
+        return self.alone == 1.0 and self.shared == 1.0
+
+    def to_dict(self) -> dict[str, float]:
+        return {"alone": float(self.alone), "shared": float(self.shared)}

@@ -110,6 +110,7 @@ from geryon.threshold.simknobs import (
     PUSH_ORDER_DEFAULT,
     SENDER_ORDERS,
     Background,
+    Incast,
     PsCosts,
     check_chunk,
     check_endhost_scope,
@@ -174,6 +175,7 @@ class SimResult:
     sender_order: str = SENDER_ORDERS[0]
     endhost_scope: str = ENDHOST_SCOPES[0]
     background: tuple[Background, ...] = ()
+    incast: Incast = field(default_factory=Incast)
     # trace=True: compute spans (args: iteration, layer, worker) and transfer spans (args: iteration,
     # bytes, class, layer, param, worker: the worker end of the pull or push, an index).
     spans: tuple[Span, ...] | None = field(default=None, repr=False)
@@ -214,6 +216,7 @@ class SimResult:
             "sender_order": self.sender_order,
             "endhost_scope": self.endhost_scope,
             "background": [b.to_dict() for b in self.background],
+            "incast": self.incast.to_dict(),
         }
 
     def chrome_trace(self) -> dict[str, Any]:
@@ -249,6 +252,7 @@ def simulate(
     push_order: str = PUSH_ORDER_DEFAULT,
     sender_order: str = SENDER_ORDERS[0],
     endhost_scope: str = ENDHOST_SCOPES[0],
+    incast: Incast | None = None,
 ) -> SimResult:
     """Simulates `iterations` BSP iterations of `profile` on the cluster; see the module docstring.
 
@@ -269,6 +273,8 @@ def simulate(
     sending process, "nic": per host's NIC, or "connection"), `endhost_scope` what end-host's
     stop-and-wait serializes ("connection" or "sender": one
     transfer at a time per sending process, every worker simulated), see `geryon.threshold.simknobs`.
+    `incast` (separate hosts only): the share of a switch port's rate it delivers while >= 2 hosts send
+    to it (simknobs.Incast; None: all of it, the fluid model).
     Raises ValueError naming the argument when one is out of range.
     """
     if not isinstance(profile, Profile):
@@ -318,6 +324,12 @@ def simulate(
     for b in background:
         if not isinstance(b, Background):
             raise ValueError(f"background: expected Background entries, got {type(b).__name__}")
+    if incast is None:
+        incast = Incast()
+    elif not isinstance(incast, Incast):
+        raise ValueError(f"incast: expected an Incast, got {type(incast).__name__}")
+    if colocate and not incast.ideal:
+        raise ValueError("incast: not modelled with colocate=True (co-hosted groups weigh their ports)")
     start = time.perf_counter()
     replay = _Replay(
         profile,
@@ -345,6 +357,7 @@ def simulate(
             push_order,
             sender_order,
             endhost_scope,
+            incast,
         ),
     )
     replay.run()
@@ -380,6 +393,7 @@ class _Knobs:
     push_order: str = PUSH_ORDER_DEFAULT
     sender_order: str = SENDER_ORDERS[0]
     endhost_scope: str = ENDHOST_SCOPES[0]
+    incast: Incast = field(default_factory=Incast)
 
 
 class _Flow:
@@ -677,7 +691,10 @@ class _Replay:
         # end-host's gaps skip re-allocations only on the representative path with more workers than
         # PSes: with every worker (or co-hosted) every PS port carries many connections, and with as many
         # PSes as workers the worker's own port is full, so the check would cost without paying.
-        self.track_ports = self.gap > 0 and self.symmetric and not colocate and workers > num_ps
+        # (Not under incast: a flow's coming or going then changes its ports' capacity.)
+        self.track_ports = (
+            self.gap > 0 and self.symmetric and not colocate and workers > num_ps and knobs.incast.ideal
+        )
         self.inflight = knobs.inflight if self.shared else None
         self.rng = random.Random(knobs.seed)
         per_class = mode in ("network", "hybrid")
@@ -749,7 +766,8 @@ class _Replay:
         self.memo_state = (array("I", bytes(4 * n_flows)), array("I", bytes(4 * n_flows)))
         # Large co-hosted groups allocate on numpy arrays (network.allocate_arrays) at a memo miss.
         self.flow_arrays: _FlowArrays | None = None
-        if self.memo is not None and n_flows >= _ARRAY_FLOWS:
+        # (Not under incast: its capacities depend on the active flows; the list path computes them.)
+        if self.memo is not None and n_flows >= _ARRAY_FLOWS and knobs.incast.ideal:
             self.flow_arrays = _FlowArrays(self.flow_list, self.capacity, self.weighted)
         self.memo_codes: dict[tuple[int | None, int | None, int | None], int] = {}
         self.touched: list[_Flow] = []
@@ -1104,12 +1122,41 @@ class _Replay:
             [f.down for f in flows],
             [f.level_up for f in flows],
             [f.level_down for f in flows],
-            self.capacity,
+            self._capacity_with(flows),
             [f.wu for f in flows] if self.weighted else None,
             [f.wd for f in flows] if self.weighted else None,
             [f.order_up for f in flows] if self.process_order else None,
             [f.side for f in flows] if self.process_order else None,
         )
+
+    def _capacity_with(self, flows: Sequence[_Flow]) -> list[float]:
+        """Port capacities while `flows` are active: every port's rate, less what incast costs at a
+        switch port that >= 2 hosts send to (simknobs.Incast). On the representative path a worker's
+        flow into a PS port stands for every worker's, and a PS's flow to the worker for one to every
+        worker, so with W >= 2 those ports have W senders and those NICs W destinations."""
+        incast = self.knobs.incast
+        if incast.ideal:
+            return self.capacity
+        W, P = self.sim_workers, self.num_ps
+        stands_for = self.workers if self.symmetric else 1
+
+        def is_ps(port: int) -> bool:
+            return W <= port // 2 < W + P
+
+        senders: dict[int, set[int]] = {}  # switch port -> the NICs sending to it
+        targets: dict[int, set[int]] = {}  # NIC -> the switch ports it sends to
+        for f in flows:
+            if not f.bg:  # paced background: not a sender the bench measured (simknobs.Incast)
+                senders.setdefault(f.down, set()).add(f.up)
+                targets.setdefault(f.up, set()).add(f.down)
+        capacity = list(self.capacity)
+        for port, ups in senders.items():
+            count = sum(stands_for if is_ps(port) else 1 for _ in ups)
+            if count < 2:
+                continue
+            shared = any(len(targets[u]) * (stands_for if is_ps(u) else 1) >= 2 for u in ups)
+            capacity[port] *= incast.shared if shared else incast.alone
+        return capacity
 
     def _advance(self, flow: _Flow, t: float) -> None:
         dt = t - flow.last_t
@@ -1604,6 +1651,7 @@ class _Replay:
             seed=self.knobs.seed,
             ps_costs=self.knobs.ps_costs,
             background=self.knobs.background,
+            incast=self.knobs.incast,
             push_order=self.knobs.push_order,
             sender_order=self.knobs.sender_order,
             endhost_scope=self.knobs.endhost_scope,

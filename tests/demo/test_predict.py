@@ -10,18 +10,23 @@ from demo_results import result
 
 from geryon.demo.predict import (
     GRPC_INFLIGHT,
+    INCAST_OFF,
+    INCAST_UNMEASURED,
     ORDER_SEEDS,
     PAYLOAD_FRACTION,
+    IncastError,
     PredictError,
     predict,
     profile_key,
     relative_error,
+    resolve_incast,
     sim_args,
     sim_setting,
     simulate_setting,
 )
 from geryon.progress import Progress
 from geryon.threshold.profile import LayerSpec, ParamSpec, Profile
+from geryon.threshold.simknobs import Incast
 from geryon.threshold.simulator import simulate
 
 pytest.importorskip("tensorflow")
@@ -342,3 +347,68 @@ def test_ps_costs_come_from_the_calibration_file_or_the_report_says_none(
     default.write_text("{}")
     broken = predict(tiny(), cache, quiet())
     assert broken["ps_costs"]["calibrated"] is False and "format" in broken["ps_costs"]["note"]
+
+
+def _incast_json(path: Path, fifo: tuple[float, float], priority: tuple[float, float]) -> None:
+    """A bench/bench_incast.py result (what predict reads): (2 senders, 2x2) means per switch."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    results = [
+        {"switch": sw, "efficiency": {"2 senders": {"mean": a, "median": 0.5}, "2x2": {"mean": b}}}
+        for sw, (a, b) in (("fifo", fifo), ("priority", priority))
+    ]
+    path.write_text(json.dumps({"bench": "incast", "results": results}))
+
+
+def test_incast_comes_from_the_bench_file_by_switch_mode_or_the_report_says_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # the default out/bench/incast.json is looked up from here
+    assert resolve_incast(None) == (
+        {},
+        {"measured": False, "path": None, "by_switch": None, "note": INCAST_UNMEASURED},
+    )
+    _incast_json(tmp_path / "out" / "bench" / "incast.json", fifo=(1.023, 0.734), priority=(1.0, 0.914))
+    by, info = resolve_incast(None)
+    # Above 1 is noise (a port delivers at most its rate): 1.
+    assert by == {"fifo": Incast(1.0, 0.734), "priority": Incast(1.0, 0.914)}
+    assert info["path"] == "out/bench/incast.json" and "fifo: alone 1.000, shared 0.734" in info["note"]
+    config = {
+        "workers": 2,
+        "ps": 2,
+        "rate_bits": 8e6,
+        "slice_bytes": None,
+        "classes": 2,
+        "background_bits": 0,
+    }
+    ps = sim_setting("ps", [], None, config, by)  # a gRPC mode on the fifo switch
+    geryon = sim_setting("geryon", [], [0.75], config, by)  # the priority switch
+    assert ps["incast"] == {"alone": 1.0, "shared": 0.734} and geryon["incast"]["shared"] == 0.914
+    assert sim_args(ps)["incast"] == Incast(1.0, 0.734)
+    plain = sim_setting("ps", [], None, config)
+    assert "incast" not in plain and "incast" not in sim_args(plain)
+    # Every worker pulls from both PSes and pushes to both: every port is "shared", so slower.
+    profile = urgent_behind_bulk()
+    assert simulate_setting(profile, ps)[0] > simulate_setting(profile, plain)[0]
+    assert resolve_incast("none") == (
+        {},
+        {"measured": False, "path": None, "by_switch": None, "note": INCAST_OFF},
+    )
+    # An explicit file must load (the error names the field); a broken default one is reported.
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"bench": "incast", "results": [{"switch": "fifo", "efficiency": {}}]}))
+    with pytest.raises(IncastError, match=r"results\[0\]\.efficiency\['2 senders'\]\.mean"):
+        resolve_incast(bad)
+    # predict() takes the default file: every 2-worker mode's setting and the timeline carry it.
+    res = tiny()
+    res["config"]["ps"] = 2
+    pred = predict(res, tmp_path / "profiles.json", quiet())
+    assert pred["incast"]["measured"] is True and pred["incast"]["path"] == "out/bench/incast.json"
+    assert pred["modes"]["ps"]["simulated"]["incast"] == {"alone": 1.0, "shared": 0.734}
+    assert pred["modes"]["geryon"]["simulated"]["incast"]["shared"] == 0.914
+    assert pred["timeline"]["modes"]["ps"]["simulated"]["incast"]["shared"] == 0.734
+    off = predict(res, tmp_path / "profiles.json", quiet(), incast_path="none")
+    assert off["incast"]["note"] == INCAST_OFF and "incast" not in off["modes"]["ps"]["simulated"]
+    assert pred["modes"]["ps"]["predicted_s"] > off["modes"]["ps"]["predicted_s"]
+    (tmp_path / "out" / "bench" / "incast.json").write_text("{}")
+    broken, info = resolve_incast(None)
+    assert broken == {} and info["measured"] is False and "not a bench_incast.py result" in info["note"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from geryon.demo.stepdecomp import (
@@ -12,6 +14,7 @@ from geryon.demo.stepdecomp import (
     Event,
     classify,
     decompose,
+    read_events,
     summarize,
     union_length,
 )
@@ -106,3 +109,65 @@ def test_a_bad_event_names_the_field() -> None:
         Event("op", 0.0, 1.0)
     with pytest.raises(ValueError, match="before start_s"):
         Event(STEP, 1.0, 0.5, "backwards")
+
+
+def test_read_events_takes_steps_ops_and_arrivals_from_an_xspace(tmp_path: Path) -> None:
+    """A synthetic trace as TensorFlow writes it: a host plane with a step, a layer op and two
+    ProcessAsync::Done arrivals (kernel type interned, node name inline), and a device plane that is
+    not read. Read through geryon.threshold.incluster.host_events."""
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    space = xplane_pb2.XSpace()
+    plane = space.planes.add(name="/host:CPU", id=0)
+    names = {
+        1: "EagerLocalExecute: __inference_train_step_928",
+        2: "vggmini_1/conv1_1_1/Relu:_MklNativeFusedConv2D",
+        3: "ExecutorState::ProcessAsync::Done",
+        4: "ThreadpoolListener::Region",
+    }
+    for mid, name in names.items():
+        plane.event_metadata[mid].id = mid
+        plane.event_metadata[mid].name = name
+    for sid, name in {1: "kernel_type", 2: "name", 3: "_Recv"}.items():
+        plane.stat_metadata[sid].id = sid
+        plane.stat_metadata[sid].name = name
+    line = plane.lines.add(id=0, name="tf_Compute", timestamp_ns=1_000)  # origin 1 us
+    us = 1_000_000  # ps
+    line.events.add(metadata_id=1, offset_ps=0, duration_ps=900 * us)
+    line.events.add(metadata_id=2, offset_ps=400 * us, duration_ps=100 * us)
+    line.events.add(metadata_id=4, offset_ps=10 * us, duration_ps=5 * us)
+    for offset, node in (
+        (100 * us, "vggmini_1/conv1_1_1/ReadVariableOp/_2"),
+        (800 * us, "GroupCrossDeviceControlEdges_0/Identity/_9"),
+    ):
+        ev = line.events.add(metadata_id=3, offset_ps=offset, duration_ps=0)
+        ev.stats.add(metadata_id=1, ref_value=3)
+        ev.stats.add(metadata_id=2, str_value=node)
+    device = space.planes.add(name="/device:GPU:0", id=1)
+    device.event_metadata[1].id = 1
+    device.event_metadata[1].name = names[1]
+    device.lines.add(id=0, timestamp_ns=0).events.add(metadata_id=1, offset_ps=0, duration_ps=us)
+    trace = tmp_path / "w.xplane.pb"
+    trace.write_bytes(space.SerializeToString())
+
+    events = read_events(trace)
+    assert sorted((e.kind, e.name) for e in events) == sorted(
+        [
+            (STEP, names[1]),
+            (LAYER_OP, names[2]),
+            (PULL, "vggmini_1/conv1_1_1/ReadVariableOp/_2"),
+            (UPDATE_DONE, "GroupCrossDeviceControlEdges_0/Identity/_9"),
+        ]
+    )
+    step = next(e for e in events if e.kind == STEP)
+    assert (step.start_s, step.end_s) == pytest.approx((1e-6, 901e-6))
+    (part,) = decompose(events)
+    assert part.last_pull_s == pytest.approx(100e-6) and part.first_op_s == pytest.approx(400e-6)
+    assert part.last_update_s == pytest.approx(800e-6)
+
+
+def test_read_events_names_an_unreadable_trace(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.xplane.pb"
+    bad.write_bytes(b"\xff\xff not a protobuf")
+    with pytest.raises(ValueError, match="not a readable XSpace trace"):
+        read_events(bad)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from geryon.threshold.profile import synthetic
-from geryon.threshold.simknobs import CHUNK_BYTES, ENDHOST_GAP_S, TF_INFLIGHT, Background, PsCosts
+from geryon.threshold.simknobs import CHUNK_BYTES, ENDHOST_GAP_S, TF_INFLIGHT, Background, Incast, PsCosts
 from geryon.threshold.simulator import MODES, simulate
 
 # 8000 bit/s links move 1000 B/s: byte counts read as milliseconds x 1000.
@@ -432,6 +432,83 @@ def test_background_on_ps_links_agrees_between_representative_and_every_worker()
         rep = simulate(p, symmetric=True, **kw).iteration_s
         every = simulate(p, symmetric=False, **kw).iteration_s
         assert rep == pytest.approx(every, rel=1e-9), mode
+
+
+# --- incast: a switch port's share of its rate with >= 2 senders -----------------------------------------
+
+
+def test_incast_slows_only_ports_with_two_senders_hand_computed():
+    # 1000 B, no compute, 1000 B/s links. Two workers, one PS: the PS NIC sends each worker 500 B/s
+    # (2 s, each worker port has one sender: untouched); both pushes meet at the PS port, each worker
+    # sending nowhere else ("alone"): at half its rate, 2000 B take 4 s. "shared" does not apply there.
+    p = synthetic([1000], [0.0], [0.0])
+    two = dict(SLOW, workers=2, mode="fifo", iterations=1)
+    for symmetric in (True, False):
+        assert simulate(p, **two, symmetric=symmetric).iteration_s == pytest.approx(4.0)
+        r = simulate(p, **two, symmetric=symmetric, incast=Incast(alone=0.5))
+        assert r.iteration_s == pytest.approx(6.0)
+        assert r.to_dict()["incast"] == {"alone": 0.5, "shared": 1.0}
+        assert simulate(
+            p, **two, symmetric=symmetric, incast=Incast(shared=0.5)
+        ).iteration_s == pytest.approx(4.0)
+    # One worker, one PS: no port has two senders.
+    assert simulate(
+        p, **SLOW, mode="fifo", iterations=1, incast=Incast(0.5, 0.5)
+    ).iteration_s == pytest.approx(2.0)
+
+
+def test_incast_shared_where_senders_also_send_elsewhere_hand_computed():
+    # Two 1000 B layers, one on each of 2 PSes (no partitioning), 2 workers: every PS NIC sends to both
+    # workers and every worker NIC to both PSes, so every switch port has 2 senders that share their
+    # NICs ("shared"). At 0.8 a port carries 800 B/s, 400 per flow: 2.5 s of pulls, 2.5 s of pushes.
+    p = synthetic([1000, 1000], [0.0, 0.0], [0.0, 0.0])
+    kw = dict(workers=2, num_ps=2, bandwidth_bps=8000, mode="fifo", iterations=1, partition=False)
+    for symmetric in (True, False):
+        assert simulate(p, **kw, symmetric=symmetric).iteration_s == pytest.approx(4.0)
+        got = simulate(p, **kw, symmetric=symmetric, incast=Incast(alone=1.0, shared=0.8))
+        assert got.iteration_s == pytest.approx(5.0)
+        assert simulate(p, **kw, symmetric=symmetric, incast=Incast(alone=0.8)).iteration_s == pytest.approx(
+            4.0
+        )
+    # One worker pulling from 2 PSes that send nowhere else: its port's senders are "alone".
+    one = dict(kw, workers=1)
+    assert simulate(p, **one, incast=Incast(shared=0.5)).iteration_s == pytest.approx(4.0)
+    assert simulate(p, **one, incast=Incast(alone=0.5)).iteration_s == pytest.approx(6.0)
+
+
+def test_incast_agrees_between_representative_and_every_worker_in_every_mode():
+    p = synthetic([40_000, 80_000, 8_000], [1e-3, 2e-3, 1e-3], [2e-3, 2e-3, 1e-3])
+    inc = Incast(alone=0.9, shared=0.7)
+    for mode in MODES:
+        kw = dict(workers=3, num_ps=2, bandwidth_bps=1e7, mode=mode, iterations=3, barrier=True, incast=inc)
+        kw["background"] = (Background(2e6, "workers", "in"),)
+        rep = simulate(p, symmetric=True, **kw).iteration_s
+        every = simulate(p, symmetric=False, **kw).iteration_s
+        assert rep == pytest.approx(every, rel=1e-9), mode
+        assert rep > simulate(p, **{**kw, "incast": None}).iteration_s, mode
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"alone": 0}, r"incast\.alone: expected a share of the port's rate in \(0, 1\], got 0"),
+        ({"shared": 1.2}, r"incast\.shared: expected a share of the port's rate in \(0, 1\], got 1\.2"),
+        ({"shared": True}, r"incast\.shared"),
+    ],
+)
+def test_bad_incast_names_the_field(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        Incast(**kwargs)
+
+
+def test_incast_is_refused_co_hosted_and_must_be_an_incast():
+    p = synthetic([1000], [0.0], [0.0])
+    with pytest.raises(ValueError, match="incast: not modelled with colocate=True"):
+        simulate(p, **dict(SLOW, workers=2), mode="fifo", colocate=True, incast=Incast(shared=0.5))
+    with pytest.raises(ValueError, match="incast: expected an Incast"):
+        simulate(p, **SLOW, mode="fifo", incast=0.5)  # type: ignore[arg-type]
+    # The default is the fluid model, co-hosted too.
+    assert simulate(p, **dict(SLOW, workers=2), mode="fifo", colocate=True, incast=Incast()).iteration_s > 0
 
 
 # --- bad input ---------------------------------------------------------------------------------------------

@@ -1,0 +1,61 @@
+"""bench_incast.py end to end, in miniature: a real testbed of the demo's shape (root), its JSON read
+back through geryon.demo.predict.load_incast, as the demo's prediction reads it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from geryon.demo.predict import load_incast
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _run(*flags: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(REPO / "bench" / "bench_incast.py"), *flags],
+        cwd=REPO,
+        env=dict(os.environ, PYTHONPATH=str(REPO)),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the testbed needs root (network namespaces)")
+def test_incast_small_runs_every_pattern_and_predict_reads_it(tmp_path: Path) -> None:
+    out = tmp_path / "incast.json"
+    done = _run("--repeats", "2", "--bytes", "262144", "--switch", "fifo", "--out", str(out))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "2x2" in done.stdout and "efficiency" in done.stdout
+    (result,) = json.loads(out.read_text())["results"]
+    assert result["switch"] == "fifo" and result["cc"]
+    by_pattern: dict[str, list[dict]] = {}
+    for run in result["runs"]:
+        by_pattern.setdefault(run["pattern"], []).append(run)
+    assert sorted(by_pattern) == ["1 sender", "2 senders", "2x2"]
+    for pattern, runs in by_pattern.items():
+        assert len(runs) == 2
+        for run in runs:
+            # Every PS port gets the bytes: 2x2 delivers them to both PSes.
+            assert run["bytes"] == 262144 * (2 if pattern == "2x2" else 1)
+            assert run["seconds"] > 0 and run["drops"] >= 0
+            # No sender may finish after the transfer's end, nor before it started.
+            assert all(0 < t <= run["seconds"] for t in run["each_s"])
+    for pattern in ("2 senders", "2x2"):
+        eff = result["efficiency"][pattern]
+        assert eff["n"] == 2 and eff["mean"] > 0 and eff["ci95"][0] <= eff["median"] <= eff["ci95"][1]
+    incast = load_incast(out)
+    assert set(incast) == {"fifo"} and 0 < incast["fifo"].shared <= 1 and 0 < incast["fifo"].alone <= 1
+
+
+def test_bad_arguments_exit_2_naming_the_flag() -> None:
+    done = _run("--repeats", "0")
+    assert done.returncode == 2 and "--repeats" in done.stderr
+    done = _run("--bytes", "10")
+    assert done.returncode == 2 and "--bytes" in done.stderr
