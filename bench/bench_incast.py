@@ -206,6 +206,20 @@ def bench_switch(switch: str, rate: int, buffer: int, nbytes: int, repeats: int)
     }
 
 
+def measure(
+    repeats: int,
+    switches: tuple[str, ...] = ("fifo", "priority"),
+    rate: int = DEMO_RATE,
+    buffer: int = DEMO_BUFFER,
+    nbytes: int = DEMO_BYTES,
+) -> dict[str, Any]:
+    """The bench's JSON document (what geryon.demo.predict.load_incast reads) for `switches`: one
+    testbed per switch mode, each taken down when its patterns are measured. `geryon demo` calls this
+    when the file is absent (geryon.demo.incastcal)."""
+    results = [bench_switch(sw, rate, buffer, nbytes, repeats) for sw in switches]
+    return {"bench": "incast", "hosts": list(HOSTS), "results": results}
+
+
 def _ci(value: Any) -> str:
     return f"[{value[0]:.3f}, {value[1]:.3f}]" if value else "-"
 
@@ -237,12 +251,11 @@ def main(argv: list[str] | None = None) -> int:
 
     os.environ["GERYON_TESTBED_STATE"] = tempfile.mkdtemp(prefix="bench-incast-")
     switches = ("fifo", "priority") if args.switch == "both" else (args.switch,)
-    results = []
     try:
-        for sw in switches:
-            results.append(bench_switch(sw, args.rate, args.buffer, args.bytes, args.repeats))
+        doc = measure(args.repeats, switches, args.rate, args.buffer, args.bytes)
     finally:
         down()
+    results = doc["results"]
     rows = []
     for r in results:
         for p, st in r["patterns"].items():
@@ -278,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
             ("eff_mean", "mean", ".3f"),
         ],
     )
-    write_json(args.out, {"bench": "incast", "hosts": list(HOSTS), "results": results})
+    write_json(args.out, doc)
     return 0
 
 

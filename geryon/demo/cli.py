@@ -72,6 +72,13 @@ def add_prediction_flags(p: Any) -> None:
         "out/bench/ps_costs.json, which `geryon demo` (not --quick) measures first when it is absent "
         "(about 20 s, once)",
     )
+    p.add_argument(
+        "--incast",
+        metavar="FILE",
+        help="switch ports' incast efficiency for the prediction: bench/bench_incast.py's JSON, or none; "
+        "default out/bench/incast.json, which `geryon demo` (not --quick) measures first when it is "
+        "absent (about 2 minutes, once)",
+    )
 
 
 def add_bench(sub: Any) -> None:
@@ -184,6 +191,7 @@ def demo_config(args: argparse.Namespace) -> dict[str, Any]:
         "chunk_bytes": _one(args.chunk_size, "--chunk-size", _size),
         "profile_source": args.profile_source,
         "ps_costs": args.ps_costs,
+        "incast": args.incast,
     }
     if args.modes is not None:
         overrides["modes"] = args.modes
@@ -215,6 +223,7 @@ def bench_config(args: argparse.Namespace) -> dict[str, Any]:
         "chunk_bytes": _one(args.chunk_size, "--chunk-size", _size),
         "profile_source": args.profile_source,
         "ps_costs": args.ps_costs,
+        "incast": args.incast,
     }
     cfg: dict[str, Any] = dict(DEFAULTS)
     if args.quick:
@@ -287,6 +296,7 @@ def _demo_argv(args: argparse.Namespace) -> list[str]:
         ("--chunk-size", args.chunk_size),
         ("--profile-source", args.profile_source),
         ("--ps-costs", args.ps_costs),
+        ("--incast", args.incast),
     )
     for flag, value in (*flags, *more):
         if value is not None:
@@ -303,8 +313,11 @@ def run_demo_cmd(args: argparse.Namespace) -> int:
     # Before the re-exec: the user namespace's own network has no loopback cluster to measure on.
     pscosts.ensure(args.ps_costs, Progress("geryon demo"), quick=args.quick)
     _in_user_namespace(_demo_argv(args), "demo")
+    from geryon.demo import incastcal
     from geryon.testbed import TestbedError
 
+    # After the re-exec: the measurement builds its own testbeds, as the demo does.
+    incastcal.ensure(args.incast, Progress("geryon demo"), quick=args.quick)
     try:
         result = run_demo(cfg, out, Progress("geryon demo"))
     except TestbedError as e:

@@ -127,6 +127,10 @@ DEFAULTS: dict[str, Any] = {
     # DEFAULT_PS_COSTS (out/bench/ps_costs.json) when it exists (`geryon demo` measures it first when
     # absent: geryon.demo.pscosts), else none (the PS is free); "none": no PS costs.
     "ps_costs": None,
+    # The switch ports' measured incast efficiency (bench/bench_incast.py's JSON) for the prediction;
+    # None: predict's DEFAULT_INCAST (out/bench/incast.json) when it exists (`geryon demo` measures it
+    # first when absent, geryon.demo.incastcal); "none": the fluid model's full rate.
+    "incast": None,
 }
 # The default background, as a share of the link rate: the simulator's pick (bench_demo_shape.py).
 BACKGROUND_SHARE = 0.5
@@ -224,6 +228,16 @@ def validate(cfg: dict[str, Any]) -> dict[str, Any]:
         except CalibrationError as e:
             raise UsageError(f"--ps-costs: {e}") from None
         cfg["ps_costs"] = str(cfg["ps_costs"])
+    if cfg["incast"] is not None and str(cfg["incast"]).strip().lower() in ("none", "off"):
+        cfg["incast"] = "none"
+    elif cfg["incast"] is not None:
+        from geryon.demo.predict import IncastError, load_incast
+
+        try:
+            load_incast(Path(cfg["incast"]))
+        except IncastError as e:
+            raise UsageError(f"--incast: {e}") from None
+        cfg["incast"] = str(cfg["incast"])
     cfg["second_job"] = parse_second_job(cfg["second_job"])
     cfg["modes"] = list(modes_mod.parse_modes(cfg["modes"]))
     search = modes_mod.parse_search(str(cfg["search"]), cfg["classes"])
@@ -1149,6 +1163,7 @@ def finish(result: dict[str, Any], out_dir: Path, name: str, progress: Progress)
             trace_path=trace,
             profile_source=cfg.get("profile_source", "cluster"),
             ps_costs_path=cfg.get("ps_costs"),
+            incast_path=cfg.get("incast"),
         )
     except Exception as e:
         result["prediction"] = {"error": f"{type(e).__name__}: {e}"}

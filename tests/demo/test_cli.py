@@ -51,6 +51,10 @@ from geryon.cli import main
         (["demo", "--profile-source", "both"], "--profile-source 'both': expected one of alone, cluster"),
         (["bench", "--profile-source", ""], "--profile-source '': expected one of alone, cluster"),
         (["demo", "--ps-costs", "/nonexistent/ps.json"], "--ps-costs: cannot read calibration"),
+        (
+            ["demo", "--incast", "/nonexistent/incast.json"],
+            "--incast: /nonexistent/incast.json: cannot read it",
+        ),
     ],
 )
 def test_bad_knobs_exit_2_naming_the_flag(

@@ -194,6 +194,16 @@ def test_cli_calibrates_before_the_user_namespace(tmp_path: Path, monkeypatch: p
 
 def _args(**kw: Any) -> dict[str, Any]:
     base = dict.fromkeys(
-        ("model", "steps", "modes", "background", "second_job", "chunk_size", "profile_source", "ps_costs")
+        (
+            "model",
+            "steps",
+            "modes",
+            "background",
+            "second_job",
+            "chunk_size",
+            "profile_source",
+            "ps_costs",
+            "incast",
+        )
     )
     return {**base, "out": "out/demo", "quick": False, "json": False, **kw}

@@ -1,0 +1,107 @@
+"""The demo's incast efficiency when nobody measured it (issue 15): measure it once, then reuse the file.
+
+The prediction gives a switch port that several hosts send to the share of its rate that
+bench/bench_incast.py measured on the demo's own testbed shape (geryon.demo.predict.resolve_incast).
+A fresh checkout has no `out/bench/incast.json`, so without this every new user's prediction used
+the fluid model's full rate there. `ensure` decides as geryon.demo.pscosts.plan does:
+
+    --incast FILE      -> "given":   FILE (validated by the runner), nothing measured
+    --incast none      -> "none":    the fluid model, nothing measured
+    the default exists -> "reuse":   the prediction reads it
+    --quick            -> "quick":   not measured (CI's 1-2 minutes), the prediction says so
+    otherwise          -> "measure": the bench's own `measure` (imported from the bench, not copied)
+                          at REPEATS per switch mode, written to the default for the next run
+
+It runs where the demo runs (as root, or inside the user namespace the demo re-executes itself in),
+because the bench builds testbeds of its own, one per switch mode, each taken down before the demo's
+comes up. A failed measurement never fails the demo: a warning names why, and the prediction goes on
+with the full rate.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from geryon.demo.pscosts import Outcome, plan
+from geryon.progress import Progress
+
+# Repeats of every pattern per switch mode: about a minute per mode here. bench/README.md ("Incast"):
+# the 2x2 pattern's mean held at 0.82-0.87 over runs of 15-30 repeats; 10 keeps the demo's start short.
+REPEATS = 10
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "bench_incast.py"
+
+
+def load_bench(path: Path = BENCH) -> ModuleType:
+    """bench/bench_incast.py as a module (it lives beside the package, not in it)."""
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} not found (the incast bench ships with the repository)")
+    spec = importlib.util.spec_from_file_location("bench_incast", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def measure_with_bench(path: Path, progress: Progress) -> dict[str, Any]:
+    """The bench's measurement at REPEATS, validated as the prediction will read it, then written to
+    `path` atomically (a crash or an unusable result leaves no file behind)."""
+    from geryon.demo.predict import load_incast
+
+    doc: dict[str, Any] = load_bench().measure(REPEATS)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=1) + "\n")
+    try:
+        load_incast(tmp)
+    except Exception:
+        tmp.unlink(missing_ok=True)
+        raise
+    tmp.replace(path)
+    return doc
+
+
+def ensure(
+    arg: str | None,
+    progress: Progress,
+    *,
+    quick: bool = False,
+    default: Path | None = None,
+    measure: Callable[[Path, Progress], dict[str, Any]] | None = None,
+) -> Outcome:
+    """Decides (pscosts.plan) and, for "measure", measures into `default` (predict.DEFAULT_INCAST);
+    `measure(path, progress)` writes the file and returns its document (default: measure_with_bench).
+    Never raises for a failed measurement: the outcome's `error` says why."""
+    if default is None:
+        from geryon.demo.predict import DEFAULT_INCAST
+
+        default = DEFAULT_INCAST
+    action = plan(arg, default, quick)
+    if action == "quick":
+        progress.say(f"incast: not measured with --quick ({default} absent; --incast FILE to use one)")
+    if action != "measure":
+        return Outcome(action, str(default) if action == "reuse" else arg)
+    progress.say(
+        f"incast: {default} absent, measuring it once (bench/bench_incast.py, {REPEATS} repeats per "
+        "switch mode, about 2 minutes; --incast none skips this)"
+    )
+    started = time.monotonic()
+    try:
+        doc = (measure or measure_with_bench)(default, progress)
+    except KeyboardInterrupt:
+        raise
+    except BaseException as e:  # SystemExit from an import, a testbed error: the demo goes on regardless
+        why = f"{type(e).__name__}: {e}"
+        progress.say(f"warning: incast measurement failed ({why}); predicting with the ports' full rate")
+        return Outcome("failed", None, why, round(time.monotonic() - started, 1))
+    wall = round(time.monotonic() - started, 1)
+    shown = "; ".join(
+        f"{r['switch']} 2x2 mean {r['efficiency']['2x2']['mean']:.3f}" for r in doc.get("results", [])
+    )
+    progress.say(f"incast: measured in {wall:.1f} s, written to {default}: {shown}")
+    return Outcome("measured", str(default), None, wall)
