@@ -89,7 +89,7 @@ def _ordering_note(runs: Sequence[Mapping[str, Any]]) -> str | None:
 
 
 def prediction_notes(prediction: Mapping[str, Any]) -> list[str]:
-    """Which compute profile and which PS costs the prediction used (issue 15: say which)."""
+    """Which compute profile, PS costs and incast efficiency the prediction used (issue 15: say which)."""
     out = []
     profile = _mapping(prediction.get("profile"))
     if profile.get("used"):
@@ -100,6 +100,9 @@ def prediction_notes(prediction: Mapping[str, Any]) -> list[str]:
     ps_costs = _mapping(prediction.get("ps_costs"))
     if ps_costs.get("note"):
         out.append(str(ps_costs["note"]))
+    incast = _mapping(prediction.get("incast"))
+    if incast.get("note"):
+        out.append(str(incast["note"]))
     return out
 
 

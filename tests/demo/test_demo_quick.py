@@ -152,6 +152,7 @@ def test_the_prediction_used_worker_0s_profile_traced_in_the_ps_run(quick: dict[
     # Progress (and the table) say which profile and which PS costs the prediction used.
     assert "profile: cluster (incluster:ps:worker0); PS costs: " in quick["stderr"]
     assert result["prediction"]["ps_costs"]["note"].startswith("PS costs: ")
+    assert result["prediction"]["incast"]["note"].startswith("incast: ")
     assert "tracing worker 0" in quick["stderr"] and "in-cluster profile: C = " in quick["stderr"]
     # Traced over unmeasured rounds after the measured steps (the profiler slows the worker it traces).
     ps_run = next(r for r in result["runs"] if r["mode"] == "ps")

@@ -228,3 +228,14 @@ def test_geryon_beats_endhost_only_when_the_paired_interval_clears_one(
     assert t["measured"] == pytest.approx(1.061)
     assert t["met"] is met
     assert "paired 1.061x" in t["note"]
+
+
+def test_the_table_says_which_ps_costs_and_incast_the_prediction_used() -> None:
+    prediction = {
+        "modes": {"ps": {"predicted_s": 0.72, "measured_s": 0.8, "error": 0.1}},
+        "ps_costs": {"note": "PS costs: out/bench/ps_costs.json"},
+        "incast": {"note": "incast: out/bench/incast.json (fifo: alone 1.000, shared 0.852)"},
+    }
+    text = format_table(result(STEPS, prediction=prediction))
+    assert "PS costs: out/bench/ps_costs.json" in text
+    assert "incast: out/bench/incast.json (fifo: alone 1.000, shared 0.852)" in text
