@@ -12,7 +12,6 @@
 #include "tensorflow/core/common_runtime/device.h"
 #include "tensorflow/core/common_runtime/device_mgr.h"
 #include "absl/strings/cord.h"
-#include "absl/strings/match.h"
 #include "tensorflow/core/distributed_runtime/base_rendezvous_mgr.h"
 #include "tensorflow/core/distributed_runtime/error_payloads.h"
 #include "tensorflow/core/distributed_runtime/master_env.h"
@@ -82,15 +81,6 @@ absl::Status CopyFailed(const absl::Status& s, const char* what, const std::stri
 // and the address their handoff between our reader and our writer is annotated on (tsan.h).
 absl::string_view FlatBytes(const Tensor& t) {
   return t.IsInitialized() && tensorflow::DataTypeCanUseMemcpy(t.dtype()) ? t.tensor_data() : absl::string_view();
-}
-
-// TF's shape for an error that a restarted task causes (Worker::PrepareRecvTensor on gRPC): the
-// kWorkerPossiblyRestarted payload (an empty WorkerPossiblyRestarted proto) beside the text.
-absl::Status WithRestartPayload(absl::Status s) {
-  if (s.code() == absl::StatusCode::kAborted && absl::StrContains(s.message(), "different device incarnation")) {
-    s.SetPayload(tensorflow::kWorkerPossiblyRestarted, absl::Cord());
-  }
-  return s;
 }
 
 // One receive in flight; registered with the rendezvous so StartAbort and cancellation reach it.
@@ -194,7 +184,7 @@ class GeryonRemoteRendezvous : public BaseRemoteRendezvous {
                                                         const Tensor& tensor, bool is_dead) {
           DeregisterCall(call.get(), recv_args);
           absl::Status s = call->status();  // an abort wins over whatever arrived
-          if (s.ok()) s = WithRestartPayload(status);
+          if (s.ok()) s = status;  // a producer's error keeps its payloads (error_frame.h)
           done(s, Args(), recv_args, s.ok() ? tensor : Tensor(), s.ok() && is_dead);
           // The last Unref may be TF's, on another thread, and its decrement is invisible to TSAN:
           // announce all that came before ours, and leave our decrement itself unrecorded (else
@@ -344,13 +334,16 @@ void Serve(const WorkerEnv* env, int64_t step_id, const std::string& key, ServeD
   Device* src_device = nullptr;
   if (s.ok()) s = env->device_mgr->LookupDevice(parsed.src_device, &src_device);
   if (s.ok() && src_device->attributes().incarnation() != parsed.src_incarnation) {
-    // TF's own words (Worker::PrepareRecvTensor), which ClusterCoordinator and TF's PS tests look for;
-    // the consumer adds the remote-target tag, as gRPC does.
+    // TF's own shape (Worker::PrepareRecvTensor): its words, which TF's PS tests look for, and the
+    // kWorkerPossiblyRestarted payload (an empty WorkerPossiblyRestarted proto, i.e. no bytes), by
+    // which TF's runtime tells a restarted task from a failed call. The payload crosses in the error
+    // frame (error_frame.h); the consumer adds the remote-target tag, as gRPC does.
     const std::string device(parsed.src_device);
     s = absl::AbortedError(absl::StrCat(
         "Geryon data plane: RecvTensor expects a different device incarnation: ", parsed.src_incarnation, " vs. ",
         src_device->attributes().incarnation(), ". Your worker job (\"", device.substr(0, device.find("/device:")),
         "\") was probably restarted. Check your worker job for the reason why it was restarted."));
+    s.SetPayload(tensorflow::kWorkerPossiblyRestarted, absl::Cord());
   }
   if (!s.ok()) {
     done(s, Tensor(), false);

@@ -45,6 +45,7 @@
 #include "tsl/platform/logging.h"
 #include "tsl/platform/thread_annotations.h"
 #include "connection_limits.h"
+#include "error_frame.h"
 #include "frame_reader.h"
 #include "tsan.h"
 
@@ -64,7 +65,10 @@ constexpr uint32_t kCancelMagic = 0x58595247;    // "GRYX": the consumer gave a 
 // so a consumer can try a task's data-port candidates (DataPortCandidate) until it finds that task.
 // 4 (issue 16): cancel frames (consumer -> producer, `u32 kCancelMagic, u64 id`): an aborted receive
 // tells the producer, which drops the queued response or stops sending its chunks.
-constexpr uint16_t kProtocolVersion = 4;
+// 5 (issue 16): error responses carry the Status's payloads (error_frame.h), as TF's gRPC does, so
+// the consumer's Status is the producer's (kWorkerPossiblyRestarted and the like). Refusal frames
+// (id 0) have no payload section: their layout stays that of every version.
+constexpr uint16_t kProtocolVersion = 5;
 // A request's rank for an edge that resolves to no parameter: unranked, and counted as unresolved by
 // the producer as by the consumer. Any negative rank was already read as unranked, so the order a
 // producer serves in is unchanged by it.
@@ -732,7 +736,8 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
       header_bytes += 8;
       payload = len;
       if (id == kRefusalId) {
-        // The producer will not serve this task at all: a permanent error, not a lost flow.
+        // The producer will not serve this task at all: a permanent error, not a lost flow. (No
+        // payload section: a refusal has the same layout in every version.)
         refusal_code_ = static_cast<absl::StatusCode>(code);
         *error = msg;
         return false;
@@ -741,6 +746,10 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
       // (ClusterCoordinator tells a failed PS from a failed worker by it).
       if (msg.find("error information from remote target") == std::string::npos) msg += PeerTag(peer_);
       status = absl::Status(static_cast<absl::StatusCode>(code), msg);
+      // The producer's payloads, restored as FromGrpcStatus restores them on gRPC.
+      uint64_t payload_bytes = 0;
+      if (!ReadErrorPayloads(&reader_, &status, &payload_bytes, error)) return false;
+      header_bytes += payload_bytes;
     } else if (kind == kRaw || kind == kRawChunked) {
       uint32_t dtype, ndims;
       if (!reader_.Get(&dtype, error) || !reader_.Get(&ndims, error)) return false;
@@ -1634,6 +1643,12 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
       Put<uint32_t>(&head, static_cast<uint32_t>(status.code()));
       Put<uint32_t>(&head, static_cast<uint32_t>(msg.size()));
       head += msg;
+      // TF's payloads travel with the error (as ToGrpcStatus sends them); any past the frame's
+      // bounds are left out and logged, since the consumer would refuse the whole frame.
+      if (int left_out = AppendErrorPayloads(status, &head); left_out > 0) {
+        LOG(WARNING) << "Geryon data plane: " << left_out << " payload(s) of an error for request " << r->id
+                     << " exceed the error frame's bounds and were left out: " << status;
+      }
     } else if (r->is_dead && !t.IsInitialized()) {
       // A dead tensor carries no value: an empty float tensor with the dead bit.
       head += std::string{static_cast<char>(kRaw), 1, 0, 0};

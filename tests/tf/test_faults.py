@@ -58,8 +58,8 @@ def test_killing_the_ps_mid_training_fails_the_chief_within_10_s(tmp_path: Path)
 
 
 def _hello(task: str, cls: int = 0, target: str = "/job:ps/replica:0/task:0") -> bytes:
-    # Protocol 4 (README "Transport protocol"): the consumer's task, then the task the hello is for.
-    head = struct.pack("<IHHH", HELLO, 4, cls, len(task)) + task.encode()
+    # Protocol 5 (README "Transport protocol"): the consumer's task, then the task the hello is for.
+    head = struct.pack("<IHHH", HELLO, 5, cls, len(task)) + task.encode()
     return head + struct.pack("<H", len(target)) + target.encode()
 
 
@@ -98,7 +98,15 @@ def _error_response(sock: socket.socket) -> tuple[int, int, str]:
     magic, request_id, kind, _dead, _pad = struct.unpack("<IQBBH", _read_exact(sock, 16))
     assert magic == RESPONSE and kind == 2
     code, length = struct.unpack("<II", _read_exact(sock, 8))
-    return request_id, code, _read_exact(sock, length).decode()
+    message = _read_exact(sock, length).decode()
+    if request_id != 0:  # protocol 5: the Status's payloads follow (a refusal, id 0, has none)
+        (count,) = struct.unpack("<H", _read_exact(sock, 2))
+        for _ in range(count):
+            (url_len,) = struct.unpack("<H", _read_exact(sock, 2))
+            _read_exact(sock, url_len)
+            (value_len,) = struct.unpack("<I", _read_exact(sock, 4))
+            _read_exact(sock, value_len)
+    return request_id, code, message
 
 
 def test_bad_frames_and_strangers_are_refused_and_the_server_keeps_serving() -> None:

@@ -254,7 +254,7 @@ def test_an_old_peer_gets_a_refusal_frame_naming_both_protocol_versions() -> Non
     facts = _run(OLD_PEER_SCRIPT)
     # The refusal frame of every version: a response head with id 0, kind 2 (error), FailedPrecondition.
     assert (facts["magic"], facts["id"], facts["kind"], facts["code"]) == (0x53595247, 0, 2, 9), facts
-    assert "protocol version 1, this producer speaks version 4" in facts["message"], facts
+    assert "protocol version 1, this producer speaks version 5" in facts["message"], facts
 
 
 STRATEGY_SCRIPT = r"""
