@@ -60,13 +60,20 @@ TARGET_PER_TENSOR = 2.0
 TARGET_PULL = 1.0
 
 _SERVER = r"""
-import json, os, time
+import json, os, sys, time
 from pathlib import Path
 import tensorflow as tf
 import geryon.tf
 spec = json.loads(os.environ["BENCH_SPEC"])
-geryon.tf.load(Path(spec["library"]))  # this cluster's build of the extension
-server = geryon.tf.server(tf.train.ClusterSpec(spec["cluster"]), spec["job"], 0)
+try:
+    geryon.tf.load(Path(spec["library"]))  # this cluster's build of the extension
+except AttributeError as e:
+    # An older build (--baseline-ref) lacks a symbol today's loader binds; the library itself is
+    # loaded by then (tf.load_library comes first) and its server protocol registered.
+    print(f"note: {e}", file=sys.stderr, flush=True)
+server = tf.distribute.Server(
+    tf.train.ClusterSpec(spec["cluster"]), job_name=spec["job"], task_index=0, protocol="grpc+geryon"
+)
 if spec.get("pid_file"):
     Path(spec["pid_file"]).write_text(str(os.getpid()))
 print("READY", flush=True)
