@@ -15,6 +15,8 @@ With --device: tensors in accelerator memory vs host memory instead (see bench_d
 With --order: urgency vs arrival order inside one class (issue 14; see bench_rendezvous_order.py).
 With --baseline-ref REF or --baseline-lib PATH: this checkout's build of the data plane against
 another build, interleaved round by round (issue 16; see bench_rendezvous_libs.py).
+With --floor: the per-tensor 4 KiB cost of this build, plain grpc, and the same step with the
+variables on the worker's own task (TF's own cost; issue 16).
 """
 
 from __future__ import annotations
@@ -150,6 +152,11 @@ def main() -> int:
         "--consumers", type=int, default=1, help="--order: workers pulling the same tensors at once"
     )
     parser.add_argument(
+        "--floor",
+        action="store_true",
+        help="per-tensor 4 KiB cost: this build, plain grpc, variables local (bench_rendezvous_libs.py)",
+    )
+    parser.add_argument(
         "--variants",
         default="urgency",
         help="--order: comma-separated sender variants to interleave against arrival "
@@ -164,6 +171,10 @@ def main() -> int:
         parser.error("--syscalls must be >= 0")
     if args.baseline_ref and args.baseline_lib:
         parser.error("--baseline-ref and --baseline-lib: give one")
+    if args.floor:
+        from bench_rendezvous_libs import run_floor
+
+        return run_floor(args.repeats, args.out or "out/bench/rendezvous_floor.json")
     if args.baseline_ref or args.baseline_lib:
         from bench_rendezvous_libs import run as run_libs
 

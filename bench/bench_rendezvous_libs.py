@@ -60,13 +60,20 @@ TARGET_PER_TENSOR = 2.0
 TARGET_PULL = 1.0
 
 _SERVER = r"""
-import json, os, time
+import json, os, sys, time
 from pathlib import Path
 import tensorflow as tf
 import geryon.tf
 spec = json.loads(os.environ["BENCH_SPEC"])
-geryon.tf.load(Path(spec["library"]))  # this cluster's build of the extension
-server = geryon.tf.server(tf.train.ClusterSpec(spec["cluster"]), spec["job"], 0)
+try:
+    geryon.tf.load(Path(spec["library"]))  # this cluster's build of the extension
+except AttributeError as e:
+    # An older build (--baseline-ref) lacks a symbol today's loader binds; the library itself is
+    # loaded by then (tf.load_library comes first) and its server protocol registered.
+    print(f"note: {e}", file=sys.stderr, flush=True)
+server = tf.distribute.Server(
+    tf.train.ClusterSpec(spec["cluster"]), job_name=spec["job"], task_index=0, protocol="grpc+geryon"
+)
 if spec.get("pid_file"):
     Path(spec["pid_file"]).write_text(str(os.getpid()))
 print("READY", flush=True)
@@ -381,6 +388,113 @@ def run(
             "runs": results,
             "cpus": os.cpu_count(),
             "targets": {"per_tensor_ratio": TARGET_PER_TENSOR, "pull_ratio": TARGET_PULL},
+        },
+    )
+    return 0
+
+
+# --floor: what a 4 KiB tensor costs without our transport. One grpc+geryon cluster (this build) and
+# one plain grpc cluster; the client's sessions: "geryon" and "grpc" (variables on the PS), "local"
+# (the same variables on the worker's own task: TF's own per-op cost, no transfer).
+_FLOOR_SERVER = r"""
+import json, os, time
+import tensorflow as tf
+spec = json.loads(os.environ["BENCH_SPEC"])
+cluster = tf.train.ClusterSpec(spec["cluster"])
+if spec["protocol"] == "grpc+geryon":
+    import geryon.tf
+    server = geryon.tf.server(cluster, spec["job"], 0)
+else:
+    server = tf.distribute.Server(cluster, job_name=spec["job"], task_index=0, protocol="grpc")
+print("READY", flush=True)
+while True:
+    time.sleep(1)
+"""
+
+_FLOOR_CLIENT = r"""
+import json, os, time
+import tensorflow as tf
+spec = json.loads(os.environ["BENCH_SPEC"])
+tf.compat.v1.disable_eager_execution()
+sessions = {}
+for name, (worker, place) in spec["targets"].items():
+    graph = tf.Graph()
+    with graph.as_default():
+        with tf.device(place):
+            small = [tf.Variable(tf.zeros([spec["floats"]]), name=f"s{i}") for i in range(spec["small"])]
+        with tf.device("/job:worker/task:0"):
+            many = tf.add_n([tf.identity(v)[0] for v in small])
+            one = tf.identity(small[0])[0]
+        init = tf.compat.v1.global_variables_initializer()
+    sess = tf.compat.v1.Session("grpc://" + worker, graph=graph)
+    sess.run(init)
+    for _ in range(3):
+        sess.run(many)
+        sess.run(one)
+    sessions[name] = (sess, many, one)
+samples = {name: [] for name in sessions}
+for _ in range(spec["repeats"]):
+    for name, (sess, many, one) in sessions.items():  # round robin: the same load for all three
+        t0 = time.perf_counter()
+        sess.run(many)
+        t1 = time.perf_counter()
+        sess.run(one)
+        t2 = time.perf_counter()
+        samples[name].append(((t1 - t0) - (t2 - t1)) / (spec["small"] - 1))
+print("RESULT " + json.dumps(samples), flush=True)
+os._exit(0)
+"""
+
+
+def run_floor(repeats: int, out: str) -> int:
+    """Per-tensor 4 KiB cost, (t(200) - t(1)) / 199 per round: this build's data plane, plain grpc,
+    and the variables on the worker's own task (the floor that any transport adds to)."""
+    progress = Progress("bench_rendezvous --floor")
+    build(progress=progress)
+    offset = {"GERYON_DATA_PORT_OFFSET": str(DATA_OFFSET)}
+    clusters = ps_worker_clusters(("grpc+geryon", "grpc"), DATA_OFFSET)
+    envs = [
+        child_env({"cluster": cluster, "job": job, "protocol": protocol}, **offset)
+        for protocol, cluster in clusters.items()
+        for job in ("ps", "worker")
+    ]
+    geryon_worker, grpc_worker = clusters["grpc+geryon"]["worker"][0], clusters["grpc"]["worker"][0]
+    targets = {
+        "geryon": (geryon_worker, "/job:ps/task:0"),
+        "grpc": (grpc_worker, "/job:ps/task:0"),
+        "local": (geryon_worker, "/job:worker/task:0"),
+    }
+    load_before = _uptime()
+    with child_servers(_FLOOR_SERVER, envs):
+        progress.say("4 servers up; the client runs geryon, grpc and local round robin")
+        spec = {"targets": targets, "small": SMALL, "floats": SMALL_FLOATS, "repeats": repeats}
+        samples: dict[str, list[float]] = run_client(_FLOOR_CLIENT, child_env(spec, **offset))
+    load_after = _uptime()
+    rows = []
+    for name, values in samples.items():
+        ordered = sorted(values)
+        rows.append(
+            {
+                "what": name,
+                "median_us": statistics.median(values) * 1e6,
+                "q25_us": ordered[len(ordered) // 4] * 1e6,
+                "q75_us": ordered[(3 * len(ordered)) // 4] * 1e6,
+            }
+        )
+    print(f"\nper-tensor 4 KiB, {repeats} rounds; load before: {load_before}; after: {load_after}")
+    print_table(
+        rows,
+        [("what", "what", "s"), ("median_us", "median us", ".1f"), ("q25_us", "q25 us", ".1f"),
+         ("q75_us", "q75 us", ".1f")],
+    )  # fmt: skip
+    write_json(
+        out,
+        {
+            "rows": rows,
+            "samples_s": samples,
+            "repeats": repeats,
+            "load_before": load_before,
+            "load_after": load_after,
         },
     )
     return 0
