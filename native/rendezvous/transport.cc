@@ -1388,10 +1388,17 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
     }
     for (auto& r : batch_) {
       r->in_frame = false;
+      r->wire_bytes += r->frame_head.size() + r->frame_len;  // all of its frame went out
       if (r->chunked) counters_->chunks_sent += 1;
       r->head_sent = true;
       r->payload_done = r->frame_off + r->frame_len;
-      if (!FrameLeft(*r)) counters_->messages_sent += 1;
+      if (!FrameLeft(*r)) {
+        counters_->messages_sent += 1;
+        if (r->unresolved) {  // as WriteFrom counts a response it finishes (Response::unresolved)
+          counters_->unresolved_bytes += r->wire_bytes;
+          counters_->unresolved_messages += 1;
+        }
+      }
     }
     last_id_ = batch_.back()->id;
     last_unfinished_ = FrameLeft(*batch_.back());
