@@ -145,10 +145,15 @@ class GeryonRemoteRendezvous : public BaseRemoteRendezvous {
     // TF's key: usually the RecvOp's own member, built with the kernel on another thread and handed
     // over by TF's executor (invisible to TSAN: a read of it raced the kernel factory's operator new
     // in one triage run). Copied once without recording the reads (tsan.h); only the copy is used.
+    // Only the thread-sanitizer variant copies: elsewhere the copy would buy nothing per receive.
+#if defined(GERYON_TSAN)
     Rendezvous::ParsedKey parsed;
     GERYON_IGNORE_ACCESSES_BEGIN();
     parsed = tf_parsed;
     GERYON_IGNORE_ACCESSES_END();
+#else
+    const Rendezvous::ParsedKey& parsed = tf_parsed;
+#endif
     std::string src_task, src_device;
     if (!DeviceNameUtils::SplitDeviceName(parsed.src_device, &src_task, &src_device)) {
       done(absl::InternalError(absl::StrCat(parsed.src_device, " is an invalid remote source device")), Args(),
