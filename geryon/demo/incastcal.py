@@ -20,7 +20,6 @@ with the full rate.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import time
 from collections.abc import Callable
@@ -28,6 +27,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from geryon.demo import pscosts
 from geryon.demo.pscosts import Outcome, plan
 from geryon.progress import Progress
 
@@ -38,14 +38,8 @@ BENCH = Path(__file__).resolve().parents[2] / "bench" / "bench_incast.py"
 
 
 def load_bench(path: Path = BENCH) -> ModuleType:
-    """bench/bench_incast.py as a module (it lives beside the package, not in it)."""
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} not found (the incast bench ships with the repository)")
-    spec = importlib.util.spec_from_file_location("bench_incast", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """bench/bench_incast.py as a module (pscosts.load_bench)."""
+    return pscosts.load_bench(path)
 
 
 def measure_with_bench(path: Path, progress: Progress) -> dict[str, Any]:

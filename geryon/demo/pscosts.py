@@ -115,10 +115,11 @@ def format_knobs(knobs: dict[str, float]) -> str:
 
 
 def load_bench(path: Path = BENCH) -> ModuleType:
-    """bench/bench_ps_costs.py as a module (it lives beside the package, not in it)."""
+    """A bench as a module (bench/ lives beside the package, not in it): bench_ps_costs.py by default,
+    bench_incast.py for geryon.demo.incastcal."""
     if not path.is_file():
-        raise FileNotFoundError(f"{path} not found (the calibration bench ships with the repository)")
-    spec = importlib.util.spec_from_file_location("bench_ps_costs", path)
+        raise FileNotFoundError(f"{path} not found (the bench ships with the repository)")
+    spec = importlib.util.spec_from_file_location(path.stem, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
