@@ -289,5 +289,8 @@ def test_a_ps_whose_host_goes_silent_fails_its_flows_and_the_step_within_seconds
     assert flow_failed_at is not None and flow_failed_at - silenced_at < 14, log[-2000:]
     assert "Geryon data plane: flow to /job:ps/replica:0/task:0 (class 0) failed" in log
     assert "error" in outcome, outcome
-    assert outcome["error_at"] - silenced_at < 10, outcome
+    # The step fails on whichever notices first: TF's gRPC keepalive (about 5 s) or the data plane's
+    # flow failure (about 10 s, bounded as above). CI once saw 11.2 s on a loaded machine, when the
+    # data plane's failure ended the step, so the step gets the flow's bound.
+    assert outcome["error_at"] - silenced_at < 14, outcome
     assert "/job:ps" in outcome["error"]
