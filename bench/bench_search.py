@@ -1,6 +1,7 @@
 """Threshold search benchmark: live iterations used and the gap to the exhaustive-sweep optimum.
 
     .venv/bin/python bench/bench_search.py [--profiles 24] [--repeats 3] [--noise 0.05] [--out FILE]
+                                           [--noise-from DEMO_JSON ...] [--search-repeats 1,3]
 
 Ground truth is the cluster simulator (`geryon.threshold.simulator.simulate`, mode "network") on
 randomized CNN-like synthetic profiles: 6-24 layers whose parameter sizes grow with depth and whose
@@ -14,6 +15,13 @@ every measured iteration, `--repeats` noise seeds per profile, default options (
 iterations, 1 warm-up iteration after every change). Rows "+urg" pass the profile's urgencies and
 parameter sizes. "guided~" gets a deliberately wrong predictor: the simulator on the profile with
 compute and bandwidth each off by a random factor in [0.7, 1.3], as a real profile would be.
+
+`--noise-from demo.json ...` replaces the normal noise with the testbed's own: every measured step
+of every mode in those demo runs (`geryon demo`'s out/demo/demo.json), divided by the median of its
+run, resampled at random (heavy tails included: a 1.6x step among 0.8 s ones is what the testbed
+gives). `--search-repeats 1,3` runs every strategy once per value: measured iterations per
+candidate (their median counts), with the budget grown to match (5 x (1 + repeats): the sweep's 5
+candidates, each with one warm-up iteration); rows get " r3" and so on.
 
 Prints a table and writes JSON (default out/bench/search.json).
 """
@@ -88,12 +96,40 @@ def perturbed(case: dict[str, Any], rng: np.random.Generator) -> Callable[[tuple
     return simulator(case, profile, case["bandwidth_bps"] * float(rng.uniform(0.7, 1.3)))
 
 
+def empirical_noise(paths: list[str]) -> list[float]:
+    """Every measured step of every run in these demo.json files over its run's median step."""
+    ratios: list[float] = []
+    for path in paths:
+        try:
+            demo = json.loads(Path(path).read_text())
+            runs = demo["runs"]
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise ValueError(f"--noise-from {path}: not a demo.json with runs ({e})") from None
+        for run in runs:
+            steps = [float(t) for t in (run.get("step_times") or []) if isinstance(t, (int, float)) and t > 0]
+            if len(steps) >= 5:
+                mid = statistics.median(steps)
+                ratios.extend(t / mid for t in steps)
+    if len(ratios) < 20:
+        raise ValueError(f"--noise-from: {len(ratios)} measured steps in all, need at least 20")
+    return ratios
+
+
 def search_once(
-    config: str, case: dict[str, Any], truth: Callable[[tuple[float, ...]], float], noise: float, seed: int
+    config: str,
+    case: dict[str, Any],
+    truth: Callable[[tuple[float, ...]], float],
+    noise: float,
+    seed: int,
+    empirical: list[float] | None = None,
+    repeats: int = 1,
 ) -> dict[str, Any]:
     strategy, with_urgencies, predictor_kind = CONFIGS[config]
     rng = np.random.default_rng(seed)
     options: dict[str, Any] = {}
+    if repeats > 1:
+        options["repeats"] = repeats
+        options["budget"] = 5 * (1 + repeats)
     profile: Profile = case["profile"]
     if with_urgencies:
         options["urgencies"] = [p.urgency for p in profile.params]
@@ -107,13 +143,16 @@ def search_once(
     start = time.perf_counter()
     searcher = make_searcher(strategy, 2, **options)
     own = time.perf_counter() - start
-    for _ in range(100):  # bounded; the budget ends every search well before
+    for _ in range(400):  # bounded; the budget ends every search well before
         if searcher.converged:
             break
         start = time.perf_counter()
         ts = searcher.next_threshold()
         own += time.perf_counter() - start
-        measured = truth(ts) * max(0.05, 1.0 + noise * float(rng.standard_normal()))
+        if empirical is not None:
+            measured = truth(ts) * empirical[int(rng.integers(len(empirical)))]
+        else:
+            measured = truth(ts) * max(0.05, 1.0 + noise * float(rng.standard_normal()))
         start = time.perf_counter()
         searcher.report(ts, measured)
         own += time.perf_counter() - start
@@ -129,7 +168,8 @@ def search_once(
 def distribution(values: list[float]) -> dict[str, float]:
     ordered = sorted(values)
     p90 = ordered[min(len(ordered) - 1, int(np.ceil(0.9 * len(ordered))) - 1)]
-    return {"median": statistics.median(ordered), "p90": p90, "max": ordered[-1]}
+    mean = statistics.fmean(ordered)
+    return {"median": statistics.median(ordered), "mean": mean, "p90": p90, "max": ordered[-1]}
 
 
 def main() -> int:
@@ -140,12 +180,33 @@ def main() -> int:
     ap.add_argument("--grid", type=int, default=199, help="thresholds in the exhaustive noise-free sweep")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=list(CONFIGS))
+    ap.add_argument("--noise-from", nargs="+", metavar="DEMO_JSON", help="the testbed's step noise instead")
+    ap.add_argument("--search-repeats", default="1", help="measured iterations per candidate (e.g. 1,3)")
     ap.add_argument("--out", default="out/bench/search.json")
     args = ap.parse_args()
     if args.profiles < 1 or args.repeats < 1 or args.grid < 1:
         ap.error("--profiles, --repeats and --grid must be >= 1")
     if not 0 <= args.noise < 1:
         ap.error("--noise must be in [0, 1)")
+    try:
+        search_repeats = [int(v) for v in args.search_repeats.split(",")]
+    except ValueError:
+        search_repeats = []
+    if not search_repeats or any(not 1 <= r <= 20 for r in search_repeats):
+        ap.error(f"--search-repeats {args.search_repeats!r}: expected integers in 1..20, comma-separated")
+    try:
+        empirical = empirical_noise(args.noise_from) if args.noise_from else None
+    except ValueError as e:
+        ap.error(str(e))
+    noise_label = (
+        f"the testbed's ({len(empirical)} steps from {len(args.noise_from)} demo runs)"
+        if empirical is not None
+        else f"{args.noise:.0%}"
+    )
+    variants = [(c, r) for c in args.configs for r in search_repeats]
+
+    def label(config: str, r: int) -> str:
+        return config if r == 1 else f"{config} r{r}"
 
     rng = np.random.default_rng(args.seed)
     grid = [(i / (args.grid + 1),) for i in range(1, args.grid + 1)]
@@ -172,14 +233,15 @@ def main() -> int:
         )
     sweep_s = time.perf_counter() - start
 
-    runs: dict[str, list[dict[str, Any]]] = {c: [] for c in args.configs}
+    runs: dict[str, list[dict[str, Any]]] = {label(c, k): [] for c, k in variants}
     for n, case in enumerate(cases, 1):
-        for config in args.configs:
+        for config, k in variants:
             for r in range(args.repeats):
-                out = search_once(config, case, case["truth"], args.noise, seed=1000 * n + r)
+                # The same seed for every variant: each meets the same noise draws, in its own order.
+                out = search_once(config, case, case["truth"], args.noise, 1000 * n + r, empirical, k)
                 out["gap"] = out["best_s"] / case["optimum_s"] - 1
                 out["profile"] = n
-                runs[config].append(out)
+                runs[label(config, k)].append(out)
         print(f"searched profile {n}/{len(cases)}", file=sys.stderr, flush=True)
 
     summary = {}
@@ -197,16 +259,17 @@ def main() -> int:
     spreads = [c["worst_s"] / c["optimum_s"] - 1 for c in cases]
     print(
         f"{len(cases)} priority-sensitive profiles ({skipped} flat ones skipped), {args.repeats} noise "
-        f"seeds each, noise {args.noise:.0%}; worst threshold vs optimum: "
+        f"seeds each, noise {noise_label}; worst threshold vs optimum: "
         f"median +{statistics.median(spreads):.1%}, max +{max(spreads):.1%}"
     )
     print(
-        f"{'strategy':<12} {'gap med':>8} {'gap p90':>8} {'gap max':>8} {'<=2%':>6} "
+        f"{'strategy':<15} {'gap med':>8} {'gap mean':>8} {'gap p90':>8} {'gap max':>8} {'<=2%':>6} "
         f"{'live med':>8} {'live max':>8} {'searcher ms':>11}"
     )
     for config, s in summary.items():
         print(
-            f"{config:<12} {s['gap']['median']:>8.2%} {s['gap']['p90']:>8.2%} {s['gap']['max']:>8.2%} "
+            f"{config:<15} {s['gap']['median']:>8.2%} {s['gap']['mean']:>8.2%} {s['gap']['p90']:>8.2%} "
+            f"{s['gap']['max']:>8.2%} "
             f"{s['within_2pct']:>6.0%} {s['live']['median']:>8.0f} {s['live']['max']:>8.0f} "
             f"{s['searcher_s'] * 1e3:>11.1f}"
         )
@@ -224,6 +287,9 @@ def main() -> int:
             "skipped_flat": skipped,
             "repeats": args.repeats,
             "noise": args.noise,
+            "noise_from": args.noise_from,
+            "empirical_steps": None if empirical is None else len(empirical),
+            "search_repeats": search_repeats,
             "grid": args.grid,
             "seed": args.seed,
             "slice_bytes": SLICE_BYTES,

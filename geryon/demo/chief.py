@@ -72,7 +72,12 @@ def make_searcher(spec: dict[str, Any], tagging: Any, local_model: Any) -> Any:
     from geryon.threshold.search import make_searcher as make
 
     s = spec["search"]
-    options: dict[str, Any] = {"budget": s["budget"], "warmup": s.get("search_warmup", 1), "drift": None}
+    options: dict[str, Any] = {
+        "budget": s["budget"],
+        "repeats": s.get("repeats", 1),
+        "warmup": s.get("search_warmup", 1),
+        "drift": None,
+    }
     predictor = None
     if s["strategy"] in ("sweep", "guided"):
         options["urgencies"] = [float(u) for u in tagging.urgency]
