@@ -31,7 +31,7 @@ from geryon.progress import Progress
 
 # Repeats of every pattern per switch mode: about 1.5 minutes per mode here (5 patterns; 15 repeats of
 # both modes took 4.4-4.5 min). bench/README.md ("Incast"):
-# the 2x2 pattern's mean held at 0.82-0.87 over runs of 15-30 repeats; 10 keeps the demo's start short.
+# the 2x2 pattern's mean held at 0.81-0.89 over runs of 15-30 repeats; 10 keeps the demo's start short.
 REPEATS = 10
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "bench_incast.py"
 
