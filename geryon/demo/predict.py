@@ -89,8 +89,10 @@ What it does not model, so where to look when the error is large:
   PS to both workers, delivers 0.82-0.87 (the flows do not settle at their fair shares; one lags and
   its port idles at the end). With it the simulated ps tail is 0.12-0.16 s. geryon and paper open
   one connection per class per worker-PS pair (twice the flows, in the switch's strict-priority
-  queues), and the saved demos' PS ports dropped 1.5-2x more per GB under them than under ps: they
-  take the bench's per-class patterns' value (`incast_key`), where the file has them.
+  queues): they take the bench's per-class patterns' value (`incast_key`), where the file has them.
+  Measured, that pattern gets at least the one-class share (2x2 mean 0.89-0.92 vs 0.82-0.89), so it
+  does not explain why geryon and paper run 15-30% slower than predicted (bench/README.md, "Incast
+  per class"), although the saved demos' PS ports dropped 1.5-2x more per GB under them than under ps.
 - HTB and FIFO queue behaviour: a FIFO switch port shares by arrival, not max-min; the end-host mode
   here is Geryon's per-class flows with priority host queues and a FIFO switch, which the simulator's
   end-host mode (one most-urgent-first connection per pair) approximates.
