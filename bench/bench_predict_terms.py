@@ -34,6 +34,11 @@ trace (r<k>-<mode>-capture-trace/.../*.xplane.pb). Two tables per directory:
      `geryon.demo.predict` now makes it (`+ps` with `--ps-costs`, else `payload`) with the measured
      port efficiency where >= 2 hosts send to a switch port (simknobs.Incast, by the run's switch
      mode); nothing from the trace or the measured steps. Table 1 then has a `simulated +incast` row.
+     Every mode takes the file's one-class value here (`geryon.demo.predict` before issue 15's
+     per-class patterns).
+   - `+per-class` (only when the `--incast` file has bench_incast's per-class patterns): `+incast`
+     with geryon and paper taking the per-class value (one connection per class per worker-PS pair,
+     predict.incast_key), as `geryon.demo.predict` now predicts; the other modes as `+incast`.
 
 Writes JSON with every number (default out/bench/predict_terms.json).
 """
@@ -60,6 +65,7 @@ from geryon.threshold.simulator import SimResult, simulate
 VARIANTS = ("before", "order", "payload", "+gap", "+tail")
 WITH_PS = "+ps"
 WITH_INCAST = "+incast"
+WITH_PER_CLASS = "+per-class"
 
 
 def find_trace(demo_dir: Path, mode: str) -> Path | None:
@@ -112,14 +118,17 @@ def analyse(demo_dir: Path, ps_costs: str | None = None, incast_file: str | None
     runs = [r for r in result.get("runs") or [] if isinstance(r, dict)]
 
     incast, incast_info = P.resolve_incast(incast_file) if incast_file else ({}, {})
+    # +incast: the one-class values only, so every mode takes its switch's (the prediction before).
+    one_class = {k: v for k, v in incast.items() if not k.endswith(P.PER_CLASS_KEY)}
+    per_class = one_class != incast
 
-    def setting(mode: str, with_incast: bool = False) -> dict[str, Any]:
+    def setting(mode: str, with_incast: bool = False, classes: bool = False) -> dict[str, Any]:
         return P.sim_setting(
             mode,
             [r for r in runs if r.get("mode") == mode],
             summary["modes"][mode]["thresholds"],
             config,
-            incast if with_incast else None,
+            (incast if classes else one_class) if with_incast else None,
         )
 
     trace = find_trace(demo_dir, cap_mode)
@@ -177,6 +186,9 @@ def analyse(demo_dir: Path, ps_costs: str | None = None, incast_file: str | None
             pred[WITH_PS] = P.simulate_setting(profile, s, costs)[0] + fixed
         if incast:
             pred[WITH_INCAST] = P.simulate_setting(profile, setting(mode, with_incast=True), costs)[0] + fixed
+        if per_class:
+            with_classes = setting(mode, with_incast=True, classes=True)
+            pred[WITH_PER_CLASS] = P.simulate_setting(profile, with_classes, costs)[0] + fixed
         meas = m["median_step_s"]
         modes[mode] = {
             "measured_s": meas,
@@ -198,6 +210,7 @@ def analyse(demo_dir: Path, ps_costs: str | None = None, incast_file: str | None
         "tail_extra_s": tail_extra,
         "ps_costs": ps_info or None,
         "incast": incast_info or None,
+        "per_class": per_class,
         "modes": modes,
     }
 
@@ -229,6 +242,8 @@ def main(argv: list[str] | None = None) -> int:
     for d in args.dirs:
         rep = analyse(Path(d), args.ps_costs, args.incast)
         reports.append(rep)
+        if rep["per_class"] and WITH_PER_CLASS not in variants:
+            variants += (WITH_PER_CLASS,)
         print(
             f"\n{d}: {rep['captured_mode']} mode's trace "
             f"({rep['measured_parts'].get('steps', 0)} whole steps), "
@@ -252,14 +267,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.incast:
         # The change incast makes to today's prediction, per mode, one column per run.
         base = WITH_PS if args.ps_costs else "payload"
-        print(f"\nerror before ({base}) -> after ({WITH_INCAST}), % (measured - predicted) / measured:")
+        steps = (base, WITH_INCAST) + ((WITH_PER_CLASS,) if WITH_PER_CLASS in variants else ())
+        print(f"\nerror {' -> '.join(steps)}, % (measured - predicted) / measured:")
         brows = []
         for mode in reports[0]["modes"]:
             row = {"mode": mode}
             for i, r in enumerate(reports):
                 e = r["modes"].get(mode, {}).get("error", {})
-                if e.get(base) is not None and e.get(WITH_INCAST) is not None:
-                    row[f"r{i}"] = f"{100 * e[base]:+.1f} -> {100 * e[WITH_INCAST]:+.1f}"
+                if all(e.get(v) is not None for v in steps):
+                    row[f"r{i}"] = " -> ".join(f"{100 * e[v]:+.1f}" for v in steps)
             brows.append(row)
         print_table(
             brows, [("mode", "mode", "")] + [(f"r{i}", f"run {i + 1}", "") for i in range(len(reports))]

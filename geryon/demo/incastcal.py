@@ -20,19 +20,18 @@ with the full rate.
 
 from __future__ import annotations
 
-import json
-import time
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from geryon.demo import pscosts
-from geryon.demo.pscosts import Outcome, plan
+from geryon.demo.pscosts import Calibration, Outcome, plan, run_plan, write_atomic
 from geryon.progress import Progress
 
-# Repeats of every pattern per switch mode: about a minute per mode here. bench/README.md ("Incast"):
-# the 2x2 pattern's mean held at 0.82-0.87 over runs of 15-30 repeats; 10 keeps the demo's start short.
+# Repeats of every pattern per switch mode: about 1.5 minutes per mode here (5 patterns; 15 repeats of
+# both modes took 4.4-4.5 min). bench/README.md ("Incast"):
+# the 2x2 pattern's mean held at 0.81-0.89 over runs of 15-30 repeats; 10 keeps the demo's start short.
 REPEATS = 10
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "bench_incast.py"
 
@@ -44,20 +43,15 @@ def load_bench(path: Path = BENCH) -> ModuleType:
 
 def measure_with_bench(path: Path, progress: Progress) -> dict[str, Any]:
     """The bench's measurement at REPEATS, validated as the prediction will read it, then written to
-    `path` atomically (a crash or an unusable result leaves no file behind)."""
+    `path` atomically (pscosts.write_atomic: a crash or an unusable result leaves no file behind)."""
     from geryon.demo.predict import load_incast
 
     doc: dict[str, Any] = load_bench().measure(REPEATS)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=1) + "\n")
-    try:
-        load_incast(tmp)
-    except Exception:
-        tmp.unlink(missing_ok=True)
-        raise
-    tmp.replace(path)
+    write_atomic(path, doc, check=load_incast)
     return doc
+
+
+INCAST = Calibration("incast", "--incast", "incast measurement", "predicting with the ports' full rate")
 
 
 def ensure(
@@ -70,32 +64,26 @@ def ensure(
 ) -> Outcome:
     """Decides (pscosts.plan) and, for "measure", measures into `default` (predict.DEFAULT_INCAST);
     `measure(path, progress)` writes the file and returns its document (default: measure_with_bench).
-    Never raises for a failed measurement: the outcome's `error` says why."""
+    Never raises for a failed measurement: the outcome's `error` says why (pscosts.run_plan)."""
     if default is None:
         from geryon.demo.predict import DEFAULT_INCAST
 
         default = DEFAULT_INCAST
-    action = plan(arg, default, quick)
-    if action == "quick":
-        progress.say(f"incast: not measured with --quick ({default} absent; --incast FILE to use one)")
-    if action != "measure":
-        return Outcome(action, str(default) if action == "reuse" else arg)
-    progress.say(
+    note = (
         f"incast: {default} absent, measuring it once (bench/bench_incast.py, {REPEATS} repeats per "
-        "switch mode, about 2 minutes; --incast none skips this)"
+        "switch mode, about 3 minutes; --incast none skips this)"
     )
-    started = time.monotonic()
-    try:
-        doc = (measure or measure_with_bench)(default, progress)
-    except KeyboardInterrupt:
-        raise
-    except BaseException as e:  # SystemExit from an import, a testbed error: the demo goes on regardless
-        why = f"{type(e).__name__}: {e}"
-        progress.say(f"warning: incast measurement failed ({why}); predicting with the ports' full rate")
-        return Outcome("failed", None, why, round(time.monotonic() - started, 1))
-    wall = round(time.monotonic() - started, 1)
-    shown = "; ".join(
-        f"{r['switch']} 2x2 mean {r['efficiency']['2x2']['mean']:.3f}" for r in doc.get("results", [])
-    )
-    progress.say(f"incast: measured in {wall:.1f} s, written to {default}: {shown}")
-    return Outcome("measured", str(default), None, wall)
+
+    def summary(doc: dict[str, Any]) -> tuple[str, None]:
+        shown = []
+        for r in doc.get("results", []):
+            eff = r["efficiency"]
+            per_class = eff.get("2x2 per class")
+            shown.append(
+                f"{r['switch']} 2x2 mean {eff['2x2']['mean']:.3f}"
+                + (f", per class {per_class['mean']:.3f}" if per_class else "")
+            )
+        return "; ".join(shown), None
+
+    action = plan(arg, default, quick)
+    return run_plan(INCAST, action, arg, default, progress, measure or measure_with_bench, note, summary)

@@ -87,27 +87,80 @@ def ensure(
         default = DEFAULT_PS_COSTS
     action = plan(arg, default, quick, decided=bool(os.environ.get(ENV)))
     os.environ[ENV] = action  # inherited by the re-executed demo
-    if action == "quick":
-        progress.say(f"PS costs: not measured with --quick ({default} absent; --ps-costs FILE to use one)")
-    if action != "measure":
-        return Outcome(action, str(default) if action == "reuse" else arg)
-    progress.say(
+    note = (
         f"PS costs: {default} absent, measuring them once (bench/bench_ps_costs.py, {BUDGET['runs']} "
         f"run x {BUDGET['repeats']} repeats; --ps-costs none skips this)"
     )
+
+    def summary(doc: dict[str, Any]) -> tuple[str, dict[str, float]]:
+        knobs = dict(doc["knobs"])
+        return format_knobs(knobs), knobs
+
+    return run_plan(PS_COSTS, action, arg, default, progress, measure or measure_with_bench, note, summary)
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """What a demo calibration says of itself (run_plan): `label` starts its lines, `flag` is its
+    option, `failure` and `fallback` name a failed measurement and what the prediction does then."""
+
+    label: str
+    flag: str
+    failure: str
+    fallback: str
+
+
+PS_COSTS = Calibration("PS costs", "--ps-costs", "PS-cost calibration", "predicting without PS costs")
+
+
+def run_plan(
+    cal: Calibration,
+    action: str,
+    arg: str | None,
+    default: Path,
+    progress: Progress,
+    measure: Callable[[Path, Progress], dict[str, Any]],
+    note: str,
+    summary: Callable[[dict[str, Any]], tuple[str, dict[str, float] | None]],
+) -> Outcome:
+    """The skeleton both demo calibrations share (this module's and geryon.demo.incastcal's): act on
+    `plan`'s `action`; for "measure", say `note`, run `measure(default, progress)` and report it with
+    `summary(doc)` (its text and knobs). Never raises for a failed measurement, only for an
+    interrupt: the outcome's `error` says why, and the demo goes on with `cal.fallback`."""
+    if action == "quick":
+        progress.say(f"{cal.label}: not measured with --quick ({default} absent; {cal.flag} FILE to use one)")
+    if action != "measure":
+        return Outcome(action, str(default) if action == "reuse" else arg)
+    progress.say(note)
     started = time.monotonic()
     try:
-        doc = (measure or measure_with_bench)(default, progress)
+        doc = measure(default, progress)
     except KeyboardInterrupt:
         raise
-    except BaseException as e:  # SystemExit from an import, TF's errors: the demo goes on regardless
+    except BaseException as e:  # SystemExit from an import, TF's or the testbed's errors: the demo goes on
         why = f"{type(e).__name__}: {e}"
-        progress.say(f"warning: PS-cost calibration failed ({why}); predicting without PS costs")
+        progress.say(f"warning: {cal.failure} failed ({why}); {cal.fallback}")
         return Outcome("failed", None, why, round(time.monotonic() - started, 1))
     wall = round(time.monotonic() - started, 1)
-    knobs = dict(doc["knobs"])
-    progress.say(f"PS costs: measured in {wall:.1f} s, written to {default}: " + format_knobs(knobs))
+    text, knobs = summary(doc)
+    progress.say(f"{cal.label}: measured in {wall:.1f} s, written to {default}: {text}")
     return Outcome("measured", str(default), None, wall, knobs)
+
+
+def write_atomic(path: Path, doc: dict[str, Any], check: Callable[[Path], object] | None = None) -> None:
+    """`doc` as JSON at `path` through a temporary file renamed over it, so a crash leaves no half
+    file; `check(tmp)` (the reader's own validation) raising removes the temporary file, leaving no
+    file the prediction could not use."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=1) + "\n")
+    if check is not None:
+        try:
+            check(tmp)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+    tmp.replace(path)
 
 
 def format_knobs(knobs: dict[str, float]) -> str:
@@ -134,8 +187,5 @@ def measure_with_bench(path: Path, progress: Progress) -> dict[str, Any]:
     doc: dict[str, Any] = bench.document(
         final, runs, BUDGET["repeats"], bench="geryon demo (bench/bench_ps_costs.py)"
     )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=1) + "\n")
-    tmp.replace(path)
+    write_atomic(path, doc)
     return doc

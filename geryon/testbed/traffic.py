@@ -85,6 +85,21 @@ def sink(host: str, port: int, timeout: float) -> int:
     return 0
 
 
+def send_counted(s: socket.socket, nbytes: int, deadline: float, timeout: float) -> None:
+    """The sink's protocol on a connected socket: the length, `nbytes` zero bytes, then the sink's
+    acknowledgement. Bounded by CLOCK_MONOTONIC `deadline` (`timeout` names it in the error), so a
+    stalled path fails the transfer instead of hanging it."""
+    s.sendall(struct.pack("!Q", nbytes))
+    chunk = b"\0" * CHUNK
+    left = nbytes
+    while left > 0:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"sent {nbytes - left} of {nbytes} bytes in {timeout} s")
+        left -= s.send(chunk[: min(CHUNK, left)])
+    if s.recv(1) != b"k":
+        raise ConnectionError("the sink did not acknowledge the transfer")
+
+
 def send(to: str, nbytes: int, dscp: int, cc: str | None, timeout: float) -> dict[str, float | int]:
     host, port = to.rsplit(":", 1)
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -96,16 +111,7 @@ def send(to: str, nbytes: int, dscp: int, cc: str | None, timeout: float) -> dic
         deadline = time.monotonic() + timeout
         _connect_retrying(s, host, int(port), deadline)
         start = time.monotonic()
-        s.sendall(struct.pack("!Q", nbytes))
-        chunk = b"\0" * CHUNK
-        left = nbytes
-        while left > 0:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"sent {nbytes - left} of {nbytes} bytes in {timeout} s")
-            n = s.send(chunk[: min(CHUNK, left)])
-            left -= n
-        if s.recv(1) != b"k":
-            raise ConnectionError("the sink did not acknowledge the transfer")
+        send_counted(s, nbytes, deadline, timeout)
         seconds = time.monotonic() - start
     return {"bytes": nbytes, "seconds": seconds, "mbit_s": nbytes * 8 / seconds / 1e6, "dscp": dscp}
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -109,3 +110,15 @@ def test_bench_lists_expand_to_their_product_and_keep_scalars() -> None:
     assert {c["rate_bits"] for c in configs} == {50_000_000}
     assert {c["steps"] for c in configs} == {7}
     assert all(c["model"] == "vggmini" and c["input_shape"] == [32, 32, 3] for c in configs)
+
+
+def test_half_a_per_class_incast_file_exits_2_naming_the_field(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # bench_incast's per-class patterns come in pairs: one without the other is a broken file.
+    eff = {"2 senders": {"mean": 1.0}, "2x2": {"mean": 0.85}, "2 senders per class": {"mean": 0.95}}
+    path = tmp_path / "incast.json"
+    path.write_text(json.dumps({"bench": "incast", "results": [{"switch": "priority", "efficiency": eff}]}))
+    assert main(["demo", "--incast", str(path), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "--incast: " in err and "results[0].efficiency['2x2 per class'].mean" in err, err

@@ -21,18 +21,20 @@ def progress() -> tuple[Progress, io.StringIO]:
     return Progress("geryon demo", stream=out), out
 
 
-def doc(mean: float = 0.85) -> dict[str, Any]:
+def doc(mean: float = 0.85, per_class: float | None = None) -> dict[str, Any]:
     # The shape bench_incast.measure returns, with only what load_incast and the summary read.
     eff = {"2 senders": {"mean": 0.99, "median": 1.0}, "2x2": {"mean": mean, "median": mean}}
+    if per_class is not None:
+        eff |= {"2 senders per class": {"mean": 0.98}, "2x2 per class": {"mean": per_class}}
     return {"bench": "incast", "results": [{"switch": s, "efficiency": eff} for s in ("fifo", "priority")]}
 
 
-def writer(calls: list[Path]) -> Any:
+def writer(calls: list[Path], per_class: float | None = None) -> Any:
     def measure(path: Path, _progress: Progress) -> dict[str, Any]:
         calls.append(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(doc()))
-        return doc()
+        path.write_text(json.dumps(doc(per_class=per_class)))
+        return doc(per_class=per_class)
 
     return measure
 
@@ -45,6 +47,13 @@ def test_absent_measures_once_then_reuses(tmp_path: Path) -> None:
     assert "absent, measuring it once" in out.getvalue() and "fifo 2x2 mean 0.850" in out.getvalue()
     again = incastcal.ensure(None, progress()[0], default=default, measure=writer(calls))
     assert (again.action, again.path) == ("reuse", str(default)) and calls == [default]
+
+
+def test_summary_names_the_per_class_efficiency_when_measured(tmp_path: Path) -> None:
+    prog, out = progress()
+    calls: list[Path] = []
+    outcome = incastcal.ensure(None, prog, default=tmp_path / "i.json", measure=writer(calls, per_class=0.7))
+    assert outcome.action == "measured" and "fifo 2x2 mean 0.850, per class 0.700" in out.getvalue()
 
 
 @pytest.mark.parametrize("arg", ["none", "OFF", "/some/incast.json"])
@@ -106,5 +115,6 @@ def test_real_measurement_in_miniature_is_what_the_prediction_reads(
     outcome = incastcal.ensure(None, progress()[0], default=path)
     assert outcome.action == "measured", outcome.error
     by_switch, info = predict.resolve_incast(path)
-    assert info["measured"] and set(by_switch) == {"fifo"}
-    assert 0 < by_switch["fifo"].shared <= 1 and 0 < by_switch["fifo"].alone <= 1
+    # The one-class patterns and, for geryon and paper, the per-class ones (one connection per class).
+    assert info["measured"] and set(by_switch) == {"fifo", "fifo per-class"}
+    assert all(0 < i.shared <= 1 and 0 < i.alone <= 1 for i in by_switch.values())

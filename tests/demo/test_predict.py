@@ -16,6 +16,7 @@ from geryon.demo.predict import (
     PAYLOAD_FRACTION,
     IncastError,
     PredictError,
+    load_incast,
     predict,
     profile_key,
     relative_error,
@@ -412,3 +413,38 @@ def test_incast_comes_from_the_bench_file_by_switch_mode_or_the_report_says_none
     (tmp_path / "out" / "bench" / "incast.json").write_text("{}")
     broken, info = resolve_incast(None)
     assert broken == {} and info["measured"] is False and "not a bench_incast.py result" in info["note"]
+
+
+def test_per_class_modes_take_the_per_class_patterns_and_old_files_fall_back(tmp_path: Path) -> None:
+    config = {"workers": 2, "ps": 2, "rate_bits": 8e6, "slice_bytes": None, "classes": 2}
+    config["background_bits"] = 0
+    old = tmp_path / "old.json"
+    _incast_json(old, fifo=(1.0, 0.85), priority=(1.0, 0.92))
+    # A file measured before the per-class patterns: every mode takes its switch's one-class value.
+    by_old = load_incast(old)
+    assert set(by_old) == {"fifo", "priority"}
+    assert sim_setting("geryon", [], [0.5], config, by_old)["incast_from"] == "priority"
+    new = tmp_path / "new.json"
+    data = json.loads(old.read_text())
+    for r, (alone, shared) in zip(data["results"], ((0.97, 0.8), (0.95, 0.7)), strict=True):
+        r["efficiency"]["2 senders per class"] = {"mean": alone}
+        r["efficiency"]["2x2 per class"] = {"mean": shared}
+    new.write_text(json.dumps(data))
+    by = load_incast(new)
+    assert by["priority per-class"] == Incast(0.95, 0.7) and by["fifo per-class"] == Incast(0.97, 0.8)
+    # geryon and paper (2 classes in use) push over one connection per class: the per-class value.
+    runs = {"classes_used": 2, "switch": "priority", "protocol": "grpc+geryon"}
+    for mode in ("geryon", "paper"):
+        setting = sim_setting(mode, [runs], [0.5], config, by)
+        assert setting["incast"] == {"alone": 0.95, "shared": 0.7}
+        assert setting["incast_from"] == "priority per-class"
+        assert sim_args(setting)["incast"] == Incast(0.95, 0.7) and "incast_from" not in sim_args(setting)
+    # endhost runs one class, ps no geryon at all: the one-class values, as before.
+    endhost = sim_setting("endhost", [{"classes_used": 1, "single_class": True}], [1.0], config, by)
+    assert endhost["incast"] == {"alone": 1.0, "shared": 0.85} and endhost["incast_from"] == "fifo"
+    assert sim_setting("ps", [], None, config, by)["incast_from"] == "fifo"
+    # Half a per-class measurement is a broken file: the error names the missing pattern.
+    del data["results"][1]["efficiency"]["2x2 per class"]
+    new.write_text(json.dumps(data))
+    with pytest.raises(IncastError, match=r"results\[1\]\.efficiency\['2x2 per class'\]\.mean"):
+        load_incast(new)
