@@ -3,7 +3,7 @@
 The scripts of test_frame_reader.py and test_error_payloads.py run in their own TF process, import this
 module (TESTS_TF on sys.path) and answer each request with the bytes their case needs. What every such
 producer does alike lives here: the wire constants (native/rendezvous/README.md "Transport protocol"),
-the hello/ack exchange, reading one request, and the accept loop.
+the hello/ack exchange, reading one request, sending a byte at a time, and the accept loop.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import socket
 import struct
 import threading
+import time
 from collections.abc import Callable
 
 HELLO, ACK, RESPONSE, CHUNK, REQUEST = 0x48595247, 0x41595247, 0x53595247, 0x43595247, 0x51595247
@@ -45,9 +46,27 @@ def read_request(conn: socket.socket) -> tuple[int, str]:
     return request_id, read_exact(conn, n).decode()
 
 
-def serve_in_background(listener: socket.socket, serve: Callable[[socket.socket], None]) -> None:
-    """Accepts connections on `listener` for the life of the (daemon) thread, each served by `serve`
-    on a thread of its own, which must close the connection."""
+def trickle(conn: socket.socket, data: bytes, pause: float) -> None:
+    """Sends `data` a byte at a time, `pause` seconds apart: every field of a frame crosses the
+    consumer's refills."""
+    for byte in data:
+        conn.sendall(bytes([byte]))
+        time.sleep(pause)
+
+
+def serve_in_background(listener: socket.socket, answer_requests: Callable[[socket.socket], None]) -> None:
+    """Accepts connections on `listener` for the life of the (daemon) thread, each on a thread of its
+    own: the hello is acked, then `answer_requests(conn)` reads requests and answers them until the
+    consumer goes (EOFError, OSError) or it returns; the connection is closed then."""
+
+    def serve(conn: socket.socket) -> None:
+        try:
+            accept_hello(conn)
+            answer_requests(conn)
+        except (EOFError, OSError):
+            pass
+        finally:
+            conn.close()
 
     def accept() -> None:
         while True:
@@ -55,3 +74,12 @@ def serve_in_background(listener: socket.socket, serve: Callable[[socket.socket]
             threading.Thread(target=serve, args=(conn,), daemon=True).start()
 
     threading.Thread(target=accept, daemon=True).start()
+
+
+def assert_flow_refused(case: str, outcome: object, words: str) -> None:
+    """For the tests reading a script's outcomes: the step of `case` failed Unavailable, its own message
+    (not an earlier case's, which TF appends as recent logs) naming the flow and `words`."""
+    assert isinstance(outcome, dict) and outcome["error"] == "UnavailableError", (case, outcome)
+    own = outcome["message"].split("Recent warning and error logs")[0]
+    assert "Geryon data plane: flow to /job:ps/replica:0/task:0" in own, (case, outcome)
+    assert words in own, (case, outcome)
