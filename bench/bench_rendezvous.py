@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -79,16 +81,28 @@ os._exit(0)
 )
 
 
-def measure(repeats: int, progress: Progress) -> dict[str, dict[str, list[float]]]:
-    offset = {"GERYON_DATA_PORT_OFFSET": str(DATA_OFFSET)}
-    clusters = ps_worker_clusters(PROTOCOLS, DATA_OFFSET)
-    workers = {protocol: cluster["worker"][0] for protocol, cluster in clusters.items()}
+# The clients' environment: the data plane's port offset the servers were started with.
+DATA_PORT_ENV = {"GERYON_DATA_PORT_OFFSET": str(DATA_OFFSET)}
+
+
+@contextmanager
+def protocol_clusters(protocols: Sequence[str]) -> Iterator[dict[str, dict[str, list[str]]]]:
+    """Per protocol, a loopback cluster of one PS and one worker server process (this checkout's build
+    for grpc+geryon), each up before the block starts; yields protocol -> cluster spec, and kills the
+    servers when the block ends. Shared with bench_rendezvous_libs.py's --floor."""
+    clusters = ps_worker_clusters(protocols, DATA_OFFSET)
     envs = [
-        child_env({"cluster": cluster, "job": job, "protocol": protocol}, **offset)
+        child_env({"cluster": cluster, "job": job, "protocol": protocol}, **DATA_PORT_ENV)
         for protocol, cluster in clusters.items()
         for job in ("ps", "worker")
     ]
     with child_servers(_SERVER, envs):
+        yield clusters
+
+
+def measure(repeats: int, progress: Progress) -> dict[str, dict[str, list[float]]]:
+    with protocol_clusters(PROTOCOLS) as clusters:
+        workers = {protocol: cluster["worker"][0] for protocol, cluster in clusters.items()}
         progress.say("4 servers up; measuring (the client alternates between the two clusters)")
         spec = {
             "workers": workers,
@@ -99,7 +113,7 @@ def measure(repeats: int, progress: Progress) -> dict[str, dict[str, list[float]
             "warmups": 1,
             "repeats": repeats,
         }
-        result: dict[str, dict[str, list[float]]] = run_client(_CLIENT, child_env(spec, **offset))
+        result: dict[str, dict[str, list[float]]] = run_client(_CLIENT, child_env(spec, **DATA_PORT_ENV))
         return result
 
 

@@ -396,21 +396,6 @@ def run(
 # --floor: what a 4 KiB tensor costs without our transport. One grpc+geryon cluster (this build) and
 # one plain grpc cluster; the client's sessions: "geryon" and "grpc" (variables on the PS), "local"
 # (the same variables on the worker's own task: TF's own per-op cost, no transfer).
-_FLOOR_SERVER = r"""
-import json, os, time
-import tensorflow as tf
-spec = json.loads(os.environ["BENCH_SPEC"])
-cluster = tf.train.ClusterSpec(spec["cluster"])
-if spec["protocol"] == "grpc+geryon":
-    import geryon.tf
-    server = geryon.tf.server(cluster, spec["job"], 0)
-else:
-    server = tf.distribute.Server(cluster, job_name=spec["job"], task_index=0, protocol="grpc")
-print("READY", flush=True)
-while True:
-    time.sleep(1)
-"""
-
 _FLOOR_CLIENT = r"""
 import json, os, time
 import tensorflow as tf
@@ -451,24 +436,19 @@ def run_floor(repeats: int, out: str) -> int:
     and the variables on the worker's own task (the floor that any transport adds to)."""
     progress = Progress("bench_rendezvous --floor")
     build(progress=progress)
-    offset = {"GERYON_DATA_PORT_OFFSET": str(DATA_OFFSET)}
-    clusters = ps_worker_clusters(("grpc+geryon", "grpc"), DATA_OFFSET)
-    envs = [
-        child_env({"cluster": cluster, "job": job, "protocol": protocol}, **offset)
-        for protocol, cluster in clusters.items()
-        for job in ("ps", "worker")
-    ]
-    geryon_worker, grpc_worker = clusters["grpc+geryon"]["worker"][0], clusters["grpc"]["worker"][0]
-    targets = {
-        "geryon": (geryon_worker, "/job:ps/task:0"),
-        "grpc": (grpc_worker, "/job:ps/task:0"),
-        "local": (geryon_worker, "/job:worker/task:0"),
-    }
+    from bench_rendezvous import DATA_PORT_ENV, protocol_clusters  # here: it imports this module
+
     load_before = _uptime()
-    with child_servers(_FLOOR_SERVER, envs):
+    with protocol_clusters(("grpc+geryon", "grpc")) as clusters:
+        geryon_worker, grpc_worker = clusters["grpc+geryon"]["worker"][0], clusters["grpc"]["worker"][0]
+        targets = {
+            "geryon": (geryon_worker, "/job:ps/task:0"),
+            "grpc": (grpc_worker, "/job:ps/task:0"),
+            "local": (geryon_worker, "/job:worker/task:0"),
+        }
         progress.say("4 servers up; the client runs geryon, grpc and local round robin")
         spec = {"targets": targets, "small": SMALL, "floats": SMALL_FLOATS, "repeats": repeats}
-        samples: dict[str, list[float]] = run_client(_FLOOR_CLIENT, child_env(spec, **offset))
+        samples: dict[str, list[float]] = run_client(_FLOOR_CLIENT, child_env(spec, **DATA_PORT_ENV))
     load_after = _uptime()
     rows = []
     for name, values in samples.items():

@@ -8,21 +8,18 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import shutil
-import time
 import urllib.request
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import grpc
 import pytest
-from live_agent import View
+from tf.tf_cluster import agent_services
 
 from geryon.agent import cli_obs
 from geryon.agent.proto import agent_pb2 as pb
 from geryon.agent.proto import agent_pb2_grpc as pb_grpc
-from geryon.agent.service import Services, start_services
+from geryon.agent.service import Services
 from geryon.errors import UsageError
 from geryon.tf import FlowCounter
 from geryon.tf.agent_report import AgentReporter, agent_task_name, reporter_from_env, unresolved_counts
@@ -55,25 +52,10 @@ def counter(role: str, local: str, peer: str, klass: int, unresolved: int, messa
 
 @pytest.fixture
 def agent() -> Iterator[tuple[Services, str, str]]:
-    """A real agent's services: API on a private unix socket, metrics on a free loopback port."""
-    d = Path(f"/tmp/gfunres{time.monotonic_ns()}")
-    d.mkdir(mode=0o700)
-    sock = str(d / "agent.sock")
-    svc = start_services(View(["lo"]), api_socket=sock, api_tcp=None, tls=None, metrics_addr=("127.0.0.1", 0))
-    assert svc.metrics_addr is not None
-    try:
-        ch = grpc.insecure_channel(f"unix:{sock}")
-        with ch:
-            pb_grpc.AgentStub(ch).RegisterJob(
-                pb.RegisterJobRequest(
-                    job_id="ju", cluster={r: pb.TaskAddresses(addresses=a) for r, a in CLUSTER.items()}
-                ),
-                timeout=5,
-            )
-        yield svc, sock, f"http://127.0.0.1:{svc.metrics_addr[1]}"
-    finally:
-        svc.stop()
-        shutil.rmtree(d, ignore_errors=True)
+    """A real agent's services, job "ju" of CLUSTER registered: API on a private unix socket, metrics on a
+    free loopback port."""
+    with agent_services(CLUSTER, job_id="ju") as services:
+        yield services
 
 
 def metrics(base: str) -> str:

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from demo.sim_config import one_link
 from demo_results import result
 
 from geryon.demo.predict import (
@@ -106,14 +107,7 @@ def urgent_behind_bulk() -> Profile:
 
 
 def test_grpc_modes_average_random_orders_and_geryon_runs_once() -> None:
-    config = {
-        "workers": 1,
-        "ps": 1,
-        "rate_bits": 8e6,
-        "slice_bytes": None,
-        "classes": 2,
-        "background_bits": 0,
-    }
+    config = one_link(background_bits=0)
     profile = urgent_behind_bulk()
     ps = sim_setting("ps", [], None, config)
     mean, first, seeds = simulate_setting(profile, ps)
@@ -373,14 +367,7 @@ def test_incast_comes_from_the_bench_file_by_switch_mode_or_the_report_says_none
     # Above 1 is noise (a port delivers at most its rate): 1.
     assert by == {"fifo": Incast(1.0, 0.734), "priority": Incast(1.0, 0.914)}
     assert info["path"] == "out/bench/incast.json" and "fifo: alone 1.000, shared 0.734" in info["note"]
-    config = {
-        "workers": 2,
-        "ps": 2,
-        "rate_bits": 8e6,
-        "slice_bytes": None,
-        "classes": 2,
-        "background_bits": 0,
-    }
+    config = one_link(workers=2, ps=2, background_bits=0)
     ps = sim_setting("ps", [], None, config, by)  # a gRPC mode on the fifo switch
     geryon = sim_setting("geryon", [], [0.75], config, by)  # the priority switch
     assert ps["incast"] == {"alone": 1.0, "shared": 0.734} and geryon["incast"]["shared"] == 0.914

@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 import pytest
+from demo.sim_config import one_link
 
 from geryon.demo.predict import ITERATIONS, PAYLOAD_FRACTION, arrival_timeline
 from geryon.demo.timeline import arrivals
@@ -102,13 +103,7 @@ def test_spans_without_this_worker_or_iteration_are_refused() -> None:
 
 
 def test_predict_timeline_simulates_ps_and_geryon_and_writes_geryons_trace(tmp_path: Path) -> None:
-    config = {
-        "workers": 1,
-        "ps": 1,
-        "rate_bits": 8e6,
-        "slice_bytes": None,
-        "classes": 2,
-    }
+    config = one_link()
     runs = [{"mode": "geryon", "protocol": "grpc+geryon", "switch": "priority", "partitioned": True}]
     trace = tmp_path / "trace-geryon.json"
     t = arrival_timeline(two_layers(), config, runs, {"geryon": {"thresholds": [0.75]}}, trace)
@@ -180,7 +175,7 @@ def test_the_prediction_simulates_the_runs_background() -> None:
     # FIFO port with it and slows; Geryon's classes stay ahead of it (it is below every class).
     from geryon.demo.predict import sim_args, sim_setting
 
-    config = {"workers": 1, "ps": 1, "rate_bits": 8e6, "slice_bytes": None, "classes": 2}
+    config = one_link()
     times = {}
     for bg in (0.0, 4e6):
         for mode in ("endhost", "paper"):

@@ -25,15 +25,7 @@ from typing import Any
 import pytest
 from tf.tf_cluster import run_script
 
-from geryon.tf import sanitizers
-from geryon.tf.build import build
-
-pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _built() -> None:
-    build(sanitizer=sanitizers.active())  # the variant a sanitizer run (test_sanitizers.py) loads
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("native_built")]
 
 
 SCRIPT = r"""

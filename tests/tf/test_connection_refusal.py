@@ -21,16 +21,8 @@ from typing import Any
 
 import pytest
 
-from geryon.tf import sanitizers
-from geryon.tf.build import build
-
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("native_built")]
 TESTS_TF = str(Path(__file__).parent)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _built() -> None:
-    build(sanitizer=sanitizers.active())  # the variant a sanitizer run (test_sanitizers.py) loads
 
 
 def _run(script: str, env: dict[str, str]) -> dict[str, Any]:

@@ -16,16 +16,8 @@ from typing import Any
 import pytest
 from tf.tf_cluster import CNN_BODY, TfCluster, data_port
 
-from geryon.tf import sanitizers
-from geryon.tf.build import build
-
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("native_built")]
 HELLO, REQUEST, RESPONSE, ACK = 0x48595247, 0x51595247, 0x53595247, 0x41595247
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _built() -> None:
-    build(sanitizer=sanitizers.active())  # the variant a sanitizer run (test_sanitizers.py) loads
 
 
 def test_killing_the_ps_mid_training_fails_the_chief_within_10_s(tmp_path: Path) -> None:

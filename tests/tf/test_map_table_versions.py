@@ -20,17 +20,9 @@ from typing import Any
 
 import pytest
 
-from geryon.tf import sanitizers
-from geryon.tf.build import build
-
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("native_built")]
 TESTS_TF = str(Path(__file__).parent)
 INSTALLS = 3000
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _built() -> None:
-    build(sanitizer=sanitizers.active())  # the variant a sanitizer run (test_sanitizers.py) loads
 
 
 SCRIPT = r"""

@@ -16,7 +16,7 @@ import uuid
 from typing import Any
 
 import pytest
-from tf.tf_cluster import run_script
+from tf.tf_cluster import UNTRACEABLE_MODEL, run_script
 
 from geryon.tf import sanitizers
 from geryon.tf.build import build
@@ -213,7 +213,8 @@ def test_flows_use_keepalive_no_producer_user_timeout_and_class_0_is_pfifo_fast_
 # TF1 in one process (PS and worker servers), classes from Tf1Classes with its default: the PS sends
 # the worker reads of `w` (consumed first: class 0) and `w2` (class 1), and a tensor computed on the
 # PS that carries no parameter (unresolved: the least urgent class, 1, counted per flow).
-UNRESOLVED_SCRIPT = r"""
+UNRESOLVED_SCRIPT = (
+    r"""
 import json, os, sys
 sys.path.insert(0, os.environ["TESTS_TF"])
 from tf_cluster import local_servers, pick_ports
@@ -221,20 +222,10 @@ import tensorflow as tf
 import geryon.tf
 from geryon.tf.tf1 import Tf1Classes
 
-v1 = tf.compat.v1
 spec, servers = local_servers(pick_ports(2))
-graph = tf.Graph()
-with graph.as_default():
-    with v1.device("/job:ps/task:0"):
-        with v1.variable_scope("first"):  # the tagger's layers are variable scopes
-            w = v1.get_variable("w", [1000, 1], use_resource=True, initializer=v1.ones_initializer())
-        with v1.variable_scope("second"):
-            w2 = v1.get_variable("w", [1, 1000], use_resource=True, initializer=v1.ones_initializer())
-        made = tf.random.uniform([250]) + 1.0  # stateful: not folded away; no parameter behind it
-    with v1.device("/job:worker/task:0"):
-        x = v1.placeholder(tf.float32, [1, 1000], name="x")  # the model's input (the tagger needs one)
-        total = tf.reduce_sum(tf.matmul(tf.matmul(x, w), w2)) + tf.reduce_sum(made)
-    init = v1.global_variables_initializer()
+"""
+    + UNTRACEABLE_MODEL
+    + r"""
 classes = Tf1Classes(graph, spec, thresholds=[0.25])  # urgencies 0.5 and 0
 target = servers[1].target
 classes.install(target)
@@ -256,6 +247,7 @@ print(json.dumps({"value": value, "rows": rows, "default": classes.map_table.def
                   "classes": {e.name: e.cls for e in classes.map_table.entries}}), flush=True)
 os._exit(0)
 """
+)
 
 
 def test_unresolved_edges_take_the_least_urgent_class_and_their_bytes_are_counted_per_flow() -> None:

@@ -10,46 +10,34 @@ op, not the read, so nothing binds it to the parameter). They take the least urg
 from __future__ import annotations
 
 import re
-import shutil
 import time
 import urllib.request
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import grpc
 import pytest
-from live_agent import View
-from tf.tf_cluster import TfCluster
+from tf.tf_cluster import UNTRACEABLE_MODEL, TfCluster, agent_services
 
 from geryon.agent.proto import agent_pb2 as pb
 from geryon.agent.proto import agent_pb2_grpc as pb_grpc
-from geryon.agent.service import Services, start_services
-from geryon.tf import sanitizers
-from geryon.tf.build import build
+from geryon.agent.service import Services
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("native_built")]
 
 STEPS = 3
 
-CHIEF = r"""
+CHIEF = (
+    r"""
 from geryon.tf.tf1 import Tf1Classes
-
-v1 = tf.compat.v1
-graph = tf.Graph()
+"""
+    + UNTRACEABLE_MODEL
+    + r"""
 with graph.as_default():
     with v1.device("/job:ps/task:0"):
-        with v1.variable_scope("first"):  # the tagger's layers are variable scopes
-            w = v1.get_variable("w", [1000, 1], use_resource=True, initializer=v1.ones_initializer())
-        with v1.variable_scope("second"):
-            w2 = v1.get_variable("w", [1, 1000], use_resource=True, initializer=v1.ones_initializer())
-        made = tf.random.uniform([250]) + 1.0  # stateful: not folded away; no parameter behind it
         doubled = w2 * 2.0  # an op between the parameter's read and the Send: its edge is not traced
     with v1.device("/job:worker/task:0"):
-        x = v1.placeholder(tf.float32, [1, 1000], name="x")  # the model's input (the tagger needs one)
-        total = tf.reduce_sum(tf.matmul(tf.matmul(x, w), w2)) + tf.reduce_sum(made)
         total += tf.reduce_sum(doubled)
-    init = v1.global_variables_initializer()
 classes = Tf1Classes(graph, cluster_spec, thresholds=[0.25])  # urgencies 0.5 and 0
 target = "grpc://" + cluster_spec.task_address("worker", 0)
 classes.install(target)
@@ -60,26 +48,14 @@ with v1.Session(target, graph=graph, config=config) as sess:
 emit({"values": values, "default": classes.map_table.default_class,
       "classes": {e.name: e.cls for e in classes.map_table.entries}})
 """
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _built() -> None:
-    build(sanitizer=sanitizers.active())
+)
 
 
 @pytest.fixture
 def agent() -> Iterator[tuple[Services, str, str]]:
     """A real agent's services: the API on a private unix socket, metrics on a free loopback port."""
-    d = Path(f"/tmp/gfunres{time.monotonic_ns()}")
-    d.mkdir(mode=0o700)
-    sock = str(d / "agent.sock")
-    svc = start_services(View(["lo"]), api_socket=sock, api_tcp=None, tls=None, metrics_addr=("127.0.0.1", 0))
-    assert svc.metrics_addr is not None
-    try:
-        yield svc, sock, f"http://127.0.0.1:{svc.metrics_addr[1]}"
-    finally:
-        svc.stop()
-        shutil.rmtree(d, ignore_errors=True)
+    with agent_services() as services:
+        yield services
 
 
 _SERIES = re.compile(r"^geryon_job_unresolved_(bytes|messages)_total\{([^}]*)\} (\S+)$", re.M)

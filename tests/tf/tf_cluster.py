@@ -17,6 +17,7 @@ picked free with P + DATA_OFFSET free too (the data plane listens there).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -27,7 +28,7 @@ import tempfile
 import textwrap
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -476,3 +477,58 @@ emit({"losses": losses, "model_bytes": model_bytes, "seconds": time.time() - sta
 
 def data_port(address: str) -> int:
     return int(address.rsplit(":", 1)[1]) + DATA_OFFSET
+
+
+# A TF1 model with a tensor the graph pass cannot trace to a parameter, for the scripts that count
+# unresolved bytes (test_transport.py, test_unresolved_counts.py): spliced into a script after `tf` is
+# imported, it defines v1, graph, w, w2, made, x, total and init. `made` is stateful (not folded away)
+# and has no parameter behind it: its edge to the worker is unresolved.
+UNTRACEABLE_MODEL = r"""
+v1 = tf.compat.v1
+graph = tf.Graph()
+with graph.as_default():
+    with v1.device("/job:ps/task:0"):
+        with v1.variable_scope("first"):  # the tagger's layers are variable scopes
+            w = v1.get_variable("w", [1000, 1], use_resource=True, initializer=v1.ones_initializer())
+        with v1.variable_scope("second"):
+            w2 = v1.get_variable("w", [1, 1000], use_resource=True, initializer=v1.ones_initializer())
+        made = tf.random.uniform([250]) + 1.0  # stateful: not folded away; no parameter behind it
+    with v1.device("/job:worker/task:0"):
+        x = v1.placeholder(tf.float32, [1, 1000], name="x")  # the model's input (the tagger needs one)
+        total = tf.reduce_sum(tf.matmul(tf.matmul(x, w), w2)) + tf.reduce_sum(made)
+    init = v1.global_variables_initializer()
+"""
+
+
+@contextlib.contextmanager
+def agent_services(
+    cluster: dict[str, list[str]] | None = None, job_id: str = "ju"
+) -> Iterator[tuple[Any, str, str]]:
+    """A real agent's services (geryon.agent.service.Services, its API socket, its metrics URL): the API on
+    a private unix socket, metrics on a free loopback port; with `cluster`, job `job_id` registered
+    with those tasks. Stopped, and its folder removed, when the block ends."""
+    import shutil  # here, not above: TF scripts import this module without tests/ on their path
+
+    import grpc
+    from live_agent import View
+
+    from geryon.agent.proto import agent_pb2 as pb
+    from geryon.agent.proto import agent_pb2_grpc as pb_grpc
+    from geryon.agent.service import start_services
+
+    d = Path(f"/tmp/gfunres{time.monotonic_ns()}")
+    d.mkdir(mode=0o700)
+    sock = str(d / "agent.sock")
+    svc = start_services(View(["lo"]), api_socket=sock, api_tcp=None, tls=None, metrics_addr=("127.0.0.1", 0))
+    assert svc.metrics_addr is not None
+    try:
+        if cluster is not None:
+            with grpc.insecure_channel(f"unix:{sock}") as ch:
+                tasks = {r: pb.TaskAddresses(addresses=a) for r, a in cluster.items()}
+                pb_grpc.AgentStub(ch).RegisterJob(
+                    pb.RegisterJobRequest(job_id=job_id, cluster=tasks), timeout=5
+                )
+        yield svc, sock, f"http://127.0.0.1:{svc.metrics_addr[1]}"
+    finally:
+        svc.stop()
+        shutil.rmtree(d, ignore_errors=True)
