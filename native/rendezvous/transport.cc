@@ -1312,16 +1312,34 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
 
   // The frame bytes of `r` if it is a small response not started yet that goes out whole in one
   // frame (an error, a dead tensor, or a raw tensor of at most kBatchFrameBytes that is never
-  // chunked), else 0: what WriteBatch may put behind another response in one sendmsg.
-  static size_t SmallWholeBytes(const Response& r) {
-    if (r.started()) return 0;
-    const Tensor& t = r.tensor;
-    if (!r.status.ok()) return kResponseHeadBytes + std::min<size_t>(r.status.message().size(), kMaxErrorBytes);
+  // chunked), else 0: what WriteBatch may put behind another response in one sendmsg. An error is
+  // sized from its encoded frame: since protocol 5 it carries the Status's payloads too (up to
+  // kMaxErrorPayloads x kMaxPayloadValueBytes), which head + message alone would not count. Encoding
+  // an error here is safe: its frame depends on the Status only, not on the order or chunk size in
+  // force when it is written, and a queued response is touched only under mu_.
+  static size_t SmallWholeBytes(Response* r) {
+    if (r->started()) return 0;
+    const Tensor& t = r->tensor;
+    if (!r->status.ok() || (!r->is_dead && !t.IsInitialized())) {  // Encode makes the latter an error
+      if (!r->encoded) Encode(r);
+      return r->head.size() <= kBatchFrameBytes ? r->head.size() : 0;
+    }
     if (!t.IsInitialized()) return kResponseHeadBytes;
     if (!tensorflow::DataTypeCanUseMemcpy(t.dtype())) return 0;
     const size_t nbytes = t.tensor_data().size();
     if (nbytes > kBatchFrameBytes || static_cast<int64_t>(nbytes) > ChunkBytes()) return 0;
     return kResponseHeadBytes + 8 * static_cast<size_t>(t.dims()) + nbytes;
+  }
+
+  // Counts `r`, whose last frame just went out (WriteFrom or WriteBatch): one message, and for an
+  // unresolved edge (Response::unresolved) its bytes on the wire, every frame's head included. One
+  // place for both writers, so the producer's counters cannot drift from the consumer's.
+  void FinishResponse(const Response& r) {
+    counters_->messages_sent += 1;
+    if (r.unresolved) {
+      counters_->unresolved_bytes += r.wire_bytes;
+      counters_->unresolved_messages += 1;
+    }
   }
 
   // Whether `r` has frames left after the one just written (a chunked response).
@@ -1333,11 +1351,11 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
   // a burst hold (then only frames that finish nothing may go, CandidateLocked), and under host order
   // not past a rank that another connection of the class is more urgent than.
   void PickBatchLocked() TF_EXCLUSIVE_LOCKS_REQUIRED(mu_, write_mu_) {
-    size_t bytes = SmallWholeBytes(*batch_.front());
+    size_t bytes = SmallWholeBytes(batch_.front().get());
     const size_t limit = static_cast<size_t>(ChunkBytes());
     while (batch_.size() < kMaxBatchFrames && !holding_ && !partial_ && !queue_.empty()) {
       auto it = queue_.begin();
-      const size_t more = SmallWholeBytes(*it->second);
+      const size_t more = SmallWholeBytes(it->second.get());
       if (more == 0 || bytes + more > limit || YieldsLocked(it->first.first)) break;
       bytes += more;
       batch_.push_back(std::move(it->second));
@@ -1392,13 +1410,7 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
       if (r->chunked) counters_->chunks_sent += 1;
       r->head_sent = true;
       r->payload_done = r->frame_off + r->frame_len;
-      if (!FrameLeft(*r)) {
-        counters_->messages_sent += 1;
-        if (r->unresolved) {  // as WriteFrom counts a response it finishes (Response::unresolved)
-          counters_->unresolved_bytes += r->wire_bytes;
-          counters_->unresolved_messages += 1;
-        }
-      }
+      if (!FrameLeft(*r)) FinishResponse(*r);
     }
     last_id_ = batch_.back()->id;
     last_unfinished_ = FrameLeft(*batch_.back());
@@ -1717,7 +1729,7 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
         MutexLock l(mu_);
         if (closed_) return;
         r = Pick();
-        if (r != nullptr && SmallWholeBytes(*r) > 0) {
+        if (r != nullptr && SmallWholeBytes(r.get()) > 0) {
           batch_.clear();
           batch_.push_back(std::move(r));
           PickBatchLocked();
@@ -1883,11 +1895,7 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
       r->head_sent = true;
       r->payload_done = r->frame_off + r->frame_len;
       if (r->payload_done >= payload.size()) {
-        counters_->messages_sent += 1;
-        if (r->unresolved) {
-          counters_->unresolved_bytes += r->wire_bytes;
-          counters_->unresolved_messages += 1;
-        }
+        FinishResponse(*r);
         return WriteResult::kDone;
       }
       if (one_frame) return WriteResult::kMore;
