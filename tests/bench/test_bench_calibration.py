@@ -5,10 +5,9 @@ simulator will)."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
+from collections.abc import Callable
 from pathlib import Path
+from subprocess import CompletedProcess
 
 import pytest
 
@@ -16,24 +15,13 @@ from geryon.threshold.calibration import KNOBS, knobs_document, load_knobs
 
 pytest.importorskip("tensorflow")
 
-REPO = Path(__file__).resolve().parents[2]
+RunBench = Callable[..., CompletedProcess[str]]  # the run_bench fixture (conftest.py)
 
 
-def _run(script: str, *flags: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, PYTHONPATH=str(REPO), TF_CPP_MIN_LOG_LEVEL="2")
-    return subprocess.run(
-        [sys.executable, str(REPO / "bench" / script), *flags],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=400,
-    )
-
-
-def test_tf_order_small(tmp_path: Path) -> None:
+def test_tf_order_small(run_bench: RunBench, tmp_path: Path) -> None:
     out = tmp_path / "order.json"
-    done = _run("bench_tf_order.py", "--runs", "1", "--iterations", "3", "--num-ps", "2", "--out", str(out))
+    flags = ("--runs", "1", "--iterations", "3", "--num-ps", "2", "--out", str(out))
+    done = run_bench("bench_tf_order.py", *flags)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "interleave" in done.stdout
     run = json.loads(out.read_text())["runs"][0]
@@ -45,11 +33,11 @@ def test_tf_order_small(tmp_path: Path) -> None:
         assert 0 < it["in_flight_per_ps"] <= 16
 
 
-def test_ps_costs_small_is_read_by_load_knobs(tmp_path: Path) -> None:
+def test_ps_costs_small_is_read_by_load_knobs(run_bench: RunBench, tmp_path: Path) -> None:
     out = tmp_path / "costs.json"
     # 14 repeats, the demo's own budget (geryon/demo/pscosts.py): at 5-7 a paired-difference knob came out
     # negative in about 1 of 6 runs on the loaded 2-core machine (a failure beside a demo); 0 of 10 at 14.
-    done = _run("bench_ps_costs.py", "--runs", "1", "--repeats", "14", "--out", str(out))
+    done = run_bench("bench_ps_costs.py", "--runs", "1", "--repeats", "14", "--out", str(out))
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     knobs = load_knobs(out)
     assert tuple(knobs) == KNOBS
@@ -66,14 +54,14 @@ def test_ps_costs_small_is_read_by_load_knobs(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "script", ["bench_tf_order.py", "bench_ps_costs.py", "bench_incluster.py", "bench_step_cost.py"]
 )
-def test_bad_flags_exit_2(script: str) -> None:
-    done = _run(script, "--runs", "0")
+def test_bad_flags_exit_2(run_bench: RunBench, script: str) -> None:
+    done = run_bench(script, "--runs", "0")
     assert done.returncode == 2 and "--runs" in done.stderr
 
 
-def test_incluster_small(tmp_path: Path) -> None:
+def test_incluster_small(run_bench: RunBench, tmp_path: Path) -> None:
     out = tmp_path / "incluster.json"
-    done = _run(
+    done = run_bench(
         "bench_incluster.py",
         *("--runs", "1", "--model", "tiny", "--batch-size", "8", "--workers", "1", "--ps", "1"),
         *("--duration-ms", "1500", "--out", str(out)),
@@ -84,7 +72,7 @@ def test_incluster_small(tmp_path: Path) -> None:
     assert set(run["layers"]) == set(run["layers_alone"]) == {"conv1_1", "conv2_1", "fc1", "logits"}
 
 
-def test_step_cost_small_is_added_to_the_calibration(tmp_path: Path) -> None:
+def test_step_cost_small_is_added_to_the_calibration(run_bench: RunBench, tmp_path: Path) -> None:
     calibration = tmp_path / "costs.json"
     knobs = {
         "aggregate_s_per_byte": 1.4e-10,
@@ -95,7 +83,7 @@ def test_step_cost_small_is_added_to_the_calibration(tmp_path: Path) -> None:
     }
     calibration.write_text(json.dumps(knobs_document(knobs, {"runs": 1})))
     out = tmp_path / "step.json"
-    done = _run(
+    done = run_bench(
         "bench_step_cost.py",
         *("--runs", "1", "--seconds", "3", "--workers", "1", "--ps", "1"),
         *("--calibration", str(calibration), "--out", str(out)),
@@ -111,5 +99,5 @@ def test_step_cost_small_is_added_to_the_calibration(tmp_path: Path) -> None:
     assert run["fixed_ms"] == pytest.approx(got["step_fixed_s"] * 1e3)
     assert run["r0_ms"] - run["transfer_ms"] == pytest.approx(run["fixed_ms"])
     assert json.loads(out.read_text())["step_fixed_s"] == got["step_fixed_s"]
-    missing = _run("bench_step_cost.py", "--calibration", str(tmp_path / "none.json"))
+    missing = run_bench("bench_step_cost.py", "--calibration", str(tmp_path / "none.json"))
     assert missing.returncode == 2 and "--calibration" in missing.stderr

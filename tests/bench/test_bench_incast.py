@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
+from collections.abc import Callable
 from pathlib import Path
+from subprocess import CompletedProcess
 
 import pytest
 
@@ -15,25 +15,15 @@ from geryon.demo.predict import load_incast
 from geryon.demo.pscosts import load_bench
 
 REPO = Path(__file__).resolve().parents[2]
+RunBench = Callable[..., CompletedProcess[str]]  # the run_bench fixture (conftest.py)
 bench = load_bench(REPO / "bench" / "bench_incast.py")
 
 
-def _run(*flags: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, str(REPO / "bench" / "bench_incast.py"), *flags],
-        cwd=REPO,
-        env=dict(os.environ, PYTHONPATH=str(REPO)),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-
-
 @pytest.mark.skipif(os.geteuid() != 0, reason="the testbed needs root (network namespaces)")
-def test_incast_small_runs_every_pattern_and_predict_reads_it(tmp_path: Path) -> None:
+def test_incast_small_runs_every_pattern_and_predict_reads_it(run_bench: RunBench, tmp_path: Path) -> None:
     out = tmp_path / "incast.json"
     flags = ("--repeats", "2", "--bytes", "262144", "--class-split", "0.25", "--out", str(out))
-    done = _run(*flags, "--switch", "priority")
+    done = run_bench("bench_incast.py", *flags, "--switch", "priority")
     assert done.returncode == 0, done.stderr[-3000:]
     assert "2x2" in done.stdout and "efficiency" in done.stdout
     (result,) = json.loads(out.read_text())["results"]
@@ -75,10 +65,10 @@ def test_per_class_flows_split_each_pairs_bytes_by_class() -> None:
     assert min(bench.flow_bytes("2 senders per class", 8, 0.01)) == 1
 
 
-def test_bad_arguments_exit_2_naming_the_flag() -> None:
-    done = _run("--repeats", "0")
+def test_bad_arguments_exit_2_naming_the_flag(run_bench: RunBench) -> None:
+    done = run_bench("bench_incast.py", "--repeats", "0")
     assert done.returncode == 2 and "--repeats" in done.stderr
-    done = _run("--bytes", "10")
+    done = run_bench("bench_incast.py", "--bytes", "10")
     assert done.returncode == 2 and "--bytes" in done.stderr
-    done = _run("--class-split", "1")
+    done = run_bench("bench_incast.py", "--class-split", "1")
     assert done.returncode == 2 and "--class-split" in done.stderr

@@ -4,23 +4,11 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
+from collections.abc import Callable
 from pathlib import Path
+from subprocess import CompletedProcess
 
-REPO = Path(__file__).resolve().parents[2]
-
-
-def _run(*flags: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, str(REPO / "bench" / "bench_search.py"), *flags],
-        cwd=REPO,
-        env=dict(os.environ, PYTHONPATH=str(REPO)),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+RunBench = Callable[..., CompletedProcess[str]]  # the run_bench fixture (conftest.py)
 
 
 def _demo_json(path: Path, steps: list[float]) -> Path:
@@ -30,10 +18,11 @@ def _demo_json(path: Path, steps: list[float]) -> Path:
     return path
 
 
-def test_testbed_noise_and_repeats_grow_the_budget(tmp_path: Path) -> None:
+def test_testbed_noise_and_repeats_grow_the_budget(run_bench: RunBench, tmp_path: Path) -> None:
     demo = _demo_json(tmp_path / "demo.json", [0.8, 0.82, 0.79, 1.3, 0.81, 0.8, 0.78, 0.83] * 3)
     out = tmp_path / "search.json"
-    r = _run(
+    r = run_bench(
+        "bench_search.py",
         "--profiles", "2", "--repeats", "2", "--grid", "19", "--configs", "sweep+urg",
         "--search-repeats", "1,3", "--noise-from", str(demo), "--out", str(out),
     )  # fmt: skip
@@ -48,13 +37,13 @@ def test_testbed_noise_and_repeats_grow_the_budget(tmp_path: Path) -> None:
     assert {row["live"] for row in result["runs"]["sweep+urg r3"]} == {20}
 
 
-def test_bad_noise_file_and_repeats_are_refused_by_name(tmp_path: Path) -> None:
+def test_bad_noise_file_and_repeats_are_refused_by_name(run_bench: RunBench, tmp_path: Path) -> None:
     few = _demo_json(tmp_path / "few.json", [0.8] * 6)
-    r = _run("--noise-from", str(few))
+    r = run_bench("bench_search.py", "--noise-from", str(few))
     assert r.returncode == 2 and "--noise-from: 6 measured steps in all, need at least 20" in r.stderr
     bad = tmp_path / "bad.json"
     bad.write_text("[1, 2]")
-    r = _run("--noise-from", str(bad))
+    r = run_bench("bench_search.py", "--noise-from", str(bad))
     assert r.returncode == 2 and f"--noise-from {bad}: not a demo.json with runs" in r.stderr
-    r = _run("--search-repeats", "0,3")
+    r = run_bench("bench_search.py", "--search-repeats", "0,3")
     assert r.returncode == 2 and "--search-repeats '0,3': expected integers in 1..20" in r.stderr
