@@ -13,6 +13,7 @@ from geryon.demo.predict import (
     GRPC_INFLIGHT,
     INCAST_OFF,
     INCAST_UNMEASURED,
+    ITERATIONS,
     ORDER_SEEDS,
     PAYLOAD_FRACTION,
     IncastError,
@@ -71,15 +72,26 @@ def test_each_mode_maps_onto_the_simulator() -> None:
     )
     ps = sim_setting("ps", runs["ps"], None, config)
     assert (ps["mode"], ps["partition"], ps["slice_bytes"], ps["workers"]) == ("fifo", True, 1048576, 2)
+    # A run that did not record its data plane's order maps to network (arrival order): one transfer
+    # at a time per connection in TF's random request order, as gRPC.
     geryon = sim_setting("geryon", runs["geryon"], [0.3], config)
-    assert (geryon["mode"], geryon["thresholds"], geryon["interleave"]) == ("network", (0.3,), False)
+    assert (geryon["mode"], geryon["thresholds"], geryon["interleave"]) == ("network", (0.3,), True)
+    ordered = sim_setting(
+        "geryon", [{**runs["geryon"][0], "order": "urgency", "ordering_available": True}], [0.3], config
+    )
+    assert (ordered["mode"], ordered["interleave"], ordered["inflight"]) == ("hybrid", False, None)
+    paper = sim_setting(
+        "paper", [{**runs["geryon"][0], "order": "arrival", "ordering_available": True}], [0.3], config
+    )
+    assert (paper["mode"], paper["interleave"], paper["inflight"]) == ("network", True, GRPC_INFLIGHT)
     endhost = sim_setting("endhost", runs["endhost"], [0.3], config)
     assert endhost["mode"] == "end-host"
     single = sim_setting("single", runs["single"], None, config)
     assert (single["workers"], single["mode"], single["partition"]) == (1, "fifo", True)
-    for s in (vanilla, ps, geryon, endhost, single):
+    assert (endhost["interleave"], endhost["inflight"]) == (False, None)  # most urgent first
+    for s in (vanilla, ps, geryon, endhost, single, ordered, paper):
         assert s["colocate"] is False and s["barrier"] is True
-        # gRPC: one transfer at a time per connection in a random order; Geryon's flows keep theirs.
+        # One transfer at a time per connection in a random order, or in urgency order.
         assert s["inflight"] == (GRPC_INFLIGHT if s["interleave"] else None)
         assert s["bandwidth_bps"] == pytest.approx(20e6 * PAYLOAD_FRACTION) and s["num_ps"] == 2
     # What the run recorded wins over the mode's name: a ps run on Geryon's flows and priority switch.
@@ -106,7 +118,7 @@ def urgent_behind_bulk() -> Profile:
     return Profile("two", 1, layers, params)
 
 
-def test_grpc_modes_average_random_orders_and_geryon_runs_once() -> None:
+def test_random_request_orders_are_averaged_and_urgency_order_runs_once() -> None:
     config = one_link(background_bits=0)
     profile = urgent_behind_bulk()
     ps = sim_setting("ps", [], None, config)
@@ -116,8 +128,14 @@ def test_grpc_modes_average_random_orders_and_geryon_runs_once() -> None:
     assert first.inflight == GRPC_INFLIGHT
     fair = simulate(profile, iterations=4, **sim_args({**ps, "inflight": None})).iteration_s
     assert mean > fair  # the small tensor no longer always overtakes the big one
-    geryon = sim_setting("geryon", [], [0.75], config)
-    assert simulate_setting(profile, geryon)[2] == 1
+    # Geryon's flows in urgency order (hybrid) run once; in arrival order (paper: network) they take
+    # the worker's random request order, averaged as gRPC's.
+    urgency = [
+        {"protocol": "grpc+geryon", "switch": "priority", "order": "urgency", "ordering_available": True}
+    ]
+    assert simulate_setting(profile, sim_setting("geryon", urgency, [0.75], config))[2] == 1
+    arrival = [{**urgency[0], "order": "arrival"}]
+    assert simulate_setting(profile, sim_setting("paper", arrival, [0.75], config))[2] == ORDER_SEEDS
 
 
 def test_predicts_every_mode_from_a_profile_measured_here_then_cached(tmp_path: Path) -> None:
@@ -149,7 +167,12 @@ def test_predicts_every_mode_from_a_profile_measured_here_then_cached(tmp_path: 
     assert list(timeline["modes"]) == ["ps", "paper", "geryon"] and timeline["trace"] == str(trace)
     geryon = timeline["modes"]["geryon"]
     assert geryon["thresholds"] == [0.5] and geryon["simulated"]["mode"] == "network"
-    assert geryon["iteration_s"] == pytest.approx(p["modes"]["geryon"]["simulated_s"])  # no fixed cost
+    # The timeline is one simulated run (seed 0) of the setting, the prediction the mean over the
+    # request orders it draws (arrival order: network), neither with a fixed cost added.
+    (stored,) = data["profiles"].values()
+    one = simulate(Profile.from_dict(stored), iterations=ITERATIONS, **sim_args(geryon["simulated"]))
+    assert p["modes"]["geryon"]["order_seeds"] == ORDER_SEEDS
+    assert geryon["iteration_s"] == pytest.approx(one.iteration_s)
     for panel in timeline["modes"].values():
         rows = panel["rows"]
         assert len(rows) == prof["params"] and sum(r["bytes"] for r in rows) == prof["bytes"]
