@@ -11,7 +11,7 @@ switch is HTB (geryon.fabric.render.linux: classes at 8 kbit guaranteed, ceil = 
 and 1, burst/cburst of the spec, quantum 6056), where `prio` orders borrowing from the parent; how
 strict that is on a real port (TCP senders, the 8 kbit guarantees, bursts) is measured here, on a
 testbed of the demo's own switch config (geryon.demo.runner's link rate, queue size, host queues and
-2-class intent): hosts ps0, worker0 and worker1. worker0 sends class 0 (DSCP 46, the urgent class),
+2-class intent): hosts ps0, ps1, worker0 and worker1. worker0 sends class 0 (DSCP 46, the urgent class),
 worker1 class 1 (DSCP 26), both to one sink in ps0, so the switch port toward ps0 is where the two
 classes meet (each worker's NIC runs at the port's rate: the port is offered twice its rate, and
 nothing else orders the classes). `--placement mixed` instead has each worker send both classes
@@ -26,6 +26,11 @@ as gRPC's sockets get it. Per repeat, on each switch mode (order rotated):
              --seconds: the time from class 0's first send until it has >= 90% of what the port
              delivers (since it started, at most the last 10 ms), class 0's delivered rate in its
              first 10/50/100 ms (over the port's payload rate), and class 1's share after 100 ms.
+  reverse    what strict priority does to the ACKs of the class it defers (the simulator has no ACKs):
+             class 1 from worker0 to ps0 alone for 1 s, then class 0 from ps1 and worker1 fills the
+             port toward worker0 (as two PSes' pulls do), which class 1's ACKs cross in class 1
+             (tcp_reflect_tos gives them the sender's DSCP): class 1's goodput before and 100 ms
+             after, over the port's payload rate, and the ratio. (Independent of --placement.)
 
 What the port delivers is counted where the application receives it: the sink in ps0 adds the bytes
 of each recv() to its class's 1 ms bin (CLOCK_MONOTONIC, one clock for every namespace). That works
@@ -60,7 +65,7 @@ from benchlib import print_table, write_json
 DEMO_RATE = 200_000_000  # geryon.demo.runner.SHAPE["rate_bits"]
 DEMO_BUFFER = 256 * 1024  # geryon.demo.runner.DEFAULTS["buffer_bytes"]
 PAYLOAD_FRACTION = 1448 / 1514  # geryon.demo.predict.PAYLOAD_FRACTION: TCP payload of a full frame
-HOSTS = ("ps0", "worker0", "worker1")
+HOSTS = ("ps0", "ps1", "worker0", "worker1")
 # Class index -> DSCP: geryon.demo.runner.class_dscp(2), as the data plane marks the demo's 2 classes.
 CLASS_DSCP = (46, 26)
 # (sending host, class) per sender. separate: one class per worker, so only the switch port orders
@@ -78,7 +83,7 @@ WINDOWS_S = (0.010, 0.050, 0.100)  # class 0's first windows after it starts
 TAKEOVER_SHARE = 0.9
 TAKEOVER_WINDOW_S = 0.010  # the trailing window a share is taken over
 START_LEAD_S = 1.5  # processes are started this long before their start time: Python's start-up
-SCENARIOS = ("both", "takeover")
+SCENARIOS = ("both", "takeover", "reverse")
 
 
 # --- the processes inside the namespaces ------------------------------------------------------------
@@ -218,35 +223,69 @@ def analyse_takeover(
     return out
 
 
+def analyse_reverse(
+    ones: list[int], zeros: list[int], start0: float, seconds: float, payload_bps: float
+) -> dict[str, Any]:
+    """`reverse`: class 1's goodput (`ones`, at ps0) alone (WARM_S to class 0's start) and from 100
+    ms after class 0 started filling its ACKs' port until the end, over the port's payload rate, and
+    the ratio; class 0's goodput into that port (`zeros`) over the same window."""
+    alone = window_bytes(ones, WARM_S, start0) * 8 / (start0 - WARM_S) / payload_bps
+    a, b = start0 + 0.1, start0 + seconds
+    during = window_bytes(ones, a, b) * 8 / (b - a) / payload_bps
+    return {
+        "rate1_alone": alone,
+        "rate1_reverse": during,
+        "reverse_ratio": during / alone if alone > 0 else None,
+        "rate0_reverse": window_bytes(zeros, a, b) * 8 / (b - a) / payload_bps,
+    }
+
+
 # --- driving it --------------------------------------------------------------------------------------
+def flows(scenario: str, placement: str) -> list[tuple[str, str, int, float]]:
+    """(sender, receiver, class, start offset in s) of every connection of `scenario`."""
+    if scenario == "reverse":
+        # Class 1 leaves worker0 (its data at ps0's port); class 0 from two hosts fills worker0's port,
+        # where class 1's ACKs come back (in class 1: tcp_reflect_tos gives them the sender's DSCP).
+        return [
+            ("worker0", "ps0", 1, 0.0),
+            ("ps1", "worker0", 0, ALONE_S),
+            ("worker1", "worker0", 0, ALONE_S),
+        ]
+    late = ALONE_S if scenario == "takeover" else 0.0
+    return [(h, "ps0", c, late if c == 0 else 0.0) for h, c in PLACEMENTS[placement]]
+
+
 def run_scenario(
     tb: Any, scenario: str, seconds: float, payload_bps: float, placement: str = "separate"
 ) -> dict[str, Any]:
-    """One timed run of `scenario` on the testbed's current switch with the senders of `placement`;
-    the sink's bins, analysed."""
-    senders = PLACEMENTS[placement]
+    """One timed run of `scenario` on the testbed's current switch (`both` and `takeover` with the
+    senders of `placement`); the sinks' bins, analysed."""
+    conns = flows(scenario, placement)
     timeout = seconds + ALONE_S + 4 * START_LEAD_S + 30
     t0 = time.monotonic() + START_LEAD_S
-    span = seconds + (ALONE_S if scenario == "takeover" else 0.0)
+    span = seconds + (0.0 if scenario == "both" else ALONE_S)
     me = [sys.executable, __file__]
-    sink_p = tb.popen(
-        "ps0",
-        [*me, "--sink", str(PORT), repr(t0), str(span + 0.5), str(len(senders)), str(timeout)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert sink_p.stdout is not None
-    if "listening" not in sink_p.stdout.readline():
-        sink_p.kill()
-        raise RuntimeError(f"the sink did not start: {sink_p.communicate()[1][-400:]}")
-    starts = {0: t0 + (ALONE_S if scenario == "takeover" else 0.0), 1: t0}
+    sinks = {}
+    for dst in dict.fromkeys(d for _, d, _, _ in conns):
+        n = sum(1 for _, d, _, _ in conns if d == dst)
+        p = tb.popen(
+            dst,
+            [*me, "--sink", str(PORT), repr(t0), str(span + 0.5), str(n), str(timeout)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert p.stdout is not None
+        if "listening" not in p.stdout.readline():
+            p.kill()
+            raise RuntimeError(f"the sink in {dst} did not start: {p.communicate()[1][-400:]}")
+        sinks[dst] = p
     procs = {}
-    for host, cls in senders:
-        argv = [*me, "--send", f"{tb.address('ps0')}:{PORT}", str(cls), str(CLASS_DSCP[cls])]
-        argv += [repr(starts[cls]), repr(t0 + span), str(timeout)]
+    for host, dst, cls, late in conns:
+        argv = [*me, "--send", f"{tb.address(dst)}:{PORT}", str(cls), str(CLASS_DSCP[cls])]
+        argv += [repr(t0 + late), repr(t0 + span), str(timeout)]
         procs[(host, cls)] = tb.popen(host, argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    before = _port_counters(tb)
+    before = tb.class_counters()
     sent = {}
     for (host, cls), p in procs.items():
         out, err = p.communicate(timeout=timeout + 10)
@@ -255,31 +294,33 @@ def run_scenario(
                 f"the class {cls} sender in {host} failed (exit {p.returncode}): {err.strip()[-400:]}"
             )
         sent[(host, cls)] = json.loads(out.strip().splitlines()[-1])
-    after = _port_counters(tb)
-    out, err = sink_p.communicate(timeout=timeout + 10)
-    if sink_p.returncode != 0:
-        raise RuntimeError(f"the sink failed (exit {sink_p.returncode}): {err.strip()[-400:]}")
-    got = json.loads(out.strip().splitlines()[-1])
-    bins = {int(k): v for k, v in got["bins"].items()}
+    after = tb.class_counters()
+    bins: dict[str, dict[int, list[int]]] = {}
+    for dst, p in sinks.items():
+        out, err = p.communicate(timeout=timeout + 10)
+        if p.returncode != 0:
+            raise RuntimeError(f"the sink in {dst} failed (exit {p.returncode}): {err.strip()[-400:]}")
+        bins[dst] = {int(k): v for k, v in json.loads(out.strip().splitlines()[-1])["bins"].items()}
     row: dict[str, Any] = {
         "scenario": scenario,
         "late_s": max(s["late_s"] for s in sent.values()),
         "sent_bytes": {f"{h}/{c}": s["bytes"] for (h, c), s in sent.items()},
         "cc": next(iter(sent.values()))["cc"],
-        "port": {str(c): {k: after[c][k] - before[c][k] for k in after[c]} for c in after if c in before},
+        # Each port's per-class HTB counters over the run (the port toward ps0, and worker0's).
+        "port": {
+            h: {str(c): {k: after[h][c][k] - before[h][c][k] for k in after[h][c]} for c in after[h]}
+            for h in ("ps0", "worker0")
+        },
     }
+    # Class 0 starts with its first sender to send.
+    first0 = min(s["first"] for (_, c), s in sent.items() if c == 0) - t0
     if scenario == "both":
-        row.update(analyse_both(bins, seconds, payload_bps))
+        row.update(analyse_both(bins["ps0"], seconds, payload_bps))
+    elif scenario == "takeover":
+        row.update(analyse_takeover(bins["ps0"], first0, seconds, payload_bps))
     else:
-        # Class 0 starts with its first sender to send.
-        first0 = min(s["first"] for (_, c), s in sent.items() if c == 0)
-        row.update(analyse_takeover(bins, first0 - t0, seconds, payload_bps))
+        row.update(analyse_reverse(bins["ps0"][1], bins["worker0"].get(0, []), first0, seconds, payload_bps))
     return row
-
-
-def _port_counters(tb: Any) -> dict[int, dict[str, int]]:
-    counters: dict[int, dict[str, int]] = tb.class_counters()["ps0"]
-    return counters
 
 
 def summarize(rows: list[dict[str, Any]], key: str) -> dict[str, Any]:
@@ -299,6 +340,7 @@ def summarize(rows: list[dict[str, Any]], key: str) -> dict[str, Any]:
 SUMMARY_KEYS = {
     "both": ("share0", "share1", "port_use"),
     "takeover": ("takeover_s", *(f"rate0_{round(w * 1000)}ms" for w in WINDOWS_S), "share1_after"),
+    "reverse": ("rate1_alone", "rate1_reverse", "reverse_ratio", "rate0_reverse"),
 }
 
 

@@ -37,23 +37,28 @@ def test_a_short_run_measures_both_switches_on_a_real_testbed(tmp_path: Path) ->
     doc = json.loads(out.read_text())
     assert doc["bench"] == "switch_priority" and doc["cc"]
     assert [r["switch"] for r in doc["results"]] == ["priority", "fifo"]
-    assert len(doc["runs"]) == 2 * 2 * 2  # repeats x switches x scenarios
+    assert len(doc["runs"]) == 2 * 2 * 3  # repeats x switches x scenarios
     for run in doc["runs"]:
         # Both senders sent, and the port delivered something to the sink.
         assert all(int(b) > 0 for b in run["sent_bytes"].values())
         if run["scenario"] == "both":
             assert run["share0"] + run["share1"] == pytest.approx(1.0)
             assert 0.2 < run["port_use"] <= 1.1
-        else:
+        elif run["scenario"] == "takeover":
             assert 0 <= run["share1_after"] <= 1
+        else:
+            assert run["rate1_alone"] > 0.2 and run["rate0_reverse"] > 0.2
     prio = {r["switch"]: r for r in doc["results"]}
     # The demo's switch gives the urgent class the port (this much holds even on a loaded machine);
     # one FIFO queue does not.
     assert prio["priority"]["both"]["share0"]["median"] > 0.8
     assert prio["fifo"]["both"]["share0"]["median"] < 0.8
+    # Class 1's ACKs cross the port class 0 fills: held back by strict priority, not by one FIFO.
+    ratio = {sw: r["reverse"]["reverse_ratio"]["median"] for sw, r in prio.items()}
+    assert ratio["fifo"] > ratio["priority"] + 0.3, ratio
     # The priority port's HTB counters saw both classes (the sink's split is cross-checked there).
     both = [r for r in doc["runs"] if r["switch"] == "priority" and r["scenario"] == "both"]
-    assert all(r["port"]["0"]["bytes"] > 0 and r["port"]["1"]["bytes"] > 0 for r in both)
+    assert all(r["port"]["ps0"]["0"]["bytes"] > 0 and r["port"]["ps0"]["1"]["bytes"] > 0 for r in both)
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the testbed needs root (network namespaces)")
@@ -75,9 +80,13 @@ def test_mixed_placement_sends_both_classes_from_each_worker(tmp_path: Path) -> 
     doc = json.loads(out.read_text())
     assert doc["placement"] == "mixed" and len(doc["senders"]) == 4
     for run in doc["runs"]:
-        assert sorted(run["sent_bytes"]) == ["worker0/0", "worker0/1", "worker1/0", "worker1/1"]
+        if run["scenario"] != "reverse":
+            assert sorted(run["sent_bytes"]) == ["worker0/0", "worker0/1", "worker1/0", "worker1/1"]
         assert all(b > 0 for b in run["sent_bytes"].values())
     (both,) = [r for r in doc["runs"] if r["scenario"] == "both"]
+    (reverse,) = [r for r in doc["runs"] if r["scenario"] == "reverse"]
+    # The reverse scenario has its own senders, whatever the placement.
+    assert sorted(reverse["sent_bytes"]) == ["ps1/0", "worker0/1", "worker1/0"]
     # Host queues, then the switch: the urgent class still gets the port.
     assert both["share0"] > 0.8
 
@@ -95,6 +104,14 @@ def test_takeover_is_read_from_the_bins() -> None:
     assert got["share1_after"] == 0.0
     never = bench.analyse_takeover({0: [100] * n, 1: [100] * n}, 0.0, 0.15, payload_bps=8e6)
     assert never["takeover_s"] is None
+
+
+def test_reverse_compares_class_1_before_and_after_class_0_fills_its_ack_port() -> None:
+    ones = [1000] * 1000 + [10] * 1000  # 1000 bytes/ms alone, 10 once class 0 starts at 1 s
+    zeros = [0] * 1000 + [1000] * 1000
+    got = bench.analyse_reverse(ones, zeros, 1.0, 0.9, payload_bps=8e6)
+    assert got["rate1_alone"] == pytest.approx(1.0) and got["rate1_reverse"] == pytest.approx(0.01)
+    assert got["reverse_ratio"] == pytest.approx(0.01) and got["rate0_reverse"] == pytest.approx(1.0)
 
 
 def test_both_shares_leave_out_the_start_up() -> None:
