@@ -97,6 +97,14 @@ What it does not model, so where to look when the error is large:
   Measured, that pattern gets at least the one-class share (2x2 mean 0.89-0.92 vs 0.82-0.89), so it
   does not explain why geryon and paper run 15-30% slower than predicted (bench/README.md, "Incast
   per class"), although the saved demos' PS ports dropped 1.5-2x more per GB under them than under ps.
+- The priority switch is strict, as simulated: measured on the demo's own switch config
+  (bench/bench_switch_priority.py, bench/README.md "Switch priority", 4 runs of 10 repeats), bulk
+  DSCP 46 against backlogged DSCP 26 into one port keeps 99.5-100% of it, and takes >= 90% of it
+  within a median 3-8 ms of starting, with one class per worker or both from each worker. So HTB's
+  priority is not why geryon and paper run slower than predicted, and the simulator has no knob for
+  it. What it does not model is TCP's ACKs: with reflected DSCPs a class-1 transfer whose ACKs
+  cross a port class 0 fills fell to 0.5-6% of its rate (fifo switch: 96%); the simulator's BSP
+  schedule never has that overlap (a worker's pulls end before its pushes start).
 - HTB and FIFO queue behaviour: a FIFO switch port shares by arrival, not max-min; the end-host mode
   here is Geryon's per-class flows with priority host queues and a FIFO switch, which the simulator's
   end-host mode (one most-urgent-first connection per pair) approximates.
