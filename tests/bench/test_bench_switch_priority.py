@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
+from collections.abc import Callable
 from pathlib import Path
+from subprocess import CompletedProcess
 
 import pytest
 
@@ -15,23 +15,13 @@ from geryon.demo.pscosts import load_bench
 
 REPO = Path(__file__).resolve().parents[2]
 bench = load_bench(REPO / "bench" / "bench_switch_priority.py")
-
-
-def _run(*flags: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, str(REPO / "bench" / "bench_switch_priority.py"), *flags],
-        cwd=REPO,
-        env=dict(os.environ, PYTHONPATH=str(REPO)),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+RunBench = Callable[..., CompletedProcess[str]]  # the run_bench fixture (conftest.py)
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the testbed needs root (network namespaces)")
-def test_a_short_run_measures_both_switches_on_a_real_testbed(tmp_path: Path) -> None:
+def test_a_short_run_measures_both_switches_on_a_real_testbed(run_bench: RunBench, tmp_path: Path) -> None:
     out = tmp_path / "prio.json"
-    done = _run("--repeats", "2", "--seconds", "0.6", "--out", str(out))
+    done = run_bench("bench_switch_priority.py", "--repeats", "2", "--seconds", "0.6", "--out", str(out))
     assert done.returncode == 0, done.stderr[-3000:]
     assert "takeover" in done.stdout and "share0" in done.stdout
     doc = json.loads(out.read_text())
@@ -62,9 +52,10 @@ def test_a_short_run_measures_both_switches_on_a_real_testbed(tmp_path: Path) ->
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the testbed needs root (network namespaces)")
-def test_mixed_placement_sends_both_classes_from_each_worker(tmp_path: Path) -> None:
+def test_mixed_placement_sends_both_classes_from_each_worker(run_bench: RunBench, tmp_path: Path) -> None:
     out = tmp_path / "mixed.json"
-    done = _run(
+    done = run_bench(
+        "bench_switch_priority.py",
         "--repeats",
         "1",
         "--seconds",
@@ -124,7 +115,7 @@ def test_both_shares_leave_out_the_start_up() -> None:
     assert got["port_use"] == pytest.approx(1000 * 750 * 8 / 0.75 / 8e6)
 
 
-def test_bad_flags_exit_2_naming_the_flag() -> None:
+def test_bad_flags_exit_2_naming_the_flag(run_bench: RunBench) -> None:
     for flags, name in (
         (("--repeats", "0"), "--repeats"),
         (("--seconds", "0.1"), "--seconds"),
@@ -133,5 +124,5 @@ def test_bad_flags_exit_2_naming_the_flag() -> None:
         (("--switch", "wrr"), "--switch"),
         (("--placement", "one"), "--placement"),
     ):
-        done = _run(*flags)
+        done = run_bench("bench_switch_priority.py", *flags)
         assert done.returncode == 2 and name in done.stderr, (flags, done.stderr)
