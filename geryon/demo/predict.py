@@ -344,7 +344,10 @@ def sim_args(setting: Mapping[str, Any]) -> dict[str, Any]:
     """simulate()'s keyword arguments from a sim_setting (which stays JSON: background as bits/s)."""
     args = {k: v for k, v in setting.items() if k not in ("background_bps", "incast", "incast_from")}
     bps = setting.get("background_bps") or 0
-    args["background"] = (Background(bps, "workers", "in"),) if bps > 0 else ()
+    # The testbed's background DSCP (runner.BACKGROUND_DSCP) is in no class of the demo's intent, so
+    # the priority switch queues it with the least urgent class (geryon.fabric.intent's unmatched
+    # class; measured: bench/bench_switch_priority.py), not below it.
+    args["background"] = (Background(bps, "workers", "in", queue="lowest"),) if bps > 0 else ()
     if setting.get("incast"):
         args["incast"] = Incast(**setting["incast"])
     return args

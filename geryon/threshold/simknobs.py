@@ -74,6 +74,10 @@ TF_INFLIGHT = 3.5  # bench/bench_tf_order.py on this machine: 3.49 pulls in flig
 
 BACKGROUND_HOSTS = ("workers", "ps", "all")
 BACKGROUND_DIRECTIONS = ("in", "out", "both")
+# Where background waits on ports with priorities: "below" every training class (a scavenger class of
+# its own), or in the "lowest" training class's queue, sharing it fairly (a DSCP the switch maps to no
+# class: the testbed's intent sends those to its least urgent class, geryon.fabric.intent).
+BACKGROUND_QUEUES = ("below", "lowest")
 
 
 @dataclass(frozen=True)
@@ -140,12 +144,14 @@ PS_COST_KEYS = tuple(f.name for f in fields(PsCosts))
 @dataclass(frozen=True)
 class Background:
     """Constant-rate traffic at `rate_bps` on every chosen host's link: into it (the switch port towards
-    it), out of it (its NIC) or both. On ports with priorities (network, hybrid, ideal) it is a class of
-    its own below all training traffic, as the testbed's bulk sender's DSCP; elsewhere it shares fairly."""
+    it), out of it (its NIC) or both. On ports with priorities (network, hybrid) it waits below all
+    training traffic (`queue="below"`) or shares the least urgent training class's queue
+    (`queue="lowest"`, BACKGROUND_QUEUES); under ideal it is below every rank; elsewhere it shares fairly."""
 
     rate_bps: float
     hosts: str = "workers"
     direction: str = "in"
+    queue: str = "below"
 
     def __post_init__(self) -> None:
         r = self.rate_bps
@@ -162,9 +168,18 @@ class Background:
                 f"background.direction: unknown {self.direction!r}; "
                 f"allowed: {', '.join(BACKGROUND_DIRECTIONS)}"
             )
+        if self.queue not in BACKGROUND_QUEUES:
+            raise ValueError(
+                f"background.queue: unknown {self.queue!r}; allowed: {', '.join(BACKGROUND_QUEUES)}"
+            )
 
     def to_dict(self) -> dict[str, Any]:
-        return {"rate_bps": float(self.rate_bps), "hosts": self.hosts, "direction": self.direction}
+        return {
+            "rate_bps": float(self.rate_bps),
+            "hosts": self.hosts,
+            "direction": self.direction,
+            "queue": self.queue,
+        }
 
 
 def check_chunk(value: Any, what: str = "chunk_bytes") -> int:

@@ -50,7 +50,7 @@ connection (a TF gRPC channel) serves at most that many transfers at once (a mea
 connection and busy period from its floor and ceiling) and takes the others in a seeded random order, as
 TensorFlow's pulls arrive; `ps_costs` adds the PS's aggregation, update and per-message work;
 `background` adds constant-rate flows, each bounded by a virtual port of its rate, in a class below all
-training traffic on ports with priorities.
+training traffic on ports with priorities, or in the least urgent training class (`queue="lowest"`).
 
 Identical workers in BSP see the same schedule, so by default (`symmetric=True`) one representative
 worker is simulated against P PSes whose links carry 1/W of their bandwidth per worker: the symmetric
@@ -872,18 +872,21 @@ class _Replay:
         if not background:
             return
         mode = self.mode
-        level: int | None = None
-        nic_level: int | None = None  # its level on a host's NIC (out), where it differs
-        if mode in ("network", "hybrid"):
-            level = n_classes  # below every training class
-            if self.nic_order:
-                nic_level = n_ranks  # the NIC orders by rank: below every training rank
-        elif mode == "ideal":
-            level = n_ranks  # below every training rank
         W = self.sim_workers
         worker_hosts = list(range(W))
         ps_hosts = list(self.ps_host)
         for b in background:
+            level: int | None = None
+            nic_level: int | None = None  # its level on a host's NIC (out), where it differs
+            if mode in ("network", "hybrid") and n_classes is not None:
+                if b.queue == "lowest":
+                    level = n_classes - 1  # in the least urgent training class's queue, shared fairly
+                else:
+                    level = n_classes  # below every training class
+                    if self.nic_order:
+                        nic_level = n_ranks  # the NIC orders by rank: below every training rank
+            elif mode == "ideal":
+                level = n_ranks  # below every training rank
             hosts = {"workers": worker_hosts, "ps": ps_hosts, "all": worker_hosts + ps_hosts}[b.hosts]
             for h in dict.fromkeys(hosts):
                 rate = b.rate_bps / 8.0

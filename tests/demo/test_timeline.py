@@ -172,7 +172,8 @@ def test_the_hybrid_serves_a_class_in_urgency_order() -> None:
 
 def test_the_prediction_simulates_the_runs_background() -> None:
     # A run with background traffic on the workers' ports is predicted with it: end-host shares the
-    # FIFO port with it and slows; Geryon's classes stay ahead of it (it is below every class).
+    # FIFO port with all of it; Geryon's urgent class stays ahead of it and only the least urgent
+    # class shares its queue with it (the testbed's switch puts the background's DSCP there).
     from geryon.demo.predict import sim_args, sim_setting
 
     config = one_link()
@@ -183,4 +184,5 @@ def test_the_prediction_simulates_the_runs_background() -> None:
             assert setting["background_bps"] == bg
             times[mode, bg] = simulate(two_layers(), iterations=2, **sim_args(setting)).iteration_s
     assert times["endhost", 4e6] > 1.3 * times["endhost", 0.0]
-    assert times["paper", 4e6] == pytest.approx(times["paper", 0.0], rel=0.02)
+    assert times["paper", 0.0] < times["paper", 4e6] < times["endhost", 4e6]
+    assert sim_args(setting)["background"][0].queue == "lowest"

@@ -183,7 +183,7 @@ def test_ps_costs_file_and_background_reach_the_simulator(tmp_path: Path, profil
     assert r.returncode == 0, r.stderr
     sim = json.loads(r.stdout)["modes"]["hybrid"]
     assert sim["ps_costs"]["update_s_per_byte"] == 1e-8 and sim["ps_costs"]["per_message_s"] == 1e-3
-    assert sim["background"] == [{"rate_bps": 1e9, "hosts": "all", "direction": "both"}]
+    assert sim["background"] == [{"rate_bps": 1e9, "hosts": "all", "direction": "both", "queue": "below"}]
     assert sim["iteration_s"] > base["iteration_s"]
 
 

@@ -421,7 +421,30 @@ def test_background_shares_fairly_without_priorities_and_yields_to_training_with
     both = (Background(4000, "all", "both"),)
     r = simulate(p, **SLOW, mode="fifo", iterations=1, background=both)
     assert r.iteration_s == pytest.approx(4.0)
-    assert r.to_dict()["background"] == [{"rate_bps": 4000.0, "hosts": "all", "direction": "both"}]
+    assert r.to_dict()["background"] == [
+        {"rate_bps": 4000.0, "hosts": "all", "direction": "both", "queue": "below"}
+    ]
+
+
+def test_background_in_the_lowest_class_shares_its_queue_hand_computed():
+    # Two classes (threshold 0.75): an urgent 1000 B pull (class 0) and a 1000 B pull of low urgency
+    # (class 1) into the worker's port at 1000 B/s, with 500 B/s of background. Below every class the
+    # background waits: 1 s + 1 s. In class 1's queue it takes half the port while the low pull is
+    # there: urgent 1 s, then the low pull at 500 B/s, 2 s. Priority between classes holds either way.
+    p = synthetic([1000, 1000], [0.0, 0.0], [0.0, 0.0])  # urgency 1.0 and 0.5
+    for mode in ("network", "hybrid"):
+        t = {
+            q: simulate(
+                p,
+                **SLOW,
+                mode=mode,
+                iterations=1,
+                thresholds=(0.75,),
+                background=(Background(4000, queue=q),),
+            ).iteration_s
+            for q in ("below", "lowest")
+        }
+        assert t["lowest"] - t["below"] == pytest.approx(1.0), (mode, t)
 
 
 def test_background_on_ps_links_agrees_between_representative_and_every_worker():
@@ -545,6 +568,7 @@ def test_bad_knobs_name_the_argument(change, message):
         ({"rate_bps": 0}, "background.rate_bps"),
         ({"rate_bps": 1e9, "hosts": "racks"}, "background.hosts: unknown 'racks'; allowed: workers, ps, all"),
         ({"rate_bps": 1e9, "direction": "up"}, "background.direction: unknown 'up'; allowed: in, out, both"),
+        ({"rate_bps": 1e9, "queue": "top"}, "background.queue: unknown 'top'; allowed: below, lowest"),
     ],
 )
 def test_bad_background_names_the_field(kwargs, message):
