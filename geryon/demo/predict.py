@@ -95,8 +95,10 @@ What it does not model, so where to look when the error is large:
   one connection per class per worker-PS pair (twice the flows, in the switch's strict-priority
   queues): they take the bench's per-class patterns' value (`incast_key`), where the file has them.
   Measured, that pattern gets at least the one-class share (2x2 mean 0.89-0.92 vs 0.82-0.89), so it
-  does not explain why geryon and paper run 15-30% slower than predicted (bench/README.md, "Incast
-  per class"), although the saved demos' PS ports dropped 1.5-2x more per GB under them than under ps.
+  does not explain why paper runs slower than predicted (bench/README.md, "Incast per class"),
+  although the saved demos' PS ports dropped 1.5-2x more per GB under it and geryon than under ps.
+  (In the 5 fresh demos of stops 26-27, geryon's error was -0.7% to +9.7%, paper's +8.9% to +17.3%.
+  Since paper takes the worker's random request order, its error on the two newest is +3.9% and +12.1%.)
 - The priority switch is strict, as simulated: measured on the demo's own switch config
   (bench/bench_switch_priority.py, bench/README.md "Switch priority", 4 runs of 10 repeats), bulk
   DSCP 46 against backlogged DSCP 26 into one port keeps 99.5-100% of it, and takes >= 90% of it
