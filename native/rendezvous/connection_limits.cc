@@ -45,7 +45,10 @@ AcceptedLimitPlan PlanAcceptedConnections(int64_t tasks, int64_t nofile_hard, in
     plan.limit = std::max<int64_t>(nofile_hard - others, kMinAcceptedConnections);
   }
   if (thread_headroom >= 0) {
-    const int64_t fit = (thread_headroom - peers * kMaxClasses - kReservedThreads) / 2;
+    // One thread per accepted connection (its writer; the transport's event loop reads them all),
+    // after the process's own dialed flows (a reader each) and the reserve. Two per connection
+    // until the event loop (issue 16), when each also had a reader thread.
+    const int64_t fit = thread_headroom - peers * kMaxClasses - kReservedThreads;
     if (plan.limit > fit) {
       plan.limit = std::max(fit, kMinThreadBoundConnections);
       plan.cut_by_threads = true;
@@ -109,7 +112,7 @@ void SizeAcceptedConnections(int64_t tasks) {
   }
   if (plan.cut_by_threads) {
     LOG(ERROR) << "Geryon data plane: a cluster of " << tasks << " tasks may open " << plan.wanted
-               << " connections to this process (two threads each), but its pids cgroup allows " << headroom
+               << " connections to this process (a thread each), but its pids cgroup allows " << headroom
                << " more threads; accepting at most " << plan.limit << " (raise the pids limit, e.g. the pod's)";
   } else if (plan.limit < plan.wanted && g_override == 0) {
     LOG(ERROR) << "Geryon data plane: a cluster of " << tasks << " tasks may open " << plan.wanted

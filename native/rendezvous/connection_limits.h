@@ -1,6 +1,7 @@
 // How many data-plane connections a process accepts at once, sized from the cluster (issue 16 item 5).
 //
-// Every accepted connection is a socket and two threads (its reader and writer, transport.cc). The
+// Every accepted connection is a socket and one thread (its writer, transport.cc; the transport's
+// one event loop reads every accepted connection, event_loop.h; before it, a reader thread each). The
 // limit used to be a fixed 512: 64 workers at 8 classes, 128 at 4, and the 513th flow was refused
 // whatever the cluster. It is now sized from the tasks the process's transports know: a peer opens
 // at most one connection per class, plus one more for a redial or a port probe that overlaps its
@@ -21,8 +22,8 @@
 namespace geryon {
 
 inline constexpr int64_t kMinAcceptedConnections = 512;  // the old fixed limit
-// Hard cap: 8192 connections are 16384 threads with the thread-per-connection design (their stacks
-// are virtual, but every thread is a kernel task and ~10 KB of kernel memory).
+// Hard cap: 8192 connections are 8192 writer threads (their stacks are virtual, but every thread is
+// a kernel task and ~10 KB of kernel memory); 16384 before the event loop took their readers.
 inline constexpr int64_t kAcceptedConnectionsCap = 8192;
 // Descriptors left for the rest of the process: TF and gRPC (a PS's gRPC holds a few sockets per
 // peer it talks to), files, pipes. This process's own outgoing flows are counted separately.
@@ -33,7 +34,8 @@ inline constexpr int64_t kReservedDescriptors = 512;
 // retried a second later. The kernel clamps it to net.core.somaxconn (4096 since Linux 5.4).
 inline constexpr int kListenBacklog = 4096;
 
-// Threads: each accepted connection has two (reader, writer), each dialed flow one (its reader).
+// Threads: each accepted connection has one (its writer; the event loop, one per transport, reads
+// them all), each dialed flow one (its reader). Until the event loop, two per accepted connection.
 // A pids cgroup (a container's, e.g. Kubernetes' pod pids limit) bounds every thread the process
 // starts; past it std::thread cannot start one. Threads kept for TF's pools, gRPC and Python:
 inline constexpr int64_t kReservedThreads = 512;

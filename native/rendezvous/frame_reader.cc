@@ -62,6 +62,33 @@ bool FrameReader::Fill(size_t need, std::string* error) {
   return true;
 }
 
+FrameReader::Got FrameReader::RecvAvailable(std::string* error) {
+  if (begin_ == end_) {
+    begin_ = end_ = 0;
+  } else if (begin_ > 0) {
+    // At most one frame's unread part (whole frames were consumed): usually a few bytes.
+    std::memmove(buffer_.get(), buffer_.get() + begin_, buffered());
+    end_ -= begin_;
+    begin_ = 0;
+  }
+  if (end_ == capacity_) {
+    *error = "frame larger than the reader's buffer";
+    return Got::kClosed;
+  }
+  while (true) {
+    ssize_t r = recv(fd_, buffer_.get() + end_, capacity_ - end_, MSG_DONTWAIT);
+    ++recv_calls_;
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return Got::kWouldBlock;
+    if (r <= 0) {
+      *error = RecvError(r);
+      return Got::kClosed;
+    }
+    end_ += static_cast<size_t>(r);
+    return Got::kData;
+  }
+}
+
 bool FrameReader::Read(void* out, size_t n, std::string* error) {
   const size_t have = buffered();
   if (n <= have) {

@@ -21,7 +21,9 @@ bool RecvExact(int fd, void* out, size_t n, std::string* error);
 // whose part beyond the buffered bytes is at least kDirectBytes long is read straight into the
 // caller's memory after copying the buffered prefix: a tensor's bytes still go from the socket into
 // the tensor's own buffer (no staging copy), while a small body costs no recv() of its own.
-// Not thread-safe: one reader thread per connection uses it.
+// Not thread-safe: one thread at a time uses it (a consumer connection's reader thread; for a
+// producer connection, the transport's event loop, which uses it without blocking: RecvAvailable,
+// data, Consume).
 class FrameReader {
  public:
   static constexpr size_t kDefaultCapacity = 64 * 1024;
@@ -47,6 +49,16 @@ class FrameReader {
   const char* Take(size_t n, std::string* error);
   // Skips n bytes (a body nobody waits for).
   bool Discard(uint64_t n, std::string* error);
+
+  // Non-blocking use (the producer's event loop, event_loop.h): one recv(MSG_DONTWAIT) of whatever
+  // the socket holds into the free space behind the unread bytes (moved to the front first), so
+  // whole frames are parsed out of data() and dropped with Consume. kWouldBlock: nothing to read
+  // now; kClosed: EOF or a socket error, `*error` in RecvExact's words, or the buffer full (a
+  // frame larger than capacity(); the caller sizes the reader for its largest frame).
+  enum class Got { kData, kWouldBlock, kClosed };
+  Got RecvAvailable(std::string* error);
+  const char* data() const { return buffer_.get() + begin_; }
+  void Consume(size_t n) { begin_ += n; }
 
   size_t buffered() const { return end_ - begin_; }
   size_t capacity() const { return capacity_; }

@@ -46,6 +46,7 @@
 #include "tsl/platform/thread_annotations.h"
 #include "connection_limits.h"
 #include "error_frame.h"
+#include "event_loop.h"
 #include "frame_reader.h"
 #include "tsan.h"
 
@@ -85,11 +86,13 @@ constexpr uint32_t kMaxTaskBytes = 1024;
 constexpr uint32_t kMaxDims = 254;  // TensorShape's own limit
 constexpr uint64_t kMaxProtoBytes = (1ull << 31) - 1;
 constexpr uint32_t kMaxErrorBytes = 1 << 20;
-// Accepted connections alive at once in this process (two threads each); more are refused, so a
-// flood of connections cannot exhaust the process's threads. The limit is sized from the cluster
+// Accepted connections alive at once in this process (a descriptor each, and a writer thread once
+// its hello is accepted); more are refused, so a flood of connections cannot exhaust the process's
+// threads or descriptors. The limit is sized from the cluster
 // (connection_limits.h: SizeAcceptedConnections, when a transport starts or learns tasks).
 std::atomic<int> g_accepted{0};
-// A connection must send its hello within this time, else it is closed (its thread is freed).
+// A connection must send its hello within this time from its accept, else it is closed (its slot of
+// the connection limit is freed).
 constexpr int kHelloTimeoutSeconds = 10;
 // Responses up to this size are written by the thread that produced them when the socket is idle.
 constexpr int64_t kInlineResponseBytes = 64 * 1024;
@@ -397,8 +400,9 @@ bool Get(int fd, T* v, std::string* error) {
 
 // ---- threads -----------------------------------------------------------------------------------
 
-// The transport's threads: the accept loop, and per connection the consumer's reader or the
-// producer's serving loop (which owns and joins its writer). Each one ends when its socket does; the
+// The transport's threads: the accept loop, the event loop that reads every accepted connection,
+// per accepted connection its writer, per dialed connection the consumer's reader, and short-lived
+// ones (a connect, a hello's DNS lookup). Each one ends when its socket does (or its work); the
 // set joins those that ended whenever it starts another (so it holds about one entry per open
 // connection), and on Stop() wakes every one through its `stop` (shutdown of its socket) and joins
 // them all. The owner is the TcpTransport, which lives as long as the process (server.cc releases
@@ -1081,20 +1085,84 @@ struct Response {
 
 enum class WriteResult { kDone, kMore, kWouldBlock, kFailed };
 
-class ServerConn : public std::enable_shared_from_this<ServerConn> {
+// A producer (accepted) connection. Its reads (the hello, then request and cancel frames) are the
+// transport's event loop's (EventLoop::Handler, on the loop thread only, never blocking); its
+// writes are its own writer thread's (WriteLoop), started once the hello is accepted, or the
+// producing thread's (Enqueue's inline writes). So a connection costs one thread, and none before
+// its hello. Its descriptor is closed when both the loop and the writer are done with it (Release).
+class ServerConn : public EventLoop::Handler, public std::enable_shared_from_this<ServerConn> {
  public:
-  ServerConn(int fd, std::string peer_ip) : fd_(fd), peer_ip_(std::move(peer_ip)) {}
+  ServerConn(int fd, std::string peer_ip, EventLoop* loop, ThreadSet* threads, const ClusterView* view,
+             Mutex* view_mu, std::string local_task, ServeFn serve)
+      : fd_(fd),
+        peer_ip_(std::move(peer_ip)),
+        loop_(loop),
+        threads_(threads),
+        view_(view),
+        view_mu_(view_mu),
+        local_task_(std::move(local_task)),
+        serve_(std::move(serve)),
+        accepted_ns_(EventLoop::NowNs()) {}
 
-  // Serves on a thread of `threads` (the transport's); a stop closes the connection, which wakes it.
-  // False if the set is stopped (nothing was started; the caller closes the descriptor).
-  bool Run(ThreadSet* threads, const ClusterView* view, Mutex* view_mu, std::string local_task,
-           ServeFn serve) {
-    auto self = shared_from_this();
-    std::weak_ptr<ServerConn> weak = self;
-    return threads->Spawn([self, view, view_mu, local_task, serve] { self->ReadLoop(view, view_mu, local_task, serve); },
-                          [weak] {
-                            if (auto conn = weak.lock()) conn->Close("the transport is shutting down", false);
-                          });
+  int fd() const override { return fd_; }
+
+  // Loop thread: a connection has kHelloTimeoutSeconds from its accept to send its hello.
+  void OnAdded() override {
+    loop_->SetTimer(this, accepted_ns_ + int64_t{kHelloTimeoutSeconds} * 1000 * 1000 * 1000);
+  }
+
+  // Loop thread: one non-blocking recv() of what the socket holds, then every whole frame in the
+  // reader's buffer, as the reader thread's blocking loop handled them before (same checks, same
+  // errors, same order). A frame not yet whole waits in the buffer for the next wake-up.
+  void OnReadable() override {
+    std::string error;
+    switch (reader_.RecvAvailable(&error)) {
+      case FrameReader::Got::kWouldBlock:
+        return;
+      case FrameReader::Got::kClosed:
+        if (phase_ == Phase::kHello) {
+          FailHello(error, false, false);
+        } else {
+          // EOF is the consumer going away (normal at exit); anything else is worth a log line.
+          End(error, error != "connection closed by peer");
+        }
+        return;
+      case FrameReader::Got::kData:
+        break;
+    }
+    if (phase_ == Phase::kHello) {
+      bool refused = false, not_me = false;
+      const Parse parsed = ParseHello(&error, &refused, &not_me);
+      if (parsed == Parse::kNeedMore) return;
+      if (parsed == Parse::kFailed) {
+        FailHello(error, refused, not_me);
+        return;
+      }
+      CheckHello();  // serving, resolving the task's host elsewhere, or refused
+    }
+    if (phase_ == Phase::kServing) ReadFrames();
+  }
+
+  // Loop thread: the hello's deadline (no hello within kHelloTimeoutSeconds: the words the blocking
+  // read's SO_RCVTIMEO gave), or the end of a burst hold's gap wait (HoldAfterServe).
+  void OnTimer() override {
+    if (phase_ == Phase::kHello) {
+      FailHello("timed out waiting for data", false, false);
+      return;
+    }
+    if (phase_ != Phase::kServing || !gap_timer_) return;
+    gap_timer_ = false;
+    if (MoreRequestsReadable()) return;  // the next request's header is there: go on holding
+    held_ = 0;
+    SetHolding(false);
+  }
+
+  // Loop thread, the loop stopping (the transport is destroyed): the writer ends too (Close).
+  void OnStop() override {
+    phase_ = Phase::kDone;
+    SetHolding(false);
+    Close("the transport is shutting down", false);
+    Release();
   }
 
   void Enqueue(uint64_t id, int32_t rank, bool unresolved, const absl::Status& s, const Tensor& t, bool is_dead) {
@@ -1470,17 +1538,25 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
     (void)ignored;
   }
 
-  // `*not_me`: the hello is for another task (it probed this port as one of that task's candidates).
-  bool ReadHello(const ClusterView* view, Mutex* view_mu, const std::string& local_task, std::string* error,
-                 bool* refused, bool* not_me) {
+  enum class Parse { kNeedMore, kDone, kFailed };
+
+  // Loop thread: the hello, out of the reader's buffer (kNeedMore until all of it is there; a bad
+  // magic is refused after 4 bytes, another version after 6, as the blocking reads did field by
+  // field). `*not_me`: the hello is for another task (it probed this port as one of that task's
+  // candidates). On kDone the frame is consumed and hello_task_ / hello_cls_ hold what it said.
+  Parse ParseHello(std::string* error, bool* refused, bool* not_me) {
+    const char* p = reader_.data();
+    const size_t have = reader_.buffered();
     uint32_t magic;
-    uint16_t version, cls, task_len;
-    if (!reader_.Get(&magic, error)) return false;
+    uint16_t version, cls, task_len, target_len;
+    if (have < 4) return Parse::kNeedMore;
+    std::memcpy(&magic, p, 4);
     if (magic != kHelloMagic) {
       *error = absl::StrCat("malformed hello (bad magic 0x", absl::Hex(magic), ")");
-      return false;
+      return Parse::kFailed;
     }
-    if (!reader_.Get(&version, error)) return false;
+    if (have < 6) return Parse::kNeedMore;
+    std::memcpy(&version, p + 4, 2);
     if (version != kProtocolVersion) {
       // Another release of Geryon: refused with both versions named, before reading further (the
       // rest of an unknown version's hello may not be laid out as ours).
@@ -1488,55 +1564,211 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
                             ", this producer speaks version ", kProtocolVersion,
                             "; run the same Geryon release on every task");
       *refused = true;
-      return false;
+      return Parse::kFailed;
     }
-    if (!reader_.Get(&cls, error) || !reader_.Get(&task_len, error)) return false;
+    if (have < 10) return Parse::kNeedMore;
+    std::memcpy(&cls, p + 6, 2);
+    std::memcpy(&task_len, p + 8, 2);
     if (cls >= kMaxClasses || task_len == 0 || task_len > kMaxTaskBytes) {
       *error = absl::StrCat("malformed hello (version ", version, ", class ", cls, ", task name of ", task_len,
                             " bytes)");
-      return false;
+      return Parse::kFailed;
     }
-    std::string task(task_len, '\0');
-    if (!reader_.Read(task.data(), task_len, error)) return false;
-    uint16_t target_len;
-    if (!reader_.Get(&target_len, error)) return false;
+    const size_t target_at = 10 + size_t{task_len};
+    if (have < target_at + 2) return Parse::kNeedMore;
+    std::memcpy(&target_len, p + target_at, 2);
     if (target_len == 0 || target_len > kMaxTaskBytes) {
       *error = absl::StrCat("malformed hello (target task name of ", target_len, " bytes)");
-      return false;
+      return Parse::kFailed;
     }
-    std::string target(target_len, '\0');
-    if (!reader_.Read(target.data(), target_len, error)) return false;
-    if (target != local_task) {
+    if (have < target_at + 2 + target_len) return Parse::kNeedMore;
+    std::string task(p + 10, task_len), target(p + target_at + 2, target_len);
+    reader_.Consume(target_at + 2 + target_len);
+    if (target != local_task_) {
       *error = absl::StrCat("the hello is for ", target, ", not for this task");
       *not_me = true;
-      return false;
+      return Parse::kFailed;
     }
+    hello_task_ = std::move(task);
+    hello_cls_ = cls;
+    return Parse::kDone;
+  }
+
+  // Loop thread, after ParseHello: the task must be of the cluster spec, at the peer's address. Its
+  // host's addresses were resolved when the task was learned; one that did not resolve then is
+  // looked up again, on a thread of the transport, since DNS may block for seconds and the loop
+  // reads every connection (the answer comes back through Post: Resolved).
+  void CheckHello() {
     std::string host;
     std::set<std::string> addresses;
     {
-      MutexLock l(*view_mu);
-      auto it = view->tasks.find(task);
-      if (it == view->tasks.end()) {
-        *error = absl::StrCat("refused: ", task, " is not a task of the cluster spec");
-        *refused = true;
-        return false;
+      MutexLock l(*view_mu_);
+      auto it = view_->tasks.find(hello_task_);
+      if (it == view_->tasks.end()) {
+        FailHello(absl::StrCat("refused: ", hello_task_, " is not a task of the cluster spec"), true, false);
+        return;
       }
       host = it->second.host;
       addresses = it->second.addresses;  // resolved when the task was learned
     }
-    if (addresses.empty()) addresses = ResolveHost(host);  // it did not resolve then: try once more
-    // Only the host the cluster spec names for that task may speak for it.
-    if (addresses.count(peer_ip_) == 0) {
-      *error = absl::StrCat("refused: ", task, " is at ", host, " in the cluster spec, not at ", peer_ip_);
-      *refused = true;
-      return false;
+    if (!addresses.empty()) {
+      FinishHello(host, addresses);
+      return;
     }
-    peer_task_ = task;
-    push_ = absl::StartsWith(task, "/job:ps/");
-    cls_ = cls;
-    return true;
+    phase_ = Phase::kResolving;
+    loop_->ClearTimer(this);   // as before: the lookup is bounded by the resolver's own timeouts
+    loop_->Watch(this, false);  // the consumer sends nothing before the ack
+    auto self = shared_from_this();
+    EventLoop* loop = loop_;
+    if (!threads_->Spawn(
+            [self, loop, host] {
+              std::set<std::string> resolved = ResolveHost(host);
+              loop->Post([self, host, resolved] { self->Resolved(host, resolved); });
+            },
+            [] {})) {  // getaddrinfo cannot be interrupted; Stop joins it when it returns
+      Refuse("cannot start a thread to resolve its host (the transport is stopping or out of threads)");
+    }
   }
 
+  // Loop thread: the lookup CheckHello started is done.
+  void Resolved(const std::string& host, const std::set<std::string>& addresses) {
+    if (phase_ != Phase::kResolving) return;
+    loop_->Watch(this, true);
+    FinishHello(host, addresses);
+  }
+
+  // Loop thread: only the host the cluster spec names for that task may speak for it. Accepted: the
+  // socket is marked, the writer thread started, the hello answered, and requests are read.
+  void FinishHello(const std::string& host, const std::set<std::string>& addresses) {
+    if (addresses.count(peer_ip_) == 0) {
+      FailHello(absl::StrCat("refused: ", hello_task_, " is at ", host, " in the cluster spec, not at ", peer_ip_),
+                true, false);
+      return;
+    }
+    peer_task_ = hello_task_;
+    push_ = absl::StartsWith(peer_task_, "/job:ps/");
+    cls_ = hello_cls_;
+    // Marked before the ack, so every byte this side sends on the flow carries the class's DSCP.
+    MarkSocket(fd_, cls_, /*consumer=*/false);
+    counters_ = CountersFor("producer", local_task_, peer_task_, cls_);
+    counters_->connections += 1;
+    counters_->dscp = DscpForClass(cls_);
+    counters_->local_port = LocalPort(fd_);
+    // The writer, started after everything it reads is set (thread creation orders it).
+    auto self = shared_from_this();
+    std::weak_ptr<ServerConn> weak = self;
+    holders_ += 1;
+    if (!threads_->Spawn(
+            [self] {
+              self->WriteLoop();
+              self->Release();
+            },
+            [weak] {
+              if (auto conn = weak.lock()) conn->Close("the transport is shutting down", false);
+            })) {
+      holders_ -= 1;
+      Refuse("cannot start a thread for the connection (the transport is stopping or out of threads)");
+      return;
+    }
+    WriteAck(local_task_);
+    phase_ = Phase::kServing;
+    loop_->ClearTimer(this);  // the hello's deadline
+  }
+
+  // Loop thread: the hello fails; the consumer is told why where it can act on it (a refusal frame:
+  // FailedPrecondition, permanent; an ack naming this task when it looked for another), then closed.
+  void FailHello(const std::string& error, bool refused, bool not_me) {
+    if (refused) WriteRefusal(local_task_, error);
+    if (not_me) WriteAck(local_task_);  // names this task, so the consumer tries its next candidate
+    // A port probe that left, or a consumer looking for another task, is no error.
+    End(error, error != "connection closed by peer" && !not_me);
+  }
+
+  // Loop thread: out of threads after an acceptable hello: a transient refusal (Unavailable, as at
+  // the connection limit: TF retries it), logged, and closed (before, a thread that could not start
+  // refused the connection at its accept, without a word to the consumer).
+  void Refuse(const std::string& why) {
+    const std::string frame =
+        RefusalFrame(local_task_, absl::StrCat("refused the connection: ", why), absl::StatusCode::kUnavailable);
+    {
+      MutexLock w(write_mu_);
+      ssize_t ignored = send(fd_, frame.data(), frame.size(), MSG_NOSIGNAL | MSG_DONTWAIT);  // new socket: fits
+      (void)ignored;
+    }
+    End(why, true);
+  }
+
+  // Loop thread: the connection's reading ends (EOF, an error, a refused hello): closed (which ends
+  // the writer), no longer watched, and the loop's hold on the descriptor let go.
+  void End(const std::string& why, bool log_error) {
+    phase_ = Phase::kDone;
+    SetHolding(false);
+    Close(why, log_error);
+    loop_->Remove(this);
+    Release();
+  }
+
+  // The loop (End, OnStop) and the writer thread (when it returns) each let go once; the last one
+  // closes the descriptor, under the write lock, since an inline writer (Enqueue) may hold it.
+  void Release() {
+    if (holders_.fetch_sub(1) != 1) return;
+    MutexLock w(write_mu_);
+    close(fd_);
+    g_accepted -= 1;
+  }
+
+  // Loop thread: every whole request and cancel frame in the reader's buffer, in order.
+  void ReadFrames() {
+    auto self = shared_from_this();
+    while (phase_ == Phase::kServing) {
+      const char* p = reader_.data();
+      const size_t have = reader_.buffered();
+      if (have < 4) return;
+      uint32_t magic;
+      std::memcpy(&magic, p, 4);
+      if (magic == kCancelMagic) {
+        if (have < 12) return;
+        uint64_t cancelled_id;
+        std::memcpy(&cancelled_id, p + 4, 8);
+        reader_.Consume(12);
+        counters_->bytes_received += 12;
+        Cancel(cancelled_id);
+        continue;
+      }
+      if (magic != kRequestMagic) {
+        End(absl::StrCat("malformed frame (bad magic 0x", absl::Hex(magic), ")"), true);
+        return;
+      }
+      if (have < kRequestHeadBytes) return;
+      uint64_t id;
+      int64_t step_id;
+      int32_t rank;
+      uint32_t key_len;
+      std::memcpy(&id, p + 4, 8);  // u64 id, i64 step, i32 rank, u32 n
+      std::memcpy(&step_id, p + 12, 8);
+      std::memcpy(&rank, p + 20, 4);
+      std::memcpy(&key_len, p + 24, 4);
+      if (key_len == 0 || key_len > kMaxKeyBytes) {
+        End(absl::StrCat("malformed request (key of ", key_len, " bytes)"), true);
+        return;
+      }
+      if (have < kRequestHeadBytes + key_len) return;
+      const bool unresolved = rank == kUnresolvedRank;  // counted per flow when its response is sent
+      if (rank < 0) rank = kUnranked;  // unresolved, or not a rank a consumer sends: no priority
+      std::string key(p + kRequestHeadBytes, key_len);
+      reader_.Consume(kRequestHeadBytes + key_len);
+      counters_->bytes_received += kRequestHeadBytes + key_len;
+      counters_->messages_received += 1;
+      HoldBeforeServe();
+      // Serve does not block: TF's RecvLocalAsync runs the callback now if the tensor is there
+      // (Enqueue then queues it, or writes a small one without blocking: MSG_DONTWAIT), else later
+      // on the thread that produces it; a tensor in device memory is copied asynchronously.
+      serve_(step_id, key, [self, id, rank, unresolved](const absl::Status& s, const Tensor& t, bool is_dead) {
+        self->Enqueue(id, rank, unresolved, s, t, is_dead);
+      });
+      HoldAfterServe();
+    }
+  }
   // A cancel frame: the consumer gave receive `id` up. Its queued response is dropped, also one half
   // sent in chunks (the queue holds those between frames only); one not produced yet is remembered
   // and dropped when it comes (Enqueue), one being written now stops after its current frame
@@ -1586,7 +1818,7 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
            buffered + static_cast<size_t>(available) >= kRequestHeadBytes;
   }
 
-  // Reader thread, after a request is read and before it is served: holds the writes while a
+  // Loop thread, after a request is read and before it is served: holds the writes while a
   // request header more is readable, or (hold_gap_us > 0) while the burst is younger than
   // kBurstWindowNs, in which case HoldAfterServe waits up to the gap for the next request. A
   // consumer's executor issues a step's receives one by one, and under load they trickle in tens
@@ -1595,6 +1827,10 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
   // in every step whose tau was below 0.95). During a hold the writer still sends chunks that do
   // not finish their response (CandidateLocked), so the link does not idle behind the hold.
   void HoldBeforeServe() {
+    if (gap_timer_) {  // the request the gap wait was for came: HoldAfterServe's wait is over
+      loop_->ClearTimer(this);
+      gap_timer_ = false;
+    }
     const bool on = CurrentResponseOrder() == ResponseOrder::kUrgency && g_hold.load(std::memory_order_relaxed) &&
                     held_ < kMaxHeldRequests;
     const int64_t now = NowNs();
@@ -1607,87 +1843,14 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
     SetHolding(hold);
   }
 
+  // The gap wait, without blocking the loop (it reads every connection): a deadline gap_ns_ from
+  // now, at which OnTimer ends the hold unless a request header is readable by then; the next
+  // request read before it (HoldBeforeServe) clears it. Before the event loop the reader thread
+  // waited in ppoll for the gap.
   void HoldAfterServe() {
     if (!gap_wait_ || MoreRequestsReadable()) return;
-    pollfd p{fd_, POLLIN, 0};
-    timespec gap{0, static_cast<long>(gap_ns_)};
-    if (ppoll(&p, 1, &gap, nullptr) > 0) return;  // the next request (or EOF) is there: go on holding
-    held_ = 0;
-    SetHolding(false);
-  }
-
-  void ReadLoop(const ClusterView* view, Mutex* view_mu, const std::string& local_task, ServeFn serve) {
-    std::string error;
-    timeval hello_timeout{kHelloTimeoutSeconds, 0}, none{0, 0};
-    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &hello_timeout, sizeof(hello_timeout));
-    bool refused = false, not_me = false;
-    if (!ReadHello(view, view_mu, local_task, &error, &refused, &not_me)) {
-      if (refused) WriteRefusal(local_task, error);
-      if (not_me) WriteAck(local_task);  // names this task, so the consumer tries its next candidate
-      // A port probe that left, or a consumer looking for another task, is no error.
-      Close(error, error != "connection closed by peer" && !not_me);
-      close(fd_);
-      g_accepted -= 1;
-      return;
-    }
-    // Marked before the ack, so every byte this side sends on the flow carries the class's DSCP.
-    MarkSocket(fd_, cls_, /*consumer=*/false);
-    WriteAck(local_task);
-    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof(none));  // requests may be far apart
-    counters_ = CountersFor("producer", local_task, peer_task_, cls_);
-    counters_->connections += 1;
-    counters_->dscp = DscpForClass(cls_);
-    counters_->local_port = LocalPort(fd_);
-    auto self = shared_from_this();
-    std::thread writer([self] { self->WriteLoop(); });
-    while (true) {
-      uint32_t magic, key_len;
-      uint64_t id;
-      int64_t step_id;
-      int32_t rank;
-      // Out of the connection's FrameReader: a burst of requests arrives in one recv().
-      if (!reader_.Get(&magic, &error)) break;
-      if (magic == kCancelMagic) {
-        uint64_t cancelled_id;
-        if (!reader_.Get(&cancelled_id, &error)) break;
-        counters_->bytes_received += 12;
-        Cancel(cancelled_id);
-        continue;
-      }
-      if (magic != kRequestMagic) {
-        error = absl::StrCat("malformed frame (bad magic 0x", absl::Hex(magic), ")");
-        break;
-      }
-      const char* head = reader_.Take(kRequestHeadBytes - 4, &error);  // u64 id, i64 step, i32 rank, u32 n
-      if (head == nullptr) break;
-      std::memcpy(&id, head, 8);
-      std::memcpy(&step_id, head + 8, 8);
-      std::memcpy(&rank, head + 16, 4);
-      std::memcpy(&key_len, head + 20, 4);
-      if (key_len == 0 || key_len > kMaxKeyBytes) {
-        error = absl::StrCat("malformed request (key of ", key_len, " bytes)");
-        break;
-      }
-      const bool unresolved = rank == kUnresolvedRank;  // counted per flow when its response is sent
-      if (rank < 0) rank = kUnranked;  // unresolved, or not a rank a consumer sends: no priority
-      std::string key(key_len, '\0');
-      if (!reader_.Read(key.data(), key_len, &error)) break;
-      counters_->bytes_received += kRequestHeadBytes + key_len;
-      counters_->messages_received += 1;
-      HoldBeforeServe();
-      serve(step_id, key, [self, id, rank, unresolved](const absl::Status& s, const Tensor& t, bool is_dead) {
-        self->Enqueue(id, rank, unresolved, s, t, is_dead);
-      });
-      HoldAfterServe();
-    }
-    SetHolding(false);
-    // EOF is the consumer going away (normal at exit); anything else is worth a log line.
-    Close(error, error != "connection closed by peer");
-    writer.join();
-    // Under the write lock: an inline writer (Enqueue) may still hold the descriptor.
-    MutexLock w(write_mu_);
-    close(fd_);
-    g_accepted -= 1;
+    loop_->SetTimer(this, EventLoop::NowNs() + gap_ns_);
+    gap_timer_ = true;
   }
 
   void WriteLoop() {
@@ -1915,7 +2078,24 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
 
   const int fd_;
   const std::string peer_ip_;
-  FrameReader reader_{fd_};  // the serving thread's only (ReadHello, ReadLoop)
+  // Set at construction, before the accept thread hands the connection to the loop.
+  EventLoop* const loop_;
+  ThreadSet* const threads_;
+  const ClusterView* const view_;
+  Mutex* const view_mu_;
+  const std::string local_task_;
+  const ServeFn serve_;
+  const int64_t accepted_ns_;  // EventLoop::NowNs() at the accept: the hello's deadline counts from it
+  // The loop thread's own: the reader (sized for the largest frame, a request with a 64 KiB key, so
+  // every frame is parsed whole out of its buffer), where the connection is, the hello's fields.
+  FrameReader reader_{fd_, kRequestHeadBytes + kMaxKeyBytes};
+  enum class Phase { kHello, kResolving, kServing, kDone };
+  Phase phase_ = Phase::kHello;
+  std::string hello_task_;
+  int hello_cls_ = 0;
+  bool gap_timer_ = false;  // a gap wait's deadline is set (HoldAfterServe)
+  // Who still uses the descriptor: the loop, and the writer thread once started (Release).
+  std::atomic<int> holders_{1};
   std::string peer_task_;
   // The consumer is a parameter server, so every response is a gradient push. Pushes are queued in
   // urgency order but go out whole once started: backprop makes gradients last layer first, and
@@ -1931,7 +2111,7 @@ class ServerConn : public std::enable_shared_from_this<ServerConn> {
   CondVar cv_;
   bool closed_ TF_GUARDED_BY(mu_) = false;
   bool holding_ TF_GUARDED_BY(mu_) = false;  // see SetHolding
-  // The burst hold's state, the reader thread's own (HoldBeforeServe).
+  // The burst hold's state, the loop thread's own (HoldBeforeServe).
   int held_ = 0;
   int64_t burst_start_ns_ = 0, gap_ns_ = 0;
   bool gap_wait_ = false;
@@ -1968,6 +2148,15 @@ class TcpTransport : public Transport {
 
   absl::Status Start(ServeFn serve) override {
     serve_ = std::move(serve);
+    // The loop that reads every accepted connection (event_loop.h), before the accept loop that
+    // hands it connections.
+    std::string error;
+    if (!loop_.Init(&error)) {
+      return absl::InternalError(absl::StrCat("Geryon data plane: cannot create its event loop: ", error));
+    }
+    if (!threads_.Spawn([this] { loop_.Run(); }, [this] { loop_.Stop(); })) {
+      return absl::ResourceExhaustedError("Geryon data plane: cannot start the event loop's thread");
+    }
     threads_.Spawn([this] { AcceptLoop(); },
                    [this] {
                      stopping_ = true;
@@ -2425,13 +2614,15 @@ class TcpTransport : public Transport {
         continue;
       }
       g_accepted += 1;
-      auto conn = std::make_shared<ServerConn>(fd, ip);
       std::string local_task;
       {
         MutexLock l(view_mu_);
         local_task = view_.local_task;
       }
-      if (!conn->Run(&threads_, &view_, &view_mu_, local_task, serve_)) {
+      // Read by the event loop from now on; it costs a thread (its writer) only once its hello is
+      // accepted.
+      auto conn = std::make_shared<ServerConn>(fd, ip, &loop_, &threads_, &view_, &view_mu_, local_task, serve_);
+      if (!loop_.Add(std::move(conn))) {  // the transport is stopping
         close(fd);
         g_accepted -= 1;
       }
@@ -2468,6 +2659,7 @@ class TcpTransport : public Transport {
   const int listen_fd_;
   ServeFn serve_;  // set by Start before the accept thread exists, then only read
   std::atomic<bool> stopping_{false};
+  EventLoop loop_;  // reads every accepted connection, on a thread of threads_
   // Last: destroyed first, so every thread is joined while the members it uses still exist.
   ThreadSet threads_;
 };

@@ -9,6 +9,8 @@ is sized from the cluster, raises a too-low descriptor limit, and refuses past i
 - Past the limit: a PS of a 2-task cluster (limit 512) gets 520 connections from an allowed host
   that send no hello (each holds its slot for the 10 s hello timeout): exactly 512 stay open, the
   rest are closed at once, and the PS's log names the limit and why it is that.
+- Threads: one event loop reads every accepted connection (event_loop.h), so N connections with an
+  accepted hello add N threads to the PS (their writers), not 2N; N without a hello add none.
 """
 
 from __future__ import annotations
@@ -59,8 +61,8 @@ def test_sixteen_workers_by_four_classes_every_flow_pulls_the_right_bytes(librar
     assert flows["classes_served"] == [0, 1, 2, 3]
     assert flows["connections"] == 64 and flows["errors"] == 0  # one connection per flow, none refused
     assert result["ps_refusals"] == 0
-    # Two threads per accepted connection (the thread-per-connection design): bounded by the flows.
-    assert result["ps_after"]["threads"] - result["ps_before"]["threads"] <= 2 * 64 + 16
+    # One thread per accepted connection (its writer; the event loop reads them all), plus TF's own.
+    assert result["ps_after"]["threads"] - result["ps_before"]["threads"] <= 64 + 16
     # The soft limit it started with (256) is below what 17 tasks need, so the data plane raised it.
     peers = 16
     needed = max(peers * (MAX_CLASSES + 1), MIN_ACCEPTED) + peers * MAX_CLASSES + RESERVED
@@ -86,8 +88,8 @@ def test_the_limit_is_sized_from_the_cluster(library: Path) -> None:
     assert plan(129, 2048) == 2048 - 128 * MAX_CLASSES - RESERVED
     assert plan(129, 100) == MIN_ACCEPTED  # but never below the old limit
     # A pids cgroup with room for 2000 more threads: the process's own 128 x 8 dialed readers and 512
-    # reserved threads first, then two threads per accepted connection; this one may cut below 512.
-    assert plan(129, -1, 2000) == (2000 - 128 * MAX_CLASSES - 512) // 2
+    # reserved threads first, then one thread per accepted connection; this one may cut below 512.
+    assert plan(129, -1, 2000) == 2000 - 128 * MAX_CLASSES - 512
     assert plan(129, -1, 100) == 16  # a floor, and the log says the process is out of threads
     assert plan(2, -1, 1 << 20) == MIN_ACCEPTED
     # The same cgroup files read here (other processes of the cgroup may start threads in between).
@@ -179,7 +181,7 @@ def _refusal_code(s: socket.socket) -> int | None:
 
 def test_a_pids_cgroup_bounds_the_accepted_connections(library: Path) -> None:
     """The PS runs in a pids cgroup (v1 here, the kernel's own controller) that this test makes with
-    room for 1200 threads: the bound is cut to what two threads per connection leave, the log says
+    room for 900 threads: the bound is cut to what one thread per connection leaves, the log says
     so, connections past it are refused, and the PS lives on."""
     from geryon.tf.ports import free_port_pairs
 
@@ -189,7 +191,7 @@ def test_a_pids_cgroup_bounds_the_accepted_connections(library: Path) -> None:
     group = base / f"geryon-test-scale-{os.getpid()}"
     group.mkdir()
     try:
-        (group / "pids.max").write_text("1200")
+        (group / "pids.max").write_text("900")
         ps_port, worker_port = free_port_pairs(2, DATA_OFFSET)
         cluster = {"ps": [f"127.0.0.1:{ps_port}"], "worker": [f"127.0.0.1:{worker_port}"]}
         env = child_env({"cluster": cluster, "job": "ps"}, GERYON_DATA_PORT_OFFSET=str(DATA_OFFSET))
@@ -204,7 +206,7 @@ def test_a_pids_cgroup_bounds_the_accepted_connections(library: Path) -> None:
                 match = re.search(r"allows (\d+) more threads; accepting at most (\d+)", text)
                 assert match, text[-2000:]
                 headroom, bound = int(match[1]), int(match[2])
-                assert bound == (headroom - MAX_CLASSES - 512) // 2 < MIN_ACCEPTED  # 1 peer, 512 reserved
+                assert bound == headroom - MAX_CLASSES - 512 < MIN_ACCEPTED  # 1 peer, 512 reserved
                 closed = _flood(ps_port + DATA_OFFSET, bound + 20)
                 assert closed == [False] * bound + [True] * 20
                 assert procs[0].poll() is None
@@ -218,3 +220,81 @@ def test_a_pids_cgroup_bounds_the_accepted_connections(library: Path) -> None:
                 break
             except OSError:
                 time.sleep(0.1)
+
+
+HELLO, ACK = 0x48595247, 0x41595247
+WORKER, PS = "/job:worker/replica:0/task:0", "/job:ps/replica:0/task:0"
+
+
+def test_an_accepted_connection_costs_one_thread_not_two(library: Path) -> None:
+    """A real PS process (2-task cluster): N connections that send no hello add no thread (the event
+    loop reads them), N more whose hello it accepts add N threads (their writers; 2N before the
+    event loop, a reader and a writer each), and closing them all gives the threads back."""
+    from geryon.tf.ports import free_port_pairs
+
+    n = 48
+    ps_port, worker_port = free_port_pairs(2, DATA_OFFSET)
+    cluster = {"ps": [f"127.0.0.1:{ps_port}"], "worker": [f"127.0.0.1:{worker_port}"]}
+    env = child_env({"cluster": cluster, "job": "ps"}, GERYON_DATA_PORT_OFFSET=str(DATA_OFFSET))
+    address = ("127.0.0.1", ps_port + DATA_OFFSET)
+    with tempfile.TemporaryDirectory() as tmp:
+        log = Path(tmp) / "ps.stderr"
+        with child_servers(GERYON_SERVER, [env], [log]) as procs:
+            pid = procs[0].pid
+            base = _settled_threads(pid)
+            silent = [socket.create_connection(address, timeout=10) for _ in range(n)]
+            socks: list[socket.socket] = []
+            try:
+                time.sleep(0.5)
+                no_hello = _threads(pid) - base
+                for i in range(n):
+                    s = socket.create_connection(address, timeout=10)
+                    socks.append(s)
+                    task = WORKER.encode()
+                    s.sendall(
+                        struct.pack("<IHHH", HELLO, 5, i % 4, len(task))
+                        + task
+                        + struct.pack("<H", len(PS))
+                        + PS.encode()
+                    )
+                    assert _ack(s) == PS
+                with_hello = _threads(pid) - base
+            finally:
+                for s in silent + socks:
+                    s.close()
+            after = _settled_threads(pid) - base
+            assert procs[0].poll() is None, log.read_text()[-2000:]
+    assert no_hello <= 2, no_hello  # TF's own may start one meanwhile
+    assert n <= with_hello <= n + 2, with_hello
+    assert after <= 2, after
+
+
+def _threads(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("Threads:"):
+            return int(line.split()[1])
+    raise AssertionError(f"no Threads line for {pid}")
+
+
+def _settled_threads(pid: int) -> int:
+    """The process's thread count once it held still for 0.5 s (bounded: 20 tries)."""
+    last = _threads(pid)
+    for _ in range(20):
+        time.sleep(0.5)
+        now = _threads(pid)
+        if now == last:
+            return now
+        last = now
+    return last
+
+
+def _ack(s: socket.socket) -> str:
+    """The producer's answer to an accepted hello: u32 "GRYA", u16 n, its task name."""
+    data = b""
+    while len(data) < 6 or len(data) < 6 + struct.unpack_from("<H", data, 4)[0]:
+        chunk = s.recv(4096)
+        assert chunk, "the PS closed the connection instead of answering the hello"
+        data += chunk
+    magic, size = struct.unpack_from("<IH", data)
+    assert magic == ACK, hex(magic)
+    return data[6 : 6 + size].decode()

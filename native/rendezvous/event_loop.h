@@ -1,0 +1,110 @@
+// One epoll loop that reads every accepted data-plane connection of a transport (issue 16: "one
+// event loop per process instead of two threads per connection"). Until then each accepted
+// connection had a reader thread of its own (blocking reads of its hello, requests and cancel
+// frames) besides its writer; now the loop waits on all their sockets, so a connection costs its
+// writer thread only (and none before its hello).
+//
+// Level-triggered: a readable socket gets one non-blocking recv() per wake-up, so one busy peer
+// cannot starve the others. Deadlines (the hello's 10 s, the burst hold's gap wait of hundreds of
+// microseconds) come from one timerfd, armed to the earliest of them. Handlers run on the loop
+// thread only and must not block: anything that may (a DNS lookup) goes to another thread, whose
+// result comes back through Post.
+#ifndef GERYON_NATIVE_RENDEZVOUS_EVENT_LOOP_H_
+#define GERYON_NATIVE_RENDEZVOUS_EVENT_LOOP_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "tsan.h"
+
+namespace geryon {
+
+class EventLoop {
+ public:
+  // A connection the loop reads. Every callback runs on the loop thread.
+  class Handler {
+   public:
+    virtual ~Handler() = default;
+    virtual int fd() const = 0;
+    // Registered: the loop watches the socket from now on (a handler sets its first deadline here).
+    virtual void OnAdded() = 0;
+    // The socket is readable, at EOF or in error (the handler's recv says which).
+    virtual void OnReadable() = 0;
+    // The deadline set with SetTimer has passed.
+    virtual void OnTimer() = 0;
+    // The loop is stopping: the handler closes its connection. The loop forgets it afterwards.
+    virtual void OnStop() = 0;
+  };
+
+  EventLoop() = default;
+  ~EventLoop();  // Run must have returned (the transport joins the loop's thread first)
+  EventLoop(const EventLoop&) = delete;
+  EventLoop& operator=(const EventLoop&) = delete;
+
+  // The epoll, wake-up and timer descriptors; false with `*error` (their errno text).
+  bool Init(std::string* error);
+  // The loop itself, on its own thread, until Stop. Handlers still registered then get OnStop.
+  void Run();
+  // Any thread: Run returns soon.
+  void Stop();
+
+  // Any thread: the loop registers `h` and starts watching its socket. False once stopped (the
+  // caller then closes the connection itself). The handoff is under the loop's mutex, so what the
+  // adding thread did to `h` happens before the loop's first callback.
+  bool Add(std::shared_ptr<Handler> h);
+  // Any thread: `f` runs on the loop thread (soon); dropped if the loop stops first.
+  void Post(std::function<void()> f);
+
+  // Loop thread only. The loop stops watching `h` and drops its reference after the current
+  // callback returns; no callback of `h` runs after this.
+  void Remove(Handler* h);
+  // Loop thread only: stop or resume watching `h`'s socket (its timer is unaffected).
+  void Watch(Handler* h, bool on);
+  // Loop thread only: OnTimer runs once at `deadline_ns` (steady clock, NowNs), replacing any
+  // deadline set before; ClearTimer removes it.
+  void SetTimer(Handler* h, int64_t deadline_ns);
+  void ClearTimer(Handler* h);
+
+  // The clock of SetTimer: CLOCK_MONOTONIC, which std::chrono::steady_clock is on Linux.
+  static int64_t NowNs();
+  // Handlers registered now (loop thread only; for tests and logs).
+  size_t size() const { return entries_.size(); }
+
+ private:
+  struct Entry {
+    std::shared_ptr<Handler> handler;
+    int64_t deadline = 0;  // 0: no timer
+    bool watching = false;
+    bool removed = false;
+  };
+
+  void Register(std::shared_ptr<Handler> h);
+  void RunPosted();
+  void RunTimers();
+  void ArmTimer();
+  void StopAll();
+  Entry* Find(Handler* h);
+
+  int epoll_fd_ = -1, wake_fd_ = -1, timer_fd_ = -1;
+  Mutex mu_;
+  bool stopping_ TF_GUARDED_BY(mu_) = false;
+  std::vector<std::shared_ptr<Handler>> adding_ TF_GUARDED_BY(mu_);
+  std::vector<std::function<void()>> posted_ TF_GUARDED_BY(mu_);
+  // The loop thread's own from here on.
+  std::unordered_map<Handler*, std::unique_ptr<Entry>> entries_;
+  // Removed during a batch of events: freed after it, since a later event of the same batch may
+  // still point at the entry (it is skipped: `removed`).
+  std::vector<std::unique_ptr<Entry>> removed_;
+  std::set<std::pair<int64_t, Entry*>> timers_;
+  int64_t armed_ = 0;  // the timerfd's deadline (0: disarmed or fired)
+};
+
+}  // namespace geryon
+
+#endif  // GERYON_NATIVE_RENDEZVOUS_EVENT_LOOP_H_
