@@ -31,6 +31,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PS = "/job:ps/replica:0/task:0"
 WORKER = "/job:worker/replica:0/task:0"
 CHIEF = "/job:chief/replica:0/task:0"
+EVALUATOR = "/job:evaluator/replica:0/task:0"
 VERSION = 5  # kProtocolVersion
 
 SERVERS = r"""
@@ -44,9 +45,9 @@ while True:
     time.sleep(3600)
 """
 
-# The coordinator joins as "chief" (its own keep-alive, so that a killed one's session expires soon),
-# runs a function whose PS half sends a tensor to the chief (the chief's data plane pulls it from the
-# PS), then waits until it is killed.
+# The coordinator joins as task 0 of job JOB ("chief"; its own keep-alive, so that a killed one's session
+# expires soon), runs a function whose PS half sends a tensor to it (its data plane pulls it from the PS),
+# then waits until it is killed.
 COORDINATOR = r"""
 import json, os, sys
 import tensorflow as tf
@@ -56,7 +57,7 @@ from tensorflow.python.eager import context
 geryon.tf.load()
 cluster = tf.train.ClusterSpec(json.loads(os.environ["SPEC"]))
 server_def = tensorflow_server_pb2.ServerDef(
-    cluster=cluster.as_cluster_def(), job_name="chief", task_index=0, protocol=geryon.tf.PROTOCOL)
+    cluster=cluster.as_cluster_def(), job_name=os.environ["JOB"], task_index=0, protocol=geryon.tf.PROTOCOL)
 # The context starts with the server def (its first op), with the module's keep-alive, not set_server_def's.
 context._KEEP_ALIVE_SECS = int(os.environ["KEEP_ALIVE_S"])
 context.context().set_server_def(server_def)
@@ -67,12 +68,12 @@ with tf.device("/job:ps/task:0"):
 def step():
     with tf.device("/job:ps/task:0"):
         doubled = v * 2.0
-    with tf.device("/job:chief/task:0"):
+    with tf.device(f"/job:{os.environ['JOB']}/task:0"):
         return tf.reduce_sum(doubled)
 
 total = float(step())
 pulled = sum(f.messages_received for f in geryon.tf.flow_counters()
-             if f.role == "consumer" and f.local_task.startswith("/job:chief")
+             if f.role == "consumer" and f.local_task.startswith(f"/job:{os.environ['JOB']}/")
              and f.peer_task == "/job:ps/replica:0/task:0")
 print("CONNECTED " + json.dumps({"total": total, "pulled": pulled}), flush=True)
 sys.stdin.readline()  # killed by the test
@@ -159,9 +160,9 @@ def procs(tmp_path: Path) -> Iterator[Procs]:
             p.kill(name)
 
 
-def test_a_task_named_only_by_an_ended_session_is_refused_again(procs: Procs) -> None:
-    ps_port, worker_port, chief_port = pick_ports(3)
-    servers_spec = {"ps": [f"127.0.0.1:{ps_port}"], "worker": [f"127.0.0.1:{worker_port}"]}
+def start_servers(procs: Procs, ports: list[int]) -> tuple[dict[str, str], dict[str, list[str]], int]:
+    """The PS and worker servers (spec: those two only): (environment, their spec, the PS's data port)."""
+    servers_spec = {"ps": [f"127.0.0.1:{ports[0]}"], "worker": [f"127.0.0.1:{ports[1]}"]}
     env = dict(
         os.environ,
         PYTHONPATH=str(ROOT),
@@ -170,9 +171,14 @@ def test_a_task_named_only_by_an_ended_session_is_refused_again(procs: Procs) ->
         GERYON_DATA_PORT_OFFSET=str(DATA_OFFSET),
         GERYON_AGENT_REPORT_S="off",
     )
-    data_port = ps_port + DATA_OFFSET
     procs.start("servers", SERVERS, dict(env, SPEC=json.dumps(servers_spec)))
     procs.line("servers", "READY")
+    return env, servers_spec, ports[0] + DATA_OFFSET
+
+
+def test_a_task_named_only_by_an_ended_session_is_refused_again(procs: Procs) -> None:
+    ps_port, worker_port, chief_port = pick_ports(3)
+    env, servers_spec, data_port = start_servers(procs, [ps_port, worker_port])
     assert hello(data_port, CHIEF)[0] == "refused"  # no session names the chief yet
     assert hello(data_port, WORKER) == ("ack", PS)
 
@@ -182,7 +188,12 @@ def test_a_task_named_only_by_an_ended_session_is_refused_again(procs: Procs) ->
     procs.start(
         "coordinator",
         COORDINATOR,
-        dict(env, KEEP_ALIVE_S="3", SPEC=json.dumps({**servers_spec, "chief": [f"127.0.0.1:{chief_port}"]})),
+        dict(
+            env,
+            JOB="chief",
+            KEEP_ALIVE_S="3",
+            SPEC=json.dumps({**servers_spec, "chief": [f"127.0.0.1:{chief_port}"]}),
+        ),
     )
     facts = json.loads(procs.line("coordinator", "CONNECTED "))
     assert facts["total"] == 2048.0 and facts["pulled"] > 0, facts  # the chief pulled on the data plane
@@ -197,3 +208,31 @@ def test_a_task_named_only_by_an_ended_session_is_refused_again(procs: Procs) ->
     assert why == f"Geryon data plane: {PS} refused: {CHIEF} is not a task of the cluster spec", why
     assert hello(data_port, WORKER) == ("ack", PS)  # the server def's tasks stay
     assert f"forgot {CHIEF}" in procs.stderr("servers")
+
+
+def test_a_task_stays_while_another_live_session_names_it(procs: Procs) -> None:
+    ps_port, worker_port, chief_port, evaluator_port = pick_ports(4)
+    env, servers_spec, data_port = start_servers(procs, [ps_port, worker_port])
+    chief_spec = {**servers_spec, "chief": [f"127.0.0.1:{chief_port}"]}
+    procs.start("chief", COORDINATOR, dict(env, JOB="chief", KEEP_ALIVE_S="3", SPEC=json.dumps(chief_spec)))
+    assert json.loads(procs.line("chief", "CONNECTED "))["pulled"] > 0
+    # A second session whose cluster names the chief too: an evaluator that joins the same cluster.
+    evaluator_spec = {**chief_spec, "evaluator": [f"127.0.0.1:{evaluator_port}"]}
+    procs.start(
+        "evaluator",
+        COORDINATOR,
+        dict(env, JOB="evaluator", KEEP_ALIVE_S="3", SPEC=json.dumps(evaluator_spec)),
+    )
+    assert json.loads(procs.line("evaluator", "CONNECTED "))["pulled"] > 0
+    assert hello(data_port, CHIEF) == ("ack", PS) and hello(data_port, EVALUATOR) == ("ack", PS)
+
+    procs.kill("chief")  # its own session ends 3 s later; the evaluator's still names the chief
+    time.sleep(10)
+    assert hello(data_port, CHIEF) == ("ack", PS), procs.stderr("servers")
+    assert f"forgot {CHIEF}" not in procs.stderr("servers")
+
+    procs.kill("evaluator")  # the last session that names either ends
+    for task in (CHIEF, EVALUATOR):
+        kind, why = wait_for(data_port, task, "refused", timeout=60)
+        assert kind == "refused", (task, why, procs.stderr("servers"))
+    assert hello(data_port, WORKER) == ("ack", PS)
