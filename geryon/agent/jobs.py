@@ -23,7 +23,7 @@ from geryon.tagger.map_table import validate_thresholds
 PS_ROLES = frozenset({"ps"})
 WORKER_ROLES = frozenset({"worker", "chief", "evaluator"})
 ROLES = PS_ROLES | WORKER_ROLES
-_JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _WILDCARDS = ("0.0.0.0", "::")
 
 
@@ -158,6 +158,13 @@ def parse_address(text: Any, where: str) -> tuple[str, int]:
     return host, int(port_text)
 
 
+def resolve_endpoint(text: Any, where: str) -> tuple[str, int]:
+    """'host:port' -> (the host's address as the agent keys it, port): two spellings of one endpoint
+    ('localhost:2222', '127.0.0.1:2222') give the same pair."""
+    host, port = parse_address(text, where)
+    return _resolve(host, where), port
+
+
 def parse_cluster(spec: Any, where: str = "cluster") -> tuple[Task, ...]:
     """A TF cluster spec {"ps": [...], "worker": [...], "chief": [...]} -> tasks, validated."""
     if not isinstance(spec, Mapping):
@@ -198,7 +205,7 @@ def make_job(
 ) -> JobSpec:
     """Validates a registration. `class_names` picks (in urgency order) which of the agent's configured
     classes the job uses; empty = all of them."""
-    if not isinstance(job_id, str) or not _JOB_ID.match(job_id):
+    if not isinstance(job_id, str) or not JOB_ID.match(job_id):
         raise JobError(
             f"job_id: {job_id!r} must be 1-64 characters of letters, digits, '_', '.', '-' "
             "(starting with a letter or digit)"

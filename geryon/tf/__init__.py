@@ -190,8 +190,10 @@ def server(
     (+ 1009, + 2018, ...) when that is taken; every task of a cluster must use the same offset
     (default 1000, or env GERYON_DATA_PORT_OFFSET).
 
-    With env GERYON_AGENT_JOB set, the task reports its flows' unresolved bytes to the host agent
-    (geryon.tf.agent_report; a bad GERYON_AGENT_* value fails here, before the server starts).
+    The task reports its flows' unresolved bytes to the agent on its host, to the registered job whose
+    cluster spec lists this task, or to job GERYON_AGENT_JOB when set (geryon.tf.agent_report: nothing
+    is sent without an agent; GERYON_AGENT_REPORT_S=off turns it off; a bad GERYON_AGENT_* value fails
+    here, before the server starts).
     """
     if data_port_offset is not None:
         if not isinstance(data_port_offset, int) or data_port_offset == 0 or abs(data_port_offset) > 65535:
@@ -204,10 +206,23 @@ def server(
 
     from geryon.tf.agent_report import start_from_env
 
-    start_from_env()  # its first report comes one interval later, from the running server's flows
+    # Its first report comes one interval later, from the running server's flows.
+    start_from_env(_task_identity(tf, cluster_spec, job_name, task_index))
     return tf.distribute.Server(
         cluster_spec, job_name=job_name, task_index=task_index, protocol=PROTOCOL, config=config, start=start
     )
+
+
+def _task_identity(tf: Any, cluster_spec: Any, job_name: str, task_index: int) -> Any:
+    """This task's job, index and address in `cluster_spec` (the agent finds its job by them); None
+    when the spec does not list it (TF's own server start then says what is wrong)."""
+    from geryon.tf.agent_report import TaskIdentity
+
+    try:
+        address = tf.train.ClusterSpec(cluster_spec).task_address(job_name, task_index)
+    except (TypeError, ValueError, KeyError):
+        return None
+    return TaskIdentity(job_name, int(task_index), address)
 
 
 def flow_counters() -> list[FlowCounter]:

@@ -16,6 +16,7 @@
 #include "tensorflow/core/distributed_runtime/error_payloads.h"
 #include "tensorflow/core/distributed_runtime/master_env.h"
 #include "tensorflow/core/distributed_runtime/worker_cache.h"
+#include "tensorflow/core/distributed_runtime/worker_cache_wrapper.h"
 #include "tensorflow/core/distributed_runtime/rpc/grpc_server_lib.h"
 #include "tensorflow/core/distributed_runtime/server_lib.h"
 #include "tensorflow/core/distributed_runtime/worker_env.h"
@@ -426,6 +427,25 @@ absl::Status MakeClusterView(const tensorflow::ServerDef& def, ClusterView* view
   return MakeClusterView(def.cluster(), def.job_name(), def.task_index(), def.port(), /*need_local=*/true, view);
 }
 
+// TF's worker cache for one cluster, owned, with that cluster's tasks known to the data plane for
+// exactly as long as TF keeps the cache. TF owns each worker cache it makes with the thing it serves:
+// a session's WorkerSession (SessionMgr::CreateSession; replaced on UpdateSession; destroyed when the
+// session ends: DeleteSession, e.g. the eager service's CloseContext or a context's keep-alive
+// expiry, or the master's DeleteWorkerSession), a MasterSession, or the SessionMgr's default cache
+// (the server def; replaced on UpdateServerDef). So a task that only an ended session named is
+// forgotten when that session's cache goes, and tasks of the server def and of live sessions stay.
+class KnownWorkerCache : public tensorflow::WorkerCacheWrapper {
+ public:
+  KnownWorkerCache(std::unique_ptr<tensorflow::WorkerCacheInterface> cache, Transport* transport, uint64_t cluster)
+      : WorkerCacheWrapper(cache.get()), cache_(std::move(cache)), transport_(transport), cluster_(cluster) {}
+  ~KnownWorkerCache() override { transport_->ForgetCluster(cluster_); }
+
+ private:
+  const std::unique_ptr<tensorflow::WorkerCacheInterface> cache_;  // outlives the base's pointer to it
+  Transport* const transport_;  // lives as long as the process
+  const uint64_t cluster_;
+};
+
 class GeryonServer : public tensorflow::GrpcServer {
  public:
   GeryonServer(const tensorflow::ServerDef& def, tensorflow::Env* env, Transport* transport)
@@ -459,7 +479,7 @@ class GeryonServer : public tensorflow::GrpcServer {
     ClusterView view;
     TF_RETURN_IF_ERROR(MakeClusterView(def, &view));  // nothing changes on a bad def
     TF_RETURN_IF_ERROR(GrpcServer::UpdateServerDef(def));
-    transport_->UpdateCluster(view);
+    transport_->SetServerCluster(view);
     return absl::OkStatus();
   }
 
@@ -469,16 +489,23 @@ class GeryonServer : public tensorflow::GrpcServer {
   // service's CreateContext and UpdateContext, which is how a coordinator that joins as "chief"
   // with `connect_to_cluster`, or a replaced task, reaches the servers). Learning the tasks here
   // makes them reachable on the data plane, and allowed to connect to it, at the moment TF's own
-  // gRPC can reach them; tasks of no cluster TF was told about stay refused.
+  // gRPC can reach them; tasks of no cluster TF holds (KnownWorkerCache) stay, or become, refused.
   absl::Status WorkerCacheFactory(const tensorflow::WorkerCacheFactoryOptions& options,
                                   tensorflow::WorkerCacheInterface** worker_cache) override {
-    if (options.cluster_def.job_size() > 0) {
-      ClusterView view;
-      TF_RETURN_IF_ERROR(MakeClusterView(options.cluster_def, options.job_name, options.task_index, 0,
-                                         /*need_local=*/false, &view));
-      transport_->UpdateCluster(view);
+    if (options.cluster_def.job_size() == 0) return GrpcServer::WorkerCacheFactory(options, worker_cache);
+    ClusterView view;
+    TF_RETURN_IF_ERROR(MakeClusterView(options.cluster_def, options.job_name, options.task_index, 0,
+                                       /*need_local=*/false, &view));
+    const uint64_t cluster = transport_->LearnCluster(view);
+    tensorflow::WorkerCacheInterface* cache = nullptr;
+    absl::Status s = GrpcServer::WorkerCacheFactory(options, &cache);
+    if (!s.ok() || cache == nullptr) {
+      transport_->ForgetCluster(cluster);
+      *worker_cache = cache;
+      return s;
     }
-    return GrpcServer::WorkerCacheFactory(options, worker_cache);
+    *worker_cache = new KnownWorkerCache(std::unique_ptr<tensorflow::WorkerCacheInterface>(cache), transport_, cluster);
+    return absl::OkStatus();
   }
 
  private:

@@ -2142,6 +2142,8 @@ class TcpTransport : public Transport {
   TcpTransport(ClusterView view, int listen_fd) : view_(std::move(view)), listen_fd_(listen_fd) {
     MutexLock l(view_mu_);  // no other thread yet: taken so the guarded members read as guarded
     for (auto& [task, peer] : view_.tasks) peer.addresses = ResolveHost(peer.host);
+    server_cluster_ = next_cluster_++;
+    clusters_[server_cluster_] = view_.tasks;
     RebuildAllowed();
     SizeAcceptedConnections(static_cast<int64_t>(view_.tasks.size()));
   }
@@ -2172,29 +2174,28 @@ class TcpTransport : public Transport {
     close(listen_fd_);
   }
 
-  void UpdateCluster(const ClusterView& view) override {
-    std::map<std::string, PeerAddress> learned;
-    {
-      MutexLock l(view_mu_);
-      for (const auto& [task, peer] : view.tasks) {
-        if (task == view_.local_task) continue;  // our own data port is the one we listen on
-        auto it = view_.tasks.find(task);
-        if (it == view_.tasks.end() || it->second.host != peer.host || it->second.data_port != peer.data_port) {
-          learned[task] = peer;
-        }
-      }
-    }
-    if (learned.empty()) return;  // the usual case: a session of the same cluster
-    // Resolved here, once per learned task, without the lock: DNS may be slow.
-    for (auto& [task, peer] : learned) peer.addresses = ResolveHost(peer.host);
+  void SetServerCluster(const ClusterView& view) override {
+    std::map<std::string, PeerAddress> tasks = Resolved(view);
     MutexLock l(view_mu_);
-    for (auto& [task, peer] : learned) {
-      LOG(INFO) << "Geryon data plane: " << view_.local_task << " learned " << task << " at " << peer.host << ":"
-                << peer.data_port;
-      view_.tasks[task] = std::move(peer);
-    }
-    RebuildAllowed();
-    SizeAcceptedConnections(static_cast<int64_t>(view_.tasks.size()));  // more peers, more flows
+    clusters_.erase(server_cluster_);
+    server_cluster_ = next_cluster_++;  // learned last: its addresses win
+    clusters_[server_cluster_] = std::move(tasks);
+    RebuildView();
+  }
+
+  uint64_t LearnCluster(const ClusterView& view) override {
+    std::map<std::string, PeerAddress> tasks = Resolved(view);
+    MutexLock l(view_mu_);
+    const uint64_t id = next_cluster_++;
+    clusters_[id] = std::move(tasks);
+    RebuildView();
+    return id;
+  }
+
+  void ForgetCluster(uint64_t id) override {
+    MutexLock l(view_mu_);
+    if (id == server_cluster_ || clusters_.erase(id) == 0) return;
+    RebuildView();
   }
 
   std::shared_ptr<RecvHandle> Recv(const std::string& peer_task, int cls, int64_t step_id, const std::string& key,
@@ -2651,9 +2652,64 @@ class TcpTransport : public Transport {
     for (const auto& [task, peer] : view_.tasks) allowed_.insert(peer.addresses.begin(), peer.addresses.end());
   }
 
+  // The tasks of `view` other than the local one, each with its host's addresses: copied from the
+  // task's current entry when it is at the same host (the usual case: a session of the same cluster),
+  // else resolved here, without the lock (DNS may be slow), once per learned task.
+  std::map<std::string, PeerAddress> Resolved(const ClusterView& view) {
+    std::map<std::string, PeerAddress> tasks;
+    {
+      MutexLock l(view_mu_);
+      for (const auto& [task, peer] : view.tasks) {
+        if (task == view_.local_task) continue;  // our own data port is the one we listen on
+        PeerAddress& entry = tasks[task] = peer;
+        auto it = view_.tasks.find(task);
+        if (it != view_.tasks.end() && it->second.host == peer.host) entry.addresses = it->second.addresses;
+      }
+    }
+    for (auto& [task, peer] : tasks) {
+      if (peer.addresses.empty()) peer.addresses = ResolveHost(peer.host);
+    }
+    return tasks;
+  }
+
+  // view_.tasks from the clusters held now: the local task, and every task of a held cluster at its
+  // address in the cluster learned last. Logs what was learned, moved or forgotten; a task at a new
+  // address is redialed by its next receive (Connection compares the address dialed).
+  void RebuildView() TF_EXCLUSIVE_LOCKS_REQUIRED(view_mu_) {
+    std::map<std::string, PeerAddress> tasks;
+    auto local = view_.tasks.find(view_.local_task);
+    if (local != view_.tasks.end()) tasks[local->first] = local->second;
+    for (const auto& [id, cluster] : clusters_) {  // ascending: later clusters overwrite
+      for (const auto& [task, peer] : cluster) {
+        if (task != view_.local_task) tasks[task] = peer;
+      }
+    }
+    for (const auto& [task, peer] : tasks) {
+      auto it = view_.tasks.find(task);
+      if (it == view_.tasks.end() || it->second.host != peer.host || it->second.data_port != peer.data_port) {
+        LOG(INFO) << "Geryon data plane: " << view_.local_task << " learned " << task << " at " << peer.host << ":"
+                  << peer.data_port;
+      }
+    }
+    for (const auto& [task, peer] : view_.tasks) {
+      if (tasks.count(task) == 0) {
+        LOG(INFO) << "Geryon data plane: " << view_.local_task << " forgot " << task
+                  << " (no live session's cluster names it): new connections from it are refused";
+      }
+    }
+    view_.tasks = std::move(tasks);
+    RebuildAllowed();
+    SizeAcceptedConnections(static_cast<int64_t>(view_.tasks.size()));  // grows only (more peers, more flows)
+  }
+
   Mutex view_mu_;
   ClusterView view_ TF_GUARDED_BY(view_mu_);
   std::set<std::string> allowed_ TF_GUARDED_BY(view_mu_);  // every address of every task in view_
+  // The clusters the tasks of view_ come from (by the order they were learned): the server's own and
+  // every session's that TF still holds (server.cc: the worker cache's lifetime).
+  std::map<uint64_t, std::map<std::string, PeerAddress>> clusters_ TF_GUARDED_BY(view_mu_);
+  uint64_t server_cluster_ TF_GUARDED_BY(view_mu_) = 0;
+  uint64_t next_cluster_ TF_GUARDED_BY(view_mu_) = 1;
   // Per peer task, one slot per class (found without building a key string per receive).
   std::map<std::string, std::array<std::unique_ptr<Slot>, kMaxClasses>, std::less<>> slots_ TF_GUARDED_BY(view_mu_);
   const int listen_fd_;

@@ -69,12 +69,20 @@ class Transport {
   virtual ~Transport() = default;
   // Starts serving requests from peers with `serve`.
   virtual absl::Status Start(ServeFn serve) = 0;
-  // Learns the tasks of `view` (the server's own cluster on UpdateServerDef, or a session's cluster
-  // when TF makes that session's worker cache: e.g. the coordinator that joins as "chief" through
-  // the eager context's server-def update). Tasks are added, or replaced where their address
-  // changed (their flows are redialed); tasks not in `view` stay, since other sessions may still
-  // use them; the local task's own entry never changes.
-  virtual void UpdateCluster(const ClusterView& view) = 0;
+  // Which tasks the data plane knows (dials, and accepts connections from): those of the server's
+  // own cluster and of every cluster learned and not yet forgotten. A task named by several takes
+  // its address from the one learned last (its flows are redialed when that changes); the local
+  // task's own entry never changes.
+  //
+  // Replaces the server's own cluster (UpdateServerDef); at start it is the view the transport was
+  // made with.
+  virtual void SetServerCluster(const ClusterView& view) = 0;
+  // Learns the tasks of a session's cluster (when TF makes that session's worker cache: e.g. the
+  // coordinator that joins as "chief" through the eager context's server-def update) until
+  // ForgetCluster is called with the id returned here (when TF destroys that worker cache, i.e. the
+  // session ended). A task no other cluster names is forgotten then: refused, and not dialed.
+  virtual uint64_t LearnCluster(const ClusterView& view) = 0;
+  virtual void ForgetCluster(uint64_t id) = 0;
   // Asks `peer_task` for tensor `key` of `step_id` on the flow of class `cls`; the tensor is
   // allocated with `allocator` and the bytes are read from the socket straight into it.
   virtual std::shared_ptr<RecvHandle> Recv(const std::string& peer_task, int cls, int64_t step_id,

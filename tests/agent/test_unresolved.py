@@ -6,6 +6,7 @@ tests/tf/test_unresolved_counts.py runs the same path from real TensorFlow proce
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import logging
 import urllib.request
@@ -22,7 +23,13 @@ from geryon.agent.proto import agent_pb2_grpc as pb_grpc
 from geryon.agent.service import Services
 from geryon.errors import UsageError
 from geryon.tf import FlowCounter
-from geryon.tf.agent_report import AgentReporter, agent_task_name, reporter_from_env, unresolved_counts
+from geryon.tf.agent_report import (
+    AgentReporter,
+    TaskIdentity,
+    agent_task_name,
+    reporter_from_env,
+    unresolved_counts,
+)
 
 CLUSTER = {"ps": ["10.0.0.1:2222"], "worker": ["10.0.0.2:2222", "10.0.0.3:2222"]}
 PS, W0, W1 = "/job:ps/replica:0/task:0", "/job:worker/replica:0/task:0", "/job:worker/replica:0/task:1"
@@ -185,12 +192,118 @@ def test_a_reporter_without_an_agent_logs_once_and_never_raises(caplog: pytest.L
 
 
 def test_environment_values_are_checked_naming_the_variable() -> None:
-    assert reporter_from_env({}) is None
+    task = TaskIdentity("worker", 0, "10.0.0.2:2222")
+    assert reporter_from_env({}) is None  # no job and no task to find one by
     r = reporter_from_env({"GERYON_AGENT_JOB": "ju", "GERYON_AGENT_SOCKET": "/x/a.sock"})
     assert r is not None and (r.job_id, r.address, r.interval_s) == ("ju", "unix:/x/a.sock", 10.0)
+    # Nothing set: a task reports to the default socket, to the job that lists it.
+    r = reporter_from_env({}, task=task)
+    assert r is not None and (r.job_id, r.searching, r.address) == (None, True, "unix:/run/geryon/agent.sock")
+    assert reporter_from_env({"GERYON_AGENT_REPORT_S": "off"}, task=task) is None
+    assert reporter_from_env({"GERYON_AGENT_JOB": "ju", "GERYON_AGENT_REPORT_S": "OFF"}) is None
     for value in ("0", "-1", "soon", "nan", "7200"):
         with pytest.raises(UsageError, match=f"GERYON_AGENT_REPORT_S: '{value}' must be a number of seconds"):
             reporter_from_env({"GERYON_AGENT_JOB": "ju", "GERYON_AGENT_REPORT_S": value})
+    for value in ("job 17", "-j", "x" * 65):
+        with pytest.raises(
+            UsageError, match=f"GERYON_AGENT_JOB: '{value}' is not a job id the agent accepts"
+        ):
+            reporter_from_env({"GERYON_AGENT_JOB": value}, task=task)
+    for value in ("agent.sock", "run/geryon/agent.sock", "/" + "s" * 200):
+        with pytest.raises(UsageError, match=f"GERYON_AGENT_SOCKET: '{value}' must be the absolute path"):
+            reporter_from_env({"GERYON_AGENT_SOCKET": value}, task=task)
+
+
+def register(sock: str, job_id: str, cluster: dict[str, list[str]]) -> None:
+    with grpc.insecure_channel(f"unix:{sock}") as ch:
+        pb_grpc.AgentStub(ch).RegisterJob(
+            pb.RegisterJobRequest(
+                job_id=job_id, cluster={r: pb.TaskAddresses(addresses=a) for r, a in cluster.items()}
+            ),
+            timeout=5,
+        )
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_task_finds_its_job_by_its_place_in_the_cluster_spec(
+    agent: tuple[Services, str, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    svc, sock, _ = agent
+    caplog.set_level(logging.INFO, logger="geryon.tf.agent_report")
+    rows = [counter("consumer", W1, PS, 1, 1016, 1)]
+    clock = _Clock()
+    # worker 1 as its own cluster spec spells it ("localhost" where the launcher registered 10.0.0.3 is
+    # another host: not this task).
+    other = AgentReporter(None, sock, task=TaskIdentity("worker", 1, "localhost:2222"), counters=lambda: rows)
+    assert not other.report() and other.job_id is None
+    reporter = AgentReporter(
+        None, sock, task=TaskIdentity("worker", 1, "10.0.0.3:2222"), counters=lambda: rows, clock=clock
+    )
+    assert reporter.report() and reporter.job_id == "ju"
+    assert [(f.task, f.peer, f.bytes) for f in svc.jobs.get("ju").unresolved] == [("worker:1", "ps:0", 1016)]
+    assert "task worker:1 at 10.0.0.3:2222 reports to the agent's job ju" in caplog.text
+
+    # The job is unregistered and registered again under another id (a relaunch): found again.
+    with grpc.insecure_channel(f"unix:{sock}") as ch:
+        pb_grpc.AgentStub(ch).UnregisterJob(pb.UnregisterJobRequest(job_id="ju"), timeout=5)
+    register(sock, "ju2", CLUSTER)
+    rows[0] = counter("consumer", W1, PS, 1, 2032, 2)
+    assert not reporter.report() and reporter.job_id is None  # NOT_FOUND: looks again next time
+    assert reporter.report() and reporter.job_id == "ju2"
+    assert [f.bytes for f in svc.jobs.get("ju2").unresolved] == [2032]
+
+    # Two jobs list the task: it reports to neither and says which variable settles it, once.
+    register(sock, "ju3", CLUSTER)
+    ambiguous = AgentReporter(
+        None, sock, task=TaskIdentity("ps", 0, "10.0.0.1:2222"), counters=lambda: rows, clock=clock
+    )
+    caplog.clear()
+    assert not ambiguous.report()
+    clock.now += 3600
+    assert not ambiguous.report()
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warnings == [
+        f"geryon: reporting job of task ps:0 to the agent at unix:{sock} failed (the jobs ju2, ju3 all list "
+        "ps:0 at 10.0.0.1:2222; set GERYON_AGENT_JOB to the one this task belongs to)"
+    ]
+
+
+def test_an_unmatched_task_asks_less_often_and_a_host_without_an_agent_not_at_all(
+    agent: tuple[Services, str, str], tmp_path: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    _, sock, _ = agent
+    rows = [counter("consumer", W0, PS, 1, 1016, 1)]
+    clock = _Clock()
+    task = TaskIdentity("worker", 0, "10.0.0.9:2222")  # listed by no registered job
+    asked: list[float] = []
+    reporter = AgentReporter(None, sock, task=task, interval_s=1.0, counters=lambda: rows, clock=clock)
+    original = reporter._search
+
+    def counting() -> str | None:
+        before = reporter._next_search
+        found = original()
+        if reporter._next_search != before:
+            asked.append(clock.now)
+        return found
+
+    reporter._search = counting  # type: ignore[method-assign]
+    for _ in range(400):  # 400 s of 1 s intervals
+        assert not reporter.report()
+        clock.now += 1.0
+    # 1, 2, 4, ... 32 s apart, then every 60 s.
+    gaps = [b - a for a, b in itertools.pairwise(asked)]
+    assert gaps[:6] == [1.0, 2.0, 4.0, 8.0, 16.0, 32.0] and set(gaps[6:]) == {60.0}, gaps
+
+    caplog.set_level(logging.INFO, logger="geryon.tf.agent_report")
+    nowhere = AgentReporter(None, str(tmp_path / "agent.sock"), task=task, counters=lambda: rows)
+    assert not nowhere.report() and caplog.records == []  # no agent on this host: silence
 
 
 class _Searcher:

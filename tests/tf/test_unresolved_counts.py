@@ -1,7 +1,9 @@
 """Unresolved bytes (issue 16, item 7) counted per flow on both ends and shown by the host agent.
 
 Real processes: a grpc+geryon PS and worker (tf_cluster.TfCluster), each reporting its flows to a real
-agent (API on a unix socket, metrics on loopback) because GERYON_AGENT_JOB is set, and a TF1 client
+agent (API on a unix socket, metrics on loopback): the PS to job GERYON_AGENT_JOB, the worker, with no job
+set, to the registered job whose cluster spec lists it (registered after the tasks started, as a
+launcher may); and a TF1 client
 training a model whose PS sends the worker tensors the classes cannot be traced for: one computed on the
 PS that carries no parameter, and a parameter read through an op on the PS (the edge's producer is that
 op, not the read, so nothing binds it to the parameter). They take the least urgent class (bulk).
@@ -9,7 +11,10 @@ op, not the read, so nothing binds it to the parameter). They take the least urg
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -17,7 +22,7 @@ from typing import Any
 
 import grpc
 import pytest
-from tf.tf_cluster import UNTRACEABLE_MODEL, TfCluster, agent_services
+from tf.tf_cluster import REPO_ROOT, UNTRACEABLE_MODEL, TfCluster, agent_services
 
 from geryon.agent.proto import agent_pb2 as pb
 from geryon.agent.proto import agent_pb2_grpc as pb_grpc
@@ -91,8 +96,8 @@ def test_unresolved_bytes_are_counted_on_both_ends_and_reach_the_agents_metrics(
     agent: tuple[Services, str, str],
 ) -> None:
     svc, sock, base = agent
-    env = {"GERYON_AGENT_JOB": "ju", "GERYON_AGENT_SOCKET": sock, "GERYON_AGENT_REPORT_S": "0.2"}
-    with TfCluster(num_ps=1, num_workers=1, env=env) as cluster:
+    env = {"GERYON_AGENT_SOCKET": sock, "GERYON_AGENT_REPORT_S": "0.2"}
+    with TfCluster(num_ps=1, num_workers=1, env=env, job_env={"ps": {"GERYON_AGENT_JOB": "ju"}}) as cluster:
         ch = grpc.insecure_channel(f"unix:{sock}")
         with ch:  # what a launcher does: the job's cluster spec, the agent's default classes
             cluster_msg = {r: pb.TaskAddresses(addresses=a) for r, a in cluster.cluster.items()}
@@ -115,6 +120,7 @@ def test_unresolved_bytes_are_counted_on_both_ends_and_reach_the_agents_metrics(
     # 1e6 from the traced parameters, 250 values in [1, 2) from `made`, 2000 from `doubled`.
     assert all(1e6 + 2250 <= v <= 1e6 + 2500 for v in result["values"]), result
     assert result["classes"] == {"first/w": 0, "second/w": 1} and result["default"] == 1
+    # The worker's own series: it found job "ju" by its place in the registered cluster spec.
     received = shown[("ju", "worker:0", "ps:0", "bulk", "received")]
     assert shown[("ju", "ps:0", "worker:0", "bulk", "sent")] == received  # the producer's end
     # Every step: `made` (1000 bytes) and `doubled` (4000), each with a 40-byte response head.
@@ -128,3 +134,18 @@ def test_unresolved_bytes_are_counted_on_both_ends_and_reach_the_agents_metrics(
     urgent = shown.get(("ju", "worker:0", "ps:0", "urgent", "received"), {"bytes": 0})
     assert urgent["bytes"] < 1000, shown
     assert svc.jobs.get("ju").reports == 0  # the tasks sent counts only, no iteration
+
+
+def test_a_bad_agent_variable_fails_the_server_start_naming_it() -> None:
+    script = (
+        "import tensorflow as tf, geryon.tf\n"
+        "geryon.tf.server(tf.train.ClusterSpec({'ps': ['127.0.0.1:1']}), 'ps', 0)\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), GERYON_AGENT_JOB="job 17", CUDA_VISIBLE_DEVICES="")
+    proc = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300, check=False
+    )
+    assert proc.returncode != 0
+    assert "UsageError: GERYON_AGENT_JOB: 'job 17' is not a job id the agent accepts" in proc.stderr, (
+        proc.stderr[-3000:]
+    )
