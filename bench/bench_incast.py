@@ -50,13 +50,12 @@ import socket
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib import print_table, write_json
+from benchlib import on_testbeds, print_table, write_json
 
 DEMO_RATE = 200_000_000  # geryon.demo.runner.SHAPE["rate_bits"]
 DEMO_BUFFER = 256 * 1024  # geryon.demo.runner.DEFAULTS["buffer_bytes"]
@@ -296,17 +295,12 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"argument --bytes: {args.bytes}: expected 64 KiB to 1 GiB")
     if not 0.01 <= args.class_split <= 0.99:
         ap.error(f"argument --class-split: {args.class_split}: expected 0.01-0.99")
-    if os.geteuid() != 0:
-        print("bench_incast: needs root (network namespaces)", file=sys.stderr)
-        return 2
-    from geryon.testbed import down
-
-    os.environ["GERYON_TESTBED_STATE"] = tempfile.mkdtemp(prefix="bench-incast-")
     switches = ("fifo", "priority") if args.switch == "both" else (args.switch,)
-    try:
-        doc = measure(args.repeats, switches, args.rate, args.buffer, args.bytes, args.class_split)
-    finally:
-        down()
+
+    def run() -> dict[str, Any]:
+        return measure(args.repeats, switches, args.rate, args.buffer, args.bytes, args.class_split)
+
+    doc = on_testbeds("bench_incast", run)
     results = doc["results"]
     rows = []
     for r in results:

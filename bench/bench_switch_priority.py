@@ -54,13 +54,12 @@ import socket
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib import print_table, write_json
+from benchlib import on_testbeds, print_table, write_json
 
 DEMO_RATE = 200_000_000  # geryon.demo.runner.SHAPE["rate_bits"]
 DEMO_BUFFER = 256 * 1024  # geryon.demo.runner.DEFAULTS["buffer_bytes"]
@@ -446,17 +445,11 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"argument --buffer: {args.buffer}: expected 4096 bytes to 64 MiB")
     if not 0.3 <= args.seconds <= 30:
         ap.error(f"argument --seconds: {args.seconds}: expected 0.3 to 30")
-    if os.geteuid() != 0:
-        print("bench_switch_priority: needs root (network namespaces)", file=sys.stderr)
-        return 2
-    from geryon.testbed import down
-
-    os.environ["GERYON_TESTBED_STATE"] = tempfile.mkdtemp(prefix="bench-switch-priority-")
     switches = ("priority", "fifo") if args.switch == "both" else (args.switch,)
-    try:
-        doc = measure(args.repeats, switches, args.rate, args.buffer, args.seconds, args.placement)
-    finally:
-        down()
+    doc = on_testbeds(
+        "bench_switch_priority",
+        lambda: measure(args.repeats, switches, args.rate, args.buffer, args.seconds, args.placement),
+    )
     who = ", ".join(f"class {c} from {h}" for h, c in PLACEMENTS[args.placement])
     print(
         f"bulk TCP into one switch port at {args.rate / 1e6:.0f} Mbit/s ({args.buffer // 1024} KiB "

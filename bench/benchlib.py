@@ -10,16 +10,35 @@ import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from geryon.tf.ports import free_port_pairs
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+T = TypeVar("T")
+
+
+def on_testbeds(name: str, measure: Callable[[], T]) -> T:
+    """measure() with namespace testbeds in a state directory of their own, whatever it brought up torn
+    down afterwards, even on error; as anyone else than root, a message naming the bench and exit 2."""
+    if os.geteuid() != 0:
+        print(f"{name}: needs root (network namespaces)", file=sys.stderr)
+        raise SystemExit(2)
+    from geryon.testbed import down
+
+    os.environ["GERYON_TESTBED_STATE"] = tempfile.mkdtemp(prefix=f"{name.replace('_', '-')}-")
+    try:
+        return measure()
+    finally:
+        down()
 
 
 def print_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[tuple[str, str, str]]) -> None:

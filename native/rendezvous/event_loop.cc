@@ -61,6 +61,12 @@ void EventLoop::Stop() {
     MutexLock l(mu_);
     stopping_ = true;
   }
+  Wake();
+}
+
+// One eventfd write wakes the loop's epoll_wait; a failed write (the counter at its maximum) means
+// a wake-up is already pending, so it is ignored.
+void EventLoop::Wake() {
   const uint64_t one = 1;
   ssize_t ignored = write(wake_fd_, &one, sizeof(one));
   (void)ignored;
@@ -75,11 +81,7 @@ bool EventLoop::Add(std::shared_ptr<Handler> h) {
     wake = adding_.empty() && posted_.empty();
     adding_.push_back(std::move(h));
   }
-  if (wake) {
-    const uint64_t one = 1;
-    ssize_t ignored = write(wake_fd_, &one, sizeof(one));
-    (void)ignored;
-  }
+  if (wake) Wake();
   return true;
 }
 
@@ -91,11 +93,7 @@ void EventLoop::Post(std::function<void()> f) {
     wake = adding_.empty() && posted_.empty();
     posted_.push_back(std::move(f));
   }
-  if (wake) {
-    const uint64_t one = 1;
-    ssize_t ignored = write(wake_fd_, &one, sizeof(one));
-    (void)ignored;
-  }
+  if (wake) Wake();
 }
 
 EventLoop::Entry* EventLoop::Find(Handler* h) {

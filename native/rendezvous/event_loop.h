@@ -77,6 +77,8 @@ class EventLoop {
   size_t size() const { return entries_.size(); }
 
  private:
+  void Wake();  // makes epoll_wait return (Add, Post, Stop)
+
   struct Entry {
     std::shared_ptr<Handler> handler;
     int64_t deadline = 0;  // 0: no timer
