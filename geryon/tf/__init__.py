@@ -104,6 +104,9 @@ class FlowCounter:
     # or half sent in chunks) because their consumer cancelled them
     cancels_sent: int = 0
     cancelled: int = 0
+    # producer (issue 16): steps aborted (as TF's Worker::AbortStep does) because this flow's consumer
+    # went away, or cancelled a request, while a request of that step still waited for its tensor
+    steps_aborted: int = 0
     # consumer (issue 16): requests that went out with another thread's write (one sendmsg for several)
     requests_combined: int = 0
 

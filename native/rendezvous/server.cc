@@ -365,6 +365,25 @@ void Serve(const WorkerEnv* env, int64_t step_id, const std::string& key, ServeD
   env->rendezvous_mgr->RecvLocalAsync(step_id, parsed, ServeCallback(std::move(done), src_device, key));
 }
 
+// Producer side: aborts step `step_id` here, as TF's worker does when a RecvTensor call is cancelled
+// (Worker::AbortStep, grpc_worker_service.cc): the step's rendezvous is found through the worker's
+// rendezvous manager at once (while the waiting request keeps it there) and aborted a second later
+// with TF's own words, so that the root cause (the consumer's own error) reaches the master first.
+// Called on the transport's event loop, which must not block: Find takes the manager's lock, so all
+// of it runs on a thread of TF's Env (SchedClosure; TF's SchedNonBlockingClosureAfter is that Env's
+// SchedClosureAfter, which sleeps on such a thread too).
+void AbortStep(const WorkerEnv* env, int64_t step_id, const std::string& why) {
+  LOG(WARNING) << "Geryon data plane: " << why << "; aborting step " << step_id << " in 1 s, as TF's worker does";
+  env->env->SchedClosure([env, step_id] {
+    constexpr int64_t kDelayMicros = 1000 * 1000;  // TF's delay in Worker::AbortStep
+    // Find hands over one reference, dropped when `rendezvous` goes (TF's Unref).
+    tsl::core::RefCountPtr<tensorflow::RemoteRendezvous> rendezvous = env->rendezvous_mgr->Find(step_id);
+    if (!rendezvous) return;
+    env->env->SleepForMicroseconds(kDelayMicros);
+    rendezvous->StartAbort(absl::AbortedError(absl::StrCat("Step ", step_id, " cancelled.  Cancelling rendezvous.")));
+  });
+}
+
 bool SplitHostPort(const std::string& address, std::string* host, int* port) {
   size_t colon = address.rfind(':');
   if (colon == std::string::npos || !absl::SimpleAtoi(address.substr(colon + 1), port)) return false;
@@ -468,9 +487,9 @@ class GeryonServer : public tensorflow::GrpcServer {
     options.local_device_mgr = local_device_mgr;
     TF_RETURN_IF_ERROR(server->Init(options));
     const WorkerEnv* env = server->worker_env();
-    TF_RETURN_IF_ERROR(transport->Start([env](int64_t step_id, const std::string& key, ServeDone done) {
-      Serve(env, step_id, key, std::move(done));
-    }));
+    TF_RETURN_IF_ERROR(transport->Start(
+        [env](int64_t step_id, const std::string& key, ServeDone done) { Serve(env, step_id, key, std::move(done)); },
+        [env](int64_t step_id, const std::string& why) { AbortStep(env, step_id, why); }));
     *out = std::move(server);
     return absl::OkStatus();
   }

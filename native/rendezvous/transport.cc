@@ -35,6 +35,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/match.h"
 #include "absl/types/span.h"
 #include "absl/strings/numbers.h"
@@ -228,6 +229,9 @@ struct FlowCounters {
   // issue 16: consumer: cancel frames sent for aborted receives; producer: responses dropped (queued,
   // or half sent in chunks) because their consumer cancelled them.
   std::atomic<uint64_t> cancels_sent{0}, cancelled{0};
+  // producer (issue 16): steps aborted because this flow's consumer went away (or cancelled a
+  // request) while a request of that step still waited for its tensor (TF's Worker::AbortStep).
+  std::atomic<uint64_t> steps_aborted{0};
   // consumer: requests that went out with another thread's write (one sendmsg for several)
   std::atomic<uint64_t> requests_combined{0};
   std::atomic<int> dscp{-1};
@@ -1093,7 +1097,7 @@ enum class WriteResult { kDone, kMore, kWouldBlock, kFailed };
 class ServerConn : public EventLoop::Handler, public std::enable_shared_from_this<ServerConn> {
  public:
   ServerConn(int fd, std::string peer_ip, EventLoop* loop, ThreadSet* threads, const ClusterView* view,
-             Mutex* view_mu, std::string local_task, ServeFn serve)
+             Mutex* view_mu, std::string local_task, ServeFn serve, AbortStepFn abort_step)
       : fd_(fd),
         peer_ip_(std::move(peer_ip)),
         loop_(loop),
@@ -1102,6 +1106,7 @@ class ServerConn : public EventLoop::Handler, public std::enable_shared_from_thi
         view_mu_(view_mu),
         local_task_(std::move(local_task)),
         serve_(std::move(serve)),
+        abort_step_(std::move(abort_step)),
         accepted_ns_(EventLoop::NowNs()) {}
 
   int fd() const override { return fd_; }
@@ -1166,9 +1171,11 @@ class ServerConn : public EventLoop::Handler, public std::enable_shared_from_thi
   }
 
   void Enqueue(uint64_t id, int32_t rank, bool unresolved, const absl::Status& s, const Tensor& t, bool is_dead) {
-    if (has_cancelled_.load(std::memory_order_acquire)) {  // issue 16: its consumer gave it up already
+    {
       MutexLock l(mu_);
-      if (TakeCancelledLocked(id)) return;
+      waiting_.erase(id);  // answered: its consumer's going away no longer aborts the step
+      // issue 16: its consumer gave it up already
+      if (has_cancelled_.load(std::memory_order_acquire) && TakeCancelledLocked(id)) return;
     }
     auto r = std::make_unique<Response>();
     r->id = id;
@@ -1701,9 +1708,11 @@ class ServerConn : public EventLoop::Handler, public std::enable_shared_from_thi
   // Loop thread: the connection's reading ends (EOF, an error, a refused hello): closed (which ends
   // the writer), no longer watched, and the loop's hold on the descriptor let go.
   void End(const std::string& why, bool log_error) {
+    const bool serving = phase_ == Phase::kServing;
     phase_ = Phase::kDone;
     SetHolding(false);
     Close(why, log_error);
+    if (serving) AbortWaitingSteps(why);
     loop_->Remove(this);
     Release();
   }
@@ -1760,6 +1769,10 @@ class ServerConn : public EventLoop::Handler, public std::enable_shared_from_thi
       counters_->bytes_received += kRequestHeadBytes + key_len;
       counters_->messages_received += 1;
       HoldBeforeServe();
+      {
+        MutexLock l(mu_);  // waiting until Enqueue: the step is aborted if the consumer goes before
+        waiting_.emplace(id, step_id);
+      }
       // Serve does not block: TF's RecvLocalAsync runs the callback now if the tensor is there
       // (Enqueue then queues it, or writes a small one without blocking: MSG_DONTWAIT), else later
       // on the thread that produces it; a tensor in device memory is copied asynchronously.
@@ -1774,6 +1787,20 @@ class ServerConn : public EventLoop::Handler, public std::enable_shared_from_thi
   // and dropped when it comes (Enqueue), one being written now stops after its current frame
   // (WriteLoop). A response sent whole cannot be recalled once its frame started.
   void Cancel(uint64_t id) {
+    // Still waiting for its tensor: the consumer's step is over (its receive was aborted), so this
+    // task's part of the step is aborted too, as TF's worker does when a RecvTensor call is cancelled.
+    // Its response, when TF produces it (an error, then), is dropped as below.
+    int64_t step_id = 0;
+    bool waiting = false;
+    {
+      MutexLock l(mu_);
+      if (auto it = waiting_.find(id); it != waiting_.end()) {
+        step_id = it->second;
+        waiting = true;
+        waiting_.erase(it);
+      }
+    }
+    if (waiting) AbortStep(step_id, "cancelled a request of the step still waiting for its tensor");
     MutexLock l(mu_);
     for (auto it = queue_.begin(); it != queue_.end(); ++it) {
       if (it->second->id == id) {
@@ -1786,6 +1813,30 @@ class ServerConn : public EventLoop::Handler, public std::enable_shared_from_thi
     cancelled_.insert(id);
     while (cancelled_.size() > kMaxCancelled) cancelled_.erase(cancelled_.begin());  // the oldest ids
     has_cancelled_.store(true, std::memory_order_release);
+  }
+
+  // Loop thread, the connection's reading over (EOF, reset, an error): every step with a request
+  // still waiting for its tensor is aborted, once per step (TF's RecvTensor handler does this when
+  // its call is cancelled, which gRPC does when the client's connection goes). Requests already
+  // answered do not count: a consumer that leaves with nothing outstanding aborts nothing.
+  void AbortWaitingSteps(const std::string& why) {
+    std::set<int64_t> steps;
+    {
+      MutexLock l(mu_);
+      for (const auto& [id, step_id] : waiting_) steps.insert(step_id);
+      waiting_.clear();
+    }
+    for (int64_t step_id : steps) {
+      AbortStep(step_id, absl::StrCat("went away (", why, ") with requests of the step still waiting"));
+    }
+  }
+
+  // Loop thread, outside mu_ (the hook logs and hands the abort to a thread of TF's: it does not
+  // wait, but neither the writer nor a producing thread should wait on mu_ meanwhile).
+  void AbortStep(int64_t step_id, const std::string& what) {
+    if (!abort_step_) return;
+    if (counters_) counters_->steps_aborted += 1;
+    abort_step_(step_id, absl::StrCat("the consumer ", peer_task_.empty() ? peer_ip_ : peer_task_, " ", what));
   }
 
   // Under mu_: whether `id` was cancelled before its response (or its next chunk) was queued; if so
@@ -2085,6 +2136,7 @@ class ServerConn : public EventLoop::Handler, public std::enable_shared_from_thi
   Mutex* const view_mu_;
   const std::string local_task_;
   const ServeFn serve_;
+  const AbortStepFn abort_step_;
   const int64_t accepted_ns_;  // EventLoop::NowNs() at the accept: the hello's deadline counts from it
   // The loop thread's own: the reader (sized for the largest frame, a request with a 64 KiB key, so
   // every frame is parsed whole out of its buffer), where the connection is, the hello's fields.
@@ -2133,6 +2185,10 @@ class ServerConn : public EventLoop::Handler, public std::enable_shared_from_thi
   std::vector<iovec> iov_ TF_GUARDED_BY(write_mu_);
   std::set<uint64_t> cancelled_ TF_GUARDED_BY(mu_);  // see Cancel; at most kMaxCancelled
   std::atomic<bool> has_cancelled_{false};            // !cancelled_.empty(), read without mu_
+  // Requests served and not yet answered (the tensor is still being waited for): id -> step id.
+  // Inserted on the loop thread before Serve, erased by Enqueue; a flat map, so no allocation per
+  // request once it has grown to the connection's usual number in flight.
+  absl::flat_hash_map<uint64_t, int64_t> waiting_ TF_GUARDED_BY(mu_);
 };
 
 // ---- the transport -----------------------------------------------------------------------------
@@ -2148,8 +2204,9 @@ class TcpTransport : public Transport {
     SizeAcceptedConnections(static_cast<int64_t>(view_.tasks.size()));
   }
 
-  absl::Status Start(ServeFn serve) override {
+  absl::Status Start(ServeFn serve, AbortStepFn abort_step) override {
     serve_ = std::move(serve);
+    abort_step_ = std::move(abort_step);
     // The loop that reads every accepted connection (event_loop.h), before the accept loop that
     // hands it connections.
     std::string error;
@@ -2622,7 +2679,8 @@ class TcpTransport : public Transport {
       }
       // Read by the event loop from now on; it costs a thread (its writer) only once its hello is
       // accepted.
-      auto conn = std::make_shared<ServerConn>(fd, ip, &loop_, &threads_, &view_, &view_mu_, local_task, serve_);
+      auto conn = std::make_shared<ServerConn>(fd, ip, &loop_, &threads_, &view_, &view_mu_, local_task, serve_,
+                                               abort_step_);
       if (!loop_.Add(std::move(conn))) {  // the transport is stopping
         close(fd);
         g_accepted -= 1;
@@ -2714,6 +2772,7 @@ class TcpTransport : public Transport {
   std::map<std::string, std::array<std::unique_ptr<Slot>, kMaxClasses>, std::less<>> slots_ TF_GUARDED_BY(view_mu_);
   const int listen_fd_;
   ServeFn serve_;  // set by Start before the accept thread exists, then only read
+  AbortStepFn abort_step_;  // likewise
   std::atomic<bool> stopping_{false};
   EventLoop loop_;  // reads every accepted connection, on a thread of threads_
   // Last: destroyed first, so every thread is joined while the members it uses still exist.
@@ -2999,6 +3058,7 @@ std::string FlowCountersJson() {
                     ",\"chunks_sent\":", c.chunks_sent.load(), ",\"preemptions\":", c.preemptions.load(),
                     ",\"host_waits\":", c.host_waits.load(), ",\"host_wait_ns\":", c.host_wait_ns.load(),
                     ",\"cancels_sent\":", c.cancels_sent.load(), ",\"cancelled\":", c.cancelled.load(),
+                    ",\"steps_aborted\":", c.steps_aborted.load(),
                     ",\"requests_combined\":", c.requests_combined.load(), "}");
   }
   return out + "]";

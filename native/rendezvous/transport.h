@@ -54,6 +54,10 @@ struct ClusterView {
 using ServeDone = std::function<void(const absl::Status&, const tensorflow::Tensor&, bool is_dead)>;
 // Producer side: find the tensor `key` of step `step_id` in the local rendezvous.
 using ServeFn = std::function<void(int64_t step_id, const std::string& key, ServeDone done)>;
+// Producer side: abort step `step_id` on this task (a consumer that had requests of that step still
+// waiting for their tensor went away, or cancelled one), as TF's worker does (Worker::AbortStep).
+// Called on the event loop's thread: must not block.
+using AbortStepFn = std::function<void(int64_t step_id, const std::string& why)>;
 // Consumer side: the result of one receive. Called exactly once.
 using RecvDone = std::function<void(const absl::Status&, const tensorflow::Tensor&, bool is_dead)>;
 
@@ -67,8 +71,9 @@ class RecvHandle {
 class Transport {
  public:
   virtual ~Transport() = default;
-  // Starts serving requests from peers with `serve`.
-  virtual absl::Status Start(ServeFn serve) = 0;
+  // Starts serving requests from peers with `serve`; `abort_step` (may be empty) is called when a
+  // consumer disappears, or cancels a request, while the step's tensor is still being waited for.
+  virtual absl::Status Start(ServeFn serve, AbortStepFn abort_step) = 0;
   // Which tasks the data plane knows (dials, and accepts connections from): those of the server's
   // own cluster and of every cluster learned and not yet forgotten. A task named by several takes
   // its address from the one learned last (its flows are redialed when that changes); the local

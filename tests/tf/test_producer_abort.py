@@ -1,0 +1,164 @@
+"""The producer aborts its step when its consumer goes away or cancels (issue 16), as TF's worker does.
+
+TF's gRPC worker aborts a step's rendezvous (Worker::AbortStep: "Step N cancelled.  Cancelling
+rendezvous.", a second later) when a RecvTensor call of that step is cancelled, which gRPC does when
+the consumer's connection goes. Geryon's producer does the same when an accepted connection ends
+(EOF, reset, error) with requests still waiting for their tensor, or when a cancel frame names one.
+
+One TF process (a PS and a worker server, `grpc+geryon`); the worker reaches the PS's data plane
+through a proxy that is a process of its own, so that it can be killed by SIGKILL while a request is
+outstanding: the PS sees its consumer's connection reset, as when the consumer's host or process
+dies. The PS's step waits for a tensor that is not there yet (a dequeue from an empty queue).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from tf.tf_cluster import run_script
+
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("native_built")]
+
+
+SCRIPT = r"""
+import json, os, signal, subprocess, sys, threading, time
+sys.path.insert(0, os.environ["TESTS_TF"])
+from tf_cluster import local_servers, proxy_listener
+import tensorflow as tf
+import geryon.tf
+
+PS_OFFSET, WORKER_OFFSET = -7000, -7100
+ps_port, worker_port, listener = proxy_listener(PS_OFFSET, WORKER_OFFSET)
+
+# The proxy: a process of its own (killed by PID), accepting on the script's listening socket, so a
+# second proxy can take over the same port after the first is killed.
+PROXY = '''
+import socket, sys, threading
+listener = socket.socket(fileno=int(sys.argv[1]))
+upstream_port = int(sys.argv[2])
+def pump(src, dst):
+    try:
+        while True:
+            data = src.recv(65536)
+            if not data: break
+            dst.sendall(data)
+    except OSError:
+        pass
+    for s in (src, dst):
+        try: s.shutdown(socket.SHUT_RDWR)
+        except OSError: pass
+print("up", flush=True)
+while True:
+    client, _ = listener.accept()
+    upstream = socket.create_connection(("127.0.0.1", upstream_port))
+    threading.Thread(target=pump, args=(client, upstream), daemon=True).start()
+    threading.Thread(target=pump, args=(upstream, client), daemon=True).start()
+'''
+
+def start_proxy():
+    p = subprocess.Popen([sys.executable, "-c", PROXY, str(listener.fileno()), str(ps_port + PS_OFFSET)],
+                         pass_fds=[listener.fileno()], stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "up"
+    return p
+
+def kill(p):
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait(timeout=10)
+
+def producer(field):
+    return sum(getattr(c, field) for c in geryon.tf.flow_counters() if c.role == "producer")
+
+def wait_for(cond, seconds):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if cond(): return True
+        time.sleep(0.02)
+    return cond()
+
+proxy = start_proxy()
+_, (ps, worker) = local_servers([ps_port, worker_port], PS_OFFSET, WORKER_OFFSET)
+tf.compat.v1.disable_eager_execution()
+with tf.device("/job:ps/task:0"):
+    queue = tf.queue.FIFOQueue(10, tf.float32, shapes=[[1000]])
+    enqueue = queue.enqueue(tf.ones([1000]))
+    item = queue.dequeue()  # the PS's tensor: there only once something was enqueued
+with tf.device("/job:worker/task:0"):
+    total = tf.reduce_sum(tf.identity(item))
+
+out = {}
+with tf.compat.v1.Session(worker.target) as sess:
+    # 1. A step answered in full, then the consumer's connection goes with nothing outstanding.
+    sess.run(enqueue)
+    out["clean"] = float(sess.run(total))
+    kill(proxy)
+    time.sleep(2.0)  # past TF's 1 s delay
+    out["aborted_after_clean_close"] = producer("steps_aborted")
+    proxy = start_proxy()
+
+    # 2. The cancel frame: the step's deadline aborts the worker's receive, which is still waiting on
+    # the PS (the queue is empty), so the worker cancels it and the PS aborts its part of the step.
+    before = producer("messages_received")
+    try:
+        sess.run(total, options=tf.compat.v1.RunOptions(timeout_in_ms=1500))
+        out["deadline_step"] = "ran"
+    except tf.errors.OpError as e:
+        out["deadline_step"] = type(e).__name__
+    out["request_reached_ps"] = producer("messages_received") > before
+    wait_for(lambda: producer("steps_aborted") >= 1, 5)
+    out["aborted_by_cancel"] = producer("steps_aborted")
+
+    # 3. The consumer's connection reset mid-request: the proxy is killed while the worker's receive
+    # waits on the PS.
+    before = producer("messages_received")
+    result = {}
+    def run():
+        started = time.monotonic()
+        try:
+            sess.run(total, options=tf.compat.v1.RunOptions(timeout_in_ms=60000))
+            result["step"] = "ran"
+        except tf.errors.OpError as e:
+            result["step"] = type(e).__name__
+        result["seconds"] = time.monotonic() - started
+    thread = threading.Thread(target=run)
+    thread.start()
+    out["request_outstanding"] = wait_for(lambda: producer("messages_received") > before, 30)
+    time.sleep(0.3)
+    aborted_before_kill = producer("steps_aborted")
+    killed_at = time.monotonic()
+    kill(proxy)
+    out["aborted_by_kill"] = wait_for(lambda: producer("steps_aborted") > aborted_before_kill, 5)
+    out["abort_seen_after_s"] = time.monotonic() - killed_at
+    time.sleep(1.5)  # TF's delay, then the abort itself (logged before it is scheduled)
+    thread.join(timeout=60)
+    out["kill_step"] = result.get("step", "hung")
+    out["steps_aborted"] = producer("steps_aborted")
+print(json.dumps(out), flush=True)
+os._exit(0)
+"""
+
+
+def test_the_producer_aborts_a_step_whose_consumer_went_away_or_cancelled() -> None:
+    facts = run_script(SCRIPT, timeout=240, env={"TF_CPP_MIN_LOG_LEVEL": "0"}, keep_stderr=True)
+    stderr = facts.pop("stderr")
+    print(json.dumps(facts))
+    assert facts["clean"] == 1000.0, facts
+    # A connection that ended with every request answered aborts nothing.
+    assert facts["aborted_after_clean_close"] == 0, facts
+    # The cancel frame of a receive still waiting on the PS aborted the PS's step.
+    assert facts["deadline_step"] == "DeadlineExceededError", facts
+    assert facts["request_reached_ps"], facts
+    assert facts["aborted_by_cancel"] == 1, facts
+    # The consumer's connection reset while its request waited: aborted at once (the abort runs 1 s
+    # later, TF's delay), and the step did not hang.
+    assert facts["request_outstanding"] and facts["aborted_by_kill"], facts
+    assert facts["abort_seen_after_s"] < 3, facts
+    assert facts["kill_step"] != "hung" and facts["kill_step"] != "ran", facts
+    assert facts["steps_aborted"] == 2, facts
+    logged = re.findall(r"Geryon data plane: the consumer (\S+) (.*); aborting step (\d+) in 1 s", stderr)
+    assert len(logged) == 2, stderr[-4000:]
+    (_, cancel_why, cancel_step), (_, kill_why, kill_step) = logged
+    assert "cancelled a request of the step" in cancel_why, logged
+    assert "went away" in kill_why, logged
+    assert cancel_step != kill_step, logged
