@@ -101,12 +101,12 @@ with tf.compat.v1.Session(worker.target) as sess:
     # the PS (the queue is empty), so the worker cancels it and the PS aborts its part of the step.
     before = producer("messages_received")
     try:
-        sess.run(total, options=tf.compat.v1.RunOptions(timeout_in_ms=1500))
+        sess.run(total, options=tf.compat.v1.RunOptions(timeout_in_ms=4000))
         out["deadline_step"] = "ran"
     except tf.errors.OpError as e:
         out["deadline_step"] = type(e).__name__
     out["request_reached_ps"] = producer("messages_received") > before
-    wait_for(lambda: producer("steps_aborted") >= 1, 5)
+    wait_for(lambda: producer("steps_aborted") >= 1, 15)
     out["aborted_by_cancel"] = producer("steps_aborted")
 
     # 3. The consumer's connection reset mid-request: the proxy is killed while the worker's receive
@@ -128,7 +128,7 @@ with tf.compat.v1.Session(worker.target) as sess:
     aborted_before_kill = producer("steps_aborted")
     killed_at = time.monotonic()
     kill(proxy)
-    out["aborted_by_kill"] = wait_for(lambda: producer("steps_aborted") > aborted_before_kill, 5)
+    out["aborted_by_kill"] = wait_for(lambda: producer("steps_aborted") > aborted_before_kill, 15)
     out["abort_seen_after_s"] = time.monotonic() - killed_at
     time.sleep(1.5)  # TF's delay, then the abort itself (logged before it is scheduled)
     thread.join(timeout=60)
@@ -153,7 +153,7 @@ def test_the_producer_aborts_a_step_whose_consumer_went_away_or_cancelled() -> N
     # The consumer's connection reset while its request waited: aborted at once (the abort runs 1 s
     # later, TF's delay), and the step did not hang.
     assert facts["request_outstanding"] and facts["aborted_by_kill"], facts
-    assert facts["abort_seen_after_s"] < 3, facts
+    assert facts["abort_seen_after_s"] < 10, facts  # at once (0.02 s here), not the 60 s deadline
     assert facts["kill_step"] != "hung" and facts["kill_step"] != "ran", facts
     assert facts["steps_aborted"] == 2, facts
     logged = re.findall(r"Geryon data plane: the consumer (\S+) (.*); aborting step (\d+) in 1 s", stderr)
