@@ -379,8 +379,17 @@ void AbortStep(const WorkerEnv* env, int64_t step_id, const std::string& why) {
     // Find hands over one reference, dropped when `rendezvous` goes (TF's Unref).
     tsl::core::RefCountPtr<tensorflow::RemoteRendezvous> rendezvous = env->rendezvous_mgr->Find(step_id);
     if (!rendezvous) return;
+    // TF's manager hands the rendezvous over through its table and refcount, which TSAN cannot see:
+    // claim its announcement (made at construction, and before every Unref of ours), and announce
+    // ours before our Unref, whose decrement is left unrecorded, as RecvFromRemoteAsync's completion
+    // does (tsan.h). The same address: RemoteRendezvous is our rendezvous' primary base.
+    GERYON_HAPPENS_AFTER(rendezvous.get());
     env->env->SleepForMicroseconds(kDelayMicros);
     rendezvous->StartAbort(absl::AbortedError(absl::StrCat("Step ", step_id, " cancelled.  Cancelling rendezvous.")));
+    GERYON_HAPPENS_BEFORE(rendezvous.get());
+    GERYON_IGNORE_ACCESSES_BEGIN();
+    rendezvous.reset();
+    GERYON_IGNORE_ACCESSES_END();
   });
 }
 
