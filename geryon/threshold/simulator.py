@@ -176,6 +176,10 @@ class SimResult:
     endhost_scope: str = ENDHOST_SCOPES[0]
     background: tuple[Background, ...] = ()
     incast: Incast = field(default_factory=Incast)
+    # Bytes the background moved over the run on each port or NIC it loads, keyed as link_bytes
+    # ("switch->worker0" for direction "in"): its simulated share, next to what a testbed run's
+    # switch counters measure (bench/bench_bg_share.py). Empty without background.
+    background_bytes: dict[str, float] = field(default_factory=dict)
     # trace=True: compute spans (args: iteration, layer, worker) and transfer spans (args: iteration,
     # bytes, class, layer, param, worker: the worker end of the pull or push, an index).
     spans: tuple[Span, ...] | None = field(default=None, repr=False)
@@ -217,6 +221,7 @@ class SimResult:
             "endhost_scope": self.endhost_scope,
             "background": [b.to_dict() for b in self.background],
             "incast": self.incast.to_dict(),
+            "background_bytes": dict(self.background_bytes),
         }
 
     def chrome_trace(self) -> dict[str, Any]:
@@ -869,6 +874,9 @@ class _Replay:
     ) -> None:
         """Permanent flows between a chosen host's port and a virtual port of the flow's rate."""
         self.bg_flows: list[_Flow] = []
+        # (link_bytes key, the virtual port's index in link_moved, scale): a virtual port carries its
+        # flow only; scale as link_bytes' (a symmetric PS port stands for every worker's share).
+        self.bg_ports: list[tuple[str, int, int]] = []
         if not background:
             return
         mode = self.mode
@@ -904,6 +912,12 @@ class _Replay:
                         up, down = 2 * h, 2 * virtual + 1
                         group = 0 if is_ps else 1
                     self.capacity[up if direction == "in" else down] = rate
+                    name = self.port_names[h]
+                    scale = self.workers if (self.symmetric and h >= W) else 1
+                    if direction == "in":
+                        self.bg_ports.append((f"switch->{name}", up, scale))
+                    else:
+                        self.bg_ports.append((f"{name}.nic", down, scale))
                     flow = _Flow(PULL, 0 if self.colocate else group, -1, -1, up, down, "background", False)
                     flow.bg = True
                     flow.fid = len(self.flow_list)  # the memo's index (see _settle_memo)
@@ -1622,6 +1636,9 @@ class _Replay:
             for each in names:
                 link_bytes[f"{each}.nic"] = self.link_moved[2 * h] * scale
                 link_bytes[f"switch->{each}"] = self.link_moved[2 * h + 1] * scale
+        background_bytes: dict[str, float] = {}
+        for key, index, scale in self.bg_ports:
+            background_bytes[key] = background_bytes.get(key, 0.0) + self.link_moved[index] * scale
         return SimResult(
             mode=self.mode,
             workers=self.workers,
@@ -1655,6 +1672,7 @@ class _Replay:
             ps_costs=self.knobs.ps_costs,
             background=self.knobs.background,
             incast=self.knobs.incast,
+            background_bytes=background_bytes,
             push_order=self.knobs.push_order,
             sender_order=self.knobs.sender_order,
             endhost_scope=self.knobs.endhost_scope,

@@ -426,6 +426,23 @@ def test_background_shares_fairly_without_priorities_and_yields_to_training_with
     ]
 
 
+def test_background_bytes_report_its_simulated_share_hand_computed():
+    # The same 1000 B pull, 500 B/s of background into the worker (8000 bit/s links: 1000 B/s).
+    # fifo: 500 B/s during the 2 s pull, then its full 500 B/s during the 1 s push: 1500 B over 3 s.
+    # network: nothing during the 1 s pull (training first), 500 B/s during the push: 500 B over 2 s.
+    p = synthetic([1000], [0.0], [0.0])
+    bg = (Background(4000, "workers", "in"),)
+    fifo = simulate(p, **SLOW, mode="fifo", iterations=1, background=bg)
+    assert fifo.background_bytes == {"switch->worker0": pytest.approx(1500.0)}
+    net = simulate(p, **SLOW, mode="network", iterations=1, background=bg)
+    assert net.background_bytes == {"switch->worker0": pytest.approx(500.0)}
+    # Out of the worker's NIC it meets the push instead: 500 B in the pull's 1 s, 1000 B in the push's 2 s.
+    out = simulate(p, **SLOW, mode="fifo", iterations=1, background=(Background(4000, "workers", "out"),))
+    assert out.background_bytes == {"worker0.nic": pytest.approx(1500.0)}
+    assert out.to_dict()["background_bytes"] == {"worker0.nic": pytest.approx(1500.0)}
+    assert simulate(p, **SLOW, mode="fifo", iterations=1).background_bytes == {}
+
+
 def test_background_in_the_lowest_class_shares_its_queue_hand_computed():
     # Two classes (threshold 0.75): an urgent 1000 B pull (class 0) and a 1000 B pull of low urgency
     # (class 1) into the worker's port at 1000 B/s, with 500 B/s of background. Below every class the
@@ -452,9 +469,11 @@ def test_background_on_ps_links_agrees_between_representative_and_every_worker()
     bg = (Background(2e6, "ps", "both"),)
     for mode in MODES:
         kw = dict(workers=4, num_ps=2, bandwidth_bps=1e7, mode=mode, background=bg, iterations=2)
-        rep = simulate(p, symmetric=True, **kw).iteration_s
-        every = simulate(p, symmetric=False, **kw).iteration_s
-        assert rep == pytest.approx(every, rel=1e-9), mode
+        rep = simulate(p, symmetric=True, **kw)
+        every = simulate(p, symmetric=False, **kw)
+        assert rep.iteration_s == pytest.approx(every.iteration_s, rel=1e-9), mode
+        # A representative's PS port stands for every worker's share of it, as in link_bytes.
+        assert rep.background_bytes == pytest.approx(every.background_bytes, rel=1e-9), mode
 
 
 # --- incast: a switch port's share of its rate with >= 2 senders -----------------------------------------
