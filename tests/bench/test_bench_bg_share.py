@@ -175,7 +175,7 @@ def test_simulated_share_replays_each_modes_setting(run_bench: RunBench, tmp_pat
         assert rows[mode]["simulated"]["median"] == pytest.approx(want), mode
         assert rows[mode]["simulated"]["n"] == 2 and rows[mode]["measured"]["n"] == 2
         # Max-min on a fifo port: the background never above its rate, below it while pulls share.
-        assert 0 < want < BG / 1e6, mode
+        assert 0 < want <= BG / 1e6 * (1 + 1e-9), mode  # at it where no pull overlaps
         assert rows[mode]["measured_minus_simulated"] == pytest.approx(
             rows[mode]["measured"]["median"] - want
         )
