@@ -1089,6 +1089,39 @@ struct Response {
 
 enum class WriteResult { kDone, kMore, kWouldBlock, kFailed };
 
+class ServerConn;
+
+// The accepted connections serving each peer task (hello accepted), by the task their hello named,
+// so that the transport can close those of a task it forgot (TcpTransport::CloseForgotten: the last
+// cluster that named the task, e.g. the coordinator's session, is gone). The event loop thread's
+// own, as the connections' reads are: FinishHello lists a connection, End and OnStop unlist it, and
+// CloseForgotten runs there through EventLoop::Post; so it needs no lock. Weak references: a
+// connection is owned by the loop and its writer thread, never by this list.
+class ServingConns {
+ public:
+  void Add(const std::string& task, const std::shared_ptr<ServerConn>& conn) { by_task_[task][conn.get()] = conn; }
+
+  void Remove(const std::string& task, const ServerConn* conn) {
+    auto it = by_task_.find(task);
+    if (it == by_task_.end()) return;
+    it->second.erase(conn);
+    if (it->second.empty()) by_task_.erase(it);
+  }
+
+  std::vector<std::shared_ptr<ServerConn>> Of(const std::string& task) const {
+    std::vector<std::shared_ptr<ServerConn>> conns;
+    auto it = by_task_.find(task);
+    if (it == by_task_.end()) return conns;
+    for (const auto& [ptr, weak] : it->second) {
+      if (auto conn = weak.lock()) conns.push_back(std::move(conn));
+    }
+    return conns;
+  }
+
+ private:
+  std::map<std::string, std::unordered_map<const ServerConn*, std::weak_ptr<ServerConn>>> by_task_;
+};
+
 // A producer (accepted) connection. Its reads (the hello, then request and cancel frames) are the
 // transport's event loop's (EventLoop::Handler, on the loop thread only, never blocking); its
 // writes are its own writer thread's (WriteLoop), started once the hello is accepted, or the
@@ -1096,12 +1129,13 @@ enum class WriteResult { kDone, kMore, kWouldBlock, kFailed };
 // its hello. Its descriptor is closed when both the loop and the writer are done with it (Release).
 class ServerConn : public EventLoop::Handler, public std::enable_shared_from_this<ServerConn> {
  public:
-  ServerConn(int fd, std::string peer_ip, EventLoop* loop, ThreadSet* threads, const ClusterView* view,
-             Mutex* view_mu, std::string local_task, ServeFn serve, AbortStepFn abort_step)
+  ServerConn(int fd, std::string peer_ip, EventLoop* loop, ThreadSet* threads, ServingConns* serving,
+             const ClusterView* view, Mutex* view_mu, std::string local_task, ServeFn serve, AbortStepFn abort_step)
       : fd_(fd),
         peer_ip_(std::move(peer_ip)),
         loop_(loop),
         threads_(threads),
+        serving_(serving),
         view_(view),
         view_mu_(view_mu),
         local_task_(std::move(local_task)),
@@ -1165,9 +1199,23 @@ class ServerConn : public EventLoop::Handler, public std::enable_shared_from_thi
   // Loop thread, the loop stopping (the transport is destroyed): the writer ends too (Close).
   void OnStop() override {
     phase_ = Phase::kDone;
+    Unlist();
     SetHolding(false);
     Close("the transport is shutting down", false);
     Release();
+  }
+
+  // Loop thread (TcpTransport::CloseForgotten): no cluster the transport holds names this
+  // connection's task any longer (the last session that named it ended), so the connection is closed
+  // the way it is when its consumer goes away (End): queued responses dropped, steps with requests
+  // still waiting for their tensor aborted, the writer ended, the descriptor closed by whoever lets
+  // go of it last. Not an error: nothing is logged here or counted in `errors` (the transport logs
+  // one line per task). The consumer sees an ordinary closed flow; its next receive redials and gets
+  // the refusal every stranger gets. A connection not serving yet is left alone: its hello is checked
+  // against the view when it is read (CheckHello), or again after its lookup (Resolved).
+  void CloseForgotten(const std::string& why) {
+    if (phase_ != Phase::kServing) return;
+    End(why, false);
   }
 
   void Enqueue(uint64_t id, int32_t rank, bool unresolved, const absl::Status& s, const Tensor& t, bool is_dead) {
@@ -1637,10 +1685,21 @@ class ServerConn : public EventLoop::Handler, public std::enable_shared_from_thi
     }
   }
 
-  // Loop thread: the lookup CheckHello started is done.
+  // Loop thread: the lookup CheckHello started is done. The task is looked up in the view again: it
+  // may have been forgotten meanwhile (its session ended), and CloseForgotten does not close a
+  // connection that is not serving yet.
   void Resolved(const std::string& host, const std::set<std::string>& addresses) {
     if (phase_ != Phase::kResolving) return;
     loop_->Watch(this, true);
+    bool known;
+    {
+      MutexLock l(*view_mu_);
+      known = view_->tasks.count(hello_task_) > 0;
+    }
+    if (!known) {
+      FailHello(absl::StrCat("refused: ", hello_task_, " is not a task of the cluster spec"), true, false);
+      return;
+    }
     FinishHello(host, addresses);
   }
 
@@ -1679,7 +1738,16 @@ class ServerConn : public EventLoop::Handler, public std::enable_shared_from_thi
     }
     WriteAck(local_task_);
     phase_ = Phase::kServing;
+    serving_->Add(peer_task_, self);  // closed if its task is forgotten (CloseForgotten)
+    listed_ = true;
     loop_->ClearTimer(this);  // the hello's deadline
+  }
+
+  // Loop thread: off the list of serving connections (End, OnStop).
+  void Unlist() {
+    if (!listed_) return;
+    listed_ = false;
+    serving_->Remove(peer_task_, this);
   }
 
   // Loop thread: the hello fails; the consumer is told why where it can act on it (a refusal frame:
@@ -1710,6 +1778,7 @@ class ServerConn : public EventLoop::Handler, public std::enable_shared_from_thi
   void End(const std::string& why, bool log_error) {
     const bool serving = phase_ == Phase::kServing;
     phase_ = Phase::kDone;
+    Unlist();
     SetHolding(false);
     Close(why, log_error);
     if (serving) AbortWaitingSteps(why);
@@ -2132,6 +2201,7 @@ class ServerConn : public EventLoop::Handler, public std::enable_shared_from_thi
   // Set at construction, before the accept thread hands the connection to the loop.
   EventLoop* const loop_;
   ThreadSet* const threads_;
+  ServingConns* const serving_;  // the transport's; the loop thread's own (see ServingConns)
   const ClusterView* const view_;
   Mutex* const view_mu_;
   const std::string local_task_;
@@ -2146,6 +2216,7 @@ class ServerConn : public EventLoop::Handler, public std::enable_shared_from_thi
   std::string hello_task_;
   int hello_cls_ = 0;
   bool gap_timer_ = false;  // a gap wait's deadline is set (HoldAfterServe)
+  bool listed_ = false;     // in serving_ (from FinishHello until End or OnStop)
   // Who still uses the descriptor: the loop, and the writer thread once started (Release).
   std::atomic<int> holders_{1};
   std::string peer_task_;
@@ -2233,11 +2304,15 @@ class TcpTransport : public Transport {
 
   void SetServerCluster(const ClusterView& view) override {
     std::map<std::string, PeerAddress> tasks = Resolved(view);
-    MutexLock l(view_mu_);
-    clusters_.erase(server_cluster_);
-    server_cluster_ = next_cluster_++;  // learned last: its addresses win
-    clusters_[server_cluster_] = std::move(tasks);
-    RebuildView();
+    std::vector<std::string> forgotten;
+    {
+      MutexLock l(view_mu_);
+      clusters_.erase(server_cluster_);
+      server_cluster_ = next_cluster_++;  // learned last: its addresses win
+      clusters_[server_cluster_] = std::move(tasks);
+      forgotten = RebuildView();
+    }
+    CloseForgottenSoon(std::move(forgotten));
   }
 
   uint64_t LearnCluster(const ClusterView& view) override {
@@ -2245,14 +2320,18 @@ class TcpTransport : public Transport {
     MutexLock l(view_mu_);
     const uint64_t id = next_cluster_++;
     clusters_[id] = std::move(tasks);
-    RebuildView();
+    RebuildView();  // forgets nothing: the view is the union of the clusters held
     return id;
   }
 
   void ForgetCluster(uint64_t id) override {
-    MutexLock l(view_mu_);
-    if (id == server_cluster_ || clusters_.erase(id) == 0) return;
-    RebuildView();
+    std::vector<std::string> forgotten;
+    {
+      MutexLock l(view_mu_);
+      if (id == server_cluster_ || clusters_.erase(id) == 0) return;
+      forgotten = RebuildView();
+    }
+    CloseForgottenSoon(std::move(forgotten));
   }
 
   std::shared_ptr<RecvHandle> Recv(const std::string& peer_task, int cls, int64_t step_id, const std::string& key,
@@ -2679,12 +2758,43 @@ class TcpTransport : public Transport {
       }
       // Read by the event loop from now on; it costs a thread (its writer) only once its hello is
       // accepted.
-      auto conn = std::make_shared<ServerConn>(fd, ip, &loop_, &threads_, &view_, &view_mu_, local_task, serve_,
-                                               abort_step_);
+      auto conn = std::make_shared<ServerConn>(fd, ip, &loop_, &threads_, &serving_, &view_, &view_mu_, local_task,
+                                               serve_, abort_step_);
       if (!loop_.Add(std::move(conn))) {  // the transport is stopping
         close(fd);
         g_accepted -= 1;
       }
+    }
+  }
+
+  // Any thread, without view_mu_: the accepted connections of the tasks just dropped from the view
+  // are closed on the event loop's thread, which owns them (CloseForgotten). Not here: TF destroys a
+  // session's worker cache (ForgetCluster) on its own threads, which must not wait for the loop.
+  void CloseForgottenSoon(std::vector<std::string> forgotten) {
+    if (forgotten.empty()) return;
+    loop_.Post([this, forgotten = std::move(forgotten)] { CloseForgotten(forgotten); });
+  }
+
+  // Loop thread: closes the serving connections whose hello named a task of `tasks`, unless the task
+  // is in the view again (a session learned since names it: its connections stay). New connections
+  // from a forgotten task are refused at their hello (CheckHello), so after this it has none. A task
+  // learned again between the check and the close loses its connections (the consumer redials them
+  // and is accepted): a narrow window, preferred to running TF's abort hook under view_mu_.
+  void CloseForgotten(const std::vector<std::string>& tasks) {
+    for (const std::string& task : tasks) {
+      std::string local_task;
+      {
+        MutexLock l(view_mu_);
+        if (view_.tasks.count(task) > 0) continue;
+        local_task = view_.local_task;
+      }
+      std::vector<std::shared_ptr<ServerConn>> conns = serving_.Of(task);
+      if (conns.empty()) continue;
+      LOG(INFO) << "Geryon data plane: " << local_task << " closes " << conns.size() << " connection(s) from "
+                << task << " (no live session's cluster names it)";
+      // The words of a waiting step's abort: "the consumer T went away (closed: ...) with requests ...".
+      const std::string why = "closed: its task was forgotten, no live session's cluster names it";
+      for (auto& conn : conns) conn->CloseForgotten(why);
     }
   }
 
@@ -2732,8 +2842,9 @@ class TcpTransport : public Transport {
 
   // view_.tasks from the clusters held now: the local task, and every task of a held cluster at its
   // address in the cluster learned last. Logs what was learned, moved or forgotten; a task at a new
-  // address is redialed by its next receive (Connection compares the address dialed).
-  void RebuildView() TF_EXCLUSIVE_LOCKS_REQUIRED(view_mu_) {
+  // address is redialed by its next receive (Connection compares the address dialed). Returns the
+  // tasks dropped from the view (the caller closes their accepted connections: CloseForgottenSoon).
+  std::vector<std::string> RebuildView() TF_EXCLUSIVE_LOCKS_REQUIRED(view_mu_) {
     std::map<std::string, PeerAddress> tasks;
     auto local = view_.tasks.find(view_.local_task);
     if (local != view_.tasks.end()) tasks[local->first] = local->second;
@@ -2749,15 +2860,18 @@ class TcpTransport : public Transport {
                   << peer.data_port;
       }
     }
+    std::vector<std::string> forgotten;
     for (const auto& [task, peer] : view_.tasks) {
       if (tasks.count(task) == 0) {
         LOG(INFO) << "Geryon data plane: " << view_.local_task << " forgot " << task
-                  << " (no live session's cluster names it): new connections from it are refused";
+                  << " (no live session's cluster names it): new connections from it are refused, open ones closed";
+        forgotten.push_back(task);
       }
     }
     view_.tasks = std::move(tasks);
     RebuildAllowed();
     SizeAcceptedConnections(static_cast<int64_t>(view_.tasks.size()));  // grows only (more peers, more flows)
+    return forgotten;
   }
 
   Mutex view_mu_;
@@ -2775,6 +2889,7 @@ class TcpTransport : public Transport {
   AbortStepFn abort_step_;  // likewise
   std::atomic<bool> stopping_{false};
   EventLoop loop_;  // reads every accepted connection, on a thread of threads_
+  ServingConns serving_;  // the loop thread's own: the serving connections by task (CloseForgotten)
   // Last: destroyed first, so every thread is joined while the members it uses still exist.
   ThreadSet threads_;
 };

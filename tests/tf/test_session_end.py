@@ -6,7 +6,9 @@ the PS and worker servers in one, the coordinator in another. This test plays th
 itself, with a hello naming the chief sent to the PS's data port (README "Transport protocol"): while the
 coordinator's session lives the PS acks it; once the session ended (the coordinator is gone and its
 context's keep-alive ran out on the servers, which then delete its session) the PS answers with the
-refusal every stranger gets, and the tasks of its own cluster spec are still acked.
+refusal every stranger gets, and the tasks of its own cluster spec are still acked. A flow the test
+opened as the chief while the session lived is closed by the PS when the session ends (the PS's accepted
+connection goes: the test reads EOF on it), while its flow opened as the worker is still served.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tf.fake_producer import ACK, HELLO, RESPONSE, read_exact
+from tf.fake_producer import ACK, HELLO, REQUEST, RESPONSE, read_exact
 from tf.tf_cluster import DATA_OFFSET, pick_ports
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("native_built")]
@@ -81,15 +83,20 @@ os._exit(0)
 """
 
 
+def hello_frame(task: str, target: str = PS) -> bytes:
+    """A hello naming `task` (class 0), for `target`."""
+    return (
+        struct.pack("<IHHH", HELLO, VERSION, 0, len(task))
+        + task.encode()
+        + struct.pack("<H", len(target))
+        + target.encode()
+    )
+
+
 def hello(port: int, task: str, target: str = PS) -> tuple[str, str]:
     """Sends a hello naming `task` to the data port; ("ack", producer's task) or ("refused", why)."""
     with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
-        s.sendall(
-            struct.pack("<IHHH", HELLO, VERSION, 0, len(task))
-            + task.encode()
-            + struct.pack("<H", len(target))
-            + target.encode()
-        )
+        s.sendall(hello_frame(task, target))
         magic = struct.unpack("<I", read_exact(s, 4))[0]
         if magic == ACK:
             n = struct.unpack("<H", read_exact(s, 2))[0]
@@ -100,6 +107,45 @@ def hello(port: int, task: str, target: str = PS) -> tuple[str, str]:
         code, n = struct.unpack("<II", read_exact(s, 8))
         assert code == 9, code  # FailedPrecondition: permanent
         return "refused", read_exact(s, n).decode()
+
+
+def open_flow(port: int, task: str) -> socket.socket:
+    """A data-plane flow from `task` to the PS, acked: an accepted connection the PS serves."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    s.sendall(hello_frame(task))
+    assert struct.unpack("<I", read_exact(s, 4))[0] == ACK
+    n = struct.unpack("<H", read_exact(s, 2))[0]
+    assert read_exact(s, n).decode() == PS
+    return s
+
+
+def ask(flow: socket.socket, request_id: int) -> int:
+    """One request on `flow` whose key the PS cannot parse, and its answer: the error's code (3,
+    InvalidArgument, from the PS's Serve: the PS still serves the flow)."""
+    key = b"not a rendezvous key"
+    flow.settimeout(10)
+    flow.sendall(struct.pack("<IQqiI", REQUEST, request_id, 1, 0, len(key)) + key)  # id, step, rank
+    magic, answered, kind, _dead, _pad = struct.unpack("<IQBBH", read_exact(flow, 16))
+    assert (magic, answered, kind) == (RESPONSE, request_id, 2)  # an error response to this request
+    code, n = struct.unpack("<II", read_exact(flow, 8))
+    read_exact(flow, n)
+    for _ in range(struct.unpack("<H", read_exact(flow, 2))[0]):  # payloads: u16 url, u32 value
+        read_exact(flow, struct.unpack("<H", read_exact(flow, 2))[0])
+        read_exact(flow, struct.unpack("<I", read_exact(flow, 4))[0])
+    return int(code)
+
+
+def closed_within(flow: socket.socket, seconds: float) -> bool:
+    """Whether the PS closes `flow` within `seconds` (EOF or a reset), sending nothing before."""
+    flow.settimeout(seconds)
+    try:
+        data = flow.recv(1)
+    except TimeoutError:
+        return False
+    except ConnectionResetError:
+        return True
+    assert data == b"", data
+    return True
 
 
 def wait_for(port: int, task: str, want: str, timeout: float) -> tuple[str, str]:
@@ -198,16 +244,30 @@ def test_a_task_named_only_by_an_ended_session_is_refused_again(procs: Procs) ->
     facts = json.loads(procs.line("coordinator", "CONNECTED "))
     assert facts["total"] == 2048.0 and facts["pulled"] > 0, facts  # the chief pulled on the data plane
     assert hello(data_port, CHIEF) == ("ack", PS)  # the live session names it
-    time.sleep(8)  # past the keep-alive: the live coordinator's KeepAlive holds its session
-    assert hello(data_port, CHIEF) == ("ack", PS)
-    procs.kill("coordinator")
-    killed = time.monotonic()
-    kind, why = wait_for(data_port, CHIEF, "refused", timeout=60)
-    print(f"refused {time.monotonic() - killed:.1f} s after the kill (keep-alive 3 s)")
-    assert kind == "refused", (why, procs.stderr("servers"))
-    assert why == f"Geryon data plane: {PS} refused: {CHIEF} is not a task of the cluster spec", why
+    # Flows opened while the session lives, as the chief's data plane opens them, and one as the worker.
+    with open_flow(data_port, CHIEF) as chief_flow, open_flow(data_port, WORKER) as worker_flow:
+        assert ask(chief_flow, 1) == 3 and ask(worker_flow, 2) == 3  # both served
+        time.sleep(8)  # past the keep-alive: the live coordinator's KeepAlive holds its session
+        assert hello(data_port, CHIEF) == ("ack", PS)
+        assert ask(chief_flow, 3) == 3
+        procs.kill("coordinator")
+        killed = time.monotonic()
+        kind, why = wait_for(data_port, CHIEF, "refused", timeout=60)
+        print(f"refused {time.monotonic() - killed:.1f} s after the kill (keep-alive 3 s)")
+        assert kind == "refused", (why, procs.stderr("servers"))
+        assert why == f"Geryon data plane: {PS} refused: {CHIEF} is not a task of the cluster spec", why
+        # The flow accepted while the session named the chief is closed by the PS (before, it stayed
+        # open and served); the worker's flow is still served.
+        assert closed_within(chief_flow, 10), procs.stderr("servers")
+        print(f"the chief's flow closed {time.monotonic() - killed:.1f} s after the kill")
+        assert ask(worker_flow, 4) == 3
+        assert not closed_within(worker_flow, 0.5)
     assert hello(data_port, WORKER) == ("ack", PS)  # the server def's tasks stay
-    assert f"forgot {CHIEF}" in procs.stderr("servers")
+    stderr = procs.stderr("servers")
+    assert f"forgot {CHIEF}" in stderr
+    # Our flow only: the coordinator's own flows ended with its process, seconds before its session.
+    assert f"closes 1 connection(s) from {CHIEF}" in stderr, stderr
+    assert f"closes 1 connection(s) from {WORKER}" not in stderr
 
 
 def test_a_task_stays_while_another_live_session_names_it(procs: Procs) -> None:
@@ -226,13 +286,16 @@ def test_a_task_stays_while_another_live_session_names_it(procs: Procs) -> None:
     assert json.loads(procs.line("evaluator", "CONNECTED "))["pulled"] > 0
     assert hello(data_port, CHIEF) == ("ack", PS) and hello(data_port, EVALUATOR) == ("ack", PS)
 
-    procs.kill("chief")  # its own session ends 3 s later; the evaluator's still names the chief
-    time.sleep(10)
-    assert hello(data_port, CHIEF) == ("ack", PS), procs.stderr("servers")
-    assert f"forgot {CHIEF}" not in procs.stderr("servers")
+    with open_flow(data_port, CHIEF) as chief_flow:
+        procs.kill("chief")  # its own session ends 3 s later; the evaluator's still names the chief
+        time.sleep(10)
+        assert hello(data_port, CHIEF) == ("ack", PS), procs.stderr("servers")
+        assert f"forgot {CHIEF}" not in procs.stderr("servers")
+        assert ask(chief_flow, 1) == 3  # still served: a live session names the chief
 
-    procs.kill("evaluator")  # the last session that names either ends
-    for task in (CHIEF, EVALUATOR):
-        kind, why = wait_for(data_port, task, "refused", timeout=60)
-        assert kind == "refused", (task, why, procs.stderr("servers"))
+        procs.kill("evaluator")  # the last session that names either ends
+        for task in (CHIEF, EVALUATOR):
+            kind, why = wait_for(data_port, task, "refused", timeout=60)
+            assert kind == "refused", (task, why, procs.stderr("servers"))
+        assert closed_within(chief_flow, 10), procs.stderr("servers")
     assert hello(data_port, WORKER) == ("ack", PS)
