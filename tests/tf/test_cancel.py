@@ -18,36 +18,16 @@ pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("native_built")]
 
 
 SCRIPT = r"""
-import json, os, socket, sys, threading, time
+import json, os, sys, time
 sys.path.insert(0, os.environ["TESTS_TF"])
-from tf_cluster import local_servers, proxy_listener
+from tf_cluster import local_servers, proxy_listener, step_outcome
+from tcp_proxy import serve_in_background
 import tensorflow as tf
 import geryon.tf
 
 PS_OFFSET, WORKER_OFFSET, RATE = -7000, -7100, 16 << 20
 ps_port, worker_port, listener = proxy_listener(PS_OFFSET, WORKER_OFFSET)
-
-def pump(src, dst, rate):
-    try:
-        while True:
-            data = src.recv(65536)
-            if not data: break
-            dst.sendall(data)
-            if rate: time.sleep(len(data) / rate)
-    except OSError:
-        pass
-    for s in (src, dst):
-        try: s.shutdown(socket.SHUT_RDWR)
-        except OSError: pass
-
-def proxy():
-    while True:
-        client, _ = listener.accept()
-        upstream = socket.create_connection(("127.0.0.1", ps_port + PS_OFFSET))
-        threading.Thread(target=pump, args=(client, upstream, 0), daemon=True).start()
-        threading.Thread(target=pump, args=(upstream, client, RATE), daemon=True).start()
-
-threading.Thread(target=proxy, daemon=True).start()
+serve_in_background(listener, ps_port + PS_OFFSET, rate=RATE)  # the PS's bytes at RATE, the worker's at once
 _, (ps, worker) = local_servers([ps_port, worker_port], PS_OFFSET, WORKER_OFFSET)
 tf.compat.v1.disable_eager_execution()
 with tf.device("/job:ps/task:0"):
@@ -68,11 +48,7 @@ with tf.compat.v1.Session(worker.target) as sess:
     sess.run(tf.compat.v1.global_variables_initializer())
     out["warm"] = float(sess.run(small_sum))  # the flow is up: the pull below starts at once
     before = flow("producer")
-    try:
-        sess.run(big_sum, options=tf.compat.v1.RunOptions(timeout_in_ms=1500))
-        out["big"] = "ran"
-    except tf.errors.OpError as e:
-        out["big"] = type(e).__name__
+    out["big"] = step_outcome(sess, big_sum, 1500)
     time.sleep(1.0)  # the cancel crosses; what the kernel and the proxy hold drains
     out["after_abort"] = flow("producer")
     time.sleep(2.0)

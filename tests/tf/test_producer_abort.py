@@ -23,9 +23,10 @@ pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("native_built")]
 
 
 SCRIPT = r"""
-import json, os, signal, subprocess, sys, threading, time
+import json, os, signal, sys, threading, time
 sys.path.insert(0, os.environ["TESTS_TF"])
-from tf_cluster import local_servers, proxy_listener
+from tf_cluster import local_servers, proxy_listener, step_outcome
+from tcp_proxy import serve_in_process
 import tensorflow as tf
 import geryon.tf
 
@@ -34,34 +35,8 @@ ps_port, worker_port, listener = proxy_listener(PS_OFFSET, WORKER_OFFSET)
 
 # The proxy: a process of its own (killed by PID), accepting on the script's listening socket, so a
 # second proxy can take over the same port after the first is killed.
-PROXY = '''
-import socket, sys, threading
-listener = socket.socket(fileno=int(sys.argv[1]))
-upstream_port = int(sys.argv[2])
-def pump(src, dst):
-    try:
-        while True:
-            data = src.recv(65536)
-            if not data: break
-            dst.sendall(data)
-    except OSError:
-        pass
-    for s in (src, dst):
-        try: s.shutdown(socket.SHUT_RDWR)
-        except OSError: pass
-print("up", flush=True)
-while True:
-    client, _ = listener.accept()
-    upstream = socket.create_connection(("127.0.0.1", upstream_port))
-    threading.Thread(target=pump, args=(client, upstream), daemon=True).start()
-    threading.Thread(target=pump, args=(upstream, client), daemon=True).start()
-'''
-
 def start_proxy():
-    p = subprocess.Popen([sys.executable, "-c", PROXY, str(listener.fileno()), str(ps_port + PS_OFFSET)],
-                         pass_fds=[listener.fileno()], stdout=subprocess.PIPE, text=True)
-    assert p.stdout.readline().strip() == "up"
-    return p
+    return serve_in_process(listener, ps_port + PS_OFFSET)
 
 def kill(p):
     os.kill(p.pid, signal.SIGKILL)
@@ -100,11 +75,7 @@ with tf.compat.v1.Session(worker.target) as sess:
     # 2. The cancel frame: the step's deadline aborts the worker's receive, which is still waiting on
     # the PS (the queue is empty), so the worker cancels it and the PS aborts its part of the step.
     before = producer("messages_received")
-    try:
-        sess.run(total, options=tf.compat.v1.RunOptions(timeout_in_ms=4000))
-        out["deadline_step"] = "ran"
-    except tf.errors.OpError as e:
-        out["deadline_step"] = type(e).__name__
+    out["deadline_step"] = step_outcome(sess, total, 4000)
     out["request_reached_ps"] = producer("messages_received") > before
     wait_for(lambda: producer("steps_aborted") >= 1, 15)
     out["aborted_by_cancel"] = producer("steps_aborted")
@@ -115,11 +86,7 @@ with tf.compat.v1.Session(worker.target) as sess:
     result = {}
     def run():
         started = time.monotonic()
-        try:
-            sess.run(total, options=tf.compat.v1.RunOptions(timeout_in_ms=60000))
-            result["step"] = "ran"
-        except tf.errors.OpError as e:
-            result["step"] = type(e).__name__
+        result["step"] = step_outcome(sess, total, 60000)
         result["seconds"] = time.monotonic() - started
     thread = threading.Thread(target=run)
     thread.start()

@@ -39,9 +39,10 @@ def _run(script: str) -> dict[str, Any]:
 # the middle of reading a 16 MB tensor's body, with that receive the only one outstanding, while the
 # PS (and TF's control plane) stay alive, so nothing but the data plane can end the receive.
 CUT_SCRIPT = r"""
-import json, os, socket, struct, sys, threading, time
+import json, os, struct, sys, time
 sys.path.insert(0, os.environ["TESTS_TF"])
 from tf_cluster import local_servers, proxy_listener
+from tcp_proxy import serve_in_background
 import tensorflow as tf
 import geryon.tf
 
@@ -49,44 +50,24 @@ PS_OFFSET, WORKER_OFFSET, CUT = -7000, -7100, 1 << 20
 ps_port, worker_port, listener = proxy_listener(PS_OFFSET, WORKER_OFFSET)
 first_ids = []  # the first request id seen on each proxied connection
 
-def pump(src, dst, limit, log_ids):
-    seen, buf = 0, b""
-    try:
-        while True:
-            data = src.recv(65536)
-            if not data: break
-            if log_ids and len(buf) < 256:
-                buf += data
-                # hello: u32 magic, u16 version, u16 class, u16 n, n bytes, u16 m, m bytes (the task it
-                # is for); then request: u32, u64 id
-                if len(buf) >= 12:
-                    n = struct.unpack_from("<H", buf, 8)[0]
-                    if len(buf) >= 12 + n:
-                        head = 12 + n + struct.unpack_from("<H", buf, 10 + n)[0]
-                        if len(buf) >= head + 12:
-                            first_ids.append(struct.unpack_from("<Q", buf, head + 4)[0]); log_ids = False
-            if limit is not None and seen + len(data) >= limit:
-                dst.sendall(data[: limit - seen])
-                break
-            seen += len(data)
-            dst.sendall(data)
-    except OSError:
-        pass
-    for s in (src, dst):
-        try: s.shutdown(socket.SHUT_RDWR)
-        except OSError: pass
+def first_id_tap():  # per connection: the worker's bytes up to its first request's id
+    buf = b""
+    def tap(data):
+        nonlocal buf
+        if buf is None or len(buf) >= 256:
+            return
+        buf += data
+        # hello: u32 magic, u16 version, u16 class, u16 n, n bytes, u16 m, m bytes (the task it is
+        # for); then request: u32, u64 id
+        if len(buf) >= 12:
+            n = struct.unpack_from("<H", buf, 8)[0]
+            if len(buf) >= 12 + n:
+                head = 12 + n + struct.unpack_from("<H", buf, 10 + n)[0]
+                if len(buf) >= head + 12:
+                    first_ids.append(struct.unpack_from("<Q", buf, head + 4)[0]); buf = None
+    return tap
 
-def proxy():
-    cut = True
-    while True:
-        client, _ = listener.accept()
-        upstream = socket.create_connection(("127.0.0.1", ps_port + PS_OFFSET))
-        threading.Thread(target=pump, args=(client, upstream, None, True), daemon=True).start()
-        limit = CUT if cut else None
-        threading.Thread(target=pump, args=(upstream, client, limit, False), daemon=True).start()
-        cut = False
-
-threading.Thread(target=proxy, daemon=True).start()
+serve_in_background(listener, ps_port + PS_OFFSET, cut_first_after=CUT, tap=first_id_tap)
 _, (ps, worker) = local_servers([ps_port, worker_port], PS_OFFSET, WORKER_OFFSET)
 tf.compat.v1.disable_eager_execution()
 with tf.device("/job:ps/task:0"):

@@ -379,6 +379,19 @@ def refusals(calls: dict[str, Callable[[], object]], error: type[Exception]) -> 
     return out
 
 
+def step_outcome(sess: Any, fetch: Any, timeout_ms: int) -> str:
+    """For TF1 test scripts whose step is meant to fail: runs `fetch` under a deadline of `timeout_ms`
+    and returns "ran", or the name of the OpError's type it failed with (DeadlineExceededError,
+    UnavailableError, ...), which is what such tests assert on."""
+    import tensorflow as tf
+
+    try:
+        sess.run(fetch, options=tf.compat.v1.RunOptions(timeout_in_ms=timeout_ms))
+        return "ran"
+    except tf.errors.OpError as e:
+        return type(e).__name__
+
+
 def pull_once(host: str = "127.0.0.1") -> tuple[float, int, list[Any]]:
     """For test scripts that run TF in their own process: a grpc+geryon PS and worker server here, on
     `host`, and one TF1 step in which the worker reads a 1000-float variable of the PS (one pull on
