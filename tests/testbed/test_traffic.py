@@ -9,7 +9,16 @@ import pytest
 from testbed.tbutil import needs_root
 
 from geryon.testbed import TestbedSpec, up
-from geryon.testbed.traffic import main, result, start_bulk, start_send, start_sink, stop_bulk
+from geryon.testbed.traffic import (
+    PACE_S,
+    main,
+    next_due,
+    result,
+    start_bulk,
+    start_send,
+    start_sink,
+    stop_bulk,
+)
 
 pytestmark = needs_root
 RATE = 40_000_000
@@ -72,3 +81,19 @@ def test_bulk_cli_refuses_a_rate_below_1000_bits(capsys: pytest.CaptureFixture[s
     with pytest.raises(SystemExit) as e:
         main(["bulk", "--to", "10.77.0.1:5001", "--rate-bits", "10"])
     assert e.value.code == 2 and "--rate-bits" in capsys.readouterr().err
+
+
+def test_the_background_pacing_keeps_up_with_late_wakeups_but_never_catches_up_a_stall() -> None:
+    step = PACE_S
+    # On schedule, and woken a little late: the next step is due one step after the last due time.
+    assert next_due(1.0, 1.0, step) == pytest.approx(1.0 + step)
+    assert next_due(1.0, 1.0 + step / 2, step) == pytest.approx(1.0 + step)
+    # Stalled for a second (the port was full): one step from now minus one, not a second of backlog.
+    assert next_due(1.0, 2.0, step) == pytest.approx(2.0)
+    # Over a stall and 100 steps after it, at most one step more than the rate allows is due.
+    due, now, sent = 1.0, 2.0, 0
+    for _ in range(100):
+        due = next_due(due, now, step)
+        sent += 1
+        now = max(now, due)  # the send itself is instantaneous; the sender sleeps until due
+    assert sent <= round((now - 2.0) / step) + 1  # a schedule kept from the start sent them all at 2.0
