@@ -40,7 +40,6 @@ writes JSON (default out/bench/bg_share.json).
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 from collections.abc import Mapping, Sequence
@@ -52,6 +51,7 @@ from benchlib import print_table, write_json
 
 from geryon.demo.paired import bootstrap_ci
 from geryon.demo.predict import ITERATIONS, ORDER_SEEDS, PAYLOAD_FRACTION, sim_args
+from geryon.demo.result_file import DemoResultError, load_result
 
 MODE_ORDER = ("vanilla", "ps", "geryon", "paper", "endhost", "single")
 
@@ -71,12 +71,9 @@ def demo_json(path: str | Path) -> Path:
 
 def load(path: Path) -> dict[str, Any]:
     try:
-        data = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        raise BenchError(f"{path}: cannot read a demo result: {e}") from None
-    if not isinstance(data, dict) or data.get("format") != "geryon.demo":
-        raise BenchError(f"{path}: format: expected 'geryon.demo', got {data.get('format')!r}")
-    return data
+        return load_result(path)
+    except DemoResultError as e:
+        raise BenchError(str(e)) from None
 
 
 def _port_bytes(counters: Mapping[str, Any], host: str) -> int:
@@ -173,9 +170,7 @@ def _ps_costs(path: Path) -> Any:
 
 def measure_demo(path: Path, simulate: bool) -> dict[str, Any]:
     result = load(path)
-    runs = result.get("runs")
-    if not isinstance(runs, list):
-        raise BenchError(f"{path}: runs: expected a list")
+    runs = result["runs"]  # a list: load() checked it
     ps_costs = _ps_costs(path) if simulate else None
     modes: dict[str, Any] = {}
     for i, run in enumerate(runs):

@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import statistics
 import sys
 from pathlib import Path
@@ -58,6 +57,7 @@ from benchlib import print_table, write_json
 
 from geryon.demo import predict as P
 from geryon.demo.report import summarize as summarize_result
+from geryon.demo.result_file import DemoResultError, load_result
 from geryon.demo.stepdecomp import LAYER_OP, PULL, STEP, UPDATE_DONE, Event, decompose, read_events, summarize
 from geryon.threshold.profile import Profile
 from geryon.threshold.simulator import SimResult, simulate
@@ -107,7 +107,7 @@ def variant(setting: dict[str, Any], inflight: float | None, payload: bool) -> d
 
 
 def analyse(demo_dir: Path, ps_costs: str | None = None, incast_file: str | None = None) -> dict[str, Any]:
-    result = json.loads((demo_dir / "demo.json").read_text())
+    result = load_result(demo_dir / "demo.json")
     config = P._config(result)
     incluster = result.get("incluster") or {}
     if not isinstance(incluster.get("profile"), dict):
@@ -240,7 +240,11 @@ def main(argv: list[str] | None = None) -> int:
     variants = VARIANTS + ((WITH_PS,) if args.ps_costs else ()) + ((WITH_INCAST,) if args.incast else ())
     reports = []
     for d in args.dirs:
-        rep = analyse(Path(d), args.ps_costs, args.incast)
+        try:
+            rep = analyse(Path(d), args.ps_costs, args.incast)
+        except DemoResultError as e:
+            print(f"{ap.prog}: error: {e}", file=sys.stderr)
+            return 2
         reports.append(rep)
         if rep["per_class"] and WITH_PER_CLASS not in variants:
             variants += (WITH_PER_CLASS,)

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from geryon.demo.report import summarize
+from geryon.demo.result_file import DemoResultError, check_result
 from geryon.demo.timeline import class_order
 
 CHARTS = ("throughput.png", "scaling.png", "search.png", "timeline.png")
@@ -443,18 +444,15 @@ def redraw(data: Any, out_dir: Path, stem: str) -> list[Path]:
 
 
 def _check_result(data: Any, where: str) -> None:
-    if not isinstance(data, Mapping):
+    if not where and not isinstance(data, Mapping):
         raise ChartInputError(
-            f"{where or 'the JSON'}: expected a geryon demo result (an object) or a list of them "
-            f"(bench.json), got {type(data).__name__}"
+            "the JSON: expected a geryon demo result (an object) or a list of them (bench.json), "
+            f"got {type(data).__name__}"
         )
-    if data.get("format") != "geryon.demo":
-        raise ChartInputError(
-            f"{where}format: expected 'geryon.demo' (a geryon demo or bench result), "
-            f"got {data.get('format')!r}"
-        )
-    if not isinstance(data.get("runs"), list):
-        raise ChartInputError(f"{where}runs: expected a list of runs, got {type(data.get('runs')).__name__}")
+    try:
+        check_result(data, where)
+    except DemoResultError as e:
+        raise ChartInputError(str(e)) from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
