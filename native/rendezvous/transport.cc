@@ -1588,6 +1588,8 @@ class ServerConn : public EventLoop::Handler, public std::enable_shared_from_thi
       NoteProgress();
       counters_->bytes_sent += static_cast<uint64_t>(n);
       sent += static_cast<size_t>(n);
+      size_t offered = 0;
+      for (size_t i = next; i < iov_.size(); ++i) offered += iov_[i].iov_len;
       for (size_t left = static_cast<size_t>(n); left > 0;) {  // past what went out
         iovec& v = iov_[next];
         const size_t took = std::min(left, v.iov_len);
@@ -1595,6 +1597,10 @@ class ServerConn : public EventLoop::Handler, public std::enable_shared_from_thi
         v.iov_len -= took;
         left -= took;
         if (v.iov_len == 0) ++next;
+      }
+      if (static_cast<size_t>(n) < offered) {  // the socket is full now (see WriteFrom)
+        result = WriteResult::kWouldBlock;
+        break;
       }
     }
     if (sent > 0 && last_unfinished_ && batch_.front()->id != last_id_) counters_->preemptions += 1;
@@ -2315,6 +2321,10 @@ class ServerConn : public EventLoop::Handler, public std::enable_shared_from_thi
         r->frame_sent += static_cast<size_t>(n);
         counters_->bytes_sent += static_cast<uint64_t>(n);  // as it goes: shows a long response's progress
         r->wire_bytes += static_cast<uint64_t>(n);
+        // Took part of what was offered: the socket is full now (the kernel set SOCK_NOSPACE, so
+        // EPOLLOUT comes when it has room). Another sendmsg now would only fail with EAGAIN.
+        const size_t offered = iov[0].iov_len + (iovcnt > 1 ? iov[1].iov_len : 0);
+        if (static_cast<size_t>(n) < offered) return WriteResult::kWouldBlock;
       }
       r->in_frame = false;
       if (r->chunked) counters_->chunks_sent += 1;  // every frame of a chunked response is one chunk
