@@ -23,8 +23,9 @@ of the class (what sender_order=host orders together; variant urgency-connection
 `--variants a,b,...` (bench_rendezvous.py --order --variants ...) measures sender settings apart, all
 interleaved in one run (a b c a b c ...), each against `arrival` paired per repeat (see VARIANTS):
 the burst hold (hold=off), the inline write of small responses (inline=off: everything through
-the writer thread; inline=drain: the producing thread writes what is pending, most urgent first),
-and the unsent-bytes bound of the socket (notsent_lowat).
+the event loop's write passes, the writer thread until issue 16; inline=drain: the producing
+thread writes what is pending, most urgent first), and the unsent-bytes bound of the socket
+(notsent_lowat).
 """
 
 from __future__ import annotations

@@ -85,7 +85,16 @@ bool EventLoop::Add(std::shared_ptr<Handler> h) {
   return true;
 }
 
+bool EventLoop::InLoop() const { return loop_thread_.load(std::memory_order_relaxed) == std::this_thread::get_id(); }
+
 void EventLoop::Post(std::function<void()> f) {
+  // From a handler's callback (e.g. a connection scheduling its write pass): no lock, no wake-up;
+  // Run takes these after the current batch of events. (`loop_thread_` equals this thread's id only
+  // on the loop thread, which set it; any other thread reads another id, whenever it reads it.)
+  if (InLoop()) {
+    deferred_.push_back(std::move(f));
+    return;
+  }
   bool wake;
   {
     MutexLock l(mu_);
@@ -113,29 +122,50 @@ void EventLoop::Register(std::shared_ptr<Handler> h) {
 void EventLoop::Watch(Handler* h, bool on) {
   Entry* e = Find(h);
   if (e == nullptr || e->watching == on) return;
-  epoll_event ev{};
-  // Level-triggered: what one recv() leaves in the socket is reported again by the next wait.
-  ev.events = EPOLLIN | EPOLLRDHUP;
-  ev.data.ptr = e;
-  // Stopping is a delete, not a change to no events: EPOLLHUP and EPOLLERR are reported whatever
-  // the mask says, and level-triggered they would wake the loop over and over.
-  if (epoll_ctl(epoll_fd_, on ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, h->fd(), &ev) != 0) {
-    LOG(ERROR) << "Geryon data plane: epoll_ctl(" << (on ? "ADD" : "DEL") << ") on descriptor " << h->fd()
-               << " failed: " << std::strerror(errno);
-    if (on) {  // never watched: the handler hears of it as a read that fails (its socket's error)
-      e->watching = false;
-      return;
-    }
-  }
   e->watching = on;
+  if (!Update(e) && on) e->watching = false;  // never watched: the handler hears of it as a read that fails
+}
+
+void EventLoop::WatchWrite(Handler* h, bool on) {
+  Entry* e = Find(h);
+  if (e == nullptr || e->writing == on) return;
+  e->writing = on;
+  if (!Update(e) && on) e->writing = false;
+}
+
+bool EventLoop::Update(Entry* e) {
+  uint32_t events = 0;
+  // Level-triggered: what one recv() leaves in the socket is reported again by the next wait, and
+  // a socket with room in its send buffer is reported writable at every wait while `writing`.
+  if (e->watching) events |= EPOLLIN | EPOLLRDHUP;
+  if (e->writing) events |= EPOLLOUT;
+  // No interest is a delete, not a change to no events: EPOLLHUP and EPOLLERR are reported whatever
+  // the mask says, and level-triggered they would wake the loop over and over.
+  const int op = events == 0 ? EPOLL_CTL_DEL : e->in_epoll ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;
+  if (op == EPOLL_CTL_DEL && !e->in_epoll) return true;
+  epoll_event ev{};
+  ev.events = events;
+  ev.data.ptr = e;
+  if (epoll_ctl(epoll_fd_, op, e->handler->fd(), &ev) != 0) {
+    LOG(ERROR) << "Geryon data plane: epoll_ctl("
+               << (op == EPOLL_CTL_ADD ? "ADD" : op == EPOLL_CTL_MOD ? "MOD" : "DEL") << ") on descriptor "
+               << e->handler->fd() << " failed: " << std::strerror(errno);
+    if (op == EPOLL_CTL_DEL) e->in_epoll = false;  // as good as gone: the descriptor is closed next
+    return false;
+  }
+  e->in_epoll = events != 0;
+  return true;
 }
 
 void EventLoop::Remove(Handler* h) {
   auto it = entries_.find(h);
   if (it == entries_.end()) return;
   ClearTimer(h);
-  Watch(h, false);  // before the handler closes its descriptor, whose number may be reused at once
-  it->second->removed = true;
+  // Out of the epoll set before the handler closes its descriptor, whose number may be reused at once.
+  Entry* e = it->second.get();
+  e->watching = e->writing = false;
+  Update(e);
+  e->removed = true;
   removed_.push_back(std::move(it->second));
   entries_.erase(it);
 }
@@ -194,15 +224,20 @@ void EventLoop::StopAll() {
 }
 
 void EventLoop::Run() {
+  loop_thread_.store(std::this_thread::get_id(), std::memory_order_relaxed);
   epoll_event events[kMaxEvents];
   while (true) {
-    const int n = epoll_wait(epoll_fd_, events, kMaxEvents, -1);
+    // What handlers posted during the last batch ran after it; what those posted in turn runs after
+    // the next wait, which then only polls (a write pass that re-posts itself does not starve reads).
+    const int n = epoll_wait(epoll_fd_, events, kMaxEvents, deferred_.empty() ? -1 : 0);
     if (n < 0) {
       if (errno == EINTR) continue;
       // Not expected (EBADF, EINVAL): the connections can no longer be read, so they are closed.
       LOG(ERROR) << "Geryon data plane: epoll_wait failed: " << std::strerror(errno)
                  << "; closing every accepted connection";
+      deferred_.clear();
       StopAll();
+      loop_thread_.store(std::thread::id(), std::memory_order_relaxed);  // a later thread may get its id
       return;
     }
     bool wake = false, timer = false;
@@ -217,8 +252,13 @@ void EventLoop::Run() {
         continue;
       }
       Entry* e = static_cast<Entry*>(tag);
-      if (e->removed || !e->watching) continue;  // removed or paused earlier in this batch
-      e->handler->OnReadable();
+      const uint32_t got = events[i].events;
+      // Skipped when removed or paused earlier in this batch. Reads first: a request read now is
+      // ordered with what is queued before the write below picks.
+      if (!e->removed && e->watching && (got & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0) {
+        e->handler->OnReadable();
+      }
+      if (!e->removed && e->writing && (got & (EPOLLOUT | EPOLLHUP | EPOLLERR)) != 0) e->handler->OnWritable();
     }
     if (timer) {
       uint64_t expirations;
@@ -244,11 +284,18 @@ void EventLoop::Run() {
       if (stopping) {
         for (auto& h : adding) h->OnStop();  // never registered: closed all the same
         removed_.clear();
+        deferred_.clear();
         StopAll();
+        loop_thread_.store(std::thread::id(), std::memory_order_relaxed);
         return;
       }
       for (auto& h : adding) Register(std::move(h));
       for (auto& f : posted) f();
+    }
+    if (!deferred_.empty()) {
+      std::vector<std::function<void()>> deferred;
+      deferred.swap(deferred_);
+      for (auto& f : deferred) f();  // what these post goes to deferred_ again: after the next wait
     }
     removed_.clear();
   }

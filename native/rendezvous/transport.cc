@@ -87,9 +87,9 @@ constexpr uint32_t kMaxTaskBytes = 1024;
 constexpr uint32_t kMaxDims = 254;  // TensorShape's own limit
 constexpr uint64_t kMaxProtoBytes = (1ull << 31) - 1;
 constexpr uint32_t kMaxErrorBytes = 1 << 20;
-// Accepted connections alive at once in this process (a descriptor each, and a writer thread once
-// its hello is accepted); more are refused, so a flood of connections cannot exhaust the process's
-// threads or descriptors. The limit is sized from the cluster
+// Accepted connections alive at once in this process (a descriptor and a reader's buffer each; the
+// event loop reads and writes them all); more are refused, so a flood of connections cannot exhaust
+// the process's descriptors. The limit is sized from the cluster
 // (connection_limits.h: SizeAcceptedConnections, when a transport starts or learns tasks).
 std::atomic<int> g_accepted{0};
 // A connection must send its hello within this time from its accept, else it is closed (its slot of
@@ -97,11 +97,16 @@ std::atomic<int> g_accepted{0};
 constexpr int kHelloTimeoutSeconds = 10;
 // Responses up to this size are written by the thread that produced them when the socket is idle.
 constexpr int64_t kInlineResponseBytes = 64 * 1024;
+// A write pass of the event loop (ServerConn::WritePass) makes at most this many sendmsg calls for
+// one connection, then goes back to epoll_wait: a 100 MB response (in arrival order one frame)
+// takes turns with the other connections' reads and writes. On loopback one call moves up to the
+// socket's send buffer (megabytes), so the extra epoll_wait per pass costs little.
+constexpr int kPassSends = 4;
 constexpr uint8_t kRaw = 0, kProto = 1, kError = 2, kRawChunked = 3;
 // A response's head without its dims: u32 magic, u64 id, u8 kind, u8 dead, u16 0, then u32 dtype,
 // u32 ndims, dims, u64 nbytes (an error's: u32 code, u32 length, message).
 constexpr size_t kResponseHeadBytes = 32;
-// The producer's writer sends up to kMaxBatchFrames queued responses of at most kBatchFrameBytes
+// A producer's write pass sends up to kMaxBatchFrames queued responses of at most kBatchFrameBytes
 // each with one sendmsg (WriteBatch): one sendmsg per 4 KiB response was a third of the PS's CPU time
 // in the 200 x 4 KiB step (perf, issue 16). IOV_MAX (1024) bounds the iovecs: two per frame.
 constexpr size_t kMaxBatchFrames = 64;
@@ -223,8 +228,8 @@ struct FlowCounters {
   // producer (issue 14): ns spent in the ordered queue's code (insert, pick), chunk frames sent, and
   // preemptions: a chunked response sent in part went back to the queue and another went next.
   std::atomic<uint64_t> order_ns{0}, chunks_sent{0}, preemptions{0};
-  // producer, host order: times a writer yielded to a more urgent response of the same class on
-  // another connection, and the ns it waited.
+  // producer, host order: times a connection's write passes yielded to a more urgent response of the
+  // same class on another connection, and the ns they waited.
   std::atomic<uint64_t> host_waits{0}, host_wait_ns{0};
   // issue 16: consumer: cancel frames sent for aborted receives; producer: responses dropped (queued,
   // or half sent in chunks) because their consumer cancelled them.
@@ -404,8 +409,8 @@ bool Get(int fd, T* v, std::string* error) {
 
 // ---- threads -----------------------------------------------------------------------------------
 
-// The transport's threads: the accept loop, the event loop that reads every accepted connection,
-// per accepted connection its writer, per dialed connection the consumer's reader, and short-lived
+// The transport's threads: the accept loop, the event loop that reads and writes every accepted
+// connection, per dialed connection the consumer's reader, and short-lived
 // ones (a connect, a hello's DNS lookup). Each one ends when its socket does (or its work); the
 // set joins those that ended whenever it starts another (so it holds about one entry per open
 // connection), and on Stop() wakes every one through its `stop` (shutdown of its socket) and joins
@@ -968,15 +973,16 @@ void PendingRecv::Abort(const absl::Status& status) {
 
 // Host order (sender_order=host): one urgency order per process and class across its producer
 // connections. Each connection publishes the rank of its most urgent pending response (queued, half
-// sent, or being written); a writer about to start a response or a chunk of rank r yields while
+// sent, or being written); a connection about to start a response or a chunk of rank r yields while
 // another connection of the class has published a rank below r. Equal ranks go together; unranked
 // (kUnranked) is last by value. Per connection, order inside its own queue is unchanged.
-// A more urgent connection whose write has been blocked for kStallNs (its consumer does not read, or
-// its path is congested) stops holding the others back: the order is kept against senders that can
-// send, never at the price of idling the link behind a stuck consumer.
+// A more urgent connection whose socket has been full for kStallNs (it waits for EPOLLOUT with a
+// response pending: its consumer does not read, or its path is congested) stops holding the others
+// back: the order is kept against senders that can send, never at the price of idling the link
+// behind a stuck consumer.
 constexpr int64_t kNothingPending = std::numeric_limits<int64_t>::max();
 constexpr int64_t kStallNs = 100 * 1000 * 1000;
-constexpr auto kHostPoll = std::chrono::milliseconds(5);  // re-check a stall while waiting
+constexpr int64_t kHostPollNs = 5 * 1000 * 1000;  // a yielding connection re-checks (a stall) this often
 
 class HostOrder {
  public:
@@ -985,8 +991,10 @@ class HostOrder {
     return orders[cls];
   }
 
-  // `blocked_since`: the connection's NowNs() when its writer entered a blocking send, 0 otherwise.
+  // `blocked_since`: the connection's NowNs() since when its socket is full with a response pending
+  // (it waits for EPOLLOUT), 0 otherwise.
   void Publish(const void* conn, int64_t rank, const std::shared_ptr<std::atomic<int64_t>>& blocked_since) {
+    std::vector<std::function<void()>> wake;
     {
       MutexLock l(mu_);
       auto it = heads_.find(conn);
@@ -1000,9 +1008,12 @@ class HostOrder {
       } else {
         it->second.rank = rank;
       }
-      if (waiters_ == 0) return;
+      if (watchers_.empty()) return;
+      // Something changed: every yielding connection checks again (one-shot, as notify_all was).
+      for (auto& [other, f] : watchers_) wake.push_back(std::move(f));
+      watchers_.clear();
     }
-    cv_.notify_all();
+    for (auto& f : wake) f();  // outside mu_: a wake posts to the event loop
   }
 
   // True if another connection of the class has a more urgent response pending and can send it.
@@ -1011,14 +1022,21 @@ class HostOrder {
     return MoreUrgentLocked(conn, rank, NowNs());
   }
 
-  // Waits (bounded by kHostPoll, so a stall is noticed) until nothing more urgent than `rank` is
-  // pending elsewhere or something published changed; the caller re-checks its own queue then.
-  void WaitChange(const void* conn, int64_t rank) {
-    UniqueLock l(mu_);
-    if (!MoreUrgentLocked(conn, rank, NowNs())) return;
-    waiters_ += 1;
-    cv_.wait_for(l, kHostPoll);
-    waiters_ -= 1;
+  // As MoreUrgentElsewhere; when true, `wake` runs (once, on the publishing thread) at the next
+  // change any connection of the class publishes, so the yielding connection checks again then
+  // (a stall, which publishes nothing, is the caller's timer's: kHostPollNs). Checked and
+  // registered under one lock, so no change falls between them.
+  bool MoreUrgentElsewhereOrWatch(const void* conn, int64_t rank, const std::function<void()>& wake) {
+    MutexLock l(mu_);
+    if (!MoreUrgentLocked(conn, rank, NowNs())) return false;
+    watchers_[conn] = wake;  // a copy only when yielding
+    return true;
+  }
+
+  // The connection is closed: no wake for it any more.
+  void Unwatch(const void* conn) {
+    MutexLock l(mu_);
+    watchers_.erase(conn);
   }
 
  private:
@@ -1037,9 +1055,8 @@ class HostOrder {
   }
 
   Mutex mu_;
-  CondVar cv_;
-  int waiters_ TF_GUARDED_BY(mu_) = 0;
   std::unordered_map<const void*, Head> heads_ TF_GUARDED_BY(mu_);  // a few connections per class
+  std::unordered_map<const void*, std::function<void()>> watchers_ TF_GUARDED_BY(mu_);
 };
 
 struct Response {
@@ -1087,7 +1104,9 @@ struct Response {
   }
 };
 
-enum class WriteResult { kDone, kMore, kWouldBlock, kFailed };
+// kDone: the response is finished. kMore: a frame finished, more frames follow. kWouldBlock: the
+// socket is full. kPaused: the write pass's sends are used up (ServerConn::WritePass). kFailed.
+enum class WriteResult { kDone, kMore, kWouldBlock, kPaused, kFailed };
 
 class ServerConn;
 
@@ -1096,7 +1115,7 @@ class ServerConn;
 // cluster that named the task, e.g. the coordinator's session, is gone). The event loop thread's
 // own, as the connections' reads are: FinishHello lists a connection, End and OnStop unlist it, and
 // CloseForgotten runs there through EventLoop::Post; so it needs no lock. Weak references: a
-// connection is owned by the loop and its writer thread, never by this list.
+// connection is owned by the loop (and by the closures it posts for the connection), never by this list.
 class ServingConns {
  public:
   void Add(const std::string& task, const std::shared_ptr<ServerConn>& conn) { by_task_[task][conn.get()] = conn; }
@@ -1122,11 +1141,12 @@ class ServingConns {
   std::map<std::string, std::unordered_map<const ServerConn*, std::weak_ptr<ServerConn>>> by_task_;
 };
 
-// A producer (accepted) connection. Its reads (the hello, then request and cancel frames) are the
-// transport's event loop's (EventLoop::Handler, on the loop thread only, never blocking); its
-// writes are its own writer thread's (WriteLoop), started once the hello is accepted, or the
-// producing thread's (Enqueue's inline writes). So a connection costs one thread, and none before
-// its hello. Its descriptor is closed when both the loop and the writer are done with it (Release).
+// A producer (accepted) connection. Its reads (the hello, then request and cancel frames) and its
+// writes are the transport's event loop's (EventLoop::Handler, on the loop thread only, never
+// blocking): a write pass (WritePass) sends what is queued, non-blocking, and waits for EPOLLOUT
+// when the socket is full; or the producing thread writes (Enqueue's inline writes, which never
+// block either). So an accepted connection costs no thread (until issue 16 two: a reader and a
+// writer). Its descriptor is closed by the loop when it lets go of it (Release).
 class ServerConn : public EventLoop::Handler, public std::enable_shared_from_this<ServerConn> {
  public:
   ServerConn(int fd, std::string peer_ip, EventLoop* loop, ThreadSet* threads, ServingConns* serving,
@@ -1183,20 +1203,37 @@ class ServerConn : public EventLoop::Handler, public std::enable_shared_from_thi
   }
 
   // Loop thread: the hello's deadline (no hello within kHelloTimeoutSeconds: the words the blocking
-  // read's SO_RCVTIMEO gave), or the end of a burst hold's gap wait (HoldAfterServe).
+  // read's SO_RCVTIMEO gave), or, serving, whichever of its two deadlines is due (the loop keeps
+  // one per handler, set to the earlier: ArmTimer): the end of a burst hold's gap wait
+  // (HoldAfterServe), host order's re-check of a yielding write pass (WritePass).
   void OnTimer() override {
     if (phase_ == Phase::kHello) {
       FailHello("timed out waiting for data", false, false);
       return;
     }
-    if (phase_ != Phase::kServing || !gap_timer_) return;
-    gap_timer_ = false;
-    if (MoreRequestsReadable()) return;  // the next request's header is there: go on holding
-    held_ = 0;
-    SetHolding(false);
+    if (phase_ != Phase::kServing) return;
+    const int64_t now = EventLoop::NowNs();
+    bool write = false;
+    if (host_recheck_ns_ != 0 && host_recheck_ns_ <= now) {
+      host_recheck_ns_ = 0;
+      write = true;
+    }
+    if (gap_deadline_ns_ != 0 && gap_deadline_ns_ <= now) {
+      gap_deadline_ns_ = 0;
+      if (!MoreRequestsReadable()) {  // else the next request's header is there: go on holding
+        held_ = 0;
+        SetHolding(false);  // schedules a write pass
+      }
+    }
+    ArmTimer();  // the one not due yet, if any
+    if (write) WritePass();
   }
 
-  // Loop thread, the loop stopping (the transport is destroyed): the writer ends too (Close).
+  // Loop thread: the socket has room again (or failed) while a write pass waited for it.
+  void OnWritable() override { WritePass(); }
+
+  // Loop thread, the loop stopping (the transport is destroyed): queued responses dropped (Close),
+  // the descriptor closed.
   void OnStop() override {
     phase_ = Phase::kDone;
     Unlist();
@@ -1208,11 +1245,11 @@ class ServerConn : public EventLoop::Handler, public std::enable_shared_from_thi
   // Loop thread (TcpTransport::CloseForgotten): no cluster the transport holds names this
   // connection's task any longer (the last session that named it ended), so the connection is closed
   // the way it is when its consumer goes away (End): queued responses dropped, steps with requests
-  // still waiting for their tensor aborted, the writer ended, the descriptor closed by whoever lets
-  // go of it last. Not an error: nothing is logged here or counted in `errors` (the transport logs
-  // one line per task). The consumer sees an ordinary closed flow; its next receive redials and gets
-  // the refusal every stranger gets. A connection not serving yet is left alone: its hello is checked
-  // against the view when it is read (CheckHello), or again after its lookup (Resolved).
+  // still waiting for their tensor aborted, the descriptor closed. Not an error: nothing is logged
+  // here or counted in `errors` (the transport logs one line per task). The consumer sees an
+  // ordinary closed flow; its next receive redials and gets the refusal every stranger gets. A
+  // connection not serving yet is left alone: its hello is checked against the view when it is read
+  // (CheckHello), or again after its lookup (Resolved).
   void CloseForgotten(const std::string& why) {
     if (phase_ != Phase::kServing) return;
     End(why, false);
@@ -1235,11 +1272,13 @@ class ServerConn : public EventLoop::Handler, public std::enable_shared_from_thi
     r->whole = push_;
     r->unresolved = unresolved;
     // inline=small: a small response with nobody writing and nothing queued goes out now, from the
-    // thread that produced it: a hop to the writer thread costs more than the write, and with
-    // nothing pending there is nothing to order it against. inline=drain: the producing thread
-    // queues its response and then writes what is pending, most urgent first. Neither blocks that
-    // thread (often TF's own, or another flow's reader): what the socket does not take at once, the
-    // writer thread finishes. Under host order a more urgent response elsewhere sends it to the queue.
+    // thread that produced it: a hop to the event loop costs more than the write, and with nothing
+    // pending there is nothing to order it against. inline=drain: the producing thread queues its
+    // response and then writes what is pending, most urgent first. Neither blocks that thread (often
+    // TF's own, or the loop itself): what the socket does not take at once, a write pass of the loop
+    // finishes. Under host order a more urgent response elsewhere sends it to the queue. An inline
+    // writer holds write_mu_, so a write pass that finds it taken leaves: whoever holds write_mu_ here
+    // schedules a pass when it lets go with something still queued (ScheduleIfPending).
     InlineWrite mode = g_inline.load(std::memory_order_relaxed);
     // inline=arrival (default): small inline writes in arrival order only; in urgency order every
     // response is queued, so one produced after a burst's hold cannot overtake a more urgent queued one
@@ -1266,17 +1305,16 @@ class ServerConn : public EventLoop::Handler, public std::enable_shared_from_thi
         if (now) {
           write_mu_.AssertHeld();  // `w` holds it: try_lock succeeded, and only the branch above unlocks
           std::string error;
-          WriteResult result = WriteFrom(r.get(), /*nonblocking=*/true, /*one_frame=*/false, &error);
-          if (result == WriteResult::kDone) return;
+          WriteResult result = WriteFrom(r.get(), /*one_frame=*/false, /*sends_left=*/nullptr, &error);
           if (result == WriteResult::kFailed) {
             w.unlock();
             Close(absl::StrCat("sending a response failed: ", error), true);
             return;
           }
-          {
+          if (result != WriteResult::kDone) {
             MutexLock l(mu_);
             if (closed_) return;
-            // Part of a frame is on the wire: it must be the next thing the writer thread sends.
+            // Part of a frame is on the wire: it must be the next thing a write pass sends.
             if (r->in_frame) {
               partial_ = std::move(r);
               PublishLocked();
@@ -1284,14 +1322,17 @@ class ServerConn : public EventLoop::Handler, public std::enable_shared_from_thi
               Insert(std::move(r));
             }
           }
-          cv_.notify_one();
+          w.unlock();
+          // Also when `r` went out whole: another producing thread may have queued a response while
+          // this one held write_mu_, and the pass it scheduled found write_mu_ taken.
+          ScheduleIfPending();
           return;
         }
         if (w.owns_lock()) {
           Drain(&w);
           return;
         }
-        cv_.notify_one();
+        ScheduleIfPending();
         return;
       }
     }
@@ -1300,13 +1341,13 @@ class ServerConn : public EventLoop::Handler, public std::enable_shared_from_thi
       MutexLock l(mu_);
       if (closed_) return;  // the consumer is gone: nobody waits for this tensor
       r->seq = next_seq_++;
-      // During a burst hold the writer may send only frames that finish nothing (CandidateLocked):
-      // waking it for anything else cost a futex wake and two context switches per request, for a
-      // writer that went back to sleep (SetHolding wakes it when the hold ends).
+      // During a burst hold a pass may send only frames that finish nothing (CandidateLocked):
+      // scheduling one for anything else is a pass that sends nothing (SetHolding schedules one
+      // when the hold ends). (With the writer thread this cost a futex wake and two context switches.)
       wake = !holding_ || NextFrameIsNotLast(*r);
       Insert(std::move(r));
     }
-    if (wake) cv_.notify_one();
+    if (wake) ScheduleWrite();
   }
 
  private:
@@ -1332,7 +1373,7 @@ class ServerConn : public EventLoop::Handler, public std::enable_shared_from_thi
            static_cast<int64_t>(t.tensor_data().size()) > ChunkBytes();
   }
 
-  // Under mu_: what the writer may send next: a frame half on the wire (partial_, returned as
+  // Under mu_: what a write pass may send next: a frame half on the wire (partial_, returned as
   // queue_.end()), else the most urgent queued response, but during a burst hold only one whose
   // next frame does not finish it. `*found` false: nothing may go now.
   std::map<std::pair<int64_t, uint64_t>, std::unique_ptr<Response>>::iterator CandidateLocked(bool* found)
@@ -1401,7 +1442,7 @@ class ServerConn : public EventLoop::Handler, public std::enable_shared_from_thi
   }
 
   // inline=drain, with the write lock (released on return): writes pending responses one frame at a
-  // time, most urgent first, without blocking; leaves the rest to the writer thread.
+  // time, most urgent first, without blocking; leaves the rest to a write pass of the loop.
   void Drain(std::unique_lock<Mutex>* w) {
     write_mu_.AssertHeld();  // `*w` holds it until the unlocks below
     while (true) {
@@ -1413,7 +1454,7 @@ class ServerConn : public EventLoop::Handler, public std::enable_shared_from_thi
         r = Pick();
       }
       std::string error;
-      WriteResult result = WriteOne(r.get(), /*nonblocking=*/true, &error);
+      WriteResult result = WriteOne(r.get(), /*sends_left=*/nullptr, &error);
       if (result == WriteResult::kFailed) {
         w->unlock();
         Close(absl::StrCat("sending a response failed: ", error), true);
@@ -1425,12 +1466,29 @@ class ServerConn : public EventLoop::Handler, public std::enable_shared_from_thi
       if (result == WriteResult::kWouldBlock) break;
     }
     w->unlock();
+    ScheduleIfPending();
+  }
+
+  // Any thread, after letting go of write_mu_ (an inline writer): a write pass for what is still
+  // queued, since a pass that ran meanwhile found write_mu_ taken and left it.
+  void ScheduleIfPending() {
     bool more;
     {
       MutexLock l(mu_);
-      more = partial_ || !queue_.empty();
+      more = !closed_ && (partial_ || !queue_.empty());
     }
-    if (more) cv_.notify_one();
+    if (more) ScheduleWrite();
+  }
+
+  // Any thread: a write pass runs on the loop soon (WritePass), once however many ask before it
+  // starts: where the writer thread was woken (a condition variable until issue 16), one closure
+  // is posted, not one per response. From the loop thread itself the post costs no wake-up (EventLoop::Post).
+  void ScheduleWrite() {
+    if (write_scheduled_.exchange(true, std::memory_order_acq_rel)) return;
+    loop_->Post([self = shared_from_this()] {
+      self->write_scheduled_.store(false, std::memory_order_release);  // before the pass reads the queue
+      self->WritePass();
+    });
   }
 
   // The frame bytes of `r` if it is a small response not started yet that goes out whole in one
@@ -1487,37 +1545,51 @@ class ServerConn : public EventLoop::Handler, public std::enable_shared_from_thi
   }
 
   // With the write lock: the next frame of every response in batch_ (each a whole small response,
-  // see PickBatchLocked) in one blocking sendmsg of their heads and the tensors' own buffers (no
-  // copy); false with `*error` if the socket failed. The kernel sends them as a few large segments,
-  // so the consumer also reads them with fewer recv() calls and is woken fewer times.
-  bool WriteBatch(std::string* error) TF_EXCLUSIVE_LOCKS_REQUIRED(write_mu_) {
+  // see PickBatchLocked) in one non-blocking sendmsg of their heads and the tensors' own buffers
+  // (no copy; a few more while the socket takes part and `*sends_left` allows). The kernel sends
+  // them as a few large segments, so the consumer also reads them with fewer recv() calls and is
+  // woken fewer times. kDone: all of them went out. kWouldBlock (the socket is full) or kPaused (the
+  // pass's sends are used up): the frames that went out are done, one that went out in part keeps
+  // in_frame with its frame_sent (the caller makes it partial_), the rest are as before (in_frame
+  // false: back to the queue, unchanged). kFailed with `*error` if the socket failed.
+  WriteResult WriteBatch(int* sends_left, std::string* error) TF_EXCLUSIVE_LOCKS_REQUIRED(write_mu_) {
     ApplyNotsentLowat();
     iov_.clear();
     const int64_t now = NowNs();
     for (auto& r : batch_) {
       if (!r->encoded) Encode(r.get());
-      counters_->queue_ns += now - r->enqueued_ns;
       NextFrame(r.get());
       iov_.push_back(iovec{r->frame_head.data(), r->frame_head.size()});
       if (r->frame_len > 0) {
         iov_.push_back(iovec{const_cast<char*>(r->payload().data()) + r->frame_off, r->frame_len});
       }
     }
-    if (last_unfinished_ && batch_.front()->id != last_id_) counters_->preemptions += 1;
-    size_t next = 0;
+    WriteResult result = WriteResult::kDone;
+    size_t next = 0, sent = 0;
     while (next < iov_.size()) {
+      if (*sends_left == 0) {
+        result = WriteResult::kPaused;
+        break;
+      }
       msghdr msg{};
       msg.msg_iov = &iov_[next];
       msg.msg_iovlen = iov_.size() - next;
-      blocked_since_->store(NowNs(), std::memory_order_relaxed);  // a blocking send (HostOrder)
-      ssize_t n = sendmsg(fd_, &msg, MSG_NOSIGNAL);
-      blocked_since_->store(0, std::memory_order_relaxed);
+      ssize_t n = sendmsg(fd_, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+      *sends_left -= 1;
       if (n < 0) {
         if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) {
+          result = WriteResult::kWouldBlock;
+          break;
+        }
         *error = ErrnoText(errno);
-        return false;
+        return WriteResult::kFailed;
       }
+      NoteProgress();
       counters_->bytes_sent += static_cast<uint64_t>(n);
+      sent += static_cast<size_t>(n);
+      size_t offered = 0;
+      for (size_t i = next; i < iov_.size(); ++i) offered += iov_[i].iov_len;
       for (size_t left = static_cast<size_t>(n); left > 0;) {  // past what went out
         iovec& v = iov_[next];
         const size_t took = std::min(left, v.iov_len);
@@ -1526,34 +1598,61 @@ class ServerConn : public EventLoop::Handler, public std::enable_shared_from_thi
         left -= took;
         if (v.iov_len == 0) ++next;
       }
+      if (static_cast<size_t>(n) < offered) {  // the socket is full now (see WriteFrom)
+        result = WriteResult::kWouldBlock;
+        break;
+      }
     }
+    if (sent > 0 && last_unfinished_ && batch_.front()->id != last_id_) counters_->preemptions += 1;
+    size_t left = sent;  // what went out, frame by frame in batch order
     for (auto& r : batch_) {
+      const size_t total = r->frame_head.size() + r->frame_len;
+      if (left == 0) {
+        r->in_frame = false;  // nothing of it went out: queued again as it was
+        continue;
+      }
+      counters_->queue_ns += now - r->enqueued_ns;
+      last_id_ = r->id;
+      if (left < total) {  // half on the wire: it goes on first (partial_)
+        r->frame_sent = left;
+        r->wire_bytes += left;
+        last_unfinished_ = true;
+        left = 0;
+        continue;
+      }
+      left -= total;
       r->in_frame = false;
-      r->wire_bytes += r->frame_head.size() + r->frame_len;  // all of its frame went out
+      r->wire_bytes += total;  // all of its frame went out
       if (r->chunked) counters_->chunks_sent += 1;
       r->head_sent = true;
       r->payload_done = r->frame_off + r->frame_len;
       if (!FrameLeft(*r)) FinishResponse(*r);
-    }
-    last_id_ = batch_.back()->id;
-    last_unfinished_ = FrameLeft(*batch_.back());
-    return true;
-  }
-
-  // With the write lock: one frame of `r` (the rest of a half-sent one, else the next), counting a
-  // preemption when another response goes out while a chunked one is half sent.
-  WriteResult WriteOne(Response* r, bool nonblocking, std::string* error) TF_EXCLUSIVE_LOCKS_REQUIRED(write_mu_) {
-    if (last_unfinished_ && r->id != last_id_) counters_->preemptions += 1;
-    if (!r->started()) counters_->queue_ns += NowNs() - r->enqueued_ns;
-    WriteResult result = WriteFrom(r, nonblocking, /*one_frame=*/true, error);
-    if (result == WriteResult::kDone || result == WriteResult::kMore) {
-      last_id_ = r->id;
-      last_unfinished_ = result == WriteResult::kMore;
-    } else if (result == WriteResult::kWouldBlock && r->in_frame) {
-      last_id_ = r->id;
-      last_unfinished_ = true;
+      last_unfinished_ = FrameLeft(*r);
     }
     return result;
+  }
+
+  // With the write lock: one frame of `r` (the rest of a half-sent one, else the next), without
+  // blocking, counting a preemption when another response goes out while a chunked one is half
+  // sent. Counters move only when some of it went out (a socket full before its first byte leaves
+  // `r` as it was, to be tried again).
+  WriteResult WriteOne(Response* r, int* sends_left, std::string* error) TF_EXCLUSIVE_LOCKS_REQUIRED(write_mu_) {
+    const bool was_started = r->started();
+    const uint64_t wire_before = r->wire_bytes;
+    const int64_t now = NowNs();
+    const bool preempts = last_unfinished_ && r->id != last_id_;
+    WriteResult result = WriteFrom(r, /*one_frame=*/true, sends_left, error);
+    if (result == WriteResult::kFailed || r->wire_bytes == wire_before) return result;
+    if (preempts) counters_->preemptions += 1;
+    if (!was_started) counters_->queue_ns += now - r->enqueued_ns;
+    last_id_ = r->id;
+    last_unfinished_ = result != WriteResult::kDone;  // a frame or a chunk of it left
+    return result;
+  }
+
+  // A send made progress: the socket is not stuck (HostOrder's stall detection, blocked_since_).
+  void NoteProgress() {
+    if (blocked_since_->load(std::memory_order_relaxed) != 0) blocked_since_->store(0, std::memory_order_relaxed);
   }
 
   void Close(const std::string& why, bool log_error) {
@@ -1563,13 +1662,15 @@ class ServerConn : public EventLoop::Handler, public std::enable_shared_from_thi
     queue_.clear();
     partial_.reset();
     PublishLocked();  // nothing pending: other connections of the class no longer yield to this one
+    HostOrder::ForClass(cls_).Unwatch(this);
     if (log_error) {
       LOG(ERROR) << "Geryon data plane: closing the connection from " << peer_ip_ << " ("
                  << (peer_task_.empty() ? "before its hello" : peer_task_) << "): " << why;
       if (counters_) counters_->errors += 1;
     }
+    // Ends the reading too: the loop reads EOF and lets the connection go (End), when Close came
+    // from a write (a pass's, or an inline writer's on another thread).
     shutdown(fd_, SHUT_RDWR);
-    cv_.notify_all();
   }
 
   // Tells the consumer why it is refused (RefusalFrame), so that its receives fail with
@@ -1704,7 +1805,8 @@ class ServerConn : public EventLoop::Handler, public std::enable_shared_from_thi
   }
 
   // Loop thread: only the host the cluster spec names for that task may speak for it. Accepted: the
-  // socket is marked, the writer thread started, the hello answered, and requests are read.
+  // socket is marked, the hello answered, and requests are read (and their responses written by the
+  // loop: no thread is started).
   void FinishHello(const std::string& host, const std::set<std::string>& addresses) {
     if (addresses.count(peer_ip_) == 0) {
       FailHello(absl::StrCat("refused: ", hello_task_, " is at ", host, " in the cluster spec, not at ", peer_ip_),
@@ -1720,22 +1822,14 @@ class ServerConn : public EventLoop::Handler, public std::enable_shared_from_thi
     counters_->connections += 1;
     counters_->dscp = DscpForClass(cls_);
     counters_->local_port = LocalPort(fd_);
-    // The writer, started after everything it reads is set (thread creation orders it).
+    // What a producing thread reads of it (Enqueue: counters_, push_, cls_) is published by the
+    // locks and the loop's queue that bring it the request, all taken after this.
     auto self = shared_from_this();
-    std::weak_ptr<ServerConn> weak = self;
-    holders_ += 1;
-    if (!threads_->Spawn(
-            [self] {
-              self->WriteLoop();
-              self->Release();
-            },
-            [weak] {
-              if (auto conn = weak.lock()) conn->Close("the transport is shutting down", false);
-            })) {
-      holders_ -= 1;
-      Refuse("cannot start a thread for the connection (the transport is stopping or out of threads)");
-      return;
-    }
+    // Host order's wake for a yielding write pass (made once: a weak reference, so a class's
+    // watchers never keep a closed connection alive).
+    wake_ = [weak = std::weak_ptr<ServerConn>(self)] {
+      if (auto conn = weak.lock()) conn->ScheduleWrite();
+    };
     WriteAck(local_task_);
     phase_ = Phase::kServing;
     serving_->Add(peer_task_, self);  // closed if its task is forgotten (CloseForgotten)
@@ -1759,9 +1853,8 @@ class ServerConn : public EventLoop::Handler, public std::enable_shared_from_thi
     End(error, error != "connection closed by peer" && !not_me);
   }
 
-  // Loop thread: out of threads after an acceptable hello: a transient refusal (Unavailable, as at
-  // the connection limit: TF retries it), logged, and closed (before, a thread that could not start
-  // refused the connection at its accept, without a word to the consumer).
+  // Loop thread: out of threads for a hello's host lookup (CheckHello): a transient refusal
+  // (Unavailable, as at the connection limit: TF retries it), logged, and closed.
   void Refuse(const std::string& why) {
     const std::string frame =
         RefusalFrame(local_task_, absl::StrCat("refused the connection: ", why), absl::StatusCode::kUnavailable);
@@ -1773,8 +1866,8 @@ class ServerConn : public EventLoop::Handler, public std::enable_shared_from_thi
     End(why, true);
   }
 
-  // Loop thread: the connection's reading ends (EOF, an error, a refused hello): closed (which ends
-  // the writer), no longer watched, and the loop's hold on the descriptor let go.
+  // Loop thread: the connection's reading ends (EOF, an error, a refused hello): closed (queued
+  // responses dropped), no longer watched, and the descriptor closed.
   void End(const std::string& why, bool log_error) {
     const bool serving = phase_ == Phase::kServing;
     phase_ = Phase::kDone;
@@ -1786,10 +1879,12 @@ class ServerConn : public EventLoop::Handler, public std::enable_shared_from_thi
     Release();
   }
 
-  // The loop (End, OnStop) and the writer thread (when it returns) each let go once; the last one
-  // closes the descriptor, under the write lock, since an inline writer (Enqueue) may hold it.
+  // Loop thread (End, OnStop, once: the loop calls neither after Remove): closes the descriptor,
+  // under the write lock, since an inline writer (Enqueue) may hold it; closed_ is set by then, so
+  // no writer touches the descriptor afterwards (its number may be reused at once).
   void Release() {
-    if (holders_.fetch_sub(1) != 1) return;
+    if (released_) return;
+    released_ = true;
     MutexLock w(write_mu_);
     close(fd_);
     g_accepted -= 1;
@@ -1854,7 +1949,7 @@ class ServerConn : public EventLoop::Handler, public std::enable_shared_from_thi
   // A cancel frame: the consumer gave receive `id` up. Its queued response is dropped, also one half
   // sent in chunks (the queue holds those between frames only); one not produced yet is remembered
   // and dropped when it comes (Enqueue), one being written now stops after its current frame
-  // (WriteLoop). A response sent whole cannot be recalled once its frame started.
+  // (PutBackLocked). A response sent whole cannot be recalled once its frame started.
   void Cancel(uint64_t id) {
     // Still waiting for its tensor: the consumer's step is over (its receive was aborted), so this
     // task's part of the step is aborted too, as TF's worker does when a RecvTensor call is cancelled.
@@ -1901,7 +1996,7 @@ class ServerConn : public EventLoop::Handler, public std::enable_shared_from_thi
   }
 
   // Loop thread, outside mu_ (the hook logs and hands the abort to a thread of TF's: it does not
-  // wait, but neither the writer nor a producing thread should wait on mu_ meanwhile).
+  // wait, but no producing thread should wait on mu_ meanwhile).
   void AbortStep(int64_t step_id, const std::string& what) {
     if (!abort_step_) return;
     if (counters_) counters_->steps_aborted += 1;
@@ -1917,15 +2012,16 @@ class ServerConn : public EventLoop::Handler, public std::enable_shared_from_thi
     return true;
   }
 
-  // Urgency order: holds the writes while the next request is already readable (see
-  // kRequestHeadBytes), so the responses of one burst are ordered together.
+  // Loop thread. Urgency order: holds the writes while the next request is already readable (see
+  // kRequestHeadBytes), so the responses of one burst are ordered together. Ending a hold schedules
+  // a write pass (what the hold kept queued; Enqueue schedules none for that).
   void SetHolding(bool hold) {
     {
       MutexLock l(mu_);
       if (holding_ == hold) return;
       holding_ = hold;
     }
-    if (!hold) cv_.notify_one();
+    if (!hold && phase_ == Phase::kServing) ScheduleWrite();
   }
 
   // What the FrameReader already holds counts too: a burst's requests are often in its buffer
@@ -1944,12 +2040,12 @@ class ServerConn : public EventLoop::Handler, public std::enable_shared_from_thi
   // consumer's executor issues a step's receives one by one, and under load they trickle in tens
   // of microseconds apart: whatever the producer wrote before the most urgent request was read
   // completed first (bench_rendezvous --order: the first 1 to 9 completions out of rank order
-  // in every step whose tau was below 0.95). During a hold the writer still sends chunks that do
+  // in every step whose tau was below 0.95). During a hold a write pass still sends chunks that do
   // not finish their response (CandidateLocked), so the link does not idle behind the hold.
   void HoldBeforeServe() {
-    if (gap_timer_) {  // the request the gap wait was for came: HoldAfterServe's wait is over
-      loop_->ClearTimer(this);
-      gap_timer_ = false;
+    if (gap_deadline_ns_ != 0) {  // the request the gap wait was for came: HoldAfterServe's wait is over
+      gap_deadline_ns_ = 0;
+      ArmTimer();
     }
     const bool on = CurrentResponseOrder() == ResponseOrder::kUrgency && g_hold.load(std::memory_order_relaxed) &&
                     held_ < kMaxHeldRequests;
@@ -1969,48 +2065,67 @@ class ServerConn : public EventLoop::Handler, public std::enable_shared_from_thi
   // waited in ppoll for the gap.
   void HoldAfterServe() {
     if (!gap_wait_ || MoreRequestsReadable()) return;
-    loop_->SetTimer(this, EventLoop::NowNs() + gap_ns_);
-    gap_timer_ = true;
+    gap_deadline_ns_ = EventLoop::NowNs() + gap_ns_;
+    ArmTimer();
   }
 
-  void WriteLoop() {
-    int64_t yield_start = 0;  // host order: when this writer began yielding (0: it is not)
-    while (true) {
-      {
-        UniqueLock l(mu_);
-        bool found = false;
-        std::map<Key, std::unique_ptr<Response>>::iterator it;
-        cv_.wait(l, [&] {
-          mu_.AssertHeld();  // CondVar runs the predicate with `l` held
-          if (closed_) return true;
-          it = CandidateLocked(&found);
-          return found;
-        });
-        if (closed_) return;
-        // Before a response or a chunk starts (a half-sent frame always goes on): yield to a more
-        // urgent response of the class on another connection.
-        if (!partial_ && YieldsLocked(it->first.first)) {
-          const int64_t rank = it->first.first;
-          l.unlock();
-          if (yield_start == 0) {
-            yield_start = NowNs();
-            counters_->host_waits += 1;
-          }
-          HostOrder::ForClass(cls_).WaitChange(this, rank);
-          continue;
-        }
-      }
-      if (yield_start != 0) {
-        counters_->host_wait_ns += NowNs() - yield_start;
-        yield_start = 0;
-      }
-      // Take the socket first, then the response: an inline writer that left a partly sent
-      // frame in partial_ has finished with the socket by then.
-      UniqueLock w(write_mu_);
+  // Loop thread, serving: the loop's one timer for this connection at the earlier of its two
+  // deadlines (the gap wait's, host order's re-check), or none. OnTimer sees which are due.
+  void ArmTimer() {
+    int64_t at = gap_deadline_ns_;
+    if (host_recheck_ns_ != 0 && (at == 0 || host_recheck_ns_ < at)) at = host_recheck_ns_;
+    if (at == 0) {
+      loop_->ClearTimer(this);
+    } else {
+      loop_->SetTimer(this, at);
+    }
+  }
+
+  // Loop thread: what the writer thread (WriteLoop, until issue 16) did, without blocking: the most
+  // urgent pending response (CandidateLocked/Pick: a frame half on the wire first; during a burst
+  // hold only frames that finish nothing), one frame at a time with a pick between frames, several
+  // small responses in one sendmsg (PickBatchLocked/WriteBatch), host order's yield. At most
+  // kPassSends sends, so a large response cannot keep the loop from the other connections; then
+  // it returns to epoll_wait:
+  // - the socket is full: waits for EPOLLOUT (blocked_since_ set: host order's stall detection);
+  // - the sends are used up: EPOLLOUT too, which a socket with room reports at the next wait;
+  // - host order yields to a more urgent connection of the class: re-checked when the class
+  //   publishes a change (MoreUrgentElsewhereOrWatch's wake) or after kHostPollNs (a stall);
+  // - nothing may go (nothing queued, or held): no interest until Enqueue or SetHolding schedules;
+  // - an inline writer holds write_mu_: it schedules a pass when it lets go (ScheduleIfPending).
+  void WritePass() {
+    if (phase_ != Phase::kServing) return;
+    std::unique_lock<Mutex> w(write_mu_, std::try_to_lock);
+    if (!w.owns_lock()) {
+      WantWrite(false);
+      return;
+    }
+    write_mu_.AssertHeld();  // `w` holds it: try_lock succeeded
+    int sends_left = kPassSends;
+    bool blocked = false, yielding = false;
+    while (sends_left > 0) {
       std::unique_ptr<Response> r;
       {
         MutexLock l(mu_);
-        if (closed_) return;
+        if (closed_) return;  // the loop reads EOF and ends the connection (Close shut it down)
+        bool found = false;
+        auto it = CandidateLocked(&found);
+        if (!found) break;
+        // Before a response or a chunk starts (a half-sent frame always goes on): yield to a more
+        // urgent response of the class on another connection.
+        if (!partial_ && CurrentSenderOrder() == SenderOrder::kHost &&
+            HostOrder::ForClass(cls_).MoreUrgentElsewhereOrWatch(this, it->first.first, wake_)) {
+          if (yield_start_ == 0) {
+            yield_start_ = NowNs();
+            counters_->host_waits += 1;
+          }
+          yielding = true;
+          break;
+        }
+        if (yield_start_ != 0) {
+          counters_->host_wait_ns += NowNs() - yield_start_;
+          yield_start_ = 0;
+        }
         r = Pick();
         if (r != nullptr && SmallWholeBytes(r.get()) > 0) {
           batch_.clear();
@@ -2022,35 +2137,64 @@ class ServerConn : public EventLoop::Handler, public std::enable_shared_from_thi
           }
         }
       }
-      if (r == nullptr && batch_.empty()) continue;
+      if (r == nullptr && batch_.empty()) break;
       std::string error;
+      WriteResult result;
       if (r == nullptr) {
         // Several small responses, most urgent first: one sendmsg for them all (issue 16).
-        if (!WriteBatch(&error)) {
-          batch_.clear();
-          w.unlock();
-          Close(absl::StrCat("sending a response failed: ", error), true);
-          return;
-        }
-        MutexLock l(mu_);
-        if (!closed_) {
-          for (auto& done : batch_) PutBackLocked(FrameLeft(*done) ? std::move(done) : nullptr);
-        }
-        batch_.clear();
-        if (closed_) return;
-        continue;
+        result = WriteBatch(&sends_left, &error);
+      } else {
+        // One frame at a time: between frames the most urgent pending response is picked again.
+        result = WriteOne(r.get(), &sends_left, &error);
       }
-      // One frame at a time: between frames the most urgent pending response is picked again.
-      WriteResult result = WriteOne(r.get(), /*nonblocking=*/false, &error);
       if (result == WriteResult::kFailed) {
+        batch_.clear();
         w.unlock();
         Close(absl::StrCat("sending a response failed: ", error), true);
         return;
       }
-      MutexLock l(mu_);
-      if (closed_) return;
-      PutBackLocked(result == WriteResult::kMore ? std::move(r) : nullptr);
+      {
+        MutexLock l(mu_);
+        if (closed_) {
+          batch_.clear();
+          return;
+        }
+        if (r == nullptr) {
+          // Done ones go; one half on the wire becomes partial_; untouched ones are queued again.
+          for (auto& one : batch_) {
+            const bool done = one->head_sent && !one->in_frame && !FrameLeft(*one);
+            PutBackLocked(done ? nullptr : std::move(one));
+          }
+          batch_.clear();
+        } else {
+          PutBackLocked(result == WriteResult::kDone ? nullptr : std::move(r));
+        }
+      }
+      if (result == WriteResult::kWouldBlock) {
+        blocked = true;
+        break;
+      }
     }
+    w.unlock();
+    // The socket full with something pending is the connection's stall, as a blocking send was;
+    // a pass that ended otherwise found room (or nothing to send): no stall.
+    if (!blocked) {
+      NoteProgress();
+    } else if (blocked_since_->load(std::memory_order_relaxed) == 0) {
+      blocked_since_->store(NowNs(), std::memory_order_relaxed);
+    }
+    WantWrite(blocked || sends_left == 0);
+    if (yielding && host_recheck_ns_ == 0) {
+      host_recheck_ns_ = EventLoop::NowNs() + kHostPollNs;
+      ArmTimer();
+    }
+  }
+
+  // Loop thread: EPOLLOUT interest on or off (an epoll_ctl only when it changes).
+  void WantWrite(bool on) {
+    if (want_write_ == on) return;
+    want_write_ = on;
+    loop_->WatchWrite(this, on);
   }
 
   // Encodes the head. Chunked (kind 3) when the order is urgency and the raw payload is larger
@@ -2129,9 +2273,10 @@ class ServerConn : public EventLoop::Handler, public std::enable_shared_from_thi
   }
 
   // Sends frames of `r`: all that is left, or (one_frame) the current or next frame only, then
-  // kMore if more remain. Non-blocking: stops with kWouldBlock when the socket is full (in_frame
-  // then says whether a frame is half on the wire).
-  WriteResult WriteFrom(Response* r, bool nonblocking, bool one_frame, std::string* error)
+  // kMore if more remain. Non-blocking: stops with kWouldBlock when the socket is full, or kPaused
+  // when `*sends_left` sendmsg calls were made (nullptr: no bound); in_frame then says whether a
+  // frame is half on the wire.
+  WriteResult WriteFrom(Response* r, bool one_frame, int* sends_left, std::string* error)
       TF_EXCLUSIVE_LOCKS_REQUIRED(write_mu_) {
     if (!r->encoded) Encode(r);
     ApplyNotsentLowat();
@@ -2152,26 +2297,34 @@ class ServerConn : public EventLoop::Handler, public std::enable_shared_from_thi
           size_t done = r->frame_sent - fh;
           iov[iovcnt++] = iovec{const_cast<char*>(payload.data()) + r->frame_off + done, r->frame_len - done};
         }
+        if (sends_left != nullptr) {
+          if (*sends_left == 0) {
+            if (r->frame_sent == 0) r->in_frame = false;  // nothing of it went out: restart it later
+            return WriteResult::kPaused;
+          }
+          *sends_left -= 1;
+        }
         msghdr msg{};
         msg.msg_iov = iov;
         msg.msg_iovlen = iovcnt;
-        // A blocking send is published as such: a more urgent connection stuck here for kStallNs
-        // stops holding the class's other connections back (HostOrder).
-        if (!nonblocking) blocked_since_->store(NowNs(), std::memory_order_relaxed);
-        ssize_t n = sendmsg(fd_, &msg, MSG_NOSIGNAL | (nonblocking ? MSG_DONTWAIT : 0));
-        if (!nonblocking) blocked_since_->store(0, std::memory_order_relaxed);
+        ssize_t n = sendmsg(fd_, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n < 0) {
           if (errno == EINTR) continue;
-          if (nonblocking && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+          if (errno == EAGAIN || errno == EWOULDBLOCK) {
             if (r->frame_sent == 0) r->in_frame = false;  // nothing of it went out: restart it later
             return WriteResult::kWouldBlock;
           }
           *error = ErrnoText(errno);
           return WriteResult::kFailed;
         }
+        NoteProgress();  // the socket took bytes: not stalled (HostOrder)
         r->frame_sent += static_cast<size_t>(n);
         counters_->bytes_sent += static_cast<uint64_t>(n);  // as it goes: shows a long response's progress
         r->wire_bytes += static_cast<uint64_t>(n);
+        // Took part of what was offered: the socket is full now (the kernel set SOCK_NOSPACE, so
+        // EPOLLOUT comes when it has room). Another sendmsg now would only fail with EAGAIN.
+        const size_t offered = iov[0].iov_len + (iovcnt > 1 ? iov[1].iov_len : 0);
+        if (static_cast<size_t>(n) < offered) return WriteResult::kWouldBlock;
       }
       r->in_frame = false;
       if (r->chunked) counters_->chunks_sent += 1;  // every frame of a chunked response is one chunk
@@ -2215,10 +2368,17 @@ class ServerConn : public EventLoop::Handler, public std::enable_shared_from_thi
   Phase phase_ = Phase::kHello;
   std::string hello_task_;
   int hello_cls_ = 0;
-  bool gap_timer_ = false;  // a gap wait's deadline is set (HoldAfterServe)
-  bool listed_ = false;     // in serving_ (from FinishHello until End or OnStop)
-  // Who still uses the descriptor: the loop, and the writer thread once started (Release).
-  std::atomic<int> holders_{1};
+  // The connection's deadlines, the loop thread's own (0: none; ArmTimer, OnTimer): the burst
+  // hold's gap wait (HoldAfterServe), host order's re-check of a yielding write pass (WritePass).
+  int64_t gap_deadline_ns_ = 0, host_recheck_ns_ = 0;
+  bool listed_ = false;      // in serving_ (from FinishHello until End or OnStop)
+  bool released_ = false;    // the descriptor is closed (Release)
+  bool want_write_ = false;  // EPOLLOUT interest (WantWrite)
+  int64_t yield_start_ = 0;  // host order: when the write passes began yielding (0: they are not)
+  std::function<void()> wake_;  // schedules a write pass (host order's watchers; set in FinishHello)
+  // A write pass is posted and has not started yet (ScheduleWrite): one closure for any number of
+  // responses queued meanwhile.
+  std::atomic<bool> write_scheduled_{false};
   std::string peer_task_;
   // The consumer is a parameter server, so every response is a gradient push. Pushes are queued in
   // urgency order but go out whole once started: backprop makes gradients last layer first, and
@@ -2229,9 +2389,8 @@ class ServerConn : public EventLoop::Handler, public std::enable_shared_from_thi
   bool push_ = false;
   int cls_ = 0;
   std::shared_ptr<FlowCounters> counters_;
-  Mutex write_mu_;  // whoever writes to the socket holds it (writer thread or Enqueue)
+  Mutex write_mu_;  // whoever writes to the socket holds it (a write pass, or Enqueue's inline write)
   Mutex mu_;
-  CondVar cv_;
   bool closed_ TF_GUARDED_BY(mu_) = false;
   bool holding_ TF_GUARDED_BY(mu_) = false;  // see SetHolding
   // The burst hold's state, the loop thread's own (HoldBeforeServe).
@@ -2242,7 +2401,8 @@ class ServerConn : public EventLoop::Handler, public std::enable_shared_from_thi
   std::map<Key, std::unique_ptr<Response>> queue_ TF_GUARDED_BY(mu_);
   std::unique_ptr<Response> partial_ TF_GUARDED_BY(mu_);  // a frame half on the wire: goes next
   // Host order: the rank of the response being written now (taken out of the queue), the rank
-  // this connection last published, and when its writer entered a blocking send (0: it is not in one).
+  // this connection last published, and since when its socket is full with a response pending (a
+  // write pass waits for EPOLLOUT; 0: it is not).
   int64_t writing_rank_ TF_GUARDED_BY(mu_) = kNothingPending;
   int64_t published_ TF_GUARDED_BY(mu_) = kNothingPending;
   std::shared_ptr<std::atomic<int64_t>> blocked_since_ = std::make_shared<std::atomic<int64_t>>(0);
@@ -2251,7 +2411,7 @@ class ServerConn : public EventLoop::Handler, public std::enable_shared_from_thi
   uint64_t last_id_ TF_GUARDED_BY(write_mu_) = 0;
   bool last_unfinished_ TF_GUARDED_BY(write_mu_) = false;
   int64_t applied_lowat_ TF_GUARDED_BY(write_mu_) = 0;
-  // The writer thread's batch (WriteBatch) and its iovecs: members, so a batch allocates nothing.
+  // A write pass's batch (WriteBatch) and its iovecs: members, so a batch allocates nothing.
   std::vector<std::unique_ptr<Response>> batch_ TF_GUARDED_BY(write_mu_);
   std::vector<iovec> iov_ TF_GUARDED_BY(write_mu_);
   std::set<uint64_t> cancelled_ TF_GUARDED_BY(mu_);  // see Cancel; at most kMaxCancelled
@@ -2756,8 +2916,7 @@ class TcpTransport : public Transport {
         MutexLock l(view_mu_);
         local_task = view_.local_task;
       }
-      // Read by the event loop from now on; it costs a thread (its writer) only once its hello is
-      // accepted.
+      // Read and written by the event loop from now on: it costs no thread.
       auto conn = std::make_shared<ServerConn>(fd, ip, &loop_, &threads_, &serving_, &view_, &view_mu_, local_task,
                                                serve_, abort_step_);
       if (!loop_.Add(std::move(conn))) {  // the transport is stopping
@@ -2888,7 +3047,7 @@ class TcpTransport : public Transport {
   ServeFn serve_;  // set by Start before the accept thread exists, then only read
   AbortStepFn abort_step_;  // likewise
   std::atomic<bool> stopping_{false};
-  EventLoop loop_;  // reads every accepted connection, on a thread of threads_
+  EventLoop loop_;  // reads and writes every accepted connection, on a thread of threads_
   ServingConns serving_;  // the loop thread's own: the serving connections by task (CloseForgotten)
   // Last: destroyed first, so every thread is joined while the members it uses still exist.
   ThreadSet threads_;

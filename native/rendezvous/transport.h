@@ -131,9 +131,9 @@ bool SetChunkBytes(int64_t bytes, std::string* error);
 //                 burst is younger than 2 ms (0: only while a request is already readable).
 //   inline        arrival (default): as small in arrival order, as off in urgency order;
 //                 small: a response up to 64 KiB is written by the thread that produced it
-//                 when nothing else is pending; off: every response goes through the writer thread;
-//                 drain: the producing thread writes whatever is pending, most urgent first, until
-//                 the socket is full (the writer thread finishes the rest).
+//                 when nothing else is pending; off: every response goes through a write pass of
+//                 the event loop; drain: the producing thread writes whatever is pending, most
+//                 urgent first, until the socket is full (a write pass finishes the rest).
 //   notsent_lowat TCP_NOTSENT_LOWAT of producer sockets in bytes (0: the kernel's default, no bound):
 //                 how many unsent bytes a socket may queue, so the kernel's FIFO backlog stays small
 //                 against the order.
