@@ -6,7 +6,6 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <mutex>
 #include <string>
 
@@ -31,7 +30,7 @@ int64_t Peers(int64_t tasks) { return tasks > 1 ? tasks - 1 : 0; }
 
 }  // namespace
 
-AcceptedLimitPlan PlanAcceptedConnections(int64_t tasks, int64_t nofile_hard, int64_t thread_headroom) {
+AcceptedLimitPlan PlanAcceptedConnections(int64_t tasks, int64_t nofile_hard) {
   AcceptedLimitPlan plan;
   const int64_t peers = Peers(tasks);
   // One connection per peer and class, plus one per peer for a redial or probe in flight.
@@ -44,40 +43,8 @@ AcceptedLimitPlan PlanAcceptedConnections(int64_t tasks, int64_t nofile_hard, in
     // Never below the old fixed limit: a process that ran before keeps running the same way.
     plan.limit = std::max<int64_t>(nofile_hard - others, kMinAcceptedConnections);
   }
-  if (thread_headroom >= 0) {
-    // One thread per accepted connection (its writer; the transport's event loop reads them all),
-    // after the process's own dialed flows (a reader each) and the reserve. Two per connection
-    // until the event loop (issue 16), when each also had a reader thread.
-    const int64_t fit = thread_headroom - peers * kMaxClasses - kReservedThreads;
-    if (plan.limit > fit) {
-      plan.limit = std::max(fit, kMinThreadBoundConnections);
-      plan.cut_by_threads = true;
-    }
-  }
   plan.descriptors = plan.limit + others;
   return plan;
-}
-
-int64_t PidsCgroupHeadroom() {
-  // /proc/self/cgroup lines: "id:controllers:path"; v2 is "0::path", v1's pids controller "n:pids:path".
-  std::ifstream cgroups("/proc/self/cgroup");
-  std::string line;
-  while (std::getline(cgroups, line)) {
-    const size_t a = line.find(':'), b = a == std::string::npos ? a : line.find(':', a + 1);
-    if (b == std::string::npos) continue;
-    const std::string controllers = line.substr(a + 1, b - a - 1), path = line.substr(b + 1);
-    std::string dir;
-    if (controllers == "pids") dir = "/sys/fs/cgroup/pids" + path;
-    if (line.compare(0, a, "0") == 0 && controllers.empty()) dir = "/sys/fs/cgroup" + path;
-    if (dir.empty()) continue;
-    std::ifstream max_file(dir + "/pids.max"), current_file(dir + "/pids.current");
-    std::string max_text;
-    int64_t max = 0, current = 0;
-    if (!(max_file >> max_text) || !(current_file >> current)) continue;  // no pids controller there
-    if (max_text == "max" || !absl::SimpleAtoi(max_text, &max)) continue;
-    return std::max<int64_t>(max - current, 0);
-  }
-  return -1;
 }
 
 void SizeAcceptedConnections(int64_t tasks) {
@@ -85,8 +52,7 @@ void SizeAcceptedConnections(int64_t tasks) {
   rlimit rl{};
   const bool have_rlimit = getrlimit(RLIMIT_NOFILE, &rl) == 0;
   const int64_t hard = !have_rlimit || rl.rlim_max == RLIM_INFINITY ? -1 : static_cast<int64_t>(rl.rlim_max);
-  const int64_t headroom = PidsCgroupHeadroom();
-  AcceptedLimitPlan plan = PlanAcceptedConnections(tasks, hard, headroom);
+  AcceptedLimitPlan plan = PlanAcceptedConnections(tasks, hard);
   if (tasks <= g_tasks) return;  // the usual case: a session of a cluster already sized for
   g_tasks = tasks;
   g_wanted = plan.wanted;
@@ -94,7 +60,6 @@ void SizeAcceptedConnections(int64_t tasks) {
   if (g_override > 0) {  // the operator's number, with the descriptors it needs
     plan.descriptors += g_override - plan.limit;
     plan.limit = g_override;
-    plan.cut_by_threads = false;
   }
   if (have_rlimit && rl.rlim_cur != RLIM_INFINITY && static_cast<int64_t>(rl.rlim_cur) < plan.descriptors) {
     const rlim_t old_soft = rl.rlim_cur;
@@ -110,17 +75,13 @@ void SizeAcceptedConnections(int64_t tasks) {
                  << rl.rlim_cur << ": " << std::strerror(errno);
     }
   }
-  if (plan.cut_by_threads) {
-    LOG(ERROR) << "Geryon data plane: a cluster of " << tasks << " tasks may open " << plan.wanted
-               << " connections to this process (a thread each), but its pids cgroup allows " << headroom
-               << " more threads; accepting at most " << plan.limit << " (raise the pids limit, e.g. the pod's)";
-  } else if (plan.limit < plan.wanted && g_override == 0) {
+  if (plan.limit < plan.wanted && g_override == 0) {
     LOG(ERROR) << "Geryon data plane: a cluster of " << tasks << " tasks may open " << plan.wanted
                << " connections to this process, but RLIMIT_NOFILE's hard limit (" << hard << ") allows "
                << plan.limit << "; raise it (ulimit -Hn, or LimitNOFILE= in a systemd unit)";
   }
-  // For the largest cluster so far: more tasks want more, but a thread headroom that shrank since
-  // (other threads started) may cut it below what a smaller cluster had.
+  // For the largest cluster so far: more tasks want at least as many (the hard limit does not change
+  // under a running process, so the cut by it is never deeper than a smaller cluster's).
   g_limit = plan.limit;
 }
 
@@ -158,10 +119,10 @@ std::string AcceptedLimitReason() {
   }
   return absl::StrCat("sized for a cluster of ", g_tasks, " tasks x ", kMaxClasses, " classes: at least ",
                       kMinAcceptedConnections, ", at most ", kAcceptedConnectionsCap,
-                      limit < g_wanted ? absl::StrCat(", cut from ", g_wanted, " by RLIMIT_NOFILE or the pids cgroup")
+                      limit < g_wanted ? absl::StrCat(", cut from ", g_wanted, " by RLIMIT_NOFILE's hard limit")
                                        : std::string(),
                       "; raise it with ", kMaxAcceptedEnv, " (at most ", kAcceptedConnectionsCap,
-                      ") or, when it was cut, the hard RLIMIT_NOFILE (ulimit -Hn) or the pids limit");
+                      ") or, when it was cut, the hard RLIMIT_NOFILE (ulimit -Hn)");
 }
 
 }  // namespace geryon
@@ -171,11 +132,7 @@ extern "C" __attribute__((visibility("default"))) int64_t geryon_accepted_connec
   return geryon::AcceptedConnectionLimit();
 }
 
-extern "C" __attribute__((visibility("default"))) int64_t geryon_plan_accepted_connections(
-    int64_t tasks, int64_t nofile_hard, int64_t thread_headroom) {
-  return geryon::PlanAcceptedConnections(tasks, nofile_hard, thread_headroom).limit;
-}
-
-extern "C" __attribute__((visibility("default"))) int64_t geryon_pids_cgroup_headroom() {
-  return geryon::PidsCgroupHeadroom();
+extern "C" __attribute__((visibility("default"))) int64_t geryon_plan_accepted_connections(int64_t tasks,
+                                                                                          int64_t nofile_hard) {
+  return geryon::PlanAcceptedConnections(tasks, nofile_hard).limit;
 }

@@ -1,16 +1,18 @@
 // How many data-plane connections a process accepts at once, sized from the cluster (issue 16 item 5).
 //
-// Every accepted connection is a socket and one thread (its writer, transport.cc; the transport's
-// one event loop reads every accepted connection, event_loop.h; before it, a reader thread each). The
-// limit used to be a fixed 512: 64 workers at 8 classes, 128 at 4, and the 513th flow was refused
+// Every accepted connection is a socket, a connection object and its frame reader's buffer; no
+// thread (the transport's one event loop reads and writes every accepted connection, event_loop.h;
+// before issue 16, a reader and a writer thread each). The limit used to be a fixed 512: 64 workers
+// at 8 classes, 128 at 4, and the 513th flow was refused
 // whatever the cluster. It is now sized from the tasks the process's transports know: a peer opens
 // at most one connection per class, plus one more for a redial or a port probe that overlaps its
 // old connection. It is sized again when a transport learns more tasks (tasks are never
-// forgotten), stays at least the old 512 (unless threads are short, below), and at most
-// kAcceptedConnectionsCap. The descriptors it
+// forgotten), stays at least the old 512, and at most kAcceptedConnectionsCap. The descriptors it
 // needs are checked against RLIMIT_NOFILE, whose soft limit is raised toward the hard limit when it
-// is too low (logged); when even the hard limit is too low, the limit is what fits (logged). In a
-// pids cgroup, the limit is also what the cgroup's thread headroom allows (logged).
+// is too low (logged); when even the hard limit is too low, the limit is what fits (logged). A pids
+// cgroup (a pod's pids limit) no longer bounds it: accepting a connection starts no thread. Until
+// the producer's writes moved onto the loop, one thread per connection was cut to the cgroup's
+// headroom, which refused connections a thread-less connection does not need refused.
 #ifndef GERYON_NATIVE_RENDEZVOUS_CONNECTION_LIMITS_H_
 #define GERYON_NATIVE_RENDEZVOUS_CONNECTION_LIMITS_H_
 
@@ -22,8 +24,9 @@
 namespace geryon {
 
 inline constexpr int64_t kMinAcceptedConnections = 512;  // the old fixed limit
-// Hard cap: 8192 connections are 8192 writer threads (their stacks are virtual, but every thread is
-// a kernel task and ~10 KB of kernel memory); 16384 before the event loop took their readers.
+// Hard cap: 8192 connections are 8192 descriptors, socket buffers and 64 KiB frame-reader buffers
+// (512 MiB of them, reserved only as they fill); 8192 writer threads (16384 threads before the event
+// loop took their readers) until the writes moved onto the loop too.
 inline constexpr int64_t kAcceptedConnectionsCap = 8192;
 // Descriptors left for the rest of the process: TF and gRPC (a PS's gRPC holds a few sockets per
 // peer it talks to), files, pipes. This process's own outgoing flows are counted separately.
@@ -34,44 +37,28 @@ inline constexpr int64_t kReservedDescriptors = 512;
 // retried a second later. The kernel clamps it to net.core.somaxconn (4096 since Linux 5.4).
 inline constexpr int kListenBacklog = 4096;
 
-// Threads: each accepted connection has one (its writer; the event loop, one per transport, reads
-// them all), each dialed flow one (its reader). Until the event loop, two per accepted connection.
-// A pids cgroup (a container's, e.g. Kubernetes' pod pids limit) bounds every thread the process
-// starts; past it std::thread cannot start one. Threads kept for TF's pools, gRPC and Python:
-inline constexpr int64_t kReservedThreads = 512;
-// The bound never goes below this many connections even when the threads do not fit (the process
-// would then be out of threads anyway; the log says so).
-inline constexpr int64_t kMinThreadBoundConnections = 16;
-
 struct AcceptedLimitPlan {
   int64_t limit = kMinAcceptedConnections;  // accepted connections allowed at once
   int64_t wanted = kMinAcceptedConnections;  // what the cluster asks for, before the descriptor bound
   int64_t descriptors = 0;                   // RLIMIT_NOFILE soft limit this needs
-  bool cut_by_threads = false;               // the pids cgroup's headroom cut it
 };
 
 // The plan for a cluster of `tasks` tasks (this one included) under a hard descriptor limit of
-// `nofile_hard` and with `thread_headroom` more threads allowed by the pids cgroup (either < 0: no
-// bound). The descriptor bound never cuts below kMinAcceptedConnections (the old fixed limit); the
-// thread bound may (a refused connection is better than a thread that cannot start). Pure, for tests.
-AcceptedLimitPlan PlanAcceptedConnections(int64_t tasks, int64_t nofile_hard, int64_t thread_headroom = -1);
-
-// pids.max - pids.current of this process's pids cgroup (v2, or v1's pids controller); -1 when
-// there is no such bound ("max", or no pids controller).
-int64_t PidsCgroupHeadroom();
+// `nofile_hard` (< 0: no bound). The descriptor bound never cuts below kMinAcceptedConnections (the
+// old fixed limit). Pure, for tests.
+AcceptedLimitPlan PlanAcceptedConnections(int64_t tasks, int64_t nofile_hard);
 
 // Grows the process's limit for a cluster of `tasks` tasks: raises RLIMIT_NOFILE's soft limit when
 // the plan needs more descriptors, logs what it changed. Thread-safe. Sized again only for a larger
-// cluster than before (tasks are never forgotten); only a thread headroom that shrank meanwhile can
-// make the new limit lower.
+// cluster than before (tasks are never forgotten), so the limit never shrinks.
 void SizeAcceptedConnections(int64_t tasks);
 
 // The limit in force now (read by the accept loop per connection).
 int64_t AcceptedConnectionLimit();
 
 // The operator's fixed limit, from GERYON_MAX_ACCEPTED_CONNECTIONS (read when a server starts),
-// replacing the sized one; 0 goes back to sizing. For a host that must bound its threads tighter
-// than the cluster asks, or one that needs more than RLIMIT_NOFILE's sizing gives.
+// replacing the sized one; 0 goes back to sizing. For a host that must bound its connections
+// tighter than the cluster asks, or one that needs more than RLIMIT_NOFILE's sizing gives.
 inline constexpr absl::string_view kMaxAcceptedEnv = "GERYON_MAX_ACCEPTED_CONNECTIONS";
 // Parses the variable's value: an integer in [1, kAcceptedConnectionsCap]. On error returns false
 // and sets `*error` to a message naming the variable and the range.
