@@ -423,6 +423,7 @@ absl::Status MakeClusterView(const tensorflow::ClusterDef& cluster, const std::s
   int offset;
   TF_RETURN_IF_ERROR(DataPortOffset(&offset));
   view->tasks.clear();
+  view->grpc_ports.clear();
   view->local_task = absl::StrCat("/job:", job_name, "/replica:0/task:", task_index);
   for (const auto& job : cluster.job()) {
     for (const auto& [index, address] : job.tasks()) {
@@ -434,6 +435,7 @@ absl::Status MakeClusterView(const tensorflow::ClusterDef& cluster, const std::s
             absl::StrCat("cluster spec: the address of ", peer.task, " is '", address, "', expected host:port"));
       }
       if (peer.task == view->local_task && local_port != 0) grpc_port = local_port;
+      view->grpc_ports.insert(grpc_port);
       peer.data_port = grpc_port + offset;
       if (peer.data_port < 1 || peer.data_port > 65535) {
         return absl::InvalidArgumentError(absl::StrCat("Geryon data plane: ", peer.task, " has gRPC port ", grpc_port,

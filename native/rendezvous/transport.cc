@@ -3277,16 +3277,25 @@ std::unique_ptr<Transport> NewTcpTransport(const ClusterView& given, absl::Statu
   if (!status->ok()) return nullptr;
   SetAcceptedConnectionOverride(max_accepted);
   ClusterView view = given;
-  std::string error, taken;
+  std::string error, taken, reserved;
   int fd = -1;
   for (int i = 0; i < kDataPortCandidates && fd < 0; ++i) {
     const int port = DataPortCandidate(given.local_data_port, i);
+    if (given.grpc_ports.count(port) > 0) {
+      // Some task's gRPC port (ClusterView::grpc_ports): free now perhaps, but its server may bind it
+      // later. Consumers still try it in order; a gRPC server there closes on the hello, and they go on.
+      absl::StrAppend(&reserved, reserved.empty() ? "" : ", ", port);
+      continue;
+    }
     fd = Listen(port, &error);
     if (fd >= 0) {
       view.local_data_port = port;
       if (i > 0) {
         LOG(WARNING) << "Geryon data plane: " << view.local_task << " listens on data port " << port << " (candidate "
-                     << i << "): " << taken << " taken";
+                     << i << "): "
+                     << absl::StrCat(taken.empty() ? "" : absl::StrCat(taken, " taken"),
+                                     !taken.empty() && !reserved.empty() ? "; " : "",
+                                     reserved.empty() ? "" : absl::StrCat(reserved, " a gRPC port of the cluster spec"));
       }
     } else if (error == strerror(EADDRINUSE)) {
       absl::StrAppend(&taken, taken.empty() ? "" : ", ", port);
@@ -3294,8 +3303,11 @@ std::unique_ptr<Transport> NewTcpTransport(const ClusterView& given, absl::Statu
       break;  // not a taken port: the next candidate would fail alike
     }
   }
-  if (fd < 0 && !taken.empty()) {
-    error = absl::StrCat("every candidate is taken (", taken, "; candidate i is the first + i * 1009)");
+  if (fd < 0 && (!taken.empty() || !reserved.empty())) {
+    error = absl::StrCat("every candidate is taken (", taken.empty() ? "" : taken,
+                         !taken.empty() && !reserved.empty() ? "; " : "",
+                         reserved.empty() ? "" : absl::StrCat(reserved, " a gRPC port of the cluster spec"),
+                         "; candidate i is the first + i * 1009)");
   }
   if (fd < 0) {
     // Reported at server start, naming the port and the rule, so it is not found later as a

@@ -48,6 +48,11 @@ struct ClusterView {
   std::string local_task;
   int local_data_port = 0;
   std::map<std::string, PeerAddress> tasks;  // by task name
+  // Every task's gRPC port in the cluster spec, whatever its host: a data-port candidate that is one
+  // of them is never taken (NewTcpTransport), else a task started first could hold the port TF's own
+  // gRPC server of another task is about to bind (TF's tests pick ports with portpicker: two of them
+  // 1000 apart put one task's first data-port candidate on another task's gRPC port).
+  std::set<int> grpc_ports;
 };
 
 // What the producer side gives back for one request.

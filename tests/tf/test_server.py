@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import textwrap
@@ -84,6 +85,60 @@ def test_every_data_port_candidate_taken_is_a_clear_error() -> None:
     )
     assert "every candidate is taken" in result.stdout and "first + i * 1009" in result.stdout
     assert "GERYON_DATA_PORT_OFFSET" in result.stdout
+
+
+def test_a_data_port_candidate_that_is_another_tasks_grpc_port_is_left_to_it() -> None:
+    # TF's tests pick gRPC ports with portpicker; two of them 1000 apart put one task's first data-port
+    # candidate (gRPC port + offset) on the other's gRPC port. Found by TF's own fault_tolerance_test
+    # on grpc+geryon: the worker's data plane, started first, took the port, and the PS's gRPC server
+    # failed to bind it ("Failed to add port to server"), hanging the test. The worker started first
+    # here must leave it to the PS, listen on its next candidate, and be found there by the PS's
+    # consumer, which tries the PS's own gRPC port first (its server closes on the hello).
+    for _ in range(50):
+        worker = pick_ports(1)[0]
+        ps = worker + DATA_OFFSET
+        second = 1024 + (ps - 1024 + 1009) % (65536 - 1024)
+        free = all(_bindable(p) for p in (ps, ps + DATA_OFFSET, second))
+        if free and ps + DATA_OFFSET > 1024:
+            break
+    else:
+        pytest.skip("no free ports for the layout")
+    result = _server_script(
+        f"""
+        import tensorflow as tf
+        import geryon.tf
+        spec = tf.train.ClusterSpec({{"ps": ["127.0.0.1:{ps}"], "worker": ["127.0.0.1:{worker}"]}})
+        w = geryon.tf.server(spec, "worker", 0, data_port_offset={DATA_OFFSET})
+        p = geryon.tf.server(spec, "ps", 0, data_port_offset={DATA_OFFSET})  # its gRPC port is free
+        tf.compat.v1.disable_eager_execution()
+        with tf.device("/job:ps/task:0"):
+            v = tf.compat.v1.get_variable("v", initializer=tf.ones([1000]))
+        with tf.device("/job:worker/task:0"):
+            pulled = tf.reduce_sum(v)  # the worker receives from the PS
+            doubled = v * 2.0
+        with tf.device("/job:ps/task:0"):
+            pushed = tf.reduce_sum(doubled)  # the PS receives from the worker
+        with tf.compat.v1.Session(w.target) as sess:
+            sess.run(v.initializer)
+            print("RESULT", *sess.run([pulled, pushed]))
+        for f in geryon.tf.flow_counters():
+            if f.role == "consumer" and f.messages_received > 0:
+                print("FLOW", f.local_task, f.peer_task, f.peer_port)
+        """
+    )
+    assert "RESULT 1000.0 2000.0" in result.stdout, result.stdout + result.stderr[-3000:]
+    flows = {line for line in result.stdout.splitlines() if line.startswith("FLOW")}
+    assert f"FLOW /job:ps/replica:0/task:0 /job:worker/replica:0/task:0 {second}" in flows, flows
+    assert f"FLOW /job:worker/replica:0/task:0 /job:ps/replica:0/task:0 {ps + DATA_OFFSET}" in flows, flows
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("0.0.0.0", port))
+        except OSError:
+            return False
+    return True
 
 
 def test_bad_offsets_are_refused_naming_the_setting() -> None:
