@@ -166,8 +166,18 @@ def proc_facts(pid: int) -> dict[str, Any]:
     )
     fds = os.listdir(f"/proc/{pid}/fd")
     sockets = sum(1 for fd in fds if os.readlink(f"/proc/{pid}/fd/{fd}").startswith("socket:"))
+    # Who the threads are (a thread's name, or its creator's where it set none): tells TF's and
+    # gRPC's pools from the data plane's.
+    names: dict[str, int] = {}
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            name = Path(f"/proc/{pid}/task/{task}/comm").read_text().strip()
+        except OSError:  # ended meanwhile
+            continue
+        names[name] = names.get(name, 0) + 1
     return {
         "threads": int(status["Threads"]),
+        "thread_names": names,
         "fds": len(fds),
         "sockets": sockets,
         "rss_mb": int(status["VmRSS"].split()[0]) / 1024,
@@ -255,6 +265,7 @@ def _run_once(
             up_s = time.perf_counter() - start
             progress.say(f"PS + {len(hs)} worker hosts ({workers} worker servers) up in {up_s:.1f} s")
             before = proc_facts(ps[0].pid)
+            hosts_before = [proc_facts(h.pid) for h in hs]  # each server's loop started with it
             spec = {
                 "cluster": cluster,
                 "workers": workers,
@@ -280,6 +291,7 @@ def _run_once(
         "client": client,
         "ps_before": before,
         "ps_after": after,
+        "worker_hosts_before": hosts_before,
         "worker_hosts": hosts_facts,
         "producer": flows,
         "ps_nofile_at_start": ps_nofile,

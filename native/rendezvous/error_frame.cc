@@ -1,6 +1,8 @@
 // The payload section of an error response (error_frame.h).
 #include "error_frame.h"
 
+#include <cstring>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/cord.h"
@@ -38,38 +40,53 @@ int AppendErrorPayloads(const absl::Status& status, std::string* out) {
   return left_out;
 }
 
-bool ReadErrorPayloads(FrameReader* reader, absl::Status* status, uint64_t* bytes, std::string* error) {
+PayloadParse ParseErrorPayloads(const char* data, size_t n, absl::Status* status, uint64_t* bytes, size_t* need,
+                                std::string* error) {
+  size_t at = 0;
+  // The next `size` bytes, or kNeedMore (`*need`: up to their end).
+  auto have = [&](size_t size) {
+    if (n - at >= size) return true;
+    *need = at + size;
+    return false;
+  };
   uint16_t count;
-  if (!reader->Get(&count, error)) return false;
-  *bytes = 2;
+  if (!have(2)) return PayloadParse::kNeedMore;
+  std::memcpy(&count, data, 2);
+  at = 2;
   if (count > kMaxErrorPayloads) {
     *error = absl::StrCat("malformed error frame (", count, " payloads, at most ", kMaxErrorPayloads, ")");
-    return false;
+    return PayloadParse::kFailed;
   }
-  std::string url, value;
+  std::vector<std::pair<absl::string_view, absl::string_view>> payloads;
   for (uint16_t i = 0; i < count; ++i) {
     uint16_t url_len;
-    if (!reader->Get(&url_len, error)) return false;
+    if (!have(2)) return PayloadParse::kNeedMore;
+    std::memcpy(&url_len, data + at, 2);
+    at += 2;
     if (url_len == 0 || url_len > kMaxPayloadUrlBytes) {
       *error = absl::StrCat("malformed error frame (payload ", i, ": type URL of ", url_len, " bytes, expected 1..",
                             kMaxPayloadUrlBytes, ")");
-      return false;
+      return PayloadParse::kFailed;
     }
-    url.resize(url_len);
-    if (!reader->Read(url.data(), url_len, error)) return false;
+    if (!have(url_len)) return PayloadParse::kNeedMore;
+    const absl::string_view url(data + at, url_len);
+    at += url_len;
     uint32_t value_len;
-    if (!reader->Get(&value_len, error)) return false;
+    if (!have(4)) return PayloadParse::kNeedMore;
+    std::memcpy(&value_len, data + at, 4);
+    at += 4;
     if (value_len > kMaxPayloadValueBytes) {
       *error = absl::StrCat("malformed error frame (payload ", i, ": value of ", value_len, " bytes, at most ",
                             kMaxPayloadValueBytes, ")");
-      return false;
+      return PayloadParse::kFailed;
     }
-    value.resize(value_len);
-    if (value_len > 0 && !reader->Read(value.data(), value_len, error)) return false;
-    *bytes += 6 + url_len + value_len;
-    status->SetPayload(url, absl::Cord(value));
+    if (!have(value_len)) return PayloadParse::kNeedMore;
+    payloads.emplace_back(url, absl::string_view(data + at, value_len));
+    at += value_len;
   }
-  return true;
+  for (const auto& [url, value] : payloads) status->SetPayload(url, absl::Cord(value));
+  *bytes = at;
+  return PayloadParse::kDone;
 }
 
 }  // namespace geryon

@@ -6,11 +6,11 @@
 #ifndef GERYON_NATIVE_RENDEZVOUS_ERROR_FRAME_H_
 #define GERYON_NATIVE_RENDEZVOUS_ERROR_FRAME_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
 #include "absl/status/status.h"
-#include "frame_reader.h"
 
 namespace geryon {
 
@@ -25,10 +25,15 @@ constexpr uint32_t kMaxPayloadValueBytes = 64 * 1024;
 // URL, `u32 value_len`, the value. Payloads past the bounds are left out; returns how many.
 int AppendErrorPayloads(const absl::Status& status, std::string* out);
 
-// Reads a payload section from `reader` and sets each payload on `*status` (which must not be OK).
-// False with `*error` naming the field on a section out of bounds (the flow is then out of step and
-// fails) or on the reader's errors (a truncated frame). `*bytes`: the section's size on the wire.
-bool ReadErrorPayloads(FrameReader* reader, absl::Status* status, uint64_t* bytes, std::string* error);
+// Parses a payload section out of memory (the consumer's event loop gathers an error frame across
+// wake-ups, so it must not block): kNeedMore while `data[0, n)` holds only part of it, with `*need`
+// the bytes it needs at least (more may be asked for once those are there); kFailed with `*error`
+// naming the field on a section out of bounds (the flow is then out of step and fails); kDone with
+// each payload set on `*status` (which must not be OK) and `*bytes` the section's size on the wire.
+// `*status` is changed only when the section is whole and good.
+enum class PayloadParse { kDone, kNeedMore, kFailed };
+PayloadParse ParseErrorPayloads(const char* data, size_t n, absl::Status* status, uint64_t* bytes, size_t* need,
+                                std::string* error);
 
 }  // namespace geryon
 

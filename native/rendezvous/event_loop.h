@@ -1,9 +1,9 @@
-// One epoll loop that reads and writes every accepted data-plane connection of a transport (issue
-// 16: "one event loop per process instead of two threads per connection"). Until then each accepted
-// connection had a reader thread of its own (blocking reads of its hello, requests and cancel
-// frames) and a writer thread (blocking sends of its responses); now the loop waits on all their
-// sockets, for reading and, while a connection has bytes the socket did not take, for writing, so
-// an accepted connection costs no thread.
+// One epoll loop that reads and writes every data-plane connection of a transport, accepted and
+// dialed (issue 16: "one event loop per process instead of two threads per connection"). Until then
+// each accepted connection had a reader thread of its own (blocking reads of its hello, requests and
+// cancel frames) and a writer thread (blocking sends of its responses), and each dialed one a reader
+// (blocking reads of its responses); now the loop waits on all their sockets, for reading and, while
+// a connection has bytes the socket did not take, for writing, so no connection costs a thread.
 //
 // Level-triggered: a readable socket gets one non-blocking recv() per wake-up and a writable one a
 // few non-blocking sends, so one busy peer cannot starve the others. Deadlines (the hello's 10 s,

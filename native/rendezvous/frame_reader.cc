@@ -37,31 +37,6 @@ bool RecvExact(int fd, void* out, size_t n, std::string* error) {
 FrameReader::FrameReader(int fd, size_t capacity)
     : fd_(fd), capacity_(capacity), buffer_(new char[capacity]) {}
 
-bool FrameReader::Fill(size_t need, std::string* error) {
-  if (buffered() >= need) return true;
-  if (capacity_ - begin_ < need) {
-    // Not enough room behind the unread bytes: move them to the front (at most a header's worth,
-    // since bodies that do not fit are read around the buffer).
-    std::memmove(buffer_.get(), buffer_.get() + begin_, buffered());
-    end_ -= begin_;
-    begin_ = 0;
-  }
-  while (buffered() < need) {
-    size_t room = capacity_ - end_;
-    if (after_direct_) room = std::min(room, std::max(need - buffered(), kRefillAfterDirect));
-    after_direct_ = false;
-    ssize_t r = recv(fd_, buffer_.get() + end_, room, 0);
-    ++recv_calls_;
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) {
-      *error = RecvError(r);
-      return false;
-    }
-    end_ += static_cast<size_t>(r);
-  }
-  return true;
-}
-
 FrameReader::Got FrameReader::RecvAvailable(std::string* error) {
   if (begin_ == end_) {
     begin_ = end_ = 0;
@@ -75,8 +50,12 @@ FrameReader::Got FrameReader::RecvAvailable(std::string* error) {
     *error = "frame larger than the reader's buffer";
     return Got::kClosed;
   }
+  size_t room = capacity_ - end_;
+  // Right after a body went straight to its destination: the next header, not a slice of the next
+  // large body (which would then be copied out of the buffer).
+  if (after_direct_) room = std::min(room, kRefillAfterDirect);
   while (true) {
-    ssize_t r = recv(fd_, buffer_.get() + end_, capacity_ - end_, MSG_DONTWAIT);
+    ssize_t r = recv(fd_, buffer_.get() + end_, room, MSG_DONTWAIT);
     ++recv_calls_;
     if (r < 0 && errno == EINTR) continue;
     if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return Got::kWouldBlock;
@@ -85,56 +64,30 @@ FrameReader::Got FrameReader::RecvAvailable(std::string* error) {
       return Got::kClosed;
     }
     end_ += static_cast<size_t>(r);
+    after_direct_ = false;
     return Got::kData;
   }
 }
 
-bool FrameReader::Read(void* out, size_t n, std::string* error) {
-  const size_t have = buffered();
-  if (n <= have) {
-    std::memcpy(out, buffer_.get() + begin_, n);
-    begin_ += n;
-    return true;
+FrameReader::Got FrameReader::RecvDirect(void* out, size_t n, size_t* got, std::string* error) {
+  *got = 0;
+  if (buffered() > 0) {  // a caller's bug: these bytes come first
+    *error = "a direct read with bytes still buffered";
+    return Got::kClosed;
   }
-  char* p = static_cast<char*>(out);
-  std::memcpy(p, buffer_.get() + begin_, have);
-  begin_ = end_ = 0;  // empty: the next refill starts at the front
-  p += have;
-  const size_t rest = n - have;
-  if (rest >= kDirectBytes || rest > capacity_) {
-    // A large body: straight into its destination (the tensor's buffer), no copy.
-    ++recv_calls_;  // at least one; RecvExact loops for the rest
-    after_direct_ = true;
-    return RecvExact(fd_, p, rest, error);
-  }
-  if (!Fill(rest, error)) return false;
-  std::memcpy(p, buffer_.get() + begin_, rest);
-  begin_ += rest;
-  return true;
-}
-
-const char* FrameReader::Take(size_t n, std::string* error) {
-  if (n > capacity_) {
-    *error = "frame field larger than the reader's buffer";
-    return nullptr;
-  }
-  if (!Fill(n, error)) return nullptr;
-  const char* at = buffer_.get() + begin_;
-  begin_ += n;
-  return at;
-}
-
-bool FrameReader::Discard(uint64_t n, std::string* error) {
-  while (n > 0) {
-    if (buffered() == 0) {
-      begin_ = end_ = 0;
-      if (!Fill(1, error)) return false;
+  while (true) {
+    ssize_t r = recv(fd_, out, n, MSG_DONTWAIT);
+    ++recv_calls_;
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return Got::kWouldBlock;
+    if (r <= 0) {
+      *error = RecvError(r);
+      return Got::kClosed;
     }
-    const size_t skip = static_cast<size_t>(std::min<uint64_t>(n, buffered()));
-    begin_ += skip;
-    n -= skip;
+    *got = static_cast<size_t>(r);
+    after_direct_ = true;
+    return Got::kData;
   }
-  return true;
 }
 
 }  // namespace geryon

@@ -16,14 +16,14 @@ namespace geryon {
 // waiting for data") or a socket error (its strerror text).
 bool RecvExact(int fd, void* out, size_t n, std::string* error);
 
-// Reads a connection's frames through one buffer. A refill is one recv() of whatever the socket
-// holds, up to the buffer's free space, so fixed-size header fields are parsed out of memory. A body
-// whose part beyond the buffered bytes is at least kDirectBytes long is read straight into the
-// caller's memory after copying the buffered prefix: a tensor's bytes still go from the socket into
-// the tensor's own buffer (no staging copy), while a small body costs no recv() of its own.
-// Not thread-safe: one thread at a time uses it (a consumer connection's reader thread; for a
-// producer connection, the transport's event loop, which uses it without blocking: RecvAvailable,
-// data, Consume).
+// Reads a connection's frames through one buffer, without blocking. A refill is one
+// recv(MSG_DONTWAIT) of whatever the socket holds, up to the buffer's free space, so fixed-size header
+// fields (and the small frames behind them in a burst) are parsed out of memory. A body whose
+// unbuffered rest is at least kDirectBytes long is read straight into the caller's memory after the
+// caller copies the buffered prefix (RecvDirect): a tensor's bytes still go from the socket into the
+// tensor's own buffer (no staging copy), while a small body costs no recv() of its own.
+// Not thread-safe: one thread at a time uses it (the transport's event loop, which reads both ends'
+// connections; until issue 16 a consumer's reader thread read through blocking calls, now gone).
 class FrameReader {
  public:
   static constexpr size_t kDefaultCapacity = 64 * 1024;
@@ -38,25 +38,17 @@ class FrameReader {
 
   explicit FrameReader(int fd, size_t capacity = kDefaultCapacity);
 
-  // Exactly n bytes into `out` (the errors of RecvExact).
-  bool Read(void* out, size_t n, std::string* error);
-  template <typename T>
-  bool Get(T* v, std::string* error) {
-    return Read(v, sizeof(T), error);
-  }
-  // The next n bytes (n <= capacity()), contiguous in the buffer and consumed; valid until the next
-  // call on this reader. nullptr with `*error` on the errors of RecvExact.
-  const char* Take(size_t n, std::string* error);
-  // Skips n bytes (a body nobody waits for).
-  bool Discard(uint64_t n, std::string* error);
-
-  // Non-blocking use (the producer's event loop, event_loop.h): one recv(MSG_DONTWAIT) of whatever
-  // the socket holds into the free space behind the unread bytes (moved to the front first), so
-  // whole frames are parsed out of data() and dropped with Consume. kWouldBlock: nothing to read
+  // One recv(MSG_DONTWAIT) of whatever the socket holds into the free space behind the unread bytes
+  // (moved to the front first), so whole frames are parsed out of data() and dropped with Consume. kWouldBlock: nothing to read
   // now; kClosed: EOF or a socket error, `*error` in RecvExact's words, or the buffer full (a
   // frame larger than capacity(); the caller sizes the reader for its largest frame).
   enum class Got { kData, kWouldBlock, kClosed };
   Got RecvAvailable(std::string* error);
+  // Non-blocking, straight into the caller's memory (a consumer's large body on the event loop, read
+  // across as many wake-ups as it takes): one recv(MSG_DONTWAIT) of up to n bytes into `out`, `*got`
+  // the bytes it read. Only with nothing buffered (the caller copies the buffered prefix first). The
+  // next refill (RecvAvailable) then takes at most kRefillAfterDirect.
+  Got RecvDirect(void* out, size_t n, size_t* got, std::string* error);
   const char* data() const { return buffer_.get() + begin_; }
   void Consume(size_t n) { begin_ += n; }
 
@@ -66,9 +58,6 @@ class FrameReader {
   uint64_t recv_calls() const { return recv_calls_; }
 
  private:
-  // Until at least `need` bytes (<= capacity) are buffered; each recv() takes what the socket has.
-  bool Fill(size_t need, std::string* error);
-
   const int fd_;
   const size_t capacity_;
   std::unique_ptr<char[]> buffer_;

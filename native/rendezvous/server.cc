@@ -207,8 +207,9 @@ class GeryonRemoteRendezvous : public BaseRemoteRendezvous {
           Unref();
           GERYON_IGNORE_ACCESSES_END();
         });
-    // Runs on the flow's reader thread, as RpcRemoteRendezvous runs it on gRPC's: the executor
-    // schedules expensive kernels on its own pool, so the reader is back reading soon.
+    // Runs on the transport's event loop thread (which reads every flow of the process), as
+    // RpcRemoteRendezvous runs it on gRPC's: the executor schedules the kernels it makes ready on its
+    // own pool and the device copy is asynchronous, so the loop is back reading soon.
     auto finish = [complete, call, recv_args, to_device, copy_context, dst_device,
                    key = std::string(parsed.FullKey())](const absl::Status& status, const Tensor& tensor,
                                                         bool is_dead) {

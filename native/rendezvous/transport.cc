@@ -10,6 +10,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -36,6 +37,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/cord.h"
 #include "absl/strings/match.h"
 #include "absl/types/span.h"
 #include "absl/strings/numbers.h"
@@ -409,11 +411,12 @@ bool Get(int fd, T* v, std::string* error) {
 
 // ---- threads -----------------------------------------------------------------------------------
 
-// The transport's threads: the accept loop, the event loop that reads and writes every accepted
-// connection, per dialed connection the consumer's reader, and short-lived
-// ones (a connect, a hello's DNS lookup). Each one ends when its socket does (or its work); the
-// set joins those that ended whenever it starts another (so it holds about one entry per open
-// connection), and on Stop() wakes every one through its `stop` (shutdown of its socket) and joins
+// The transport's threads: the accept loop, the event loop that reads and writes every connection
+// (accepted and dialed), and short-lived ones (a connect, a hello's DNS lookup). No connection has a
+// thread of its own (until issue 16 an accepted one had a reader and a writer, a dialed one a
+// reader). Each one ends when its socket does (or its work); the set joins those that ended
+// whenever it starts another (so it holds about one entry per connect in progress), and on Stop()
+// wakes every one through its `stop` (shutdown of its socket, the loop's Stop) and joins
 // them all. The owner is the TcpTransport, which lives as long as the process (server.cc releases
 // it: TF's rendezvous managers keep a raw pointer to it and TF never destroys a GrpcServer), so no
 // thread outlives the object whose members it uses.
@@ -421,9 +424,11 @@ class ThreadSet {
  public:
   ~ThreadSet() { Stop(); }
 
-  // Runs `body` on a new thread; `stop` must make it return soon (called at most once, from Stop).
-  // After Stop, starts nothing and returns false.
-  bool Spawn(std::function<void()> body, std::function<void()> stop) {
+  // Runs `body` on a new thread named `name` (at most 15 characters: the kernel's limit; "geryon_..."
+  // so that top -H, /proc/<pid>/task/*/comm and tests/tf/test_scale.py tell the data plane's threads
+  // from TF's, where an unnamed thread would carry its creator's name, often a TF pool's); `stop` must
+  // make it return soon (called at most once, from Stop). After Stop, starts nothing and returns false.
+  bool Spawn(const char* name, std::function<void()> body, std::function<void()> stop) {
     MutexLock l(mu_);
     if (stopped_) return false;
     ReapLocked();
@@ -431,7 +436,8 @@ class ThreadSet {
     Entry& e = threads_[id];
     e.stop = std::move(stop);
     try {
-      e.thread = std::thread([this, id, body = std::move(body)] {
+      e.thread = std::thread([this, id, name, body = std::move(body)] {
+        pthread_setname_np(pthread_self(), name);
         body();
         MutexLock l(mu_);
         ended_.push_back(id);
@@ -506,7 +512,7 @@ class PendingRecv : public RecvHandle {
   int32_t rank_ = kUnranked;  // urgency rank sent with the request
   int64_t param_id_ = -1;
   int cls_ = 0;
-  // A chunked response (kind 3) being reassembled; touched by the flow's reader thread only. The
+  // A chunked response (kind 3) being reassembled; touched by the event loop's thread only. The
   // tensor's buffer stays referenced here, so chunks may land in it even after an abort.
   bool chunked_ = false;
   bool is_dead_ = false;
@@ -522,31 +528,96 @@ class PendingRecv : public RecvHandle {
   std::atomic<bool> finished_{false};
 };
 
-class ClientConn : public std::enable_shared_from_this<ClientConn> {
+// A consumer (dialed) connection. Its reads are the transport's event loop's (EventLoop::Handler,
+// added once the hello is answered, on the loop thread only, never blocking): until issue 16 each
+// dialed flow had a reader thread of its own, so a worker talking to 64 PSes on 4 classes ran 256 of
+// them. Responses are parsed out of the connection's FrameReader as they arrive; a body the socket
+// does not hold yet is read across wake-ups ("body in progress"), a large one straight into the
+// tensor's buffer. Completions (RecvDone) run on the loop thread. Its writes (requests, cancels) are
+// the receiving threads' (Send, SendCancel), non-blocking: what a full socket does not take waits in
+// `unsent_` and the loop writes it when the socket has room (WatchWrite, OnWritable), so neither a
+// receiving thread nor the loop (a RecvDone that issues the next receive) ever waits on a producer
+// that does not read. The descriptor is closed by the loop when the flow ends (End), under the write
+// lock, so never under a live write. A dead producer is found by keepalive and TCP_USER_TIMEOUT
+// (MarkSocket): the socket's error wakes the loop, whose recv() then fails; no timer of its own.
+class ClientConn : public EventLoop::Handler, public std::enable_shared_from_this<ClientConn> {
  public:
-  ClientConn(int fd, std::string peer, int cls, std::shared_ptr<FlowCounters> counters)
-      : fd_(fd), peer_(std::move(peer)), cls_(cls), counters_(std::move(counters)) {}
+  ClientConn(int fd, std::string peer, int cls, std::shared_ptr<FlowCounters> counters, EventLoop* loop)
+      : fd_(fd), peer_(std::move(peer)), cls_(cls), counters_(std::move(counters)), loop_(loop) {}
 
-  // The reader runs on a thread of `threads` (the transport's); a stop fails the flow, which wakes it.
-  void StartReader(ThreadSet* threads) {
-    auto self = shared_from_this();
-    std::weak_ptr<ClientConn> weak = self;
-    if (!threads->Spawn([self] { self->ReadLoop(); }, [weak] {
-          if (auto conn = weak.lock()) conn->Fail("the transport is shutting down");
-        })) {
-      Fail("the transport is shutting down");
-      MutexLock w(write_mu_);
-      fd_closed_ = true;
-      close(fd_);
-    }
+  // Hands the connection to the transport's loop, which reads it from now on. A loop that is
+  // stopping (the transport is shutting down) takes nothing: the flow fails and the socket is closed.
+  // The socket becomes non-blocking here (the dial's hello and its answer were blocking, bounded by
+  // their deadlines).
+  void Start() {
+    fcntl(fd_, F_SETFL, fcntl(fd_, F_GETFL) | O_NONBLOCK);
+    if (loop_->Add(shared_from_this())) return;
+    Fail("the transport is shutting down");
+    MutexLock w(write_mu_);
+    fd_closed_ = true;
+    close(fd_);
   }
+
+  int fd() const override { return fd_; }
+  // Requests written before the loop registered the connection may have found the socket full; the
+  // flush they posted ran before this (it did not find the connection), so it is done here.
+  void OnAdded() override { Flush(); }
+  void OnTimer() override {}  // no deadline: a silent producer is found by keepalive (MarkSocket)
+  void OnWritable() override { Flush(); }
+
+  // Loop thread: one non-blocking recv() of what the socket holds, then every whole frame in the
+  // reader's buffer (same checks, same errors, same order as the reader thread's blocking loop had).
+  // What is not whole waits for the next wake-up. A body in progress whose rest is at least
+  // FrameReader::kDirectBytes, with nothing buffered, is read straight into its destination instead.
+  void OnReadable() override {
+    if (ended_) return;
+    std::string error;
+    if (!ReadsDirect()) {
+      switch (reader_.RecvAvailable(&error)) {
+        case FrameReader::Got::kWouldBlock:
+          return;
+        case FrameReader::Got::kClosed:
+          End(std::move(error));
+          return;
+        case FrameReader::Got::kData:
+          break;
+      }
+      if (!ReadFrames(&error)) {
+        End(std::move(error));
+        return;
+      }
+      // A large body whose head came with this refill (which takes at most 512 bytes after a body
+      // read straight into its tensor): the socket most likely holds more of it, so it is read now,
+      // not after another epoll_wait. Otherwise one recv() per wake-up.
+      if (!ReadsDirect()) return;
+    }
+    size_t got = 0;
+    switch (reader_.RecvDirect(body_.dest, static_cast<size_t>(body_.left), &got, &error)) {
+      case FrameReader::Got::kWouldBlock:
+        return;
+      case FrameReader::Got::kClosed:
+        End(std::move(error));
+        return;
+      case FrameReader::Got::kData:
+        break;
+    }
+    body_.dest += got;
+    body_.left -= got;
+    if (body_.left == 0) FinishBody();  // the frames behind it: the next wake-up (level-triggered)
+  }
+
+  // Loop thread, the loop stopping (the transport is shutting down): the flow fails, as the reader
+  // thread's stop did.
+  void OnStop() override { End("the transport is shutting down"); }
 
   bool broken() {
     MutexLock l(mu_);
     return broken_;
   }
 
-  // Registers `p` and writes its request frame. On a broken connection, fails `p`.
+  // Registers `p` and writes its request frame. On a broken connection, fails `p`. Any thread,
+  // including the loop's (a RecvDone that issues the next receive): the write never blocks (a full
+  // socket keeps the frame in unsent_ for the loop, WriteLocked).
   void Send(const std::shared_ptr<PendingRecv>& p, int64_t step_id, const std::string& key) {
     std::string broken_reason;
     absl::StatusCode broken_code = absl::StatusCode::kUnavailable;
@@ -557,7 +628,7 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
         broken_code = broken_code_;
       } else {
         p->id_ = g_next_request_id.fetch_add(1, std::memory_order_relaxed);
-        p->start_ns_ = NowNs();  // before the reader can see it in pending_
+        p->start_ns_ = NowNs();  // before the loop can see it in pending_
         p->conn_ = weak_from_this();
         p->counters_ = counters_;
         pending_[p->id_] = p;
@@ -596,15 +667,10 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
     std::string error;
     bool ok;
     {
-      // The descriptor is closed only under write_mu_ (ReadLoop), so while we hold it fd_ is still
+      // The descriptor is closed only under write_mu_ (End), so while we hold it fd_ is still
       // this connection's socket and not a number the kernel gave to a newer one.
       MutexLock l(write_mu_);
-      if (fd_closed_) {
-        ok = false;
-        error = "the connection is closed";
-      } else {
-        ok = WriteAll(fd_, iov, 2, &error);
-      }
+      ok = WriteLocked(iov, 2, &error);
       // Then what others left meanwhile, until nothing is left (writing_ ends under out_mu_, so a
       // request is either appended before that, and sent here, or its thread writes it itself).
       while (true) {
@@ -618,7 +684,7 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
           batch_.swap(outbox_);  // both keep their capacity: no allocation per burst
         }
         iovec b{batch_.data(), batch_.size()};
-        ok = WriteAll(fd_, &b, 1, &error);
+        ok = WriteLocked(&b, 1, &error);
         batch_.clear();
       }
     }
@@ -650,14 +716,95 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
     bool ok;
     {
       MutexLock l(write_mu_);
-      ok = !fd_closed_ && WriteAll(fd_, &iov, 1, &error);
+      ok = WriteLocked(&iov, 1, &error);
     }
-    if (!ok) return;  // the reader sees the broken socket and fails the flow
+    if (!ok) return;  // the loop sees the broken socket and fails the flow
     counters_->bytes_sent += sizeof(frame);
     counters_->cancels_sent += 1;
   }
 
  private:
+  // Writes the frames in `iov` without blocking, behind any bytes still unsent: one sendmsg when
+  // nothing waits, and what the socket does not take is kept in unsent_ for the loop, which is told
+  // to write it (Flush) when unsent_ stops being empty. False with `*error` on a socket error or a
+  // closed descriptor (the caller fails the flow). Frames stay whole and in order: every writer
+  // appends behind unsent_ under write_mu_.
+  bool WriteLocked(iovec* iov, int iovcnt, std::string* error) TF_EXCLUSIVE_LOCKS_REQUIRED(write_mu_) {
+    if (fd_closed_) {
+      *error = "the connection is closed";
+      return false;
+    }
+    size_t sent = 0;
+    if (unsent_.empty()) {
+      msghdr msg{};
+      msg.msg_iov = iov;
+      msg.msg_iovlen = static_cast<size_t>(iovcnt);
+      while (true) {
+        const ssize_t n = sendmsg(fd_, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n >= 0) {
+          sent = static_cast<size_t>(n);
+          break;
+        }
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) break;  // full: all of it waits
+        *error = ErrnoText(errno);
+        return false;
+      }
+    }
+    const bool was_empty = unsent_.empty();
+    for (int i = 0; i < iovcnt; ++i) {
+      const size_t skip = std::min(sent, iov[i].iov_len);
+      sent -= skip;
+      unsent_.append(static_cast<const char*>(iov[i].iov_base) + skip, iov[i].iov_len - skip);
+    }
+    if (was_empty && !unsent_.empty()) {
+      // Posted from the loop thread (a RecvDone's next receive), this costs no wake-up.
+      std::weak_ptr<ClientConn> weak = weak_from_this();
+      loop_->Post([weak] {
+        if (auto self = weak.lock()) self->Flush();
+      });
+    }
+    return true;
+  }
+
+  // Loop thread: writes what unsent_ holds as far as the socket takes it, and watches the socket for
+  // room while some is left (level-triggered: OnWritable comes back with every wait that finds
+  // room). A socket error fails the flow (its EOF then ends it on the loop).
+  void Flush() TF_LOCKS_EXCLUDED(write_mu_, mu_) {
+    std::string error;
+    {
+      MutexLock w(write_mu_);
+      if (fd_closed_) return;
+      while (!unsent_.empty()) {
+        const ssize_t n = send(fd_, unsent_.data(), unsent_.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+        if (n < 0) {
+          error = ErrnoText(errno);
+          unsent_.clear();  // their receives are pending: Fail ends them
+          break;
+        }
+        unsent_.erase(0, static_cast<size_t>(n));
+      }
+      // A connection not registered yet is not found: OnAdded flushes again.
+      loop_->WatchWrite(this, !unsent_.empty());
+    }
+    if (!error.empty()) Fail(absl::StrCat("sending a request failed: ", error));
+  }
+
+  // Where the loop is in the response stream: between frames (or in a frame's head, which waits in
+  // the reader's buffer until it is whole), in a body, in a small TensorProto that is parsed once it
+  // is whole in the buffer, or gathering an error frame (its message and payloads may exceed the
+  // buffer).
+  enum class State { kHead, kBody, kProtoInBuffer, kError };
+  // What the body in progress is, and what happens when its last byte is in.
+  enum class BodyOf { kRaw, kChunk, kProto };
+  struct Body {
+    char* dest = nullptr;  // the next byte's place; nullptr: skipped (nobody waits for it)
+    uint64_t left = 0;
+    BodyOf of = BodyOf::kRaw;
+  };
+
   std::shared_ptr<PendingRecv> Find(uint64_t id) {
     MutexLock l(mu_);
     auto it = pending_.find(id);
@@ -674,12 +821,14 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
   }
 
   // Closes the connection and fails every pending receive with a message naming the flow, and
-  // `taken` too: the receive whose response was being read when the flow broke (ReadOne had
-  // already removed it from pending_, so without this it would wait forever).
+  // `taken` too: the receive whose response was being read when the flow broke (its head had
+  // already removed it from pending_, so without this it would wait forever). Any thread, once per
+  // flow for the pending ones: the shutdown makes the socket readable at EOF, and the loop then
+  // ends the flow (End: the receive in progress failed, the descriptor closed).
   // `code`: Unavailable for a lost flow (TF's ClusterCoordinator then treats the peer as failed
   // and may retry); a permanent refusal keeps the code the producer sent (see kRefusalId).
   void Fail(const std::string& what, std::shared_ptr<PendingRecv> taken = nullptr,
-            absl::StatusCode code = absl::StatusCode::kUnavailable) {
+            absl::StatusCode code = absl::StatusCode::kUnavailable) TF_LOCKS_EXCLUDED(mu_) {
     std::unordered_map<uint64_t, std::shared_ptr<PendingRecv>> pending;
     std::string reason;
     {
@@ -701,159 +850,365 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
     for (auto& [id, p] : pending) p->Finish(absl::Status(code, reason), Tensor(), false);
   }
 
-  void ReadLoop() {
-    std::string error;
-    std::shared_ptr<PendingRecv> taken;
-    while (ReadOne(&taken, &error)) taken.reset();
+  // Loop thread: the flow's reading ends (EOF, a socket error, a malformed frame, a refusal, the
+  // loop stopping). Every pending receive fails, the one in progress too; the loop stops watching
+  // the socket before it is closed (its number may be reused at once, by a redial).
+  void End(std::string error) TF_LOCKS_EXCLUDED(write_mu_, mu_) {
+    if (ended_) return;
+    ended_ = true;
     // gRPC's words for a lost connection, which TF's own PS tests look for in the error.
     if (error == "connection closed by peer") error = "connection closed by peer (Socket closed)";
+    std::shared_ptr<PendingRecv> taken = std::move(taken_);
+    frame_p_.reset();
+    chunk_p_.reset();  // still pending: Fail ends it with the rest
+    frame_tensor_ = Tensor();
     Fail(error, std::move(taken), refusal_code_);
+    loop_->Remove(this);  // from OnStop it finds nothing: the loop forgets it anyway
     // Close under write_mu_: Fail's shutdown() has woken any writer blocked in sendmsg, and no
     // writer can start once fd_closed_ is set, so the number is never closed under a live write
     // (a redial may get the same number at once).
     MutexLock w(write_mu_);
     fd_closed_ = true;
+    unsent_.clear();
     close(fd_);
   }
 
-  // Reads one response frame; false with `error` on a socket error or a malformed frame. The
-  // receive the frame answers is removed from pending_ before its body is read and handed back in
-  // `*taken`, so that the caller fails it if the flow breaks mid-frame. Fields come out of the
-  // connection's FrameReader (one recv() brings a whole header, often several small frames); a large
-  // body is read straight into the tensor's buffer.
-  bool ReadOne(std::shared_ptr<PendingRecv>* taken, std::string* error) {
+  // Loop thread: every frame the reader's buffer holds, as far as it goes; false with `error` on a
+  // malformed frame or a refusal (the flow ends).
+  bool ReadFrames(std::string* error) {
+    while (!ended_) {
+      switch (state_) {
+        case State::kBody: {
+          // The buffered part of the body; a large rest comes straight from the socket (OnReadable).
+          const size_t n = static_cast<size_t>(std::min<uint64_t>(body_.left, reader_.buffered()));
+          if (body_.dest != nullptr) {
+            std::memcpy(body_.dest, reader_.data(), n);
+            body_.dest += n;
+          }
+          reader_.Consume(n);
+          body_.left -= n;
+          if (body_.left > 0) return true;
+          FinishBody();
+          break;
+        }
+        case State::kProtoInBuffer: {
+          if (reader_.buffered() < frame_payload_) return true;
+          const char* bytes = reader_.data();
+          reader_.Consume(static_cast<size_t>(frame_payload_));  // valid until the next refill
+          CompleteProto(bytes);
+          break;
+        }
+        case State::kError: {
+          const Parse parsed = GatherError(error);
+          if (parsed == Parse::kNeedMore) return true;
+          if (parsed == Parse::kFailed) return false;
+          break;
+        }
+        case State::kHead: {
+          if (reader_.buffered() == 0) return true;
+          const Parse parsed = ParseHead(error);
+          if (parsed == Parse::kNeedMore) return true;
+          if (parsed == Parse::kFailed) return false;
+          break;
+        }
+      }
+    }
+    return true;
+  }
+
+  enum class Parse { kDone, kNeedMore, kFailed };
+
+  // The body in progress goes straight from the socket into its destination (nothing buffered, a
+  // rest worth a recv() of its own).
+  bool ReadsDirect() const {
+    return !ended_ && state_ == State::kBody && body_.dest != nullptr && reader_.buffered() == 0 &&
+           body_.left >= FrameReader::kDirectBytes;
+  }
+
+  // The fields of a frame head, read out of the buffer without consuming it: a head that is not
+  // whole yet is parsed again from its start at the next wake-up (a few dozen bytes).
+  class Fields {
+   public:
+    Fields(const char* data, size_t n) : data_(data), n_(n) {}
+    template <typename T>
+    bool Get(T* v) {
+      if (n_ - at_ < sizeof(T)) return false;
+      std::memcpy(v, data_ + at_, sizeof(T));
+      at_ += sizeof(T);
+      return true;
+    }
+    const char* Take(size_t n) {
+      if (n_ - at_ < n) return nullptr;
+      const char* p = data_ + at_;
+      at_ += n;
+      return p;
+    }
+    size_t at() const { return at_; }
+
+   private:
+    const char* const data_;
+    const size_t n_;
+    size_t at_ = 0;
+  };
+
+  // Loop thread: the head of the next frame, checked field by field as the reader thread checked
+  // it (same limits, same error texts). A whole head is consumed and sets what follows: a body, a
+  // small proto, an error frame's rest, or nothing (a chunked response's head).
+  Parse ParseHead(std::string* error) {
+    Fields f(reader_.data(), reader_.buffered());
     uint32_t magic;
-    if (!reader_.Get(&magic, error)) return false;
-    if (magic == kChunkMagic) return ReadChunk(error);
+    if (!f.Get(&magic)) return Parse::kNeedMore;
+    if (magic == kChunkMagic) return ParseChunkHead(&f, error);
     if (magic != kResponseMagic) {
       *error = absl::StrCat("malformed frame (bad magic 0x", absl::Hex(magic), ")");
-      return false;
+      return Parse::kFailed;
     }
     // u64 id, u8 kind, u8 is_dead, u16 0
-    const char* head = reader_.Take(12, error);
-    if (head == nullptr) return false;
+    const char* head = f.Take(12);
+    if (head == nullptr) return Parse::kNeedMore;
     uint64_t id;
     std::memcpy(&id, head, 8);
     const uint8_t kind = static_cast<uint8_t>(head[8]);
     const bool is_dead = head[9] != 0;
-    uint64_t header_bytes = 16;
-    // A chunked response stays pending until its last chunk (so a broken flow fails it with the
-    // rest); any other frame is whole once its body is read.
-    std::shared_ptr<PendingRecv> p = kind == kRawChunked ? Find(id) : Take(id);
-    if (kind != kRawChunked) *taken = p;
-    if (p != nullptr && kind != kRawChunked) counters_->queue_ns += NowNs() - p->start_ns_;
-    absl::Status status;
-    Tensor tensor;
-    uint64_t payload = 0;
     if (kind == kError) {
-      uint32_t code, len;
-      if (!reader_.Get(&code, error) || !reader_.Get(&len, error)) return false;
-      if (len > kMaxErrorBytes || code == 0 || code > 16) {
-        *error = absl::StrCat("malformed error frame (code ", code, ", ", len, " bytes)");
-        return false;
-      }
-      std::string msg(len, '\0');
-      if (!reader_.Read(msg.data(), len, error)) return false;
-      header_bytes += 8;
-      payload = len;
-      if (id == kRefusalId) {
-        // The producer will not serve this task at all: a permanent error, not a lost flow. (No
-        // payload section: a refusal has the same layout in every version.)
-        refusal_code_ = static_cast<absl::StatusCode>(code);
-        *error = msg;
-        return false;
-      }
-      // As TF's gRPC does for every error of a remote call, the message names the remote target
-      // (ClusterCoordinator tells a failed PS from a failed worker by it).
-      if (msg.find("error information from remote target") == std::string::npos) msg += PeerTag(peer_);
-      status = absl::Status(static_cast<absl::StatusCode>(code), msg);
-      // The producer's payloads, restored as FromGrpcStatus restores them on gRPC.
-      uint64_t payload_bytes = 0;
-      if (!ReadErrorPayloads(&reader_, &status, &payload_bytes, error)) return false;
-      header_bytes += payload_bytes;
-    } else if (kind == kRaw || kind == kRawChunked) {
+      // Its message (up to kMaxErrorBytes) and payloads may not fit the buffer: gathered apart.
+      reader_.Consume(f.at());
+      frame_id_ = id;
+      frame_is_dead_ = is_dead;
+      error_.clear();
+      state_ = State::kError;
+      return Parse::kDone;
+    }
+    uint64_t header_bytes = 16;
+    if (kind == kRaw || kind == kRawChunked) {
       uint32_t dtype, ndims;
-      if (!reader_.Get(&dtype, error) || !reader_.Get(&ndims, error)) return false;
+      if (!f.Get(&dtype) || !f.Get(&ndims)) return Parse::kNeedMore;
       if (!tensorflow::DataType_IsValid(static_cast<int>(dtype)) || dtype == 0 ||
           !tensorflow::DataTypeCanUseMemcpy(static_cast<tensorflow::DataType>(dtype)) || ndims > kMaxDims) {
         *error = absl::StrCat("malformed tensor frame (dtype ", dtype, ", ", ndims, " dims)");
-        return false;
+        return Parse::kFailed;
       }
       int64_t dims[kMaxDims];  // on the stack: no allocation per response
-      if (ndims > 0 && !reader_.Read(dims, ndims * sizeof(int64_t), error)) return false;
+      const char* dims_at = f.Take(ndims * sizeof(int64_t));
+      if (dims_at == nullptr) return Parse::kNeedMore;
+      if (ndims > 0) std::memcpy(dims, dims_at, ndims * sizeof(int64_t));
       uint64_t nbytes;
-      if (!reader_.Get(&nbytes, error)) return false;
+      if (!f.Get(&nbytes)) return Parse::kNeedMore;
       header_bytes += 16 + 8ull * ndims;
       tensorflow::TensorShape shape;
       auto dt = static_cast<tensorflow::DataType>(dtype);
       if (!tensorflow::TensorShape::BuildTensorShape(absl::Span<const int64_t>(dims, ndims), &shape).ok() ||
           static_cast<uint64_t>(shape.num_elements()) * tensorflow::DataTypeSize(dt) != nbytes) {
         *error = absl::StrCat("malformed tensor frame (", nbytes, " bytes do not match the shape)");
-        return false;
+        return Parse::kFailed;
       }
-      if (kind == kRawChunked) return StartChunked(id, p, dt, shape, nbytes, is_dead, header_bytes, error);
-      payload = nbytes;
+      reader_.Consume(f.at());
+      if (kind == kRawChunked) {
+        // A chunked response stays pending until its last chunk (so a broken flow fails it with the
+        // rest); it has no body of its own.
+        return StartChunked(id, Find(id), dt, shape, nbytes, is_dead, header_bytes, error) ? Parse::kDone
+                                                                                          : Parse::kFailed;
+      }
+      std::shared_ptr<PendingRecv> p = StartFrame(id, is_dead, header_bytes, nbytes);
+      Body body;
+      body.left = nbytes;
+      body.of = BodyOf::kRaw;
       if (p != nullptr && !p->finished()) {
-        tensor = Tensor(p->allocator_, dt, shape);
-        if (tensor.IsInitialized()) ClaimBytes(tensor.tensor_data().data(), nbytes);  // maybe reused: tsan.h
-        if (!tensor.IsInitialized()) {
-          status = absl::ResourceExhaustedError(absl::StrCat("Geryon data plane: cannot allocate ", nbytes,
-                                                             " bytes for a tensor from ", peer_));
-          if (!reader_.Discard(nbytes, error)) return false;
-        } else if (nbytes > 0) {
+        frame_tensor_ = Tensor(p->allocator_, dt, shape);
+        if (frame_tensor_.IsInitialized()) {
+          ClaimBytes(frame_tensor_.tensor_data().data(), nbytes);  // maybe reused: tsan.h
           // Into the tensor's buffer: what is buffered is copied, a large rest comes straight from
           // the socket (no staging copy).
-          if (!reader_.Read(const_cast<char*>(tensor.tensor_data().data()), nbytes, error)) return false;
+          body.dest = const_cast<char*>(frame_tensor_.tensor_data().data());
+        } else {
+          frame_status_ = absl::ResourceExhaustedError(
+              absl::StrCat("Geryon data plane: cannot allocate ", nbytes, " bytes for a tensor from ", peer_));
         }
-      } else if (!reader_.Discard(nbytes, error)) {
-        return false;
       }
-    } else if (kind == kProto) {
+      StartBody(body);
+      return Parse::kDone;
+    }
+    if (kind == kProto) {
       uint64_t nbytes;
-      if (!reader_.Get(&nbytes, error)) return false;
+      if (!f.Get(&nbytes)) return Parse::kNeedMore;
       if (nbytes > kMaxProtoBytes) {
         *error = absl::StrCat("malformed tensor frame (", nbytes, " proto bytes)");
-        return false;
+        return Parse::kFailed;
       }
-      header_bytes += 8;
-      payload = nbytes;
-      // A small proto is parsed where it lies in the reader's buffer; a larger one gets its own.
-      std::string large;
-      const char* bytes = nullptr;
+      reader_.Consume(f.at());
+      std::shared_ptr<PendingRecv> p = StartFrame(id, is_dead, header_bytes + 8, nbytes);
       if (nbytes <= reader_.capacity()) {
-        bytes = reader_.Take(nbytes, error);
-        if (bytes == nullptr) return false;
-      } else {
-        large.resize(nbytes);
-        if (!reader_.Read(large.data(), nbytes, error)) return false;
-        bytes = large.data();
+        // A small proto is parsed where it lies in the reader's buffer, once it is whole there.
+        state_ = State::kProtoInBuffer;
+        return Parse::kDone;
       }
+      // A larger one gets its own buffer, unless nobody waits for it.
+      Body body;
+      body.left = nbytes;
+      body.of = BodyOf::kProto;
       if (p != nullptr && !p->finished()) {
-        tensorflow::TensorProto proto;
-        // The frame was read whole, so the flow is still in step: only this receive fails, with
-        // Internal as TF's own RPC rendezvous does for a tensor it cannot decode.
-        if (!proto.ParseFromArray(bytes, static_cast<int>(nbytes)) || !tensor.FromProto(p->allocator_, proto)) {
-          status = absl::InternalError(absl::StrCat("Geryon data plane: a tensor from ", peer_,
-                                                    " could not be decoded (malformed TensorProto, ", nbytes,
-                                                    " bytes)"));
-          tensor = Tensor();
-        }
+        large_.resize(nbytes);
+        body.dest = large_.data();
       }
-    } else {
-      *error = absl::StrCat("malformed frame (unknown kind ", static_cast<int>(kind), ")");
-      return false;
+      StartBody(body);
+      return Parse::kDone;
     }
-    counters_->bytes_received += header_bytes + payload;
+    *error = absl::StrCat("malformed frame (unknown kind ", static_cast<int>(kind), ")");
+    return Parse::kFailed;
+  }
+
+  // A whole response's head was read: its receive leaves pending_ (so a broken flow fails it
+  // through taken_), and its round trip is counted.
+  std::shared_ptr<PendingRecv> StartFrame(uint64_t id, bool is_dead, uint64_t header_bytes, uint64_t payload) {
+    std::shared_ptr<PendingRecv> p = Take(id);
+    taken_ = p;
+    frame_p_ = p;
+    if (p != nullptr) counters_->queue_ns += NowNs() - p->start_ns_;
+    frame_is_dead_ = is_dead;
+    frame_header_bytes_ = header_bytes;
+    frame_payload_ = payload;
+    frame_status_ = absl::OkStatus();
+    frame_tensor_ = Tensor();
+    return p;
+  }
+
+  void StartBody(const Body& body) {
+    body_ = body;
+    state_ = State::kBody;
+  }
+
+  // The last byte of the body in progress is in: the frame completes (a chunk may complete its
+  // response; a proto that does not decode fails only its receive).
+  void FinishBody() {
+    state_ = State::kHead;
+    switch (body_.of) {
+      case BodyOf::kRaw:
+        Complete();
+        break;
+      case BodyOf::kProto:
+        CompleteProto(large_.data());
+        large_.clear();
+        large_.shrink_to_fit();  // up to 2 GiB: not kept for the next one
+        break;
+      case BodyOf::kChunk: {
+        std::shared_ptr<PendingRecv> p = std::move(chunk_p_);
+        if (p == nullptr) break;  // skipped
+        p->received_ += chunk_len_;
+        p->wire_bytes_ += 24 + chunk_len_;
+        if (p->received_ == p->expected_) CompleteChunked(p);
+        break;
+      }
+    }
+  }
+
+  // A TensorProto's bytes are all there (in the reader's buffer or large_).
+  void CompleteProto(const char* bytes) {
+    state_ = State::kHead;
+    const std::shared_ptr<PendingRecv>& p = frame_p_;
+    if (p != nullptr && !p->finished()) {
+      tensorflow::TensorProto proto;
+      // The frame was read whole, so the flow is still in step: only this receive fails, with
+      // Internal as TF's own RPC rendezvous does for a tensor it cannot decode.
+      if (!proto.ParseFromArray(bytes, static_cast<int>(frame_payload_)) ||
+          !frame_tensor_.FromProto(p->allocator_, proto)) {
+        frame_status_ = absl::InternalError(absl::StrCat("Geryon data plane: a tensor from ", peer_,
+                                                         " could not be decoded (malformed TensorProto, ",
+                                                         frame_payload_, " bytes)"));
+        frame_tensor_ = Tensor();
+      }
+    }
+    Complete();
+  }
+
+  // The frame in hand is whole: counted, and its receive (if any still waits) finished, here on the
+  // loop thread (RecvDone: server.cc's completion, which hands the tensor to TF, or starts its
+  // asynchronous copy to the device).
+  void Complete() {
+    state_ = State::kHead;
+    std::shared_ptr<PendingRecv> p = std::move(frame_p_);
+    Tensor tensor = std::move(frame_tensor_);
+    frame_tensor_ = Tensor();
+    taken_.reset();
+    counters_->bytes_received += frame_header_bytes_ + frame_payload_;
     counters_->messages_received += 1;
     if (p != nullptr && p->unresolved_) {
-      counters_->unresolved_bytes += header_bytes + payload;
+      counters_->unresolved_bytes += frame_header_bytes_ + frame_payload_;
       counters_->unresolved_messages += 1;
     }
     if (p != nullptr) {
-      if (status.ok() && !p->finished()) LogArrival({NowNs(), p->rank_, p->param_id_, payload, cls_});
-      p->Finish(status, tensor, is_dead);
+      if (frame_status_.ok() && !p->finished()) LogArrival({NowNs(), p->rank_, p->param_id_, frame_payload_, cls_});
+      p->Finish(frame_status_, tensor, frame_is_dead_);
     }
-    return true;
+  }
+
+  // Loop thread: an error frame's rest (u32 code, u32 length, the message, then the payload section
+  // unless it is a refusal), moved out of the reader's buffer into error_ only as far as the fields
+  // read so far say it reaches, so nothing of the next frame is taken. Checked as the reader thread
+  // checked it.
+  Parse GatherError(std::string* error) {
+    while (true) {
+      size_t need = 0;
+      const Parse parsed = ParseError(&need, error);
+      if (parsed != Parse::kNeedMore) return parsed;
+      const size_t n = std::min(reader_.buffered(), need - error_.size());
+      if (n == 0) return Parse::kNeedMore;
+      error_.append(reader_.data(), n);
+      reader_.Consume(n);
+    }
+  }
+
+  // Parses error_; kNeedMore with `*need` (the bytes error_ must hold at least) until it is whole.
+  Parse ParseError(size_t* need, std::string* error) {
+    Fields f(error_.data(), error_.size());
+    uint32_t code, len;
+    if (!f.Get(&code) || !f.Get(&len)) {
+      *need = 8;
+      return Parse::kNeedMore;
+    }
+    if (len > kMaxErrorBytes || code == 0 || code > 16) {
+      *error = absl::StrCat("malformed error frame (code ", code, ", ", len, " bytes)");
+      return Parse::kFailed;
+    }
+    const char* msg_at = f.Take(len);
+    if (msg_at == nullptr) {
+      *need = 8 + size_t{len};
+      return Parse::kNeedMore;
+    }
+    if (frame_id_ == kRefusalId) {
+      // The producer will not serve this task at all: a permanent error, not a lost flow. (No
+      // payload section: a refusal has the same layout in every version.)
+      refusal_code_ = static_cast<absl::StatusCode>(code);
+      *error = std::string(msg_at, len);
+      return Parse::kFailed;
+    }
+    // The producer's payloads, restored as FromGrpcStatus restores them on gRPC; parsed onto a
+    // placeholder until the section is whole, so the message is built once.
+    absl::Status payloads(absl::StatusCode::kUnknown, "");
+    uint64_t payload_bytes = 0;
+    size_t payload_need = 0;
+    switch (ParseErrorPayloads(error_.data() + f.at(), error_.size() - f.at(), &payloads, &payload_bytes,
+                               &payload_need, error)) {
+      case PayloadParse::kNeedMore:
+        *need = f.at() + payload_need;
+        return Parse::kNeedMore;
+      case PayloadParse::kFailed:
+        return Parse::kFailed;
+      case PayloadParse::kDone:
+        break;
+    }
+    std::string msg(msg_at, len);
+    // As TF's gRPC does for every error of a remote call, the message names the remote target
+    // (ClusterCoordinator tells a failed PS from a failed worker by it).
+    if (msg.find("error information from remote target") == std::string::npos) msg += PeerTag(peer_);
+    absl::Status status(static_cast<absl::StatusCode>(code), msg);
+    payloads.ForEachPayload(
+        [&status](absl::string_view url, const absl::Cord& value) { status.SetPayload(url, value); });
+    StartFrame(frame_id_, frame_is_dead_, 16 + 8 + payload_bytes, len);
+    frame_status_ = std::move(status);
+    error_.clear();
+    if (error_.capacity() > FrameReader::kDefaultCapacity) std::string().swap(error_);  // a large one: not kept
+    Complete();
+    return Parse::kDone;
   }
 
   // The head of a chunked response: allocates the tensor; its bytes come in chunk frames, each read
@@ -889,11 +1244,10 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
 
   // "GRYC" u64 id, u64 offset, u32 len, bytes. A chunk of a receive that is unknown here (aborted,
   // or failed to allocate) is read and dropped; one out of sequence breaks the flow (TCP keeps a
-  // connection's bytes in order, so that is a broken peer).
-  bool ReadChunk(std::string* error) {
-    // The rest of the chunk's header, out of the reader's buffer.
-    const char* head = reader_.Take(20, error);
-    if (head == nullptr) return false;
+  // connection's bytes in order, so that is a broken peer). `f` is past the magic.
+  Parse ParseChunkHead(Fields* f, std::string* error) {
+    const char* head = f->Take(20);
+    if (head == nullptr) return Parse::kNeedMore;
     uint64_t id, offset;
     uint32_t len;
     std::memcpy(&id, head, 8);
@@ -901,27 +1255,32 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
     std::memcpy(&len, head + 16, 4);
     if (len == 0 || len > static_cast<uint64_t>(kMaxChunkBytes)) {
       *error = absl::StrCat("malformed chunk frame (", len, " bytes)");
-      return false;
+      return Parse::kFailed;
     }
+    reader_.Consume(f->at());
     counters_->bytes_received += 24 + len;
     std::shared_ptr<PendingRecv> p = Find(id);
     if (p != nullptr && !p->finished() && !p->chunked_) {
       *error = absl::StrCat("malformed chunk frame (request ", id, " has no chunked head)");
-      return false;
+      return Parse::kFailed;
     }
-    if (p == nullptr || p->finished()) return reader_.Discard(len, error);
-    if (offset != p->received_ || len > p->expected_ - p->received_) {
-      *error = absl::StrCat("malformed chunk frame (request ", id, ": ", len, " bytes at offset ", offset, ", ",
-                            p->received_, " of ", p->expected_, " received)");
-      return false;
+    Body body;
+    body.left = len;
+    body.of = BodyOf::kChunk;
+    if (p != nullptr && !p->finished()) {
+      if (offset != p->received_ || len > p->expected_ - p->received_) {
+        *error = absl::StrCat("malformed chunk frame (request ", id, ": ", len, " bytes at offset ", offset, ", ",
+                              p->received_, " of ", p->expected_, " received)");
+        return Parse::kFailed;
+      }
+      // An abort meanwhile only finishes the receive: the buffer stays alive in p->tensor_, and p
+      // stays pending until its last chunk, so the flow's failure ends it.
+      body.dest = const_cast<char*>(p->tensor_.tensor_data().data()) + offset;
+      chunk_p_ = std::move(p);
+      chunk_len_ = len;
     }
-    // An abort meanwhile only finishes the receive: the buffer stays alive in p->tensor_.
-    char* at = const_cast<char*>(p->tensor_.tensor_data().data()) + offset;
-    if (!reader_.Read(at, len, error)) return false;  // p is still pending: the flow's failure ends it
-    p->received_ += len;
-    p->wire_bytes_ += 24 + len;
-    if (p->received_ == p->expected_) CompleteChunked(p);
-    return true;
+    StartBody(body);
+    return Parse::kDone;
   }
 
   void CompleteChunked(const std::shared_ptr<PendingRecv>& p) {
@@ -942,10 +1301,33 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
   const std::string peer_;
   const int cls_;
   std::shared_ptr<FlowCounters> counters_;
-  FrameReader reader_{fd_};  // the reader thread's only
+  EventLoop* const loop_;  // the transport's; reads this connection from Start to End
+  // The loop thread's own (its reads and the frame in progress): no lock.
+  FrameReader reader_{fd_};
+  State state_ = State::kHead;
+  bool ended_ = false;
+  Body body_;
+  // The response being read: its receive (null: nobody waits), also in taken_ until it completes so
+  // that End fails it; what it will be finished with; its size on the wire.
+  std::shared_ptr<PendingRecv> frame_p_, taken_;
+  uint64_t frame_id_ = 0;
+  bool frame_is_dead_ = false;
+  uint64_t frame_header_bytes_ = 0, frame_payload_ = 0;
+  absl::Status frame_status_;
+  Tensor frame_tensor_;
+  std::string large_;   // a TensorProto larger than the reader's buffer
+  std::string error_;   // an error frame's rest, gathered (GatherError)
+  // The chunk in progress: its receive (stays pending: a broken flow fails it with the rest), length.
+  std::shared_ptr<PendingRecv> chunk_p_;
+  uint32_t chunk_len_ = 0;
+  // Set on the loop thread only (before End calls Fail): the code of a refusal frame.
+  absl::StatusCode refusal_code_ = absl::StatusCode::kUnavailable;
   Mutex write_mu_;  // held by whoever writes to fd_, and by the close
   bool fd_closed_ TF_GUARDED_BY(write_mu_) = false;
   std::string batch_ TF_GUARDED_BY(write_mu_);  // requests combined from outbox_, being written
+  // Bytes of whole request and cancel frames the socket did not take yet (it was full): the loop
+  // writes them (Flush) before anything newer, which is appended behind them.
+  std::string unsent_ TF_GUARDED_BY(write_mu_);
   // Requests left by other threads while one writes (see Send); out_mu_ is taken alone, or inside
   // write_mu_, never the other way round.
   Mutex out_mu_ TF_ACQUIRED_AFTER(write_mu_);
@@ -955,8 +1337,6 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
   bool broken_ TF_GUARDED_BY(mu_) = false;
   std::string broken_reason_ TF_GUARDED_BY(mu_);
   absl::StatusCode broken_code_ TF_GUARDED_BY(mu_) = absl::StatusCode::kUnavailable;
-  // Set by the reader thread only (before it calls Fail): the code of a refusal frame.
-  absl::StatusCode refusal_code_ = absl::StatusCode::kUnavailable;
   std::unordered_map<uint64_t, std::shared_ptr<PendingRecv>> pending_ TF_GUARDED_BY(mu_);
 };
 
@@ -1777,7 +2157,7 @@ class ServerConn : public EventLoop::Handler, public std::enable_shared_from_thi
     auto self = shared_from_this();
     EventLoop* loop = loop_;
     if (!threads_->Spawn(
-            [self, loop, host] {
+            "geryon_dns", [self, loop, host] {
               std::set<std::string> resolved = ResolveHost(host);
               loop->Post([self, host, resolved] { self->Resolved(host, resolved); });
             },
@@ -2438,16 +2818,16 @@ class TcpTransport : public Transport {
   absl::Status Start(ServeFn serve, AbortStepFn abort_step) override {
     serve_ = std::move(serve);
     abort_step_ = std::move(abort_step);
-    // The loop that reads every accepted connection (event_loop.h), before the accept loop that
-    // hands it connections.
+    // The loop that reads every connection (event_loop.h), before the accept loop and the dials
+    // that hand it connections.
     std::string error;
     if (!loop_.Init(&error)) {
       return absl::InternalError(absl::StrCat("Geryon data plane: cannot create its event loop: ", error));
     }
-    if (!threads_.Spawn([this] { loop_.Run(); }, [this] { loop_.Stop(); })) {
+    if (!threads_.Spawn("geryon_loop", [this] { loop_.Run(); }, [this] { loop_.Stop(); })) {
       return absl::ResourceExhaustedError("Geryon data plane: cannot start the event loop's thread");
     }
-    threads_.Spawn([this] { AcceptLoop(); },
+    threads_.Spawn("geryon_accept", [this] { AcceptLoop(); },
                    [this] {
                      stopping_ = true;
                      shutdown(listen_fd_, SHUT_RDWR);  // accept() returns at once
@@ -2601,7 +2981,8 @@ class TcpTransport : public Transport {
     }
     // The dialing thread's stop does nothing: Dial sees stopping_ (set by the accept loop's stop,
     // which Stop runs before it joins) within kDialPoll, or its hello wait ends (kHelloAckTimeoutSeconds).
-    if (!threads_.Spawn([this, slot, peer, cls, local_task] { DialFlow(slot, peer, cls, local_task); }, [] {})) {
+    if (!threads_.Spawn("geryon_dial", [this, slot, peer, cls, local_task] { DialFlow(slot, peer, cls, local_task); },
+                        [] {})) {
       FinishDial(slot, peer, cls, local_task, -1, 0, false, absl::StatusCode::kUnavailable,
                  "cannot start a thread to connect (the transport is stopping or out of threads)");
     }
@@ -2663,8 +3044,8 @@ class TcpTransport : public Transport {
         counters->dscp = DscpForClass(cls);
         counters->local_port = LocalPort(fd);
         counters->peer_port = port;
-        slot->conn = std::make_shared<ClientConn>(fd, peer_task, cls, counters);
-        slot->conn->StartReader(&threads_);
+        slot->conn = std::make_shared<ClientConn>(fd, peer_task, cls, counters, &loop_);
+        slot->conn->Start();  // read by the event loop from now on
         conn = slot->conn;
       }
       slot->dialing = false;
@@ -3047,7 +3428,7 @@ class TcpTransport : public Transport {
   ServeFn serve_;  // set by Start before the accept thread exists, then only read
   AbortStepFn abort_step_;  // likewise
   std::atomic<bool> stopping_{false};
-  EventLoop loop_;  // reads and writes every accepted connection, on a thread of threads_
+  EventLoop loop_;  // reads and writes every connection, accepted and dialed, on a thread of threads_
   ServingConns serving_;  // the loop thread's own: the serving connections by task (CloseForgotten)
   // Last: destroyed first, so every thread is joined while the members it uses still exist.
   ThreadSet threads_;

@@ -10,10 +10,11 @@ them too (native/rendezvous/error_frame.h), so an error is the same on grpc and 
    TF's "different device incarnation" text has the payload), with the /job:ps remote-target tag.
 2. The consumer's frame codec against a hand-written producer (fake_producer.py, as in
    test_frame_reader.py): an error frame's payloads come back on the step's error byte for byte (a
-   value with a NUL is taken, and reaches Python cut there by TF itself); too many payloads, a type
-   URL or value over its bound, and a frame cut inside its payloads fail the flow naming the field
-   (no crash), and the next step redials and works. A hello of the previous protocol (4) gets a
-   refusal frame naming both versions.
+   frame larger than the consumer's 64 KiB reader, with a value at its 64 KiB bound, in uneven
+   pieces, too; a value with a NUL is taken, and reaches Python cut there by TF itself); too many
+   payloads, a type URL or value over its bound, and a frame cut inside its payloads fail the flow
+   naming the field (no crash), and the next step redials and works. A hello of the previous
+   protocol (4) gets a refusal frame naming both versions.
 """
 
 from __future__ import annotations
@@ -175,6 +176,7 @@ RESTARTED = b"type.googleapis.com/tensorflow.distributed_runtime.WorkerPossiblyR
 OURS = b"type.googleapis.com/geryon.test.Blob"
 # Printable: TF hands payload values to Python as C strings (a NUL ends them; the "nul" case), not bytes.
 BLOB = bytes(range(0x21, 0x7F)) * 8
+LARGEST = (bytes(range(0x21, 0x7F)) * 700)[:64 << 10]  # a value at its bound: the frame outgrows the reader
 
 def payload(url, value, url_len=None, value_len=None):
     # u16 url_len, url, u32 value_len, value
@@ -198,6 +200,13 @@ def answer(conn, request_id, case):
         frame = error_frame(request_id, [payload(RESTARTED, b""), payload(OURS, BLOB)])
     elif case == "no_payloads":
         frame = error_frame(request_id, [])
+    elif case == "largest":
+        # Larger than the consumer's 64 KiB reader: gathered across refills, in uneven pieces.
+        frame = error_frame(request_id, [payload(RESTARTED, b""), payload(OURS, LARGEST)])
+        for at in range(0, len(frame), 7919):
+            conn.sendall(frame[at:at + 7919])
+            time.sleep(0.002)
+        return
     elif case == "nul":
         frame = error_frame(request_id, [payload(OURS, b"ab\x00cd"), payload(RESTARTED, b"\x00xyz")])
     elif case == "too_many":
@@ -246,8 +255,8 @@ with tf.device("/job:worker/task:0"):
 options = tf.compat.v1.RunOptions(timeout_in_ms=30000)
 with tf.compat.v1.Session(worker.target) as sess:
     sess.run(tf.compat.v1.global_variables_initializer())
-    for case in ["good", "payloads", "no_payloads", "nul", "too_many", "url_empty", "url_long", "value_long",
-                 "truncated", "good again"]:
+    for case in ["good", "payloads", "no_payloads", "largest", "nul", "too_many", "url_empty", "url_long",
+                 "value_long", "truncated", "good again"]:
         mode["case"] = case.split()[0]
         try:
             out[case] = float(sess.run(total, options=options))
@@ -286,6 +295,12 @@ def test_error_frames_carry_payloads_within_bounds() -> None:
         "type.googleapis.com/geryon.test.Blob": (bytes(range(0x21, 0x7F)) * 8).hex(),
     }, carried
     assert facts["no_payloads"]["payloads"] == {}, facts["no_payloads"]
+    largest = facts["largest"]
+    assert largest["error"] == "AbortedError" and "producer says no" in largest["message"], largest
+    assert largest["payloads"] == {
+        "type.googleapis.com/tensorflow.distributed_runtime.WorkerPossiblyRestarted": "",
+        "type.googleapis.com/geryon.test.Blob": ((bytes(range(0x21, 0x7F)) * 700)[: 64 << 10]).hex(),
+    }, {k: len(v) for k, v in largest["payloads"].items()}
     # Values with a NUL are taken (a payload value is bytes, not text), and the step's Status has them
     # whole; Python sees them cut at the first NUL: TF builds experimental_payloads with
     # PyBytes_FromString(value.c_str()) (tensorflow/python/lib/core/pybind11_status.h,

@@ -11,9 +11,11 @@ is sized from the cluster, raises a too-low descriptor limit, and refuses past i
 - Past the limit: a PS of a 2-task cluster (limit 512) gets 520 connections from an allowed host
   that send no hello (each holds its slot for the 10 s hello timeout): exactly 512 stay open, the
   rest are closed at once, and the PS's log names the limit and why it is that.
-- Threads: one event loop reads and writes every accepted connection (event_loop.h), so N
-  connections add no thread to the PS, with or without an accepted hello (2N before issue 16's
-  loop: a reader and a writer each; N while the loop only read).
+- Threads: one event loop reads and writes every connection (event_loop.h), accepted and dialed.
+  N accepted connections add no thread to the PS, with or without an accepted hello (2N before
+  issue 16's loop: a reader and a writer each; N while the loop only read). A consumer's threads do
+  not grow with its flows either (the worker hosts of the 16 x 4 cluster: 32 dialed flows each, a
+  reader thread per flow until the loop read them).
 """
 
 from __future__ import annotations
@@ -66,6 +68,23 @@ def test_sixteen_workers_by_four_classes_every_flow_pulls_the_right_bytes(librar
     # No thread per accepted connection (the event loop reads and writes all 64): what the PS gains
     # is TF's own (the client's session; 2 in bench_scale's 128-worker runs), far below one per flow.
     assert result["ps_after"]["threads"] - result["ps_before"]["threads"] <= 16
+    # Consumers: each worker host runs 8 worker servers, which dial 8 x 4 classes = 32 flows to the
+    # PS, all read and written by the servers' event loops; a connect's thread ends with the connect.
+    # The data plane names its threads (geryon_loop, geryon_accept, geryon_dial, geryon_dns): before
+    # the steps each host has a loop and an accept loop per server, and after them exactly those (a
+    # reader thread per dialed flow, before issue 16's consumer loop, would add 32). What else a host
+    # gains is TF's: its compute pool and graph runner start with the first step (9 to 25 here).
+    for before, after in zip(result["worker_hosts_before"], result["worker_hosts"], strict=True):
+        ours = [
+            {k: v for k, v in facts["thread_names"].items() if k.startswith("geryon")}
+            for facts in (before, after)
+        ]
+        assert ours[0] == ours[1] == {"geryon_loop": 8, "geryon_accept": 8}, (ours, after["thread_names"])
+    ps_ours = [
+        {k: v for k, v in facts["thread_names"].items() if k.startswith("geryon")}
+        for facts in (result["ps_before"], result["ps_after"])
+    ]
+    assert ps_ours[0] == ps_ours[1] == {"geryon_loop": 1, "geryon_accept": 1}, ps_ours
     # The soft limit it started with (256) is below what 17 tasks need, so the data plane raised it.
     peers = 16
     needed = max(peers * (MAX_CLASSES + 1), MIN_ACCEPTED) + peers * MAX_CLASSES + RESERVED
