@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -23,6 +25,22 @@ from collections.abc import Callable
 from typing import Any
 
 Tap = Callable[[bytes], None]
+
+# The upstream (PS-side) sockets of this process's connections, and whether reset_upstreams ran.
+_UPSTREAMS: list[socket.socket] = []
+_RESET = threading.Event()
+
+
+def reset_upstreams(*_: object) -> None:
+    """Resets every upstream connection (the PS sees a reset, as when its consumer's host dies) and
+    leaves the client side (the worker's) open until the process dies. A proxy killed outright
+    closes both sides at once, and then which task notices first is a race. SIGUSR1 runs this in a
+    proxy process of its own (serve_in_process)."""
+    _RESET.set()
+    for s in list(_UPSTREAMS):
+        with contextlib.suppress(OSError):
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # close sends RST
+            s.shutdown(socket.SHUT_RD)  # wakes the pump blocked in recv on it, which then closes it
 
 
 def pump(
@@ -51,6 +69,11 @@ def pump(
                 time.sleep(len(data) / rate)
     except OSError:
         pass
+    if _RESET.is_set():  # reset_upstreams: only the upstream side goes, with a reset
+        for s in (src, dst):
+            if s in _UPSTREAMS:
+                s.close()
+        return
     for s in (src, dst):
         with contextlib.suppress(OSError):  # the peer may have gone already
             s.shutdown(socket.SHUT_RDWR)
@@ -72,6 +95,7 @@ def serve(
     while True:
         client, _ = listener.accept()
         upstream = socket.create_connection(("127.0.0.1", upstream_port))
+        _UPSTREAMS.append(upstream)
         limit = cut_first_after if first else None
         first = False
         up = {"tap": tap() if tap is not None else None}
@@ -89,7 +113,8 @@ def serve_in_process(listener: socket.socket, upstream_port: int) -> subprocess.
     """serve() (no cut, no rate) in a process of its own, so that a test can kill it by PID: its peers
     then see their connections go as when a host or process dies, with no goodbye from the proxy. It
     accepts on `listener` (passed to it, still open here), so another one can take over the same port
-    after it is killed. Returns once it is up (it has said so on its stdout)."""
+    after it is killed. SIGUSR1 makes it reset its upstream connections only (reset_upstreams).
+    Returns once it is up (it has said so on its stdout)."""
     proc = subprocess.Popen(
         [sys.executable, os.path.abspath(__file__), str(listener.fileno()), str(upstream_port)],
         pass_fds=[listener.fileno()],
@@ -101,6 +126,7 @@ def serve_in_process(listener: socket.socket, upstream_port: int) -> subprocess.
 
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGUSR1, reset_upstreams)
     listening = socket.socket(fileno=int(sys.argv[1]))
     print("up", flush=True)
     serve(listening, int(sys.argv[2]))
