@@ -151,8 +151,15 @@ def test_a_ps_restarted_on_the_same_port_fails_the_worker_as_on_grpc() -> None:
     # worker failure; an incarnation error has the payload on both layers.
     assert classes["grpc"]["incarnation"] == classes["grpc+geryon"]["incarnation"], classes
     assert classes["grpc+geryon"]["incarnation"] == {("AbortedError", True, False, True)}, classes
+    # The other kinds alike in type and verdicts. Not in whether they carry the payload: TF reports a
+    # step's one root error with the payloads of its derived errors merged in (StatusGroup::
+    # GetPayloads, tensorflow/core/platform/status.cc), so a "context_id" error carries the
+    # incarnation error's payload whenever that one arrived first as derived: the race above, on
+    # both layers (seen once in 2 runs). The verdicts, TF's own reading of each error with whatever
+    # payloads it carries, are what ClusterCoordinator acts on, and those are compared.
     for text in set(classes["grpc"]) & set(classes["grpc+geryon"]):
-        assert classes["grpc"][text] == classes["grpc+geryon"][text], (text, classes)
+        verdicts = {protocol: {v[:3] for v in classes[protocol][text]} for protocol in classes}
+        assert verdicts["grpc"] == verdicts["grpc+geryon"], (text, classes)
     # On grpc+geryon the incarnation error is the data plane's (the message names it; TF's text).
     geryon = [e for e in runs["grpc+geryon"]["after"] if _text(e) == "incarnation"]
     assert all("Geryon data plane: " + INCARNATION in e["message"] for e in geryon), geryon
