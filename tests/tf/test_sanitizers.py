@@ -43,7 +43,7 @@ SUBSET = [
     "tests/tf/test_producer_abort.py::test_the_producer_aborts_a_step_whose_consumer_went_away_or_cancelled",
     # issue 16: a forgotten task's connections closed (TF's cache-destroying thread posts to the loop)
     "tests/tf/test_session_end.py::test_a_task_named_only_by_an_ended_session_is_refused_again",
-    # issue 16: the producer's write pass on the loop (partial sends, EPOLLOUT, a slow consumer beside a fast one)
+    # issue 16: the producer's write pass on the loop (partial sends, EPOLLOUT; a slow consumer, a fast one)
     "tests/tf/test_loop_writes.py::test_a_consumer_that_reads_slowly_does_not_hold_up_another_connection",
 ]
 
