@@ -160,7 +160,8 @@ def main() -> int:
         type=int,
         default=0,
         metavar="STEPS",
-        help="--baseline-*: also count syscalls (strace), mallocs (perf uprobe) per tensor over STEPS steps",
+        help="--baseline-*: also count syscalls (strace), mallocs (perf uprobe) per 4 KiB tensor over STEPS"
+        " steps and per 100 MB pull over STEPS/10",
     )
     parser.add_argument(
         "--consumers", type=int, default=1, help="--order: workers pulling the same tensors at once"

@@ -103,7 +103,8 @@ os._exit(0)
 
 
 # --syscalls: the same graphs; after the warm-up the client says WARM and waits for the bench to attach
-# strace to the servers, then runs `steps` steps of the 200 x 4 KiB row on each build.
+# strace to the servers, then runs `steps` steps of one row (spec["fetch"]: 200 x 4 KiB, or the 100 MB
+# pull) on each build.
 _SYSCALL_CLIENT = (
     PULL_SESSIONS
     + r"""
@@ -112,7 +113,7 @@ while not os.path.exists(spec["go_file"]):
     time.sleep(0.05)
 for build, (sess, f) in sessions.items():
     for _ in range(spec["steps"]):
-        sess.run(f[f"{spec['small']} x 4 KiB"])
+        sess.run(f[spec["fetch"]])
 print("RESULT {}", flush=True)
 os._exit(0)
 """
@@ -206,12 +207,23 @@ def _malloc_probe(pid: str) -> Iterator[bool]:
             subprocess.run(["perf", "probe", "-q", "-d", MALLOC_EVENT], capture_output=True, check=False)
 
 
-def count_syscalls(libraries: dict[str, Path], steps: int, progress: Progress) -> dict[str, Any]:
-    """Syscalls and malloc calls of the PS and the worker process per 4 KiB tensor (`strace -c -f`, and
-    `perf stat` on a uprobe on libc's malloc, attached to both servers of each build while `steps`
-    steps of 200 x 4 KiB run): what the frame reader and the allocation cuts save, counted, not timed
-    (strace slows every call down, so no time from this run is reported). Both processes' counts
-    include TF's own calls, the same in both builds; the difference is ours."""
+# What --syscalls counts: (row the client runs, what one step of it moves, how many of them).
+SYSCALL_ROWS = {
+    "tensor": (f"{SMALL} x 4 KiB", "4 KiB tensor", SMALL),
+    "pull": (f"pull {PULLS_MB[-1]} MB", f"{PULLS_MB[-1]} MB pull", 1),
+}
+
+
+def count_syscalls(
+    libraries: dict[str, Path], steps: int, progress: Progress, what: str = "tensor"
+) -> dict[str, Any]:
+    """Syscalls and malloc calls of the PS and the worker process per unit of SYSCALL_ROWS[what] (per
+    4 KiB tensor, or per 100 MB pull) (`strace -c -f`, and `perf stat` on a uprobe on libc's malloc,
+    attached to both servers of each build while `steps` steps of that row run): what the frame
+    reader and the allocation cuts save, and how often the event loop wakes (epoll_wait) for a large
+    pull, counted, not timed (strace slows every call down, so no time from this run is reported).
+    Both processes' counts include TF's own calls, the same in both builds; the difference is ours."""
+    fetch, _, per_step = SYSCALL_ROWS[what]
     if shutil.which("strace") is None:
         raise UsageError("--syscalls needs strace (apt-get install strace)")
     offset = {"GERYON_DATA_PORT_OFFSET": str(DATA_OFFSET)}
@@ -226,10 +238,10 @@ def count_syscalls(libraries: dict[str, Path], steps: int, progress: Progress) -
                 envs.append(child_env({**spec, "pid_file": str(pid_files[(name, job)])}, **offset))
         go = Path(tmp, "go")
         with child_servers(_SERVER, envs), ExitStack() as stack:
-            spec = {"workers": workers, "pulls_mb": [1], **SMALL_SPEC}
+            spec = {"workers": workers, "pulls_mb": [PULLS_MB[-1] if what == "pull" else 1], **SMALL_SPEC}
             client = subprocess.Popen(
                 [sys.executable, "-c", _SYSCALL_CLIENT],
-                env=child_env({**spec, "steps": steps, "go_file": str(go)}, **offset),
+                env=child_env({**spec, "fetch": fetch, "steps": steps, "go_file": str(go)}, **offset),
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
                 text=True,
@@ -256,7 +268,7 @@ def count_syscalls(libraries: dict[str, Path], steps: int, progress: Progress) -
                         out,
                     )
                 time.sleep(2)  # every thread attached
-                progress.say(f"strace attached to 4 servers; {steps} steps of {SMALL} x 4 KiB per build")
+                progress.say(f"strace attached to 4 servers; {steps} steps of {fetch} per build")
                 go.touch()
                 client.wait(timeout=600)
             finally:
@@ -264,13 +276,13 @@ def count_syscalls(libraries: dict[str, Path], steps: int, progress: Progress) -
                     client.kill()
                     client.wait()
             result: dict[str, Any] = {}
-            tensors = steps * SMALL
+            units = steps * per_step
             for key, (tracer, out) in tracers.items():
                 tracer.send_signal(signal.SIGINT)
                 tracer.wait(timeout=60)
                 calls = _strace_summary(out.read_text())
                 result.setdefault(key[0], {})[key[1]] = {
-                    name: round(n / tensors, 2) for name, n in sorted(calls.items()) if n >= tensors // 10
+                    name: round(n / units, 2) for name, n in sorted(calls.items()) if n >= units // 10
                 }
             for key, (perf, stat) in counters.items():
                 perf.send_signal(signal.SIGINT)
@@ -278,7 +290,7 @@ def count_syscalls(libraries: dict[str, Path], steps: int, progress: Progress) -
                 for line in stat.read_text().splitlines():
                     fields = line.split(",")
                     if len(fields) > 2 and fields[2] == MALLOC_EVENT and fields[0].isdigit():
-                        result[key[0]][key[1]]["malloc"] = round(int(fields[0]) / tensors, 2)
+                        result[key[0]][key[1]]["malloc"] = round(int(fields[0]) / units, 2)
             return result
 
 
@@ -314,15 +326,16 @@ def summarize(samples: dict[str, dict[str, list[float]]]) -> list[dict[str, Any]
     return rows
 
 
-def print_syscalls(counts: dict[str, Any]) -> None:
-    names = ("recvfrom", "sendmsg", "ioctl", "futex", "malloc")
+def print_syscalls(counts: dict[str, Any], what: str = "tensor") -> None:
+    names = ("recvfrom", "sendmsg", "epoll_wait", "ioctl", "futex", "malloc")
     rows = []
     for build_name in BUILDS:
         for job in ("ps", "worker"):
             per = counts[build_name][job]
             rows.append({"build": build_name, "process": job, **{n: per.get(n, 0.0) for n in names}})
     print(
-        "\nsyscalls per 4 KiB tensor (strace -c -f on the servers; recv() is recvfrom), and malloc calls"
+        f"\nsyscalls per {SYSCALL_ROWS[what][1]} (strace -c -f on the servers; recv() is recvfrom),"
+        " and malloc calls"
         " (perf stat on a uprobe; 0 where perf or uprobes are missing):"
     )
     print_table(rows, [("build", "build", "s"), ("process", "process", "s"), *[(n, n, ".2f") for n in names]])
@@ -372,14 +385,19 @@ def run(
         target = next((t for prefix, t in targets.items() if name.startswith(prefix)), None)
         note = f" (target >= {target})" if target else ""
         print(f"  {name:18s} " + "  ".join(f"{r:.2f}" for r in ratios) + note)
-    syscalls = None
+    syscalls, pull_syscalls = None, None
     if syscall_steps > 0:
         syscalls = count_syscalls(libraries, syscall_steps, progress)
         print_syscalls(syscalls)
+        # The large pull: how many loop wake-ups and reads a 100 MB response takes (a tenth of the
+        # steps: each moves 25,000 times the bytes of a 4 KiB tensor, and strace slows every call).
+        pull_syscalls = count_syscalls(libraries, max(1, syscall_steps // 10), progress, "pull")
+        print_syscalls(pull_syscalls, "pull")
     write_json(
         out,
         {
             "syscalls_per_tensor": syscalls,
+            "syscalls_per_pull_mb": {"mb": PULLS_MB[-1], "counts": pull_syscalls},
             "syscall_steps": syscall_steps,
             "baseline_library": str(baseline),
             "baseline_ref": baseline_ref,
