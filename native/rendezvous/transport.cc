@@ -2468,7 +2468,7 @@ class ServerConn : public EventLoop::Handler, public std::enable_shared_from_thi
   // kPassSends sends, so a large response cannot keep the loop from the other connections; then
   // it returns to epoll_wait:
   // - the socket is full: waits for EPOLLOUT (blocked_since_ set: host order's stall detection);
-  // - the sends are used up: EPOLLOUT too, which a socket with room reports at the next wait;
+  // - the sends are used up (the socket took them all): another pass after the loop's next poll;
   // - host order yields to a more urgent connection of the class: re-checked when the class
   //   publishes a change (MoreUrgentElsewhereOrWatch's wake) or after kHostPollNs (a stall);
   // - nothing may go (nothing queued, or held): no interest until Enqueue or SetHolding schedules;
@@ -2563,7 +2563,14 @@ class ServerConn : public EventLoop::Handler, public std::enable_shared_from_thi
     } else if (blocked_since_->load(std::memory_order_relaxed) == 0) {
       blocked_since_->store(NowNs(), std::memory_order_relaxed);
     }
-    WantWrite(blocked || sends_left == 0);
+    WantWrite(blocked);
+    // The sends used up and the socket took all of them: the next pass runs after one poll of the
+    // other sockets (a deferred post), not on EPOLLOUT. The kernel reports EPOLLOUT only once the
+    // bytes queued in the socket have fallen to twice its free room (sk_stream_is_writeable), so a
+    // socket that still had room for the next chunk sat idle until it drained that far: 4.5 ms per
+    // 100 MB pull spent in epoll_wait between full sendmsg calls, where a blocking sendmsg went on
+    // (issue 16, bench/README "the 100 MB pull on the event loop").
+    if (!blocked && sends_left == 0) ScheduleWrite();
     if (yielding && host_recheck_ns_ == 0) {
       host_recheck_ns_ = EventLoop::NowNs() + kHostPollNs;
       ArmTimer();
