@@ -207,10 +207,11 @@ def _malloc_probe(pid: str) -> Iterator[bool]:
             subprocess.run(["perf", "probe", "-q", "-d", MALLOC_EVENT], capture_output=True, check=False)
 
 
-# What --syscalls counts: (row the client runs, what one step of it moves, how many of them).
+# What --syscalls counts: (row the client runs, what one step of it moves, how many of them, the pull
+# sizes the client builds: one, the row's own or the smallest).
 SYSCALL_ROWS = {
-    "tensor": (f"{SMALL} x 4 KiB", "4 KiB tensor", SMALL),
-    "pull": (f"pull {PULLS_MB[-1]} MB", f"{PULLS_MB[-1]} MB pull", 1),
+    "tensor": (f"{SMALL} x 4 KiB", "4 KiB tensor", SMALL, [1]),
+    "pull": (f"pull {PULLS_MB[-1]} MB", f"{PULLS_MB[-1]} MB pull", 1, [PULLS_MB[-1]]),
 }
 
 
@@ -223,7 +224,7 @@ def count_syscalls(
     reader and the allocation cuts save, and how often the event loop wakes (epoll_wait) for a large
     pull, counted, not timed (strace slows every call down, so no time from this run is reported).
     Both processes' counts include TF's own calls, the same in both builds; the difference is ours."""
-    fetch, _, per_step = SYSCALL_ROWS[what]
+    fetch, _, per_step, pulls_mb = SYSCALL_ROWS[what]
     if shutil.which("strace") is None:
         raise UsageError("--syscalls needs strace (apt-get install strace)")
     offset = {"GERYON_DATA_PORT_OFFSET": str(DATA_OFFSET)}
@@ -238,7 +239,7 @@ def count_syscalls(
                 envs.append(child_env({**spec, "pid_file": str(pid_files[(name, job)])}, **offset))
         go = Path(tmp, "go")
         with child_servers(_SERVER, envs), ExitStack() as stack:
-            spec = {"workers": workers, "pulls_mb": [PULLS_MB[-1] if what == "pull" else 1], **SMALL_SPEC}
+            spec = {"workers": workers, "pulls_mb": pulls_mb, **SMALL_SPEC}
             client = subprocess.Popen(
                 [sys.executable, "-c", _SYSCALL_CLIENT],
                 env=child_env({**spec, "fetch": fetch, "steps": steps, "go_file": str(go)}, **offset),
@@ -335,8 +336,7 @@ def print_syscalls(counts: dict[str, Any], what: str = "tensor") -> None:
             rows.append({"build": build_name, "process": job, **{n: per.get(n, 0.0) for n in names}})
     print(
         f"\nsyscalls per {SYSCALL_ROWS[what][1]} (strace -c -f on the servers; recv() is recvfrom),"
-        " and malloc calls"
-        " (perf stat on a uprobe; 0 where perf or uprobes are missing):"
+        " and malloc calls (perf stat on a uprobe; 0 where perf or uprobes are missing):"
     )
     print_table(rows, [("build", "build", "s"), ("process", "process", "s"), *[(n, n, ".2f") for n in names]])
 

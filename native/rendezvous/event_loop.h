@@ -74,8 +74,10 @@ class EventLoop {
   // Loop thread only: stop or resume watching `h`'s socket for reading (its timer and write
   // interest are unaffected).
   void Watch(Handler* h, bool on);
-  // Loop thread only: watch `h`'s socket for writing too (OnWritable while the socket has room;
-  // level-triggered, so a socket with room reports at once), or no longer.
+  // Loop thread only: watch `h`'s socket for writing too (OnWritable while the socket is writable,
+  // level-triggered), or no longer. For TCP "writable" is the kernel's sk_stream_is_writeable: the
+  // free room at least half the bytes queued, not merely room for the next send, so a handler that
+  // stops sending while the socket still takes bytes should not wait for it (ServerConn::WritePass).
   void WatchWrite(Handler* h, bool on);
   // Loop thread only: OnTimer runs once at `deadline_ns` (steady clock, NowNs), replacing any
   // deadline set before; ClearTimer removes it. One per handler: a handler with several deadlines
