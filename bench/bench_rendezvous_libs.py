@@ -12,10 +12,15 @@ alternating from round to round (A B, B A, ...), so both see the same machine lo
   200 x 4 KiB, 1 x 4 KiB    steps moving 200 (1) float32 variables of 4 KiB each
   per-tensor 4 KiB          (t(200 x 4 KiB) - t(1 x 4 KiB)) / 199 of the same round: what one more
                             4 KiB tensor costs, without the step's fixed cost
+  per-tensor over floor     the same less the floor of the same round: the two small rows with the
+                            variables on the new build's worker task itself (TensorFlow's own cost of
+                            reading and adding a variable, no Send/Recv, no transfer; the floor takes
+                            its turn first, between or last among the two builds, round by round), so
+                            the ratio is what the transfer costs on each build, TF's share left out
 Per run (fresh processes each): medians per build and the median of per-round paired ratios
 baseline / new (> 1: the new build is faster) with a bootstrap 95% interval. Targets (issue 16): the
-per-tensor 4 KiB ratio >= 2, the pulls >= 1 (no slower). Writes JSON with `uptime`'s load before and
-after each run (default out/bench/rendezvous_libs.json).
+per-tensor ratios >= 2 (the issue's "per-tensor overhead"; both printed), the pulls >= 1. Writes
+JSON with `uptime`'s load before and after each run (default out/bench/rendezvous_libs.json).
 """
 
 from __future__ import annotations
@@ -87,15 +92,36 @@ _CLIENT = (
     + r"""
 names = list(fetches)
 samples = {b: {name: [] for name in names} for b in sessions}
-order = list(sessions)
+# TF's own floor: the same small variables on the new build's worker task itself (no transfer, no
+# Send/Recv); only the small rows exist there.
+graph = tf.Graph()
+with graph.as_default():
+    with tf.device("/job:worker/task:0"):
+        local = [tf.Variable(tf.zeros([n]), name=f"l{i}") for i in range(spec["small"])]
+        local_fetches = {
+            f"{spec['small']} x {label}": tf.add_n([tf.identity(v)[0] for v in local]),
+            f"1 x {label}": tf.identity(local[0])[0],
+        }
+    init = tf.compat.v1.global_variables_initializer()
+local_sess = tf.compat.v1.Session("grpc://" + spec["workers"]["new"], graph=graph)
+local_sess.run(init)
+for _ in range(spec["warmups"]):
+    for f in local_fetches.values():
+        local_sess.run(f)
+samples["local"] = {name: [] for name in local_fetches}
+pair = list(sessions)
 for r in range(spec["repeats"]):
+    slot = r % 3  # the floor's place among the pair: first, between, last in turn
+    order = pair[:slot] + ["local"] + pair[slot:]
     for name in names:
         for build in order:
-            sess, f = sessions[build]
+            sess, f = (local_sess, local_fetches) if build == "local" else sessions[build]
+            if name not in f:
+                continue
             start = time.perf_counter()
             sess.run(f[name])
             samples[build][name].append(time.perf_counter() - start)
-    order.reverse()  # A B, then B A: neither build always goes first
+    pair.reverse()  # A B, then B A: neither build always goes first
 print("RESULT " + json.dumps(samples), flush=True)
 os._exit(0)
 """
@@ -301,11 +327,23 @@ def per_tensor(samples: dict[str, list[float]]) -> list[float]:
     return [(m - o) / (SMALL - 1) for m, o in zip(many, one, strict=True)]
 
 
+def over_floor(samples: dict[str, dict[str, list[float]]], build_name: str) -> list[float]:
+    """Per round: a build's per-tensor 4 KiB cost minus the floor's (the same variables on the worker's
+    own task) in that round: what the transfer adds to TensorFlow's own per-tensor work."""
+    floor = per_tensor(samples["local"])
+    return [t - f for t, f in zip(per_tensor(samples[build_name]), floor, strict=True)]
+
+
 def summarize(samples: dict[str, dict[str, list[float]]]) -> list[dict[str, Any]]:
     series = {b: {**samples[b], "per-tensor 4 KiB": per_tensor(samples[b])} for b in BUILDS}
+    if "local" in samples:  # JSON of runs before the floor was measured beside lack it
+        for b in BUILDS:
+            series[b]["per-tensor over floor"] = over_floor(samples, b)
     rows = []
     for name in series["new"]:
         base, new = series["baseline"][name], series["new"][name]
+        # A round whose cost over the floor is not positive (noise larger than the cost) has no
+        # ratio; "pairs" says how many rounds remain.
         ratios = [b / n for b, n in zip(base, new, strict=True) if n > 0 and b > 0]
         ci = bootstrap_ci(ratios)
         unit = 1e6 if name.startswith("per-tensor") else 1e3
@@ -375,8 +413,20 @@ def run(
              ("new", "new", ".2f"), ("baseline_mbps", "base MB/s", ".0f"), ("new_mbps", "new MB/s", ".0f"),
              ("ratio", "base/new", ".2f"), ("ci_low", "95% lo", ".2f"), ("ci_high", "95% hi", ".2f")],
         )  # fmt: skip
+        floor_us = statistics.median(per_tensor(samples["local"])) * 1e6
+        print(
+            f"floor: {floor_us:.2f} us per 4 KiB tensor with the variables on the worker's own task (TF's"
+            " own cost, no transfer); 'per-tensor over floor' is each build's per-tensor cost less the"
+            " floor of the same round"
+        )
         results.append(
-            {"rows": rows, "samples_s": samples, "load_before": load_before, "load_after": load_after}
+            {
+                "rows": rows,
+                "floor_us": floor_us,
+                "samples_s": samples,
+                "load_before": load_before,
+                "load_after": load_after,
+            }
         )
     print("\nacross runs (median of per-round ratios baseline/new, each run's):")
     for name in [r["what"] for r in results[0]["rows"]]:
@@ -384,7 +434,7 @@ def run(
         targets = {"per-tensor": TARGET_PER_TENSOR, "pull": TARGET_PULL}
         target = next((t for prefix, t in targets.items() if name.startswith(prefix)), None)
         note = f" (target >= {target})" if target else ""
-        print(f"  {name:18s} " + "  ".join(f"{r:.2f}" for r in ratios) + note)
+        print(f"  {name:21s} " + "  ".join(f"{r:.2f}" for r in ratios) + note)
     syscalls, pull_syscalls = None, None
     if syscall_steps > 0:
         syscalls = count_syscalls(libraries, syscall_steps, progress)
