@@ -13,10 +13,11 @@ alternating from round to round (A B, B A, ...), so both see the same machine lo
   per-tensor 4 KiB          (t(200 x 4 KiB) - t(1 x 4 KiB)) / 199 of the same round: what one more
                             4 KiB tensor costs, without the step's fixed cost
   per-tensor over floor     the same less the floor of the same round: the two small rows with the
-                            variables on the new build's worker task itself (TensorFlow's own cost of
-                            reading and adding a variable, no Send/Recv, no transfer; the floor takes
-                            its turn first, between or last among the two builds, round by round), so
-                            the ratio is what the transfer costs on each build, TF's share left out
+                            variables on the worker task itself (TensorFlow's own cost of reading and
+                            adding a variable, no Send/Recv, no transfer), in a fifth process so that
+                            it warms neither build's worker, taking its turn first, between or last
+                            among the two builds round by round: the ratio is what the transfer costs
+                            on each build, TF's share left out
 Per run (fresh processes each): medians per build and the median of per-round paired ratios
 baseline / new (> 1: the new build is faster) with a bootstrap 95% interval. Targets (issue 16): the
 per-tensor ratios >= 2 (the issue's "per-tensor overhead"; both printed), the pulls >= 1. Writes
@@ -92,8 +93,8 @@ _CLIENT = (
     + r"""
 names = list(fetches)
 samples = {b: {name: [] for name in names} for b in sessions}
-# TF's own floor: the same small variables on the new build's worker task itself (no transfer, no
-# Send/Recv); only the small rows exist there.
+# TF's own floor: the same small variables on a worker task of their own (no transfer, no Send/Recv;
+# a process of its own, so that neither build's worker is warmed by it); only the small rows exist.
 graph = tf.Graph()
 with graph.as_default():
     with tf.device("/job:worker/task:0"):
@@ -103,7 +104,7 @@ with graph.as_default():
             f"1 x {label}": tf.identity(local[0])[0],
         }
     init = tf.compat.v1.global_variables_initializer()
-local_sess = tf.compat.v1.Session("grpc://" + spec["workers"]["new"], graph=graph)
+local_sess = tf.compat.v1.Session("grpc://" + spec["floor_worker"], graph=graph)
 local_sess.run(init)
 for _ in range(spec["warmups"]):
     for f in local_fetches.values():
@@ -169,17 +170,25 @@ def measure(
     libraries: dict[str, Path], repeats: int, progress: Progress
 ) -> dict[str, dict[str, list[float]]]:
     offset = {"GERYON_DATA_PORT_OFFSET": str(DATA_OFFSET)}
-    clusters = ps_worker_clusters(BUILDS, DATA_OFFSET)
+    clusters = ps_worker_clusters((*BUILDS, "floor"), DATA_OFFSET)
+    # The floor's worker: a one-task cluster of its own (the new build loaded, its data plane unused).
+    floor_cluster = {"worker": clusters.pop("floor")["worker"]}
     workers = {name: cluster["worker"][0] for name, cluster in clusters.items()}
     envs = [
         child_env({"cluster": cluster, "job": job, "library": str(libraries[name])}, **offset)
         for name, cluster in clusters.items()
         for job in ("ps", "worker")
     ]
+    envs.append(
+        child_env({"cluster": floor_cluster, "job": "worker", "library": str(libraries["new"])}, **offset)
+    )
     with child_servers(_SERVER, envs):
-        progress.say("4 servers up (2 builds); measuring, the client alternates between them")
+        progress.say(
+            "5 servers up (2 builds, the floor's worker); measuring, the client alternates between them"
+        )
         spec = {
             "workers": workers,
+            "floor_worker": floor_cluster["worker"][0],
             "pulls_mb": list(PULLS_MB),
             **SMALL_SPEC,
             "repeats": repeats,
