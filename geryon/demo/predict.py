@@ -192,11 +192,18 @@ def predict(
     summary = summarize(result)
     runs = [r for r in result.get("runs") or [] if isinstance(r, Mapping)]
     modes: dict[str, Any] = {}
+    single_profile, single_chosen = profile, {"used": chosen["used"], "from": "the other modes' profile"}
+    if profile_source == "cluster" and "single" in summary["modes"]:
+        single_profile, single_chosen = choose_single_profile(result, config, profile_path, profile)
+        progress.say(
+            f"single's profile: {single_chosen['used']} ({single_profile.source}), {single_chosen['from']}"
+        )
     for mode, m in summary["modes"].items():
         setting = sim_setting(
             mode, [r for r in runs if r.get("mode") == mode], m["thresholds"], config, incast
         )
-        iteration_s, sim, seeds = simulate_setting(profile, setting, ps_costs)
+        mode_profile = single_profile if mode == "single" else profile
+        iteration_s, sim, seeds = simulate_setting(mode_profile, setting, ps_costs)
         measured = m["median_step_s"]
         step_fixed = by_workers.get(setting["workers"], ps_info.get("step_fixed_s") or 0.0)
         predicted = iteration_s + step_fixed
@@ -216,6 +223,12 @@ def predict(
             },
             "note": sim_note(mode, [r for r in runs if r.get("mode") == mode]),
         }
+        if mode == "single":
+            modes[mode]["profile"] = {
+                "source": mode_profile.source,
+                "compute_s": mode_profile.compute_s,
+                **single_chosen,
+            }
         progress.say(
             f"{mode}: predicted {predicted:.3f} s/step"
             + (f", measured {measured:.3f} s ({modes[mode]['error']:+.1%})" if measured else ", not measured")
@@ -616,6 +629,34 @@ def choose_profile(
     if fallback is not None:
         chosen["fallback"] = f"in-cluster profile unavailable: {fallback}"
     return profile, cached, chosen
+
+
+def choose_single_profile(
+    result: Mapping[str, Any], config: Mapping[str, Any], profile_path: Path | None, other: Profile
+) -> tuple[Profile, dict[str, Any]]:
+    """The single mode's compute: its own run's in-cluster profile (`result["incluster_single"]`; one
+    worker on the machine's cores, where the other modes' profile was traced beside a second worker),
+    else one cached for the one-worker cluster, else `other` (the profile the other modes use), each
+    with what was used and why."""
+    key = cluster_profile_key({**config, "workers": 1})
+    rec = result.get("incluster_single")
+    rec = rec if isinstance(rec, Mapping) else {}
+    data = rec.get("profile")
+    if isinstance(data, Mapping):
+        profile = Profile.from_dict(dict(data), where="incluster_single.profile")
+        if profile_path is not None:
+            cache = _read_cache(profile_path)
+            cache[key] = profile.to_dict()
+            _write_cache(profile_path, cache)
+        return profile, {"used": "cluster", "from": "this run's single mode"}
+    why = rec.get("error") or "this result has no capture of the single mode"
+    cache = _read_cache(profile_path) if profile_path is not None else {}
+    if key in cache:
+        return Profile.from_dict(cache[key], where=f"{profile_path}: {key}"), {
+            "used": "cluster",
+            "from": f"cache (this run: {why})",
+        }
+    return other, {"used": "other modes'", "from": f"the other modes' profile ({why})"}
 
 
 def profile_key(config: Mapping[str, Any]) -> str:

@@ -97,6 +97,11 @@ def prediction_notes(prediction: Mapping[str, Any]) -> list[str]:
         if profile.get("fallback"):
             text += f" ({profile['fallback']})"
         out.append(text)
+    single = _mapping(_mapping(_mapping(prediction.get("modes")).get("single")).get("profile"))
+    if single.get("used"):
+        compute = single.get("compute_s")
+        c = f" (C = {compute:.3f} s)" if isinstance(compute, int | float) else ""
+        out.append(f"single's profile: {single['used']}, {single.get('from')}{c}")
     ps_costs = _mapping(prediction.get("ps_costs"))
     if ps_costs.get("note"):
         out.append(str(ps_costs["note"]))

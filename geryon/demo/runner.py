@@ -15,7 +15,9 @@ With `profile_source` "cluster" (the default) the first run of CAPTURE_MODES als
 (its task gets a profiler server; geryon.demo.capture runs beside it in worker0's host, protocol in
 that module) for CAPTURE_MS over unmeasured rounds the chief runs after the measured ones
 ("trace_tail_s" in its spec); the profile (or why there is none) goes to `result["incluster"]` and
-from there into the prediction (geryon.demo.predict).
+from there into the prediction (geryon.demo.predict). The single mode's first run is traced the same
+way into `result["incluster_single"]`: one worker computes on the 2 cores there, not two, so its
+compute is measured in its own cluster and its prediction uses that profile.
 
 Beside the measured job, for the whole run: the background stream (`background`, default half the
 link rate) and, with cfg["second_job"], a second training job on the same hosts and links
@@ -151,6 +153,9 @@ PROFILE_SOURCES = ("alone", "cluster")
 # no threshold search and no switch changes, so every traced step is the same kind of step, and its
 # partitioned plan moves the bytes the Geryon modes move; vanilla is the fallback.
 CAPTURE_MODES = ("ps", "vanilla")
+# The single mode's cluster (one worker) is not the others' (two workers on the same 2 cores): its
+# compute is traced in its own first run too (`incluster_single`), and its prediction uses that.
+SINGLE_MODE = "single"
 CAPTURE_MS = 3000  # traced window: 2-3 default steps, about a hundred --quick ones
 # The chief's unmeasured tail rounds last the window plus this: the trace RPC starts a little after
 # the capture process says TRACING. Tracing costs the traced worker time (measured: a --quick ps run
@@ -1091,6 +1096,7 @@ def new_result(cfg: dict[str, Any]) -> dict[str, Any]:
         "summary": None,
         "prediction": None,
         "incluster": None,
+        "incluster_single": None,
         "background": None,
         "second_job": None,
     }
@@ -1109,7 +1115,7 @@ def run_modes(tb: Any, cfg: dict[str, Any], log_dir: Path, progress: Progress) -
     # The in-cluster profile: traced in the first run of the capture mode, again in the next repeat's
     # only if that one failed.
     capture_mode = next((m for m in CAPTURE_MODES if m in cfg["modes"]), None)
-    captured = False
+    captured = captured_single = False
     if cfg["profile_source"] == "cluster" and capture_mode is None:
         result["incluster"] = {
             "mode": None,
@@ -1132,11 +1138,16 @@ def run_modes(tb: Any, cfg: dict[str, Any], log_dir: Path, progress: Progress) -
                     progress.say(f"mode {run['mode']}: {result_line(run)}")
                 continue
             runner = ModeRun(tb, cfg, mode, repeat, None, not result["params"], log_dir, progress)
-            runner.capture = cfg["profile_source"] == "cluster" and name == capture_mode and not captured
+            runner.capture = cfg["profile_source"] == "cluster" and (
+                (name == capture_mode and not captured) or (name == SINGLE_MODE and not captured_single)
+            )
             run = runner.run()
             if runner.params:
                 result["params"] = runner.params
-            if runner.incluster is not None:
+            if runner.incluster is not None and name == SINGLE_MODE:
+                captured_single = runner.incluster["profile"] is not None
+                result["incluster_single"] = runner.incluster
+            elif runner.incluster is not None:
                 captured = runner.incluster["profile"] is not None
                 result["incluster"] = runner.incluster
             result["runs"].append(run)

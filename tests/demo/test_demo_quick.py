@@ -159,6 +159,23 @@ def test_the_prediction_used_worker_0s_profile_traced_in_the_ps_run(quick: dict[
     assert ps_run["trace_rounds"] >= profile.meta["steps"] // 2 and len(ps_run["step_times"]) == 10
 
 
+def test_the_single_mode_was_traced_in_its_own_cluster_and_predicted_from_that(quick: dict[str, Any]) -> None:
+    from geryon.threshold.profile import Profile
+
+    result = quick["result"]
+    rec = result["incluster_single"]
+    assert rec["error"] is None and rec["mode"] == "single" and rec["host"] == "worker0"
+    profile = Profile.from_dict(rec["profile"])
+    assert profile.source == "incluster:single:worker0" and profile.meta["steps"] >= 2
+    assert all(la.forward_s > 0 and la.backward_s > 0 for la in profile.layers)
+    used = result["prediction"]["modes"]["single"]
+    assert (used["profile"]["used"], used["profile"]["from"]) == ("cluster", "this run's single mode")
+    assert used["compute_s"] == pytest.approx(profile.compute_s)
+    single_run = next(r for r in result["runs"] if r["mode"] == "single")
+    assert single_run["trace_rounds"] >= 1 and len(single_run["step_times"]) == 10
+    assert "single's profile: cluster (incluster:single:worker0), this run's single mode" in quick["stderr"]
+
+
 def class_of(urgency: float, thresholds: list[float]) -> int:
     return sum(1 for t in thresholds if t >= urgency)  # the tagger's rule: class 0 most urgent
 
@@ -214,9 +231,11 @@ def test_nothing_is_left_behind(quick: dict[str, Any]) -> None:
     run_id = result["testbed"]["run_id"]
     assert leftovers(run_id, quick["state"]) == []
     pids = {pid for run in result["runs"] for pid in run["pids"].values()}
-    # 2 PS + 2 workers + chief per cluster (paired: one); single: one worker; ps: the capture process.
-    assert len(pids) == 4 * 5 - 1 + 1
-    assert "capture" in {h for run in result["runs"] if run["mode"] == "ps" for h in run["pids"]}
+    # 2 PS + 2 workers + chief per cluster (paired: one); single: one worker; ps and single: the
+    # capture process.
+    assert len(pids) == 4 * 5 - 1 + 2
+    for mode in ("ps", "single"):
+        assert "capture" in {h for run in result["runs"] if run["mode"] == mode for h in run["pids"]}
     assert [pid for pid in pids if alive(pid)] == []
     # A bound against a quick run that grew, not a timing: it took 187 s beside a make demo in CI.
     assert quick["seconds"] < 300

@@ -237,18 +237,21 @@ def test_geryon_is_simulated_as_the_hybrid_only_where_both_the_simulator_and_the
     assert sim_note("geryon", runs["geryon"]) is None
 
 
-def _in_cluster_like(cache: Path, res: dict) -> dict:
+def _in_cluster_like(cache: Path, res: dict, factor: float = 2.0, mode: str = "ps") -> dict:
     """A profile shaped like geryon.demo.capture's: the tiny model's layers from the cached alone
-    profile, every layer twice as slow (contention), its source an in-cluster one. The real capture
-    (TF's profiler on worker 0 of a real demo cluster) is tested end to end in test_demo_quick.py."""
+    profile, every layer `factor` times as slow (contention), its source an in-cluster one. The real
+    capture (TF's profiler on worker 0 of a real demo cluster) is tested end to end in
+    test_demo_quick.py."""
     import dataclasses
 
     from geryon.threshold.profile import Profile
 
-    (entry,) = json.loads(cache.read_text())["profiles"].values()
+    (entry,) = [
+        v for k, v in json.loads(cache.read_text())["profiles"].items() if not k.startswith("cluster|")
+    ]
     alone = Profile.from_dict(entry)
     layers = tuple(
-        dataclasses.replace(la, forward_s=2 * la.forward_s, backward_s=2 * la.backward_s)
+        dataclasses.replace(la, forward_s=factor * la.forward_s, backward_s=factor * la.backward_s)
         for la in alone.layers
     )
     return Profile(
@@ -257,7 +260,7 @@ def _in_cluster_like(cache: Path, res: dict) -> dict:
         layers,
         alone.params,
         alone.urgency_function,
-        "incluster:ps:worker0",
+        f"incluster:{mode}:worker0",
         {},
     ).to_dict()
 
@@ -306,6 +309,55 @@ def test_the_in_cluster_profile_is_used_cached_per_cluster_shape_with_alone_as_f
     assert predict(res, cache, quiet(), profile_source="alone")["profile"]["used"] == "alone"
     with pytest.raises(PredictError, match="profile_source: expected cluster or alone, got 'both'"):
         predict(res, cache, quiet(), profile_source="both")
+
+
+def test_the_single_mode_uses_the_profile_traced_in_its_own_one_worker_cluster(tmp_path: Path) -> None:
+    cache = tmp_path / "profiles.json"
+    alone = predict(tiny(), cache, quiet(), profile_source="alone")
+    res = tiny()
+    res["incluster"] = {"mode": "ps", "profile": _in_cluster_like(cache, res, 3.0), "error": None}
+    # Nothing traced in the single mode: it takes the other modes' profile and says why.
+    before = predict(res, cache, quiet())
+    single = before["modes"]["single"]["profile"]
+    assert single["used"] == "other modes'" and "no capture of the single mode" in single["from"]
+    assert single["source"] == "incluster:ps:worker0"
+
+    # Its own capture (one worker: less contention than the ps mode's two): single only, cached per shape.
+    res["incluster_single"] = {
+        "mode": "single",
+        "profile": _in_cluster_like(cache, res, 1.5, "single"),
+        "error": None,
+    }
+    p = predict(res, cache, quiet())
+    single = p["modes"]["single"]["profile"]
+    assert (single["used"], single["from"], single["source"]) == (
+        "cluster",
+        "this run's single mode",
+        "incluster:single:worker0",
+    )
+    assert single["compute_s"] == pytest.approx(1.5 * alone["profile"]["compute_s"])
+    assert p["modes"]["single"]["compute_s"] == pytest.approx(single["compute_s"])
+    assert p["modes"]["single"]["predicted_s"] < before["modes"]["single"]["predicted_s"]
+    for mode in ("vanilla", "ps", "geryon", "endhost"):  # the other modes keep the ps mode's profile
+        assert p["modes"][mode]["predicted_s"] == before["modes"][mode]["predicted_s"], mode
+        assert "profile" not in p["modes"][mode]
+    assert p["profile"]["source"] == "incluster:ps:worker0"
+    keys = list(json.loads(cache.read_text())["profiles"])
+    assert any("|workers1|" in k for k in keys) and any("|workers2|" in k for k in keys)
+
+    # A later run whose single capture failed: the cached one-worker profile, saying why.
+    failed = tiny()
+    failed["incluster"] = res["incluster"]
+    failed["incluster_single"] = {"mode": "single", "profile": None, "error": "capture: no TRACED within 9 s"}
+    again = predict(failed, cache, quiet())
+    single = again["modes"]["single"]["profile"]
+    assert single["used"] == "cluster" and "no TRACED within 9 s" in single["from"]
+    assert again["modes"]["single"]["predicted_s"] == p["modes"]["single"]["predicted_s"]
+
+    # --profile-source alone: every mode, single too, from the profile measured alone.
+    assert (
+        predict(res, cache, quiet(), profile_source="alone")["modes"]["single"]["profile"]["used"] == "alone"
+    )
 
 
 def test_ps_costs_come_from_the_calibration_file_or_the_report_says_none(
