@@ -19,7 +19,9 @@ alternating from round to round (A B, B A, ...), so both see the same machine lo
                             among the two builds round by round: the ratio is what the transfer costs
                             on each build, TF's share left out
 Per run (fresh processes each): medians per build and the median of per-round paired ratios
-baseline / new (> 1: the new build is faster) with a bootstrap 95% interval. Targets (issue 16): the
+baseline / new (> 1: the new build is faster) with a bootstrap 95% interval; across runs, the same
+over every run's rounds pooled, with a verdict per target: met (the interval above it), NOT met
+(below), not proven (containing it). Targets (issue 16): the
 per-tensor ratios >= 2 (the issue's "per-tensor overhead"; both printed), the pulls >= 1. Writes
 JSON with `uptime`'s load before and after each run (default out/bench/rendezvous_libs.json).
 """
@@ -365,6 +367,7 @@ def summarize(samples: dict[str, dict[str, list[float]]]) -> list[dict[str, Any]
             "ci_low": ci[0] if ci else None,
             "ci_high": ci[1] if ci else None,
             "pairs": len(ratios),
+            "round_ratios": ratios,  # for the pooled figure across runs
         }
         if name.startswith("pull"):
             mb = int(name.split()[1])
@@ -437,13 +440,32 @@ def run(
                 "load_after": load_after,
             }
         )
-    print("\nacross runs (median of per-round ratios baseline/new, each run's):")
+    print(
+        "\nacross runs (median of per-round ratios baseline/new, each run's; then pooled: the median of"
+        " every run's round ratios together, bootstrap 95% interval):"
+    )
+    pooled = {}
     for name in [r["what"] for r in results[0]["rows"]]:
-        ratios = [next(r for r in res["rows"] if r["what"] == name)["ratio"] for res in results]
+        rows = [next(r for r in res["rows"] if r["what"] == name) for res in results]
+        every = [x for row in rows for x in row["round_ratios"]]
+        ci = bootstrap_ci(every)
+        pooled[name] = {
+            "ratio": statistics.median(every) if every else None,
+            "ci_low": ci[0] if ci else None,
+            "ci_high": ci[1] if ci else None,
+            "pairs": len(every),
+        }
         targets = {"per-tensor": TARGET_PER_TENSOR, "pull": TARGET_PULL}
         target = next((t for prefix, t in targets.items() if name.startswith(prefix)), None)
-        note = f" (target >= {target})" if target else ""
-        print(f"  {name:21s} " + "  ".join(f"{r:.2f}" for r in ratios) + note)
+        verdict = ""
+        if target is not None and ci:
+            verdict = "met" if ci[0] >= target else ("NOT met" if ci[1] < target else "not proven")
+            verdict = f" target >= {target}: {verdict}"
+        pooled_text = f"{pooled[name]['ratio']:.2f} [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "-"
+        print(
+            f"  {name:21s} " + "  ".join(f"{r['ratio']:.2f}" for r in rows)
+            + f"  | pooled {pooled_text} ({len(every)} pairs){verdict}"
+        )  # fmt: skip
     syscalls, pull_syscalls = None, None
     if syscall_steps > 0:
         syscalls = count_syscalls(libraries, syscall_steps, progress)
@@ -465,6 +487,7 @@ def run(
             "runs": results,
             "cpus": os.cpu_count(),
             "targets": {"per_tensor_ratio": TARGET_PER_TENSOR, "pull_ratio": TARGET_PULL},
+            "pooled": pooled,
         },
     )
     return 0
