@@ -607,23 +607,10 @@ def choose_profile(
         raise PredictError(f"profile_source: expected cluster or alone, got {source!r}")
     fallback = None
     if source == "cluster":
-        key = cluster_profile_key(config)
-        incluster = result.get("incluster")
-        incluster = incluster if isinstance(incluster, Mapping) else {}
-        data = incluster.get("profile")
-        if isinstance(data, Mapping):
-            profile = Profile.from_dict(dict(data), where="incluster.profile")
-            if profile_path is not None:
-                cache = _read_cache(profile_path)
-                cache[key] = profile.to_dict()
-                _write_cache(profile_path, cache)
-            return profile, False, {"used": "cluster", "from": f"this run's {incluster.get('mode')} mode"}
-        cache = _read_cache(profile_path) if profile_path is not None else {}
-        if key in cache:
-            profile = Profile.from_dict(cache[key], where=f"{profile_path}: {key}")
-            why = incluster.get("error") or "this result has no in-cluster capture"
-            return profile, True, {"used": "cluster", "from": f"cache (this run: {why})"}
-        fallback = incluster.get("error") or "this result has no in-cluster capture"
+        found, why = captured_or_cached(result, "incluster", cluster_profile_key(config), profile_path)
+        if found is not None:
+            return found[0], found[1], {"used": "cluster", "from": why}
+        fallback = why
     profile, cached = load_or_measure_profile(config, profile_path, progress)
     chosen: dict[str, Any] = {"used": "alone", "from": "measured alone on this machine"}
     if fallback is not None:
@@ -639,24 +626,37 @@ def choose_single_profile(
     else one cached for the one-worker cluster, else `other` (the profile the other modes use), each
     with what was used and why."""
     key = cluster_profile_key({**config, "workers": 1})
-    rec = result.get("incluster_single")
+    found, why = captured_or_cached(result, "incluster_single", key, profile_path)
+    if found is not None:
+        return found[0], {"used": "cluster", "from": why}
+    return other, {"used": "other modes'", "from": f"the other modes' profile ({why})"}
+
+
+def captured_or_cached(
+    result: Mapping[str, Any], field: str, key: str, profile_path: Path | None
+) -> tuple[tuple[Profile, bool] | None, str]:
+    """((profile, cached) or None, why) for an in-cluster capture record `result[field]`: its profile
+    (then cached under `key`, for a later run whose capture fails), else the one cached under `key`,
+    else None; `why` says which ("this run's ps mode", "cache (this run: <its error>)") or, with
+    None, why there is none."""
+    rec = result.get(field)
     rec = rec if isinstance(rec, Mapping) else {}
     data = rec.get("profile")
     if isinstance(data, Mapping):
-        profile = Profile.from_dict(dict(data), where="incluster_single.profile")
+        profile = Profile.from_dict(dict(data), where=f"{field}.profile")
         if profile_path is not None:
             cache = _read_cache(profile_path)
             cache[key] = profile.to_dict()
             _write_cache(profile_path, cache)
-        return profile, {"used": "cluster", "from": "this run's single mode"}
-    why = rec.get("error") or "this result has no capture of the single mode"
+        return (profile, False), f"this run's {rec.get('mode')} mode"
+    why = str(rec.get("error") or "this result has no in-cluster capture")
     cache = _read_cache(profile_path) if profile_path is not None else {}
     if key in cache:
-        return Profile.from_dict(cache[key], where=f"{profile_path}: {key}"), {
-            "used": "cluster",
-            "from": f"cache (this run: {why})",
-        }
-    return other, {"used": "other modes'", "from": f"the other modes' profile ({why})"}
+        return (
+            Profile.from_dict(cache[key], where=f"{profile_path}: {key}"),
+            True,
+        ), f"cache (this run: {why})"
+    return None, why
 
 
 def profile_key(config: Mapping[str, Any]) -> str:

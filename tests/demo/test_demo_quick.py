@@ -132,17 +132,23 @@ def test_every_mode_completes_with_consistent_numbers(quick: dict[str, Any]) -> 
     assert kinds == {"forward", "backward", "pull", "push"}
 
 
-def test_the_prediction_used_worker_0s_profile_traced_in_the_ps_run(quick: dict[str, Any]) -> None:
+def captured_profile(result: dict[str, Any], field: str, mode: str) -> Any:
+    """The profile of a capture record (`incluster`, `incluster_single`), checked: worker 0 traced in
+    `mode`'s run, real op times from TF's profiler, every layer of the tiny model, several steps."""
     from geryon.threshold.profile import Profile
 
-    result = quick["result"]
-    incluster = result["incluster"]
-    assert incluster["error"] is None and incluster["mode"] == "ps" and incluster["host"] == "worker0"
-    profile = Profile.from_dict(incluster["profile"])
-    # Real op times from TF's profiler: every layer of the tiny model computed, over several steps.
-    assert profile.source == "incluster:ps:worker0" and profile.meta["steps"] >= 2
+    rec = result[field]
+    assert rec["error"] is None and rec["mode"] == mode and rec["host"] == "worker0"
+    profile = Profile.from_dict(rec["profile"])
+    assert profile.source == f"incluster:{mode}:worker0" and profile.meta["steps"] >= 2
     assert profile.compute_s > 0 and all(la.forward_s > 0 and la.backward_s > 0 for la in profile.layers)
     assert profile.total_bytes == sum(p["bytes"] for p in result["params"])
+    return profile
+
+
+def test_the_prediction_used_worker_0s_profile_traced_in_the_ps_run(quick: dict[str, Any]) -> None:
+    result = quick["result"]
+    profile = captured_profile(result, "incluster", "ps")
     used = result["prediction"]["profile"]
     assert (used["used"], used["from"], used["source"]) == ("cluster", "this run's ps mode", profile.source)
     assert used["compute_s"] == pytest.approx(profile.compute_s)
@@ -160,14 +166,8 @@ def test_the_prediction_used_worker_0s_profile_traced_in_the_ps_run(quick: dict[
 
 
 def test_the_single_mode_was_traced_in_its_own_cluster_and_predicted_from_that(quick: dict[str, Any]) -> None:
-    from geryon.threshold.profile import Profile
-
     result = quick["result"]
-    rec = result["incluster_single"]
-    assert rec["error"] is None and rec["mode"] == "single" and rec["host"] == "worker0"
-    profile = Profile.from_dict(rec["profile"])
-    assert profile.source == "incluster:single:worker0" and profile.meta["steps"] >= 2
-    assert all(la.forward_s > 0 and la.backward_s > 0 for la in profile.layers)
+    profile = captured_profile(result, "incluster_single", "single")
     used = result["prediction"]["modes"]["single"]
     assert (used["profile"]["used"], used["profile"]["from"]) == ("cluster", "this run's single mode")
     assert used["compute_s"] == pytest.approx(profile.compute_s)

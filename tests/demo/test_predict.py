@@ -319,7 +319,7 @@ def test_the_single_mode_uses_the_profile_traced_in_its_own_one_worker_cluster(t
     # Nothing traced in the single mode: it takes the other modes' profile and says why.
     before = predict(res, cache, quiet())
     single = before["modes"]["single"]["profile"]
-    assert single["used"] == "other modes'" and "no capture of the single mode" in single["from"]
+    assert single["used"] == "other modes'" and "no in-cluster capture" in single["from"]
     assert single["source"] == "incluster:ps:worker0"
 
     # Its own capture (one worker: less contention than the ps mode's two): single only, cached per shape.
