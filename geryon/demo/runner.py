@@ -1112,10 +1112,15 @@ def run_modes(tb: Any, cfg: dict[str, Any], log_dir: Path, progress: Progress) -
         start = list(search.thresholds or ())
     else:
         start = list(modes_mod.initial_thresholds(cfg["classes"]))
-    # The in-cluster profile: traced in the first run of the capture mode, again in the next repeat's
-    # only if that one failed.
+    # The in-cluster profiles: traced in the first run of the capture mode (and of the single mode),
+    # again in the next repeat's only if that one failed. Mode -> the result's field for its record.
     capture_mode = next((m for m in CAPTURE_MODES if m in cfg["modes"]), None)
-    captured = captured_single = False
+    capture_into: dict[str, str] = {}
+    if cfg["profile_source"] == "cluster":
+        capture_into = {SINGLE_MODE: "incluster_single"}
+        if capture_mode is not None:
+            capture_into[capture_mode] = "incluster"
+    captured: set[str] = set()
     if cfg["profile_source"] == "cluster" and capture_mode is None:
         result["incluster"] = {
             "mode": None,
@@ -1138,18 +1143,15 @@ def run_modes(tb: Any, cfg: dict[str, Any], log_dir: Path, progress: Progress) -
                     progress.say(f"mode {run['mode']}: {result_line(run)}")
                 continue
             runner = ModeRun(tb, cfg, mode, repeat, None, not result["params"], log_dir, progress)
-            runner.capture = cfg["profile_source"] == "cluster" and (
-                (name == capture_mode and not captured) or (name == SINGLE_MODE and not captured_single)
-            )
+            field = capture_into.get(name)
+            runner.capture = field is not None and field not in captured
             run = runner.run()
             if runner.params:
                 result["params"] = runner.params
-            if runner.incluster is not None and name == SINGLE_MODE:
-                captured_single = runner.incluster["profile"] is not None
-                result["incluster_single"] = runner.incluster
-            elif runner.incluster is not None:
-                captured = runner.incluster["profile"] is not None
-                result["incluster"] = runner.incluster
+            if field is not None and runner.incluster is not None:
+                if runner.incluster["profile"] is not None:
+                    captured.add(field)
+                result[field] = runner.incluster
             result["runs"].append(run)
             progress.say(f"mode {mode.name}: {result_line(run)}")
     return result
