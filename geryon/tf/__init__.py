@@ -109,6 +109,10 @@ class FlowCounter:
     steps_aborted: int = 0
     # consumer (issue 16): requests that went out with another thread's write (one sendmsg for several)
     requests_combined: int = 0
+    # producer, burst hold: gap waits that ran out (held responses went up to hold_gap_us late), and
+    # gap waits skipped because the burst already had as many requests as the connection's last ones
+    gap_waits: int = 0
+    gap_skips: int = 0
 
     @classmethod
     def from_json(cls, item: dict[str, Any]) -> FlowCounter:

@@ -427,6 +427,72 @@ def test_host_order_serves_a_more_urgent_tensor_of_another_consumer_first() -> N
     assert all(t["host_waits"] == 0 for t in connection), connection
 
 
+BURST_SCRIPT = r"""
+import json, os, sys
+sys.path.insert(0, os.environ["TESTS_TF"])
+from tf_cluster import local_servers, pick_ports
+import tensorflow as tf
+import geryon.tf
+from geryon.tf.tf1 import Tf1Classes
+
+v1 = tf.compat.v1
+spec, servers = local_servers(pick_ports(2))
+graph = tf.Graph()
+with graph.as_default():
+    with v1.device("/job:ps/task:0"):
+        one = v1.get_variable("one", [1024], initializer=v1.ones_initializer(), use_resource=True)
+        four = [v1.get_variable(f"four{i}", [1024], initializer=v1.ones_initializer(), use_resource=True)
+                for i in range(4)]
+    with v1.device("/job:worker/task:0"):
+        x = v1.placeholder(tf.float32, [1], name="x")  # only for the tagger: a model input
+        h = x + tf.reduce_sum(one * (x / x))
+        for v in four:
+            h = h + tf.reduce_sum(v * (h / h))
+        fetch_one = tf.reduce_sum(one)  # one request per step on the class's connection
+        fetch_four = tf.add_n([tf.reduce_sum(v) for v in four])  # four per step
+    init = v1.global_variables_initializer()
+Tf1Classes(graph, spec, thresholds=[1.0]).install(servers[1].target)
+
+
+def producer(what):
+    return sum(getattr(c, what) for c in geryon.tf.flow_counters()
+               if c.role == "producer" and c.local_task.startswith("/job:ps"))
+
+
+def steps(fetch, n):
+    before = {w: producer(w) for w in ("gap_waits", "gap_skips", "messages_sent")}
+    for _ in range(n):
+        assert sess.run(fetch) in (1024.0, 4096.0)
+    return {w: producer(w) - v for w, v in before.items()}
+
+
+out = {}
+with v1.Session(servers[1].target, graph=graph) as sess:
+    sess.run(init)
+    steps(fetch_one, 2)  # the connection's first bursts: nothing to go by yet
+    out["ones"] = steps(fetch_one, 12)
+    steps(fetch_four, 3)
+    out["after_fours"] = steps(fetch_one, 4)
+print(json.dumps(out), flush=True)
+os._exit(0)
+"""
+
+
+def test_a_burst_as_large_as_the_last_ones_does_not_wait_the_gap() -> None:
+    # Urgency order's burst hold waits up to hold_gap_us (300 us) after a request for the burst's
+    # next one. A connection asked for one tensor per step would pay that wait every step for a
+    # request that never comes; the producer counts each burst's requests and skips the wait once a
+    # burst has as many as the larger of the last two. One request per step: every step skips it.
+    # After steps of four requests, a one-request step waits (its burst looks incomplete) once or
+    # twice (the larger of the last two bursts), then skips again.
+    facts = _run(BURST_SCRIPT)
+    ones = facts["ones"]
+    assert ones["messages_sent"] == 12, facts
+    assert ones["gap_waits"] == 0 and ones["gap_skips"] == 12, facts
+    after = facts["after_fours"]
+    assert 1 <= after["gap_waits"] <= 2 and after["gap_skips"] == 4 - after["gap_waits"], facts
+
+
 BAD_SENDER_SCRIPT = r"""
 import json, os, sys
 sys.path.insert(0, os.environ["TESTS_TF"])
