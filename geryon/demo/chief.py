@@ -372,7 +372,13 @@ def train_paired(session: Session, emit: Emit, wait_go: Callable[[], None]) -> N
     emit({"event": "ready", "seconds": time.perf_counter() - session.started, "workers": session.workers})
 
     per_mode: dict[str, dict[str, Any]] = {
-        m.name: {"step_times": [], "warmup_times": [], "round_thresholds": [], "schedule": None}
+        m.name: {
+            "step_times": [],
+            "warmup_times": [],
+            "trace_times": [],
+            "round_thresholds": [],
+            "schedule": None,
+        }
         for m in rotation
     }
     trials: list[dict[str, Any]] = []
@@ -403,7 +409,8 @@ def train_paired(session: Session, emit: Emit, wait_go: Callable[[], None]) -> N
         rec = per_mode[m.name]
         if not searching:
             rec["schedule"] = {**applied, "chunk_bytes": chunk}
-        (rec["step_times"] if phase == "measure" else rec["warmup_times"]).append(seconds)
+        times = {"measure": rec["step_times"], "trace": rec["trace_times"]}.get(phase, rec["warmup_times"])
+        times.append(seconds)
         rec["round_thresholds"].append(list(g.thresholds))
         emit(
             {
@@ -448,6 +455,19 @@ def train_paired(session: Session, emit: Emit, wait_go: Callable[[], None]) -> N
                 one(m, "settle")
             one(m, "measure")
     losses.append(float(last[-1].fetch()))
+    # With spec["trace_tail_s"] (the runner traces worker 0 in this cluster: the paired modes' own
+    # compute, geryon.demo.runner): after the measured rounds, unmeasured rounds of the rotation, A B C
+    # A ..., for that long, so the profile has each mode's rounds and no measured round the profiler.
+    trace_rounds = None
+    tail = spec.get("trace_tail_s")
+    if tail:
+        emit({"event": "trace", "seconds": float(tail)})
+        wait_go()
+        trace_rounds = 0
+        end = time.monotonic() + float(tail)
+        while trace_rounds == 0 or time.monotonic() < end:
+            one(rotation[trace_rounds % len(rotation)], "trace")
+            trace_rounds += 1
 
     search = None
     if searcher is not None:
@@ -471,6 +491,7 @@ def train_paired(session: Session, emit: Emit, wait_go: Callable[[], None]) -> N
             "search_mode": searching_mode.name if searching_mode is not None else None,
             "params": params,
             "losses": losses,
+            "trace_rounds": trace_rounds,
             "variables": len(session.model.trainable_variables),
             "seconds": time.perf_counter() - session.started,
         }

@@ -6,6 +6,10 @@ it, contention included. It is cached under `cluster_profile_key` (the profile k
 workers, PSes and link rate), so a run whose capture failed uses the last one of the same cluster
 shape; without either (or with `profile_source="alone"`) the profile is measured alone, as follows.
 `prediction["profile"]` says which was used (`used`, `from`, and `fallback` with the reason).
+Modes whose cluster is not the ps mode's (OWN_PROFILES: single, one worker; geryon, paper and
+endhost, whose tasks run Geryon's data plane) use the profile traced in their own cluster
+(`result["incluster_single"]`, `result["incluster_paired"]`), else one cached for it, else the ps
+mode's; `prediction["modes"][mode]["profile"]` says which.
 PS costs (`simknobs.PsCosts`) come from a bench/bench_ps_costs.py calibration (`ps_costs_path`,
 default `out/bench/ps_costs.json` when it exists, which `geryon demo` measures first when it is
 absent: geryon.demo.pscosts; "none" for none); `prediction["ps_costs"]` says which, or notes that
@@ -192,17 +196,24 @@ def predict(
     summary = summarize(result)
     runs = [r for r in result.get("runs") or [] if isinstance(r, Mapping)]
     modes: dict[str, Any] = {}
-    single_profile, single_chosen = profile, {"used": chosen["used"], "from": "the other modes' profile"}
-    if profile_source == "cluster" and "single" in summary["modes"]:
-        single_profile, single_chosen = choose_single_profile(result, config, profile_path, profile)
-        progress.say(
-            f"single's profile: {single_chosen['used']} ({single_profile.source}), {single_chosen['from']}"
-        )
+    # Modes traced in a cluster of their own (OWN_PROFILES): that cluster's profile, said per group.
+    own: dict[str, tuple[Profile, dict[str, Any]]] = {}
+    for group, (field, members, workers) in OWN_PROFILES.items():
+        present = [m for m in summary["modes"] if m in members]
+        if not present:
+            continue
+        if profile_source == "cluster":
+            found = choose_own_profile(result, config, profile_path, profile, field, workers)
+            progress.say(f"{group}'s profile: {found[1]['used']} ({found[0].source}), {found[1]['from']}")
+        else:
+            found = profile, {"used": chosen["used"], "from": "the other modes' profile"}
+        for mode in present:
+            own[mode] = found
     for mode, m in summary["modes"].items():
         setting = sim_setting(
             mode, [r for r in runs if r.get("mode") == mode], m["thresholds"], config, incast
         )
-        mode_profile = single_profile if mode == "single" else profile
+        mode_profile, mode_chosen = own.get(mode, (profile, None))
         iteration_s, sim, seeds = simulate_setting(mode_profile, setting, ps_costs)
         measured = m["median_step_s"]
         step_fixed = by_workers.get(setting["workers"], ps_info.get("step_fixed_s") or 0.0)
@@ -223,11 +234,11 @@ def predict(
             },
             "note": sim_note(mode, [r for r in runs if r.get("mode") == mode]),
         }
-        if mode == "single":
+        if mode_chosen is not None:
             modes[mode]["profile"] = {
                 "source": mode_profile.source,
                 "compute_s": mode_profile.compute_s,
-                **single_chosen,
+                **mode_chosen,
             }
         progress.say(
             f"{mode}: predicted {predicted:.3f} s/step"
@@ -618,15 +629,30 @@ def choose_profile(
     return profile, cached, chosen
 
 
-def choose_single_profile(
-    result: Mapping[str, Any], config: Mapping[str, Any], profile_path: Path | None, other: Profile
+# Modes whose cluster differs from the one `result["incluster"]` was traced in, each group traced in
+# its own (geryon.demo.runner): group -> (the result's capture field, its modes, its workers: None for
+# the config's). single: one worker computes on the machine's cores, not two; paired: the tasks run
+# Geryon's data plane instead of gRPC.
+OWN_PROFILES: dict[str, tuple[str, tuple[str, ...], int | None]] = {
+    "single": ("incluster_single", ("single",), 1),
+    "paired": ("incluster_paired", ("geryon", "paper", "endhost"), None),
+}
+
+
+def choose_own_profile(
+    result: Mapping[str, Any],
+    config: Mapping[str, Any],
+    profile_path: Path | None,
+    other: Profile,
+    field: str,
+    workers: int | None,
 ) -> tuple[Profile, dict[str, Any]]:
-    """The single mode's compute: its own run's in-cluster profile (`result["incluster_single"]`; one
-    worker on the machine's cores, where the other modes' profile was traced beside a second worker),
-    else one cached for the one-worker cluster, else `other` (the profile the other modes use), each
-    with what was used and why."""
-    key = cluster_profile_key({**config, "workers": 1})
-    found, why = captured_or_cached(result, "incluster_single", key, profile_path)
+    """A mode group's compute (OWN_PROFILES): its own cluster's in-cluster profile (`result[field]`),
+    else one cached for that cluster (`workers` workers, the capture field in the key), else `other`
+    (the ps mode's profile), each with what was used and why."""
+    shape = {**config, "workers": workers} if workers is not None else config
+    key = cluster_profile_key(shape) + ("" if field == "incluster_single" else f"|{field}")
+    found, why = captured_or_cached(result, field, key, profile_path)
     if found is not None:
         return found[0], {"used": "cluster", "from": why}
     return other, {"used": "other modes'", "from": f"the other modes' profile ({why})"}
@@ -648,7 +674,8 @@ def captured_or_cached(
             cache = _read_cache(profile_path)
             cache[key] = profile.to_dict()
             _write_cache(profile_path, cache)
-        return (profile, False), f"this run's {rec.get('mode')} mode"
+        traced = str(rec.get("mode"))
+        return (profile, False), f"this run's {traced} mode{'s' if '+' in traced else ''}"
     why = str(rec.get("error") or "this result has no in-cluster capture")
     cache = _read_cache(profile_path) if profile_path is not None else {}
     if key in cache:

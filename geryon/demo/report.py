@@ -97,11 +97,21 @@ def prediction_notes(prediction: Mapping[str, Any]) -> list[str]:
         if profile.get("fallback"):
             text += f" ({profile['fallback']})"
         out.append(text)
-    single = _mapping(_mapping(_mapping(prediction.get("modes")).get("single")).get("profile"))
-    if single.get("used"):
-        compute = single.get("compute_s")
-        c = f" (C = {compute:.3f} s)" if isinstance(compute, int | float) else ""
-        out.append(f"single's profile: {single['used']}, {single.get('from')}{c}")
+    # Modes predicted from a profile of their own cluster (predict.OWN_PROFILES): one note per group,
+    # said once for the paired modes (they share theirs).
+    said = set()
+    for mode, label in (
+        ("single", "single"),
+        ("geryon", "paired"),
+        ("paper", "paired"),
+        ("endhost", "paired"),
+    ):
+        own = _mapping(_mapping(_mapping(prediction.get("modes")).get(mode)).get("profile"))
+        if own.get("used") and label not in said:
+            said.add(label)
+            compute = own.get("compute_s")
+            c = f" (C = {compute:.3f} s)" if isinstance(compute, int | float) else ""
+            out.append(f"{label}'s profile: {own['used']}, {own.get('from')}{c}")
     ps_costs = _mapping(prediction.get("ps_costs"))
     if ps_costs.get("note"):
         out.append(str(ps_costs["note"]))

@@ -17,7 +17,9 @@ that module) for CAPTURE_MS over unmeasured rounds the chief runs after the meas
 ("trace_tail_s" in its spec); the profile (or why there is none) goes to `result["incluster"]` and
 from there into the prediction (geryon.demo.predict). The single mode's first run is traced the same
 way into `result["incluster_single"]`: one worker computes on the 2 cores there, not two, so its
-compute is measured in its own cluster and its prediction uses that profile.
+compute is measured in its own cluster and its prediction uses that profile. So is the paired
+modes' first cluster (`result["incluster_paired"]`, over unmeasured rounds of its rotation): its
+tasks run Geryon's data plane, not gRPC.
 
 Beside the measured job, for the whole run: the background stream (`background`, default half the
 link rate) and, with cfg["second_job"], a second training job on the same hosts and links
@@ -156,6 +158,10 @@ CAPTURE_MODES = ("ps", "vanilla")
 # The single mode's cluster (one worker) is not the others' (two workers on the same 2 cores): its
 # compute is traced in its own first run too (`incluster_single`), and its prediction uses that.
 SINGLE_MODE = "single"
+# The paired modes' cluster runs grpc+geryon (the ps mode's runs plain gRPC, whose threads compete
+# with compute differently): the first paired run traces worker 0 over unmeasured rounds of its
+# rotation (`incluster_paired`), and geryon, paper and endhost are predicted from that.
+PAIRED = "paired"
 CAPTURE_MS = 3000  # traced window: 2-3 default steps, about a hundred --quick ones
 # The chief's unmeasured tail rounds last the window plus this: the trace RPC starts a little after
 # the capture process says TRACING. Tracing costs the traced worker time (measured: a --quick ps run
@@ -596,12 +602,12 @@ class ModeRun:
             "model": cfg["model"],
             "input_shape": cfg["input_shape"],
             "batch_size": cfg["batch_size"],
-            "mode": self.mode.name,
+            "mode": self._capture_mode(),
             "logdir": str(self.log_dir / f"{label}-trace"),
             "out": str(self.log_dir / f"{label}-profile.json"),
         }
         self.incluster = {
-            "mode": self.mode.name,
+            "mode": self._capture_mode(),
             "host": "worker0",
             "service": spec["service"],
             "duration_ms": CAPTURE_MS,
@@ -732,6 +738,10 @@ class ModeRun:
     def _label(self) -> str:
         return f"r{self.repeat}-{self.mode.name}"
 
+    def _capture_mode(self) -> str:
+        """What the in-cluster capture names as the mode it traced."""
+        return self.mode.name
+
     def _popen(self, host: str, argv: list[str], env: dict[str, str], **kw: Any) -> subprocess.Popen[str]:
         log = (self.log_dir / f"{self._label()}-{host}.log").open("w")
         try:
@@ -846,6 +856,9 @@ class PairedRun(ModeRun):
     def _label(self) -> str:
         return f"r{self.repeat}-paired"
 
+    def _capture_mode(self) -> str:
+        return "+".join(m.name for m in self.rotation)  # its trace rounds rotate through them all
+
     def run_all(self) -> list[dict[str, Any]]:
         started = time.monotonic()
         records = {m.name: self.new_record(m) for m in self.rotation}
@@ -874,9 +887,12 @@ class PairedRun(ModeRun):
         spec = chief_spec(
             cfg, self.mode, cluster, self.thresholds, self.want_params, [m.name for m in self.rotation]
         )
+        if self.capture:
+            spec["trace_tail_s"] = CAPTURE_MS / 1000 + TRACE_MARGIN_S
         done = self._chief(spec, records[self.mode.name])
         self._account()
         self._fill_paired(records, done)
+        self._finish_capture()
 
     def _account(self) -> None:
         """The counters since the last read go to the mode whose round ran since then."""
@@ -905,6 +921,9 @@ class PairedRun(ModeRun):
             schedule = got.get("schedule") or {}
             rec["step_times"] = times
             rec["warmup_times"] = got.get("warmup_times", [])
+            if done.get("trace_rounds") is not None:
+                # unmeasured, traced (the paired modes' in-cluster profile): this mode's share of them
+                rec["trace_rounds"] = len(got.get("trace_times", []))
             rec["round_thresholds"] = got.get("round_thresholds")
             rec["losses"] = done.get("losses")
             rec["thresholds"] = schedule.get("thresholds")
@@ -1097,6 +1116,7 @@ def new_result(cfg: dict[str, Any]) -> dict[str, Any]:
         "prediction": None,
         "incluster": None,
         "incluster_single": None,
+        "incluster_paired": None,
         "background": None,
         "second_job": None,
     }
@@ -1117,7 +1137,7 @@ def run_modes(tb: Any, cfg: dict[str, Any], log_dir: Path, progress: Progress) -
     capture_mode = next((m for m in CAPTURE_MODES if m in cfg["modes"]), None)
     capture_into: dict[str, str] = {}
     if cfg["profile_source"] == "cluster":
-        capture_into = {SINGLE_MODE: "incluster_single"}
+        capture_into = {SINGLE_MODE: "incluster_single", PAIRED: "incluster_paired"}
         if capture_mode is not None:
             capture_into[capture_mode] = "incluster"
     captured: set[str] = set()
@@ -1135,9 +1155,15 @@ def run_modes(tb: Any, cfg: dict[str, Any], log_dir: Path, progress: Progress) -
                 if name != paired[0]:
                     continue
                 group = PairedRun(tb, cfg, paired, repeat, start, not result["params"], log_dir, progress)
+                field = capture_into.get(PAIRED)
+                group.capture = field is not None and field not in captured
                 runs = group.run_all()
                 if group.params:
                     result["params"] = group.params
+                if field is not None and group.incluster is not None:
+                    if group.incluster["profile"] is not None:
+                        captured.add(field)
+                    result[field] = group.incluster
                 for run in runs:
                     result["runs"].append(run)
                     progress.say(f"mode {run['mode']}: {result_line(run)}")

@@ -176,6 +176,26 @@ def test_the_single_mode_was_traced_in_its_own_cluster_and_predicted_from_that(q
     assert "single's profile: cluster (incluster:single:worker0), this run's single mode" in quick["stderr"]
 
 
+def test_the_paired_modes_were_traced_in_their_own_cluster_and_predicted_from_that(
+    quick: dict[str, Any],
+) -> None:
+    # geryon, paper and endhost share one grpc+geryon cluster; its worker 0 was traced over unmeasured
+    # rounds of the rotation after the measured ones, and their predictions use that profile.
+    result = quick["result"]
+    traced = "geryon+paper+endhost"
+    profile = captured_profile(result, "incluster_paired", traced)
+    runs = {r["mode"]: r for r in result["runs"]}
+    for mode in ("geryon", "paper", "endhost"):
+        used = result["prediction"]["modes"][mode]
+        assert (used["profile"]["used"], used["profile"]["from"]) == ("cluster", f"this run's {traced} modes")
+        assert used["compute_s"] == pytest.approx(profile.compute_s)
+        assert runs[mode]["trace_rounds"] >= 1 and len(runs[mode]["step_times"]) == result["config"]["steps"]
+    said = f"paired's profile: cluster (incluster:{traced}:worker0), this run's {traced} modes"
+    assert said in quick["stderr"]
+    # The grpc modes keep the ps mode's profile.
+    assert "profile" not in result["prediction"]["modes"]["ps"]
+
+
 def class_of(urgency: float, thresholds: list[float]) -> int:
     return sum(1 for t in thresholds if t >= urgency)  # the tagger's rule: class 0 most urgent
 
@@ -231,10 +251,10 @@ def test_nothing_is_left_behind(quick: dict[str, Any]) -> None:
     run_id = result["testbed"]["run_id"]
     assert leftovers(run_id, quick["state"]) == []
     pids = {pid for run in result["runs"] for pid in run["pids"].values()}
-    # 2 PS + 2 workers + chief per cluster (paired: one); single: one worker; ps and single: the
-    # capture process.
-    assert len(pids) == 4 * 5 - 1 + 2
-    for mode in ("ps", "single"):
+    # 2 PS + 2 workers + chief per cluster (paired: one); single: one worker; ps, single and the
+    # paired cluster: the capture process.
+    assert len(pids) == 4 * 5 - 1 + 3
+    for mode in ("ps", "single", "geryon"):
         assert "capture" in {h for run in result["runs"] if run["mode"] == mode for h in run["pids"]}
     assert [pid for pid in pids if alive(pid)] == []
     # A bound against a quick run that grew, not a timing: it took 187 s beside a make demo in CI.
@@ -248,7 +268,8 @@ def test_a_crashed_demo_is_cleaned_by_the_next_down(tmp_path: Path) -> None:
         proc.wait(timeout=30)
     record = json.loads((tmp_path / "state" / f"{run_id}.json").read_text())
     pids = [int(p["pid"]) for p in record["procs"]]
-    assert len(pids) == 5 and any(alive(pid) for pid in pids)  # the crash left them running
+    # 2 PS, 2 workers, the chief and the capture process (the paired cluster's in-cluster trace)
+    assert len(pids) == 6 and any(alive(pid) for pid in pids)  # the crash left them running
     assert leftovers(run_id, tmp_path / "state")
     r = geryon("testbed", "down", "--run-id", run_id, env=env, timeout=120)
     assert r.returncode == 0, r.stderr

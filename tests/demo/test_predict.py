@@ -27,6 +27,7 @@ from geryon.demo.predict import (
     sim_setting,
     simulate_setting,
 )
+from geryon.demo.report import prediction_notes
 from geryon.progress import Progress
 from geryon.threshold.profile import LayerSpec, ParamSpec, Profile
 from geryon.threshold.simknobs import Incast
@@ -340,7 +341,8 @@ def test_the_single_mode_uses_the_profile_traced_in_its_own_one_worker_cluster(t
     assert p["modes"]["single"]["predicted_s"] < before["modes"]["single"]["predicted_s"]
     for mode in ("vanilla", "ps", "geryon", "endhost"):  # the other modes keep the ps mode's profile
         assert p["modes"][mode]["predicted_s"] == before["modes"][mode]["predicted_s"], mode
-        assert "profile" not in p["modes"][mode]
+        # (geryon and endhost: their own cluster's when it was traced, which it was not here)
+        assert p["modes"][mode].get("profile", {"used": "other modes'"})["used"] == "other modes'"
     assert p["profile"]["source"] == "incluster:ps:worker0"
     keys = list(json.loads(cache.read_text())["profiles"])
     assert any("|workers1|" in k for k in keys) and any("|workers2|" in k for k in keys)
@@ -358,6 +360,55 @@ def test_the_single_mode_uses_the_profile_traced_in_its_own_one_worker_cluster(t
     assert (
         predict(res, cache, quiet(), profile_source="alone")["modes"]["single"]["profile"]["used"] == "alone"
     )
+
+
+def test_the_paired_modes_use_the_profile_traced_in_their_own_cluster(tmp_path: Path) -> None:
+    cache = tmp_path / "profiles.json"
+    predict(tiny(), cache, quiet(), profile_source="alone")  # the alone profile the helper scales
+    res = tiny()
+    res["incluster"] = {"mode": "ps", "profile": _in_cluster_like(cache, res, 1.0), "error": None}
+    before = predict(res, cache, quiet())
+    for mode in ("geryon", "endhost"):  # nothing traced in their cluster: the ps mode's, saying why
+        own = before["modes"][mode]["profile"]
+        assert own["used"] == "other modes'" and "no in-cluster capture" in own["from"], own
+
+    # Traced over the rotation's rounds in the grpc+geryon cluster: geryon and endhost use it, the
+    # grpc modes keep the ps mode's, and the report says it once for the group.
+    traced = "geryon+paper+endhost"
+    res["incluster_paired"] = {
+        "mode": traced,
+        "profile": _in_cluster_like(cache, res, 3.0, traced),
+        "error": None,
+    }
+    p = predict(res, cache, quiet())
+    for mode in ("geryon", "endhost"):
+        own = p["modes"][mode]["profile"]
+        assert (own["used"], own["from"], own["source"]) == (
+            "cluster",
+            f"this run's {traced} modes",
+            f"incluster:{traced}:worker0",
+        )
+        assert p["modes"][mode]["compute_s"] == pytest.approx(3.0 * before["modes"][mode]["compute_s"])
+        assert p["modes"][mode]["predicted_s"] > before["modes"][mode]["predicted_s"], mode
+    for mode in ("vanilla", "ps"):
+        assert p["modes"][mode]["predicted_s"] == before["modes"][mode]["predicted_s"], mode
+        assert "profile" not in p["modes"][mode]
+    notes = prediction_notes(p)
+    assert (
+        sum(n.startswith("paired's profile: cluster, this run's geryon+paper+endhost modes") for n in notes)
+        == 1
+    )
+    keys = list(json.loads(cache.read_text())["profiles"])
+    assert any(k.endswith("|incluster_paired") and "|workers2|" in k for k in keys), keys
+
+    # A later run whose paired capture failed: the cached one, saying why.
+    failed = tiny()
+    failed["incluster"] = res["incluster"]
+    failed["incluster_paired"] = {"mode": traced, "profile": None, "error": "capture: no TRACED within 9 s"}
+    again = predict(failed, cache, quiet())
+    own = again["modes"]["geryon"]["profile"]
+    assert own["used"] == "cluster" and "no TRACED within 9 s" in own["from"]
+    assert again["modes"]["geryon"]["predicted_s"] == p["modes"]["geryon"]["predicted_s"]
 
 
 def test_ps_costs_come_from_the_calibration_file_or_the_report_says_none(
