@@ -134,6 +134,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from geryon.demo.modes import MODES
+from geryon.demo.modes import mode as demo_mode
 from geryon.demo.report import summarize
 from geryon.demo.timeline import arrivals
 from geryon.progress import Progress
@@ -208,7 +210,7 @@ def predict(
         else:
             found = profile, {"used": chosen["used"], "from": "the other modes' profile"}
         for mode in present:
-            own[mode] = found
+            own[mode] = found[0], {**found[1], "group": group}  # the report's note, once per group
     for mode, m in summary["modes"].items():
         setting = sim_setting(
             mode, [r for r in runs if r.get("mode") == mode], m["thresholds"], config, incast
@@ -634,8 +636,8 @@ def choose_profile(
 # the config's). single: one worker computes on the machine's cores, not two; paired: the tasks run
 # Geryon's data plane instead of gRPC.
 OWN_PROFILES: dict[str, tuple[str, tuple[str, ...], int | None]] = {
-    "single": ("incluster_single", ("single",), 1),
-    "paired": ("incluster_paired", ("geryon", "paper", "endhost"), None),
+    "single": ("incluster_single", tuple(n for n in MODES if demo_mode(n).single_worker), 1),
+    "paired": ("incluster_paired", tuple(n for n in MODES if demo_mode(n).paired), None),
 }
 
 
@@ -650,8 +652,12 @@ def choose_own_profile(
     """A mode group's compute (OWN_PROFILES): its own cluster's in-cluster profile (`result[field]`),
     else one cached for that cluster (`workers` workers, the capture field in the key), else `other`
     (the ps mode's profile), each with what was used and why."""
-    shape = {**config, "workers": workers} if workers is not None else config
-    key = cluster_profile_key(shape) + ("" if field == "incluster_single" else f"|{field}")
+    # Its own worker count keys a cluster apart; one with the config's shape (the ps mode's) needs
+    # the capture field too.
+    if workers is not None:
+        key = cluster_profile_key({**config, "workers": workers})
+    else:
+        key = cluster_profile_key(config) + f"|{field}"
     found, why = captured_or_cached(result, field, key, profile_path)
     if found is not None:
         return found[0], {"used": "cluster", "from": why}

@@ -97,21 +97,17 @@ def prediction_notes(prediction: Mapping[str, Any]) -> list[str]:
         if profile.get("fallback"):
             text += f" ({profile['fallback']})"
         out.append(text)
-    # Modes predicted from a profile of their own cluster (predict.OWN_PROFILES): one note per group,
-    # said once for the paired modes (they share theirs).
+    # Modes predicted from a profile of their own cluster (predict.OWN_PROFILES): one note per group
+    # (the paired modes share theirs).
     said = set()
-    for mode, label in (
-        ("single", "single"),
-        ("geryon", "paired"),
-        ("paper", "paired"),
-        ("endhost", "paired"),
-    ):
-        own = _mapping(_mapping(_mapping(prediction.get("modes")).get(mode)).get("profile"))
-        if own.get("used") and label not in said:
-            said.add(label)
+    for mode, entry in _mapping(prediction.get("modes")).items():
+        own = _mapping(_mapping(entry).get("profile"))
+        group = own.get("group") or mode  # results saved before groups: single's, named by its mode
+        if own.get("used") and group not in said:
+            said.add(group)
             compute = own.get("compute_s")
             c = f" (C = {compute:.3f} s)" if isinstance(compute, int | float) else ""
-            out.append(f"{label}'s profile: {own['used']}, {own.get('from')}{c}")
+            out.append(f"{group}'s profile: {own['used']}, {own.get('from')}{c}")
     ps_costs = _mapping(prediction.get("ps_costs"))
     if ps_costs.get("note"):
         out.append(str(ps_costs["note"]))

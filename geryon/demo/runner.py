@@ -523,6 +523,10 @@ class ModeRun:
             "error": None,
         }
 
+    def run_all(self) -> list[dict[str, Any]]:
+        """This run's records: one (PairedRun: one per mode of its rotation)."""
+        return [self.run()]
+
     def run(self) -> dict[str, Any]:
         started = time.monotonic()
         record = self.new_record(self.mode)
@@ -1151,35 +1155,26 @@ def run_modes(tb: Any, cfg: dict[str, Any], log_dir: Path, progress: Progress) -
         # The grpc modes alternate with the paired group run by run, in MODES' order.
         for name in cfg["modes"]:
             mode = modes_mod.mode(name)
+            runner: ModeRun
             if mode.paired:
                 if name != paired[0]:
                     continue
-                group = PairedRun(tb, cfg, paired, repeat, start, not result["params"], log_dir, progress)
+                runner = PairedRun(tb, cfg, paired, repeat, start, not result["params"], log_dir, progress)
                 field = capture_into.get(PAIRED)
-                group.capture = field is not None and field not in captured
-                runs = group.run_all()
-                if group.params:
-                    result["params"] = group.params
-                if field is not None and group.incluster is not None:
-                    if group.incluster["profile"] is not None:
-                        captured.add(field)
-                    result[field] = group.incluster
-                for run in runs:
-                    result["runs"].append(run)
-                    progress.say(f"mode {run['mode']}: {result_line(run)}")
-                continue
-            runner = ModeRun(tb, cfg, mode, repeat, None, not result["params"], log_dir, progress)
-            field = capture_into.get(name)
+            else:
+                runner = ModeRun(tb, cfg, mode, repeat, None, not result["params"], log_dir, progress)
+                field = capture_into.get(name)
             runner.capture = field is not None and field not in captured
-            run = runner.run()
+            runs = runner.run_all()
             if runner.params:
                 result["params"] = runner.params
             if field is not None and runner.incluster is not None:
                 if runner.incluster["profile"] is not None:
                     captured.add(field)
                 result[field] = runner.incluster
-            result["runs"].append(run)
-            progress.say(f"mode {mode.name}: {result_line(run)}")
+            for run in runs:
+                result["runs"].append(run)
+                progress.say(f"mode {run['mode']}: {result_line(run)}")
     return result
 
 
