@@ -20,13 +20,18 @@ op kernel execution on the host plane's threads, named ``<op name>:<op type>`` (
 Keras layer whose name scope appears in its name (Keras 3 adds ``_<n>`` to a scope traced more than
 once); ops under ``gradient_tape/`` are backward. Layers fold into profile layers exactly as
 `profiles.model_structure` groups them, so the result is a regular `geryon.profile` that
-`geryon simulate --profile` reads. A layer's time is its ops' summed duration divided by the number
-of steps in the capture (the median execution count of the attributed ops): contention and the
-cluster's thread limits are in it. Ops of one step run on 2 inter-op threads at once, so their
-summed durations exceed the time the step computes: every time is scaled by the trace's overlap
-factor (wall time with at least one op running / summed op time, `read_trace`; `meta.overlap`).
-Ops outside any layer (the loss, the learning-rate multiply of the update, sends) are reported in
-`meta.unattributed_s_per_step`, not added to a layer.
+`geryon simulate --profile` reads. A layer's time is the sum over its ops of each op's mean duration
+per execution times its executions per step (its count over the capture's steps, the median count
+of the attributed ops, rounded; 1 for a training step's ops): contention and the cluster's thread
+limits are in it. Per op, not the layer's summed durations over the steps: a capture starts and
+ends inside steps, so the forward ops of a partial step at one edge run once more than the backward
+ops (4 and 3 times in a 3 s capture of 0.8 s steps), and dividing every op by the median count
+scaled one pass by 4/3 or 3/4 (a saved paired capture: C 326 ms that way, 392 ms per op).
+Ops of one step run on 2 inter-op threads at once, so their summed durations exceed the time
+the step computes: every time is scaled by the trace's overlap factor (wall time with at least
+one op running / summed op time, `read_trace`; `meta.overlap`). Ops outside any layer (the loss, the
+learning-rate multiply of the update, sends) are reported in `meta.unattributed_s_per_step`, not
+added to a layer.
 
 CPU host planes only: a GPU worker's kernels land on device planes this does not read yet.
 """
@@ -197,24 +202,36 @@ def profile_from_ops(
     forward = [0.0] * len(structure.groups)
     backward = [0.0] * len(structure.groups)
     counts: list[int] = []
-    rest: dict[str, float] = {}
+    unattributed: dict[str, OpTime] = {}
+    attributed: list[tuple[int, bool, OpTime]] = []
     for name, t in ops.items():
         hit = layer_of(name, leaf_names)
         if hit is None or hit[0] not in group_of:
-            rest[name] = t.total_s
+            unattributed[name] = t
             continue
         leaf, is_backward = hit
-        (backward if is_backward else forward)[group_of[leaf]] += t.total_s
+        attributed.append((group_of[leaf], is_backward, t))
         counts.append(t.count)
     if not counts:
         raise ProfileError(
             f"the trace has no op of model {structure.model!r}'s layers "
             f"(layers: {', '.join(list(leaf_names)[:5])}...): was the worker training this model?"
         )
-    steps = int(statistics.median(counts))
+    steps = max(1, int(statistics.median(counts)))
+
+    def per_step(t: OpTime) -> float:
+        # Mean per execution times executions per step (see the module docstring): robust to the
+        # partial steps at the capture's edges, where total / steps is not. An op that ran on fewer
+        # than half of the steps keeps its share (count / steps), as before.
+        runs = t.count / steps
+        return t.total_s / max(1, t.count) * (round(runs) if runs >= 0.5 else runs)
+
+    for group, is_backward, t in attributed:
+        (backward if is_backward else forward)[group] += per_step(t)
+    rest = {name: per_step(t) for name, t in unattributed.items()}
     flops = group_flops(structure)
     layers = tuple(
-        LayerSpec(name, f * overlap / steps, b * overlap / steps, fl * batch_size)
+        LayerSpec(name, f * overlap, b * overlap, fl * batch_size)
         for name, f, b, fl in zip(structure.group_names(), forward, backward, flops, strict=True)
     )
     top = sorted(rest.items(), key=lambda kv: -kv[1])[:8]
@@ -229,10 +246,10 @@ def profile_from_ops(
             **dict(meta or {}),
             "input_shape": list(structure.input_shape),
             "steps": steps,
-            "statistic": "per-step sum of traced op durations (total / steps) x overlap",
+            "statistic": "per-step sum of each traced op's mean duration x its executions per step x overlap",
             "overlap": overlap,
-            "unattributed_s_per_step": sum(rest.values()) * overlap / steps,
-            "unattributed_top": {name: s / steps for name, s in top},
+            "unattributed_s_per_step": sum(rest.values()) * overlap,
+            "unattributed_top": dict(top),
             "folded": structure.folded(),
         },
     )

@@ -115,6 +115,28 @@ def test_trace_to_profile(tmp_path: Path) -> None:
     assert profile.meta["unattributed_s_per_step"] == pytest.approx(7e-6)
 
 
+def test_partial_steps_at_the_capture_edges_do_not_scale_a_pass() -> None:
+    """A capture that starts inside a step's backward and ends inside a later step's forward holds
+    the forward ops 4 times and the backward ops 3 times: each op counts per its own executions,
+    so a 100 us conv forward and its 300 us backward read 100 and 300 us per step (dividing every
+    op's total by the median count, 4, read the backward as 225 us)."""
+    from geryon.demo.models import build_model
+
+    ops = {
+        "tiny_1/conv1_1_1/Relu": OpTime(4 * 100e-6, 4),
+        "tiny_1/logits_1/BiasAdd": OpTime(4 * 10e-6, 4),
+        "tiny_1/fc1_1/MatMul": OpTime(4 * 50e-6, 4),
+        "gradient_tape/tiny_1/conv1_1_1/Conv2DBackpropFilter": OpTime(3 * 300e-6, 3),
+        "once": OpTime(90e-6, 1),  # outside any layer, on one step of 4: its share, 22.5 us
+    }
+    profile = profile_from_ops(ops, build_model("tiny", SHAPE), batch_size=BATCH, source="incluster:test")
+    by_name = {layer.name: layer for layer in profile.layers}
+    assert profile.meta["steps"] == 4
+    assert by_name["conv1_1"].forward_s == pytest.approx(100e-6)
+    assert by_name["conv1_1"].backward_s == pytest.approx(300e-6)
+    assert profile.meta["unattributed_s_per_step"] == pytest.approx(22.5e-6)
+
+
 def test_layer_scopes() -> None:
     leaves = {"conv1_1": 0, "conv1": 1, "fc1": 2}
     assert layer_of("tiny_1/conv1_1_1/Relu", leaves) == (0, False)
