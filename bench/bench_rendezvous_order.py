@@ -13,9 +13,10 @@ a step of 200 tiny (4 B) parameters and a step pulling one 64 MiB parameter unde
   ordering cost  ns per response in the producer's ordered-queue code (insert + pick; the PS's
                  `order_ns` / responses), and the paired urgency - arrival step-time difference per
                  tiny tensor (what the whole ordering path costs end to end); target < 2 us
-  throughput     MB/s of the mixed step and of the 64 MiB pull (urgency sends it in 256 KiB chunks,
-                 arrival whole: the cost of chunking alone); the ratio urgency / arrival is the
-                 median of per-repeat paired ratios with a bootstrap 95% interval; target >= 0.95
+  throughput     MB/s of the mixed step and of the 64 MiB pull (urgency sends it in chunks: 256 KiB
+                 on links up to 10 Gbit/s, sized to the link above (chunk_scale); arrival whole); the
+                 ratio urgency / arrival is the median of per-repeat paired ratios with a bootstrap
+                 95% interval; target >= 0.95
 Several runs (fresh processes each) show the spread. Writes JSON (default out/bench/rendezvous_order.json).
 
 `--consumers 2`: two workers pull the same 64 parameters at once, so the PS serves two connections
@@ -24,8 +25,8 @@ of the class (what sender_order=host orders together; variant urgency-connection
 interleaved in one run (a b c a b c ...), each against `arrival` paired per repeat (see VARIANTS):
 the burst hold (hold=off), the inline write of small responses (inline=off: everything through
 the event loop's write passes, the writer thread until issue 16; inline=drain: the producing
-thread writes what is pending, most urgent first), and the unsent-bytes bound of the socket
-(notsent_lowat).
+thread writes what is pending, most urgent first), the unsent-bytes bound of the socket
+(notsent_lowat), and fixed chunks whatever the link (urgency-fixed: chunk_scale=off).
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ SENDER_DEFAULTS = {
     "hold_gap_us": "300",
     "inline": "arrival",
     "notsent_lowat": "0",
+    "chunk_scale": "link",
 }
 # name -> (order, sender settings that differ from SENDER_DEFAULTS)
 VARIANTS: dict[str, tuple[str, dict[str, str]]] = {
@@ -74,6 +76,7 @@ VARIANTS: dict[str, tuple[str, dict[str, str]]] = {
     "urgency-nohold-drain": ("urgency", {"hold": "off", "inline": "drain"}),
     "urgency-connection": ("urgency", {"sender_order": "connection"}),
     "urgency-lowat": ("urgency", {"notsent_lowat": str(256 * 1024)}),
+    "urgency-fixed": ("urgency", {"chunk_scale": "off"}),  # every chunk chunk_bytes, whatever the link
     "arrival-writer": ("arrival", {"inline": "off"}),
     "arrival-drain": ("arrival", {"inline": "drain"}),
 }

@@ -113,6 +113,11 @@ class FlowCounter:
     # gap waits skipped because the burst already had as many requests as the connection's last ones
     gap_waits: int = 0
     gap_skips: int = 0
+    # producer: the chunk size in force when the last chunk frame started (chunk_bytes, more on a
+    # connection that drains faster than 10 Gbit/s under the sender option chunk_scale=link), and the
+    # last drain rate measured in bytes/s (0: none yet)
+    chunk_bytes_last: int = 0
+    drain_bytes_per_s: int = 0
 
     @classmethod
     def from_json(cls, item: dict[str, Any]) -> FlowCounter:

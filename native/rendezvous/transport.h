@@ -117,7 +117,12 @@ bool SetResponseOrder(absl::string_view order, std::string* error);
 
 // Chunk size of a response sent in urgency order: the preemption granularity. Default 256 KiB,
 // GERYON_CHUNK_BYTES at start, SetChunkBytes at run time; allowed kMinChunkBytes..kMaxChunkBytes.
+// It is the size on links up to kChunkBaseBytesPerNs (10 Gbit/s); with the sender option
+// chunk_scale=link (the default) a connection that drains faster sends chunks that take the same
+// time: size x drain rate / 10 Gbit/s, at most max(size, kMaxScaledChunkBytes) (README "Chunks").
 inline constexpr int64_t kDefaultChunkBytes = 256 * 1024;
+inline constexpr double kChunkBaseBytesPerNs = 1.25;  // 10 Gbit/s
+inline constexpr int64_t kMaxScaledChunkBytes = int64_t{4} << 20;
 inline constexpr int64_t kMinChunkBytes = 4 * 1024;
 inline constexpr int64_t kMaxChunkBytes = int64_t{1} << 30;
 int64_t ChunkBytes();
@@ -142,13 +147,16 @@ bool SetChunkBytes(int64_t bytes, std::string* error);
 //   notsent_lowat TCP_NOTSENT_LOWAT of producer sockets in bytes (0: the kernel's default, no bound):
 //                 how many unsent bytes a socket may queue, so the kernel's FIFO backlog stays small
 //                 against the order.
+//   chunk_scale   link (default): chunks grow with a connection's measured drain rate above 10
+//                 Gbit/s, so a chunk takes as long as chunk_bytes does at 10 Gbit/s; off: every
+//                 chunk is chunk_bytes.
 enum class SenderOrder { kConnection, kHost };
 enum class InlineWrite { kOff, kSmall, kDrain, kArrival };
 inline constexpr int64_t kDefaultNotsentLowat = 0;
 inline constexpr int64_t kDefaultHoldGapUs = 300;
 inline constexpr int64_t kMaxNotsentLowat = int64_t{1} << 30;
 SenderOrder CurrentSenderOrder();
-// `name` is one of sender_order, hold, hold_gap_us, inline, notsent_lowat; false with `*error` naming the field
+// `name` is one of sender_order, hold, hold_gap_us, inline, notsent_lowat, chunk_scale; false with `*error` naming the field
 // and what is allowed, changing nothing.
 bool SetSenderOption(absl::string_view name, absl::string_view value, std::string* error);
 // The value in force of option `name` ("" for an unknown name).

@@ -214,6 +214,7 @@ os._exit(0)
         ({"GERYON_SENDER_ORDER": "global"}, "GERYON_SENDER_ORDER='global': sender_order: 'global' is not"),
         ({"GERYON_HOLD": "1"}, "GERYON_HOLD='1': hold: '1' is not one of 'on', 'off'"),
         ({"GERYON_NOTSENT_LOWAT": "64k"}, "GERYON_NOTSENT_LOWAT='64k': notsent_lowat: '64k' is not"),
+        ({"GERYON_CHUNK_SCALE": "1"}, "GERYON_CHUNK_SCALE='1': chunk_scale: '1' is not one of 'link', 'off'"),
     ],
 )
 def test_a_bad_environment_setting_fails_the_server_start_naming_the_variable(
@@ -308,6 +309,7 @@ with graph.as_default():
         grad = tf.fill([4 << 20], two)  # 16 MiB made on the worker: the PS receives it (a push)
         settings = ops.geryon_set_order(tf.constant("urgency"))
         chunk = ops.geryon_set_chunk_bytes(tf.constant(65536, tf.int64))
+        fixed = ops.geryon_set_sender_option("chunk_scale", "off")  # every chunk 64 KiB, to count them
     with v1.device("/job:ps/task:0"):
         pushed = tf.reduce_sum(grad)
         three = v1.placeholder_with_default(3.0, [])
@@ -315,7 +317,7 @@ with graph.as_default():
     with v1.device("/job:worker/task:0"):
         pulled = tf.reduce_sum(param)
 with v1.Session(servers[1].target, graph=graph) as sess:
-    sess.run([settings, chunk])
+    sess.run([settings, chunk, fixed])
     values = [float(v) for v in sess.run([pushed, pulled], {two: 2.0, three: 3.0})]
 rows = [c for c in geryon.tf.flow_counters() if c.role == "producer" and c.bytes_sent > (8 << 20)]
 every = [[c.local_task, c.peer_task, c.role, c.bytes_sent] for c in geryon.tf.flow_counters()]
@@ -336,6 +338,74 @@ def test_pushes_go_out_whole_while_pulls_are_chunked() -> None:
     assert sent >= 16 << 20 and chunks == 0
     sent, chunks = producers["job:ps"]  # the PS's flow to the worker: the pull, in 64 KiB chunks
     assert sent >= 16 << 20 and chunks >= (16 << 20) // 65536
+
+
+SCALE_SCRIPT = r"""
+import json, os, sys
+sys.path.insert(0, os.environ["TESTS_TF"])
+from tf_cluster import local_servers, pick_ports
+import tensorflow as tf
+import geryon.tf
+from geryon.tf.strategy import native_ops
+
+v1 = tf.compat.v1
+ops = native_ops()
+_, servers = local_servers(pick_ports(2))
+graph = tf.Graph()
+with graph.as_default():
+    with v1.device("/job:ps/task:0"):
+        three = v1.placeholder_with_default(3.0, [])
+        param = tf.fill([16 << 20], three)  # 64 MiB made on the PS: the worker pulls it
+    with v1.device("/job:worker/task:0"):
+        pulled = tf.reduce_sum(param)
+        settings = [ops.geryon_set_order(tf.constant("urgency")),
+                    ops.geryon_set_chunk_bytes(tf.constant(65536, tf.int64))]
+        scale_in = v1.placeholder(tf.string, [])
+        scale = ops.geryon_set_sender_option("chunk_scale", scale_in)
+
+
+def producer():
+    rows = [c for c in geryon.tf.flow_counters() if c.role == "producer" and "ps" in c.local_task]
+    return {"chunks": sum(c.chunks_sent for c in rows), "last": max(c.chunk_bytes_last for c in rows),
+            "drain": max(c.drain_bytes_per_s for c in rows)}
+
+
+out = {}
+with v1.Session(servers[1].target, graph=graph) as sess:
+    sess.run(settings)
+    sess.run(pulled)  # warm-up: connections, graph registration
+    for mode in ("off", "link", "off", "link"):
+        sess.run(scale, {scale_in: mode})
+        before = producer()
+        value = float(sess.run(pulled, {three: 3.0}))
+        after = producer()
+        out.setdefault(mode, []).append({"value": value, "chunks": after["chunks"] - before["chunks"],
+                                         "last": after["last"], "drain": after["drain"]})
+print(json.dumps(out), flush=True)
+os._exit(0)
+"""
+
+
+def test_chunks_grow_with_a_drain_rate_above_10_gbit_and_stay_fixed_when_scaling_is_off() -> None:
+    # A 64 MiB pull in 64 KiB chunks. chunk_scale=off: exactly 1024 chunks. link (the default): the
+    # producer measures what its socket drains once full; above 10 Gbit/s (1.25e9 B/s) every chunk
+    # after that takes 64 KiB x rate / 10 Gbit/s (whole pages, at most 4 MiB), below it 64 KiB. How
+    # fast loopback drains depends on the machine's load, so the test checks the chunk size against
+    # the rate the producer reported, and fewer chunks only where that rate is well above 10 Gbit/s.
+    facts = _run(SCALE_SCRIPT)
+    total = 3.0 * (16 << 20)
+    for row in facts["off"]:
+        assert row["value"] == total and row["chunks"] == 1024 and row["last"] == 65536, facts
+    for row in facts["link"]:
+        assert row["value"] == total, facts
+        drain = row["drain"]
+        assert drain > 0, facts  # a 64 MiB pull fills the socket: a rate is measured
+        scaled = max(65536, int(65536 * drain / 1.25e9) // 4096 * 4096)
+        expected = 65536 if drain <= 1.25e9 else min(4 << 20, scaled)
+        assert abs(row["last"] - expected) <= 4096, (row, expected)
+        assert row["chunks"] <= 1024, facts
+        if drain > 1.5 * 1.25e9:
+            assert row["chunks"] < 1024, facts
 
 
 HOST_ORDER_SCRIPT = r"""
@@ -502,11 +572,11 @@ from geryon.tf.strategy import native_ops
 from geryon.tf import strategy as gs
 ops = native_ops()
 bad = [("order", "sender_order", "global"), ("hold", "hold", "yes"), ("inline", "inline", "always"),
-       ("lowat", "notsent_lowat", "-1"), ("unknown", "speed", "fast")]
+       ("lowat", "notsent_lowat", "-1"), ("scale", "chunk_scale", "on"), ("unknown", "speed", "fast")]
 out = refusals({name: lambda o=option, v=value: ops.geryon_set_sender_option(o, v)
                 for name, option, value in bad}, tf.errors.InvalidArgumentError)
 out["in_force"] = {n: ops.geryon_sender_option(n).numpy().decode()
-                   for n in ("sender_order", "hold", "hold_gap_us", "inline", "notsent_lowat")}
+                   for n in ("sender_order", "hold", "hold_gap_us", "inline", "notsent_lowat", "chunk_scale")}
 devices = {"coordinator": ""}
 out["set"] = gs.set_sender_order("connection", devices)
 try:
@@ -526,9 +596,10 @@ def test_bad_sender_settings_are_refused_naming_the_field_and_nothing_changes() 
     assert "hold: 'yes' is not one of 'on', 'off'" in facts["hold"]
     assert "inline: 'always' is not one of 'arrival', 'off', 'small', 'drain'" in facts["inline"]
     assert "notsent_lowat: '-1' is not a whole number of bytes" in facts["lowat"]
-    assert "sender option: 'speed' is not one of" in facts["unknown"]
+    assert "chunk_scale: 'on' is not one of 'link', 'off'" in facts["scale"]
+    assert "sender option: 'speed' is not one of" in facts["unknown"] and "'chunk_scale'" in facts["unknown"]
     defaults = {"sender_order": "host", "hold": "on", "hold_gap_us": "300", "inline": "arrival"}
-    defaults["notsent_lowat"] = "0"
+    defaults.update(notsent_lowat="0", chunk_scale="link")
     assert facts["in_force"] == defaults
     assert facts["set"] == {"coordinator": "connection"}
     assert facts["strategy_error"] == "sender_order: 'global' is not one of host, connection"
