@@ -291,7 +291,8 @@ def test_strategy_set_order_reaches_the_task_and_bad_values_send_nothing() -> No
     assert facts["after"] == facts["read"]  # refused values changed nothing
 
 
-PUSH_SCRIPT = r"""
+# A PS and a worker server on loopback in this process, and a graph to fill (the scripts below).
+TWO_SERVERS = r"""
 import json, os, sys
 sys.path.insert(0, os.environ["TESTS_TF"])
 from tf_cluster import local_servers, pick_ports
@@ -303,6 +304,11 @@ v1 = tf.compat.v1
 ops = native_ops()
 _, servers = local_servers(pick_ports(2))
 graph = tf.Graph()
+"""
+
+PUSH_SCRIPT = (
+    TWO_SERVERS
+    + r"""
 with graph.as_default():
     with v1.device("/job:worker/task:0"):
         two = v1.placeholder_with_default(2.0, [])  # fed values: grappler cannot fold the sums away
@@ -325,6 +331,7 @@ producers = {c.local_task.split("/")[1]: [c.bytes_sent, c.chunks_sent] for c in 
 print(json.dumps({"values": values, "all": every, "producers": producers}), flush=True)
 os._exit(0)
 """
+)
 
 
 def test_pushes_go_out_whole_while_pulls_are_chunked() -> None:
@@ -340,18 +347,9 @@ def test_pushes_go_out_whole_while_pulls_are_chunked() -> None:
     assert sent >= 16 << 20 and chunks >= (16 << 20) // 65536
 
 
-SCALE_SCRIPT = r"""
-import json, os, sys
-sys.path.insert(0, os.environ["TESTS_TF"])
-from tf_cluster import local_servers, pick_ports
-import tensorflow as tf
-import geryon.tf
-from geryon.tf.strategy import native_ops
-
-v1 = tf.compat.v1
-ops = native_ops()
-_, servers = local_servers(pick_ports(2))
-graph = tf.Graph()
+SCALE_SCRIPT = (
+    TWO_SERVERS
+    + r"""
 with graph.as_default():
     with v1.device("/job:ps/task:0"):
         three = v1.placeholder_with_default(3.0, [])
@@ -384,6 +382,7 @@ with v1.Session(servers[1].target, graph=graph) as sess:
 print(json.dumps(out), flush=True)
 os._exit(0)
 """
+)
 
 
 def test_chunks_grow_with_a_drain_rate_above_10_gbit_and_stay_fixed_when_scaling_is_off() -> None:
