@@ -109,10 +109,12 @@ def measure(repeats: int, progress: Progress) -> dict[str, dict[str, list[float]
     ps_port, worker_port = free_port_pairs(2, DATA_OFFSET)
     cluster = {"ps": [f"127.0.0.1:{ps_port}"], "worker": [f"127.0.0.1:{worker_port}"]}
     envs = [child_env({"cluster": cluster, "job": job}, **offset) for job in ("ps", "worker")]
-    with child_servers(_SERVER, envs):
+    with child_servers(_SERVER, envs) as servers:
         progress.say("PS and worker (with GERYONTEST) up; measuring host and device variants alternately")
         spec = {"worker": cluster["worker"][0], "mb": MB, "small": SMALL, "repeats": repeats}
-        result: dict[str, dict[str, list[float]]] = run_client(_CLIENT, child_env(spec, **offset))
+        result: dict[str, dict[str, list[float]]] = run_client(
+            _CLIENT, child_env(spec, **offset), servers=servers
+        )
         return result
 
 

@@ -184,7 +184,7 @@ def measure(
     envs.append(
         child_env({"cluster": floor_cluster, "job": "worker", "library": str(libraries["new"])}, **offset)
     )
-    with child_servers(_SERVER, envs):
+    with child_servers(_SERVER, envs) as servers:
         progress.say(
             "5 servers up (2 builds, the floor's worker); measuring, the client alternates between them"
         )
@@ -195,7 +195,9 @@ def measure(
             **SMALL_SPEC,
             "repeats": repeats,
         }
-        result: dict[str, dict[str, list[float]]] = run_client(_CLIENT, child_env(spec, **offset))
+        result: dict[str, dict[str, list[float]]] = run_client(
+            _CLIENT, child_env(spec, **offset), servers=servers
+        )
         return result
 
 

@@ -232,7 +232,7 @@ def one_run(
             )
             for job, i in tasks
         ]
-        with child_servers(_SERVER, envs):
+        with child_servers(_SERVER, envs) as servers:
             progress.say(f"run {run + 1}: {len(tasks)} servers up; measuring")
             spec = {
                 "cluster": cluster,
@@ -246,7 +246,9 @@ def one_run(
                 "variants": {v: VARIANTS[v] for v in variants},
                 "consumers": consumers,
             }
-            result = run_client(_CLIENT, child_env(spec, GERYON_DATA_PORT_OFFSET=offset), timeout=1800)
+            result = run_client(
+                _CLIENT, child_env(spec, GERYON_DATA_PORT_OFFSET=offset), timeout=1800, servers=servers
+            )
             time.sleep(0.5)  # one more counters dump after the last step
             rows = json.loads(Path(counters).read_text())
             result["producer"] = [r for r in rows if r["role"] == "producer"]

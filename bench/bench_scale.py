@@ -275,7 +275,9 @@ def _run_once(
                 "library": lib,
                 "step_timeout_s": step_timeout_s,
             }
-            client = run_client(_CLIENT, child_env(spec, **offset), timeout=steps * step_timeout_s + 300)
+            client = run_client(
+                _CLIENT, child_env(spec, **offset), timeout=steps * step_timeout_s + 300, servers=[*ps, *hs]
+            )
             time.sleep(0.8)  # the PS writes its counters every 0.3 s
             after = proc_facts(ps[0].pid)
             hosts_facts = [proc_facts(h.pid) for h in hs]

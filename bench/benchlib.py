@@ -207,17 +207,41 @@ def child_servers(
             kill_child(proc)
 
 
-def run_client(script: str, env: Mapping[str, str], timeout: float = 900) -> Any:
+def run_client(
+    script: str,
+    env: Mapping[str, str],
+    timeout: float = 900,
+    servers: Sequence[subprocess.Popen[str]] = (),
+) -> Any:
     """Runs the client script (dedented) and returns what its `RESULT <json>` line holds; RuntimeError
-    with the end of its stderr when it printed none."""
-    client = subprocess.run(
+    with the end of its stderr when it printed none. `servers` (child_servers' processes) are
+    watched meanwhile: one that exits ends the client (a TF session waits on a dead server without
+    end) with a RuntimeError naming it and its exit status; TimeoutError after `timeout` seconds."""
+    client = subprocess.Popen(
         [sys.executable, "-c", textwrap.dedent(script)],
         env=dict(env),
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=timeout,
     )
-    for line in client.stdout.splitlines():
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            try:
+                stdout, stderr = client.communicate(timeout=min(1.0, max(0.01, deadline - time.monotonic())))
+                break
+            except subprocess.TimeoutExpired:
+                dead = [(i, s.returncode) for i, s in enumerate(servers) if s.poll() is not None]
+                if dead:
+                    i, code = dead[0]
+                    raise RuntimeError(
+                        f"server {i} exited (status {code}) while the client ran; the client was stopped"
+                    ) from None
+                if time.monotonic() >= deadline:
+                    raise TimeoutError(f"the client ran past {timeout:g} s; it was stopped") from None
+    finally:
+        kill_child(client)
+    for line in stdout.splitlines():
         if line.startswith("RESULT "):
             return json.loads(line[len("RESULT ") :])
-    raise RuntimeError(f"the client failed: {client.stderr[-3000:]}")
+    raise RuntimeError(f"the client failed: {stderr[-3000:]}")

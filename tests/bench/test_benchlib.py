@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import time
 from pathlib import Path
 from types import ModuleType
 
@@ -78,6 +79,31 @@ def test_run_client_returns_the_result_line(benchlib: ModuleType) -> None:
 def test_run_client_without_a_result_says_what_the_client_wrote(benchlib: ModuleType) -> None:
     with pytest.raises(RuntimeError, match=r"the client failed: .*boom"):
         benchlib.run_client("raise SystemExit('boom')", benchlib.child_env({}))
+
+
+def test_a_server_that_dies_while_the_client_runs_stops_the_client(
+    benchlib: ModuleType, tmp_path: Path
+) -> None:
+    # A TF client waits without end on a dead server; run_client notices the exit within a second.
+    dying = SERVER.replace("while True:\n    time.sleep(1)", "time.sleep(3)\nraise SystemExit(3)")
+    assert dying != SERVER
+    envs = [benchlib.child_env({"pidfile": str(tmp_path / "s.pid")})]
+    pidfile = tmp_path / "client.pid"
+    client = f"import os, time; open({str(pidfile)!r}, 'w').write(str(os.getpid())); time.sleep(60)"
+    start = time.monotonic()
+    stopped = pytest.raises(RuntimeError, match=r"server 0 exited \(status 3\) while the client ran")
+    with benchlib.child_servers(dying, envs) as servers, stopped:
+        benchlib.run_client(client, benchlib.child_env({}), servers=servers)
+    assert time.monotonic() - start < 20
+    assert not _alive(int(pidfile.read_text()))
+
+
+def test_a_client_past_its_timeout_is_stopped(benchlib: ModuleType, tmp_path: Path) -> None:
+    pidfile = tmp_path / "client.pid"
+    client = f"import os, time; open({str(pidfile)!r}, 'w').write(str(os.getpid())); time.sleep(60)"
+    with pytest.raises(TimeoutError, match="the client ran past 5 s"):
+        benchlib.run_client(client, benchlib.child_env({}), timeout=5)
+    assert not _alive(int(pidfile.read_text()))
 
 
 def test_a_table_without_rows_prints_its_header(
