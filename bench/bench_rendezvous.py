@@ -22,6 +22,7 @@ variables on the worker's own task (TF's own cost; issue 16).
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -86,22 +87,25 @@ DATA_PORT_ENV = {"GERYON_DATA_PORT_OFFSET": str(DATA_OFFSET)}
 
 
 @contextmanager
-def protocol_clusters(protocols: Sequence[str]) -> Iterator[dict[str, dict[str, list[str]]]]:
+def protocol_clusters(
+    protocols: Sequence[str],
+) -> Iterator[tuple[dict[str, dict[str, list[str]]], list[subprocess.Popen[str]]]]:
     """Per protocol, a loopback cluster of one PS and one worker server process (this checkout's build
-    for grpc+geryon), each up before the block starts; yields protocol -> cluster spec, and kills the
-    servers when the block ends. Shared with bench_rendezvous_libs.py's --floor."""
+    for grpc+geryon), each up before the block starts; yields (protocol -> cluster spec, the server
+    processes, for run_client to watch), and kills the servers when the block ends. Shared with
+    bench_rendezvous_libs.py's --floor."""
     clusters = ps_worker_clusters(protocols, DATA_OFFSET)
     envs = [
         child_env({"cluster": cluster, "job": job, "protocol": protocol}, **DATA_PORT_ENV)
         for protocol, cluster in clusters.items()
         for job in ("ps", "worker")
     ]
-    with child_servers(_SERVER, envs):
-        yield clusters
+    with child_servers(_SERVER, envs) as servers:
+        yield clusters, servers
 
 
 def measure(repeats: int, progress: Progress) -> dict[str, dict[str, list[float]]]:
-    with protocol_clusters(PROTOCOLS) as clusters:
+    with protocol_clusters(PROTOCOLS) as (clusters, servers):
         workers = {protocol: cluster["worker"][0] for protocol, cluster in clusters.items()}
         progress.say("4 servers up; measuring (the client alternates between the two clusters)")
         spec = {
@@ -113,7 +117,9 @@ def measure(repeats: int, progress: Progress) -> dict[str, dict[str, list[float]
             "warmups": 1,
             "repeats": repeats,
         }
-        result: dict[str, dict[str, list[float]]] = run_client(_CLIENT, child_env(spec, **DATA_PORT_ENV))
+        result: dict[str, dict[str, list[float]]] = run_client(
+            _CLIENT, child_env(spec, **DATA_PORT_ENV), servers=servers
+        )
         return result
 
 

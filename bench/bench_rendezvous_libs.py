@@ -541,7 +541,7 @@ def run_floor(repeats: int, out: str) -> int:
     from bench_rendezvous import DATA_PORT_ENV, protocol_clusters  # here: it imports this module
 
     load_before = _uptime()
-    with protocol_clusters(("grpc+geryon", "grpc")) as clusters:
+    with protocol_clusters(("grpc+geryon", "grpc")) as (clusters, servers):
         geryon_worker, grpc_worker = clusters["grpc+geryon"]["worker"][0], clusters["grpc"]["worker"][0]
         targets = {
             "geryon": (geryon_worker, "/job:ps/task:0"),
@@ -550,7 +550,9 @@ def run_floor(repeats: int, out: str) -> int:
         }
         progress.say("4 servers up; the client runs geryon, grpc and local round robin")
         spec = {"targets": targets, "small": SMALL, "floats": SMALL_FLOATS, "repeats": repeats}
-        samples: dict[str, list[float]] = run_client(_FLOOR_CLIENT, child_env(spec, **DATA_PORT_ENV))
+        samples: dict[str, list[float]] = run_client(
+            _FLOOR_CLIENT, child_env(spec, **DATA_PORT_ENV), servers=servers
+        )
     load_after = _uptime()
     rows = []
     for name, values in samples.items():
