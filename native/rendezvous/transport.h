@@ -119,7 +119,8 @@ bool SetResponseOrder(absl::string_view order, std::string* error);
 // GERYON_CHUNK_BYTES at start, SetChunkBytes at run time; allowed kMinChunkBytes..kMaxChunkBytes.
 // It is the size on links up to kChunkBaseBytesPerNs (10 Gbit/s); with the sender option
 // chunk_scale=link (the default) a connection that drains faster sends chunks that take the same
-// time: size x drain rate / 10 Gbit/s, at most max(size, kMaxScaledChunkBytes) (README "Chunks").
+// time: size x drain rate / 10 Gbit/s, at most max(size, kMaxScaledChunkBytes) (README.md, "Chunks
+// sized to the link").
 inline constexpr int64_t kDefaultChunkBytes = 256 * 1024;
 inline constexpr double kChunkBaseBytesPerNs = 1.25;  // 10 Gbit/s
 inline constexpr int64_t kMaxScaledChunkBytes = int64_t{4} << 20;
@@ -156,8 +157,8 @@ inline constexpr int64_t kDefaultNotsentLowat = 0;
 inline constexpr int64_t kDefaultHoldGapUs = 300;
 inline constexpr int64_t kMaxNotsentLowat = int64_t{1} << 30;
 SenderOrder CurrentSenderOrder();
-// `name` is one of sender_order, hold, hold_gap_us, inline, notsent_lowat, chunk_scale; false with `*error` naming the field
-// and what is allowed, changing nothing.
+// `name` is one of sender_order, hold, hold_gap_us, inline, notsent_lowat, chunk_scale; false with
+// `*error` naming the field and what is allowed, changing nothing.
 bool SetSenderOption(absl::string_view name, absl::string_view value, std::string* error);
 // The value in force of option `name` ("" for an unknown name).
 std::string SenderOption(absl::string_view name);
