@@ -381,8 +381,40 @@ def adopt(
     ids = {e.name: e.id for e in table.entries}
     params, variables = parameters_of(model.trainable_variables)
     register_variables((v, ids[p.name]) for p, v in zip(params, variables, strict=True))
-    install_map_table(table, devices, consumption_ranks(tagging.consumption.order))
+    ranks = consumption_ranks(tagging.consumption.order)
+    register_variables(layer_state_ids(model, params, ids, ranks))
+    install_map_table(table, devices, ranks)
     return GeryonStrategy(tf_strategy, model, tagging, table, devices)
+
+
+def layer_state_ids(
+    model: Any, params: Sequence[Any], ids: Mapping[str, int], ranks: Mapping[int, int]
+) -> list[tuple[Any, int]]:
+    """(variable, id) for the model's non-trainable variables that belong to a layer with parameters.
+
+    A layer's state that the forward pass reads and the step updates (BatchNorm's moving mean and
+    variance) travels every step like a parameter but is no parameter of the tagger's. It takes the id
+    of its layer's most urgent parameter (the first one the forward pass consumes), so its pulls and
+    updates ride that layer's class and rank instead of the default class. State of a layer without
+    parameters (a seed generator's, a counter) stays unregistered: it takes the default class.
+    """
+    from geryon.tagger.tf_graph import parameters_of
+
+    state = list(getattr(model, "non_trainable_variables", None) or ())
+    if not state:
+        return []
+    first_of_layer: dict[str, int] = {}
+    for p in params:
+        pid = ids[p.name]
+        best = first_of_layer.get(p.layer)
+        if best is None or ranks.get(pid, pid) < ranks.get(best, best):
+            first_of_layer[p.layer] = pid
+    state_params, handles = parameters_of(state)
+    return [
+        (handle, first_of_layer[sp.layer])
+        for sp, handle in zip(state_params, handles, strict=True)
+        if sp.layer in first_of_layer
+    ]
 
 
 class ThresholdHook:

@@ -5,8 +5,11 @@
 // partition, in the process that runs it: one end only, so their pairs are left alone and resolve
 // through the map_table's producer bindings instead, see classes.h and geryon/tf/tf1.py.)
 // For each pair it finds the variable behind the tensor:
-//   pull: _Send <- (Identity)* <- ReadVariableOp/ResourceGather <- (Identity)* <- variable
+//   pull: _Send <- (fwd)* <- ReadVariableOp/ResourceGather <- (fwd)* <- variable
 //   push: _Recv -> (ops, e.g. lr * g; optimizer slots) -> AssignSubVariableOp/ResourceApply* (variable)
+// where (fwd)* are ops that hand a tensor on unchanged: Identity, IdentityN, and the Enter/Merge/Switch/
+// Exit/NextIteration that a While or If inside the step (Keras' steps_per_execution loop, a tf.range
+// loop, tf.cond) is lowered to before partitioning, so pairs inside loops resolve as outside them;
 // where "variable" is a TF2 function's resource _Arg that carries the parameter id in the attr
 // "_geryon_param_id" (set at tracing time by geryon/tf/bindings.py). The pair's
 // `tensor_name` becomes "<name>#gp=<id>" on both ends, so the rendezvous key itself carries the id
@@ -66,54 +69,95 @@ bool IsUpdate(const Node* n) {
          absl::StartsWith(op, "ResourceSparseApply") || absl::StartsWith(op, "ResourceScatter");
 }
 
-const Node* DataInput(const Node* n, int index) {
-  const Edge* e = nullptr;
-  if (!n->input_edge(index, &e).ok() || e == nullptr) return nullptr;
-  return e->src();
+// Ops that hand a tensor on unchanged, so the variable (or the read) behind it is the one behind their
+// input: Identity (also what the arguments of an inlined function call become), IdentityN (output k is
+// input k), and the control-flow primitives a While/If/Case is lowered to before partitioning (Enter,
+// Merge, Switch, Exit, NextIteration). TF 2.21 lowers a loop-invariant resource of a While (a captured
+// variable) to `_Arg -> Enter -> Identity -> ReadVariableOp` inside the loop's frame (GRAPH_PASS.md).
+bool Forwards(const Node* n) {
+  return n->IsIdentity() || n->IsEnter() || n->IsMerge() || n->IsSwitch() || n->IsExit() ||
+         n->IsNextIteration() || n->type_string() == "IdentityN";
 }
 
-// The parameter id of the variable a resource tensor comes from, or -1 when it is not one we know.
+// The node a tensor (output `output` of `n`) originates from, through forwarding ops: the _Arg or
+// variable op behind a resource, the read behind a value. Null when the walk forks to different
+// origins (a Merge of two variables) or exceeds `budget` nodes. A loop's back edge (Merge <-
+// NextIteration <- ... <- Merge) meets a node already on the walk and adds nothing.
+void CollectOrigins(const Node* n, int output, std::set<std::pair<const Node*, int>>& seen,
+                    std::set<const Node*>& origins, int& budget) {
+  if (n == nullptr || --budget < 0) {
+    origins.insert(nullptr);
+    return;
+  }
+  if (!seen.insert({n, output}).second) return;
+  if (!Forwards(n)) {
+    origins.insert(n);
+    return;
+  }
+  if (n->IsMerge()) {
+    for (const Edge* e : n->in_edges()) {
+      if (!e->IsControlEdge()) CollectOrigins(e->src(), e->src_output(), seen, origins, budget);
+    }
+    return;
+  }
+  const Edge* in = nullptr;
+  const int index = n->type_string() == "IdentityN" ? output : 0;
+  if (!n->input_edge(index, &in).ok() || in == nullptr) {
+    origins.insert(nullptr);
+    return;
+  }
+  CollectOrigins(in->src(), in->src_output(), seen, origins, budget);
+}
+
+constexpr int kMaxForwardNodes = 64;
+
+const Node* Origin(const Node* n, int output) {
+  std::set<std::pair<const Node*, int>> seen;
+  std::set<const Node*> origins;
+  int budget = kMaxForwardNodes;
+  CollectOrigins(n, output, seen, origins, budget);
+  return origins.size() == 1 ? *origins.begin() : nullptr;
+}
+
+// The origin of data input `index` of `n`.
+const Node* InputOrigin(const Node* n, int index) {
+  const Edge* e = nullptr;
+  if (n == nullptr || !n->input_edge(index, &e).ok() || e == nullptr) return nullptr;
+  return Origin(e->src(), e->src_output());
+}
+
+// The parameter id of a resource origin (see Origin), or -1 when it is not a variable we know.
 int64_t VariableId(const Node* n) {
-  for (int hop = 0; n != nullptr && hop < 8; ++hop) {
-    if (n->IsIdentity()) {
-      n = DataInput(n, 0);
-      continue;
-    }
-    if (n->IsArg()) {
-      // geryon.tf.bindings sets this on the placeholder that captures the variable; TF copies
-      // underscore attrs of a function's placeholders onto its _Arg nodes in every partition.
-      int64_t id = -1;
-      if (n->output_type(0) != DT_RESOURCE || !tensorflow::TryGetNodeAttr(n->attrs(), kParamIdAttr, &id)) return -1;
-      return id;
-    }
+  // geryon.tf.bindings sets this on the placeholder that captures the variable; TF copies
+  // underscore attrs of a function's placeholders onto its _Arg nodes in every partition.
+  int64_t id = -1;
+  if (n == nullptr || !n->IsArg() || n->output_type(0) != DT_RESOURCE ||
+      !tensorflow::TryGetNodeAttr(n->attrs(), kParamIdAttr, &id)) {
     return -1;
   }
-  return -1;
+  return id;
 }
 
-// The read op a _Send sends (through Identity), or null when it sends something else.
+// The read op a _Send sends (through forwarding ops), or null when it sends something else.
 const Node* SentRead(const Node* send) {
-  const Node* n = DataInput(send, 0);
-  while (n != nullptr && n->IsIdentity()) n = DataInput(n, 0);
+  const Node* n = InputOrigin(send, 0);
   return n != nullptr && IsRead(n) ? n : nullptr;
 }
 
 int64_t PullId(const Node* send) {
   const Node* read = SentRead(send);
-  return read == nullptr ? -1 : VariableId(DataInput(read, 0));
+  return read == nullptr ? -1 : VariableId(InputOrigin(read, 0));
 }
 
-// The resource node (an _Arg or variable op) a resource input comes from, skipping Identity.
-const Node* ResourceSource(const Node* n) {
-  for (int hop = 0; n != nullptr && n->IsIdentity() && hop < 8; ++hop) n = DataInput(n, 0);
-  return n;
-}
+// Every read of each variable in the partitions, by the variable's origin: a slot's reads inside a
+// loop hang off the loop's Enter/Identity, not off the slot's _Arg itself.
+using ReadsByVariable = std::map<const Node*, std::vector<const Node*>>;
 
 // The one parameter the received tensor updates, or -1 when there is none or more than one.
 // The search follows the data the gradient flows into on the PS. When it reaches an update of a
 // variable that is not a parameter (an optimizer slot: momentum, Adam's m and v), it goes on from
 // that variable's reads, since the slot then flows into the parameter's own update.
-int64_t PushId(const Node* recv) {
+int64_t PushId(const Node* recv, const ReadsByVariable& reads) {
   std::set<int64_t> ids;
   std::vector<std::pair<const Node*, int>> frontier{{recv, 0}};
   std::set<const Node*> visited{recv};
@@ -126,20 +170,21 @@ int64_t PushId(const Node* recv) {
       const Node* dst = e->dst();
       if (dst->IsSend() || dst->IsRetval() || !visited.insert(dst).second) continue;
       if (!IsUpdate(dst) || e->dst_input() == 0) {
-        frontier.push_back({dst, depth + 1});
+        // Forwarding ops (a loop's Enter/Exit, an inlined call's Identity) cost no hop.
+        frontier.push_back({dst, Forwards(dst) ? depth : depth + 1});
         continue;
       }
-      const Node* variable = ResourceSource(DataInput(dst, 0));
+      const Node* variable = InputOrigin(dst, 0);
       int64_t id = VariableId(variable);
       if (id >= 0) {
         ids.insert(id);
         continue;
       }
       if (variable == nullptr) continue;
-      for (const Edge* read : variable->out_edges()) {  // a slot: continue from its reads
-        if (!read->IsControlEdge() && IsRead(read->dst()) && visited.insert(read->dst()).second) {
-          frontier.push_back({read->dst(), depth + 1});
-        }
+      auto slot_reads = reads.find(variable);  // a slot: continue from its reads
+      if (slot_reads == reads.end()) continue;
+      for (const Node* read : slot_reads->second) {
+        if (visited.insert(read).second) frontier.push_back({read, depth + 1});
       }
     }
   }
@@ -156,8 +201,13 @@ class GeryonAnnotatePass : public GraphOptimizationPass {
     std::map<std::string, const Node*> sends;  // tensor_name -> its _Send
     std::set<std::string> recvs;
     std::vector<Node*> endpoints;
+    ReadsByVariable reads;
     for (auto& [device, graph] : *options.partition_graphs) {
       for (Node* n : graph->op_nodes()) {
+        if (IsRead(n)) {
+          if (const Node* variable = InputOrigin(n, 0)) reads[variable].push_back(n);
+          continue;
+        }
         if (!n->IsSend() && !n->IsRecv()) continue;
         std::string tensor_name;
         if (!tensorflow::TryGetNodeAttr(n->attrs(), "tensor_name", &tensor_name)) continue;
@@ -187,7 +237,7 @@ class GeryonAnnotatePass : public GraphOptimizationPass {
       // a pull of that variable, never a push of the parameter it helps update.
       auto send = sends.find(tensor_name);
       if (send != sends.end() && SentRead(send->second) != nullptr) continue;
-      int64_t id = PushId(n);
+      int64_t id = PushId(n, reads);
       if (id >= 0) resolved[tensor_name] = {"push", id};
     }
     std::vector<EdgeAnnotation> made;
