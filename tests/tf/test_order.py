@@ -528,11 +528,27 @@ def producer(what):
                if c.role == "producer" and c.local_task.startswith("/job:ps"))
 
 
+def settled():
+    # The PS counts a response after its write returns, which can be after the worker already has the
+    # bytes and the step is over: on a loaded machine the last step's count landed in the next window
+    # (13 messages for 12 steps). Read the counters once they have stopped moving (at most 1 s).
+    import time
+    what = ("gap_waits", "gap_skips", "messages_sent")
+    last = {w: producer(w) for w in what}
+    for _ in range(50):
+        time.sleep(0.02)
+        now = {w: producer(w) for w in what}
+        if now == last:
+            break
+        last = now
+    return last
+
+
 def steps(fetch, n):
-    before = {w: producer(w) for w in ("gap_waits", "gap_skips", "messages_sent")}
+    before = settled()
     for _ in range(n):
         assert sess.run(fetch) in (1024.0, 4096.0)
-    return {w: producer(w) - v for w, v in before.items()}
+    return {w: v - before[w] for w, v in settled().items()}
 
 
 out = {}
