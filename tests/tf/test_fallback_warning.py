@@ -1,7 +1,8 @@
 """No silent fallback (issue 36, item 3), from real TensorFlow processes (tf_cluster.TfCluster).
 
 (a) TF2 ParameterServerStrategy on `grpc+geryon` alone (no geryon.tf.strategy(), so no map_table): the
-    PS and the worker each log one line within the first 10 steps, naming the missing map_table;
+    PS and the worker each log one line within the first 10 steps, naming the missing map_table, and
+    report it to a real agent, which exports it;
 (b) the same model through geryon.tf.strategy(), one step per function: every parameter resolves, and no
     task logs anything, though control edges and the iteration counter carry no parameter id; each
     task's classification report (read through the GeryonClassificationReport op) sums to what its flow
@@ -18,10 +19,14 @@ from __future__ import annotations
 import json
 import re
 import time
+import urllib.request
 
+import grpc
 import pytest
-from tf.tf_cluster import UNTRACEABLE_MODEL, TfCluster
+from tf.tf_cluster import UNTRACEABLE_MODEL, TfCluster, agent_services
 
+from geryon.agent.proto import agent_pb2 as pb
+from geryon.agent.proto import agent_pb2_grpc as pb_grpc
 from geryon.tf.report import parse_report
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("native_built")]
@@ -84,12 +89,37 @@ def wait_for_lines(cluster: TfCluster, name: str, settle_s: float = 3.0) -> list
     return LINE.findall(cluster.stderr(name))
 
 
+def agent_fallback(base: str) -> dict[str, str]:
+    """task -> 'cause warnings' from the agent's geryon_job_fallback_warnings_total series."""
+    with urllib.request.urlopen(base + "/metrics", timeout=10) as r:
+        text = r.read().decode()
+    out = {}
+    for labels, value in re.findall(r"^geryon_job_fallback_warnings_total\{([^}]*)\} (\S+)$", text, re.M):
+        kv = dict(re.findall(r'(\w+)="([^"]*)"', labels))
+        out[kv["task"]] = f"{kv['cause']} {int(float(value))}"
+    return out
+
+
 def test_protocol_without_a_map_table_warns_within_ten_steps_on_every_task() -> None:
-    with TfCluster(num_ps=1, num_workers=1, job_env=JOB_ENV) as cluster:
-        result = cluster.run_chief(TF2_BODY, timeout=300, args={"geryon": False, "steps": 10})
-        # Nothing flows after the 10th step, and the line is logged by a response being sent: a line
-        # now came from one of the first 10 steps.
-        lines = {name: wait_for_lines(cluster, name) for name in ("ps0", "worker0")}
+    # Each task also reports its warnings to a real agent (geryon.tf.agent_report), as its unresolved
+    # flows: the PS to GERYON_AGENT_JOB, the worker to the registered job that lists it.
+    with agent_services() as (_, sock, base):
+        env = {"GERYON_AGENT_SOCKET": sock, "GERYON_AGENT_REPORT_S": "0.2"}
+        job_env = {"ps": {**LOUD, "GERYON_AGENT_JOB": "ju"}, "worker": LOUD}
+        with TfCluster(num_ps=1, num_workers=1, env=env, job_env=job_env) as cluster:
+            with grpc.insecure_channel(f"unix:{sock}") as ch:
+                tasks = {r: pb.TaskAddresses(addresses=a) for r, a in cluster.cluster.items()}
+                pb_grpc.AgentStub(ch).RegisterJob(
+                    pb.RegisterJobRequest(job_id="ju", cluster=tasks), timeout=5
+                )
+            result = cluster.run_chief(TF2_BODY, timeout=300, args={"geryon": False, "steps": 10})
+            # Nothing flows after the 10th step, and the line is logged by a response being sent: a
+            # line now came from one of the first 10 steps.
+            lines = {name: wait_for_lines(cluster, name) for name in ("ps0", "worker0")}
+            deadline = time.monotonic() + 60
+            while (shown := agent_fallback(base)) != {"ps:0": "no_map_table 1", "worker:0": "no_map_table 1"}:
+                assert time.monotonic() < deadline, (shown, cluster.stderr("worker0")[-2000:])
+                time.sleep(0.3)
     for name, found in lines.items():
         assert len(found) == 1, (name, found, cluster.stderr(name)[-3000:])
         [line] = found
