@@ -26,6 +26,7 @@ from geryon.agent.jobs import (
     JobRegistry,
     JobState,
     PairReport,
+    TaskFallback,
     UnresolvedFlow,
     make_job,
     map_all_jobs,
@@ -90,6 +91,10 @@ def unresolved_flow(f: UnresolvedFlow) -> pb.UnresolvedFlow:
     )
 
 
+def task_fallback(w: TaskFallback) -> pb.TaskFallback:
+    return pb.TaskFallback(task=w.task, warnings=w.warnings, share=w.share, cause=w.cause)
+
+
 def _cluster(spec_cluster: dict[str, list[str]]) -> dict[str, pb.TaskAddresses]:
     return {role: pb.TaskAddresses(addresses=addrs) for role, addrs in spec_cluster.items()}
 
@@ -102,6 +107,7 @@ def job_status(state: JobState) -> pb.JobStatus:
         thresholds=list(state.thresholds or ()),
         registered_at=state.registered_at,
         unresolved=[unresolved_flow(f) for f in state.unresolved],
+        fallback=[task_fallback(w) for w in state.fallback],
     )
     if state.iteration_time_s is not None:
         msg.iteration_time_s = state.iteration_time_s
@@ -166,14 +172,15 @@ class AgentServicer(pb_grpc.AgentServicer):
             UnresolvedFlow(f.task, f.peer, f.class_index, f.direction, f.bytes, f.messages)
             for f in request.unresolved
         ]
-        if iteration is None and thresholds is None and not unresolved:
+        fallback = [TaskFallback(w.task, w.warnings, w.share, w.cause) for w in request.fallback]
+        if iteration is None and thresholds is None and not unresolved and not fallback:
             self._abort(
                 context,
                 grpc.StatusCode.INVALID_ARGUMENT,
-                "give iteration_time_s, thresholds or unresolved (or several of them)",
+                "give iteration_time_s, thresholds, unresolved or fallback (or several of them)",
             )
         try:
-            self.jobs.report(request.job_id, iteration, thresholds, unresolved)
+            self.jobs.report(request.job_id, iteration, thresholds, unresolved, fallback)
         except JobNotFound as e:
             self._abort(context, grpc.StatusCode.NOT_FOUND, str(e))
         except JobError as e:

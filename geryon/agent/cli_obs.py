@@ -136,7 +136,7 @@ def run_status(args: argparse.Namespace) -> int:
         th = ", ".join(f"{t:g}" for t in job.thresholds) or "-"
         roles = ", ".join(f"{r}: {len(t.addresses)}" for r, t in sorted(job.cluster.items()))
         print(f"job {job.job_id}: {roles}; iteration {it}; threshold {th}")
-        for line in unresolved_lines(job):
+        for line in unresolved_lines(job) + fallback_lines(job):
             print(f"  {line}")
     for p in status.pairs:
         state = (
@@ -163,6 +163,27 @@ def unresolved_lines(job: Any) -> list[str]:
         out.append(
             f"unresolved: {f.task} {way} {f.peer}, class {cls}: {f.bytes} bytes in {f.messages} tensor(s) "
             "the graph pass could not trace to a parameter"
+        )
+    return out
+
+
+CAUSES = {
+    "no_map_table": "no map_table installed",
+    "unresolved_share": "edges the graph pass could not trace",
+}
+
+
+def fallback_lines(job: Any) -> list[str]:
+    """One line per task of `job` (a JobStatus) whose data plane logged fallback warnings (issue 36):
+    more than 1% of what it sent carried no parameter id; none for a job whose tensors all resolve."""
+    out = []
+    for w in job.fallback:
+        if w.warnings == 0:
+            continue
+        cause = CAUSES.get(w.cause, w.cause)
+        out.append(
+            f"fallback: {w.task} logged {w.warnings} warning(s), last {100 * w.share:.1f}% of its bytes sent "
+            f"on the default class ({cause}); see its log"
         )
     return out
 

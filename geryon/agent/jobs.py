@@ -111,6 +111,20 @@ class UnresolvedFlow:
         return (self.task, self.peer, self.class_index, self.direction)
 
 
+FALLBACK_CAUSES = ("no_map_table", "unresolved_share")  # why a task's data plane logged a fallback line
+
+
+@dataclass(frozen=True)
+class TaskFallback:
+    """A task's fallback warnings (issue 36): lines its data plane logged because more than 1% of the
+    bytes it sent in a window carried no parameter id. Cumulative, as its flow counters are."""
+
+    task: str  # the reporting task, "worker:0"
+    warnings: int
+    share: float  # unresolved share of the window the last line was about, 0..1
+    cause: str  # of the last line: FALLBACK_CAUSES
+
+
 @dataclass(frozen=True)
 class JobState:
     spec: JobSpec
@@ -124,6 +138,8 @@ class JobState:
     threshold_changed_at: float | None = None  # unix time of the last change; None until thresholds come
     # Per flow, the latest report of its task, sorted by key; only flows with unresolved tensors.
     unresolved: tuple[UnresolvedFlow, ...] = ()
+    # Per task that logged fallback warnings, its latest report, sorted by task.
+    fallback: tuple[TaskFallback, ...] = ()
 
 
 def _resolve(host: str, where: str) -> str:
@@ -273,10 +289,12 @@ class JobRegistry:
         iteration_time_s: float | None,
         thresholds: Sequence[float] | None,
         unresolved: Sequence[UnresolvedFlow] = (),
+        fallback: Sequence[TaskFallback] = (),
     ) -> JobState:
         """Records the job's latest iteration time and/or thresholds (k-1 for its k classes), counting
         iteration reports and threshold changes (thresholds equal to the current ones are no change),
-        and its tasks' unresolved flows (each replaces the last report of the same flow)."""
+        its tasks' unresolved flows (each replaces the last report of the same flow) and their fallback
+        warnings (each replaces the last report of the same task)."""
         if iteration_time_s is not None and (
             not isinstance(iteration_time_s, int | float)
             or not math.isfinite(iteration_time_s)
@@ -301,6 +319,8 @@ class JobRegistry:
                     )
             flows = {f.key: f for f in state.unresolved}
             flows.update((f.key, f) for f in check_unresolved(state.spec, unresolved))
+            warned = {w.task: w for w in state.fallback}
+            warned.update((w.task, w) for w in check_fallback(state.spec, fallback))
             now = self._clock()
             changed = new_thresholds != state.thresholds
             new = replace(
@@ -312,6 +332,7 @@ class JobRegistry:
                 threshold_changes=state.threshold_changes + int(changed),
                 threshold_changed_at=now if changed else state.threshold_changed_at,
                 unresolved=tuple(flows[k] for k in sorted(flows)),
+                fallback=tuple(warned[t] for t in sorted(warned)),
             )
             self._jobs[job_id] = new
             return new
@@ -348,6 +369,28 @@ def check_unresolved(spec: JobSpec, flows: Sequence[UnresolvedFlow]) -> list[Unr
             )
         seen.add(f.key)
     return list(flows)
+
+
+def check_fallback(spec: JobSpec, reports: Sequence[TaskFallback]) -> list[TaskFallback]:
+    """The reported fallback warnings, validated against the job: a task of its cluster (named once),
+    a whole count, a share in [0, 1], a known cause (or none with no warnings)."""
+    tasks = {t.name for t in spec.tasks}
+    seen: set[str] = set()
+    for i, w in enumerate(reports):
+        at = f"fallback[{i}]"
+        if w.task not in tasks:
+            known = ", ".join(sorted(tasks))
+            raise JobError(f"{at}.task: {w.task!r} is no task of job {spec.job_id!r} (its tasks: {known})")
+        if isinstance(w.warnings, bool) or not isinstance(w.warnings, int) or w.warnings < 0:
+            raise JobError(f"{at}.warnings: {w.warnings!r} must be a whole number >= 0")
+        if not isinstance(w.share, int | float) or not 0.0 <= w.share <= 1.0:
+            raise JobError(f"{at}.share: {w.share!r} must be a number in [0, 1]")
+        if w.cause not in FALLBACK_CAUSES and not (w.warnings == 0 and w.cause == ""):
+            raise JobError(f"{at}.cause: {w.cause!r} must be one of {', '.join(FALLBACK_CAUSES)}")
+        if w.task in seen:
+            raise JobError(f"{at}: the task {w.task} is named twice")
+        seen.add(w.task)
+    return list(reports)
 
 
 # --- flows -> roles and pairs ---

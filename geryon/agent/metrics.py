@@ -546,8 +546,25 @@ class AgentCollector(Collector):
             "reported them",
             labels=unresolved_labels,
         )
+        # issue 36: the lines a task's data plane logged because its tensors fell back to the default
+        # class, and the share of the window the last one was about.
+        fallback_warnings = CounterMetricFamily(
+            "geryon_job_fallback_warnings",
+            "Fallback warnings a job's task logged: more than 1% of the bytes it sent in a window carried "
+            "no parameter id (cause: no map_table, or edges the graph pass could not trace)",
+            labels=[JOB_LABEL, "task", "cause"],
+        )
+        fallback_share = GaugeMetricFamily(
+            "geryon_job_fallback_share",
+            "Unresolved share (0..1) of the bytes a job's task sent in the window its last fallback "
+            "warning was about",
+            labels=[JOB_LABEL, "task"],
+        )
         for state in self.jobs.states():
             job = state.spec.job_id
+            for w in state.fallback:
+                fallback_warnings.add_metric([job, w.task, w.cause], w.warnings)
+                fallback_share.add_metric([job, w.task], w.share)
             for f in state.unresolved:
                 k = [job, f.task, f.peer, state.spec.classes[f.class_index].name, f.direction]
                 unresolved_bytes.add_metric(k, f.bytes)
@@ -570,6 +587,8 @@ class AgentCollector(Collector):
             changed_at,
             unresolved_bytes,
             unresolved_messages,
+            fallback_warnings,
+            fallback_share,
         ]
 
     def _config(self) -> list[Metric]:

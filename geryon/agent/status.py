@@ -228,6 +228,12 @@ def _job(state: JobState, pairs: list[dict[str, Any]]) -> dict[str, Any]:
             for f in state.unresolved
             if f.bytes > 0
         ],
+        # Tasks whose data plane logged fallback warnings (issue 36), as they reported them.
+        "fallback": [
+            {"task": w.task, "warnings": w.warnings, "share": w.share, "cause": w.cause}
+            for w in state.fallback
+            if w.warnings > 0
+        ],
         "pairs": pairs,
     }
 

@@ -26,15 +26,19 @@ from geryon.errors import UsageError
 from geryon.progress import Progress
 from geryon.tf.build import BUILD_INFO, BuildError
 from geryon.tf.build import build as build_library
+from geryon.tf.report import ClassificationReport, classification_report
 
 __all__ = [
     "DEFAULT_DATA_PORT_OFFSET",
     "PROTOCOL",
+    "ClassificationReport",
     "FlowCounter",
     "Library",
     "VersionMismatch",
     "class_marks",
+    "classification_report",
     "flow_counters",
+    "is_loaded",
     "load",
     "server",
     "set_class_marks",
@@ -138,6 +142,11 @@ def _check_version(found: str, expected: str, path: Path) -> None:
         )
 
 
+def is_loaded() -> bool:
+    """Whether this process loaded the extension (load() ran)."""
+    return _loaded is not None
+
+
 def load(library: Path | None = None, progress: Progress | None = None) -> Library:
     """Builds (if needed) and loads the extension once per process; registers `grpc+geryon`."""
     global _loaded
@@ -168,6 +177,8 @@ def load(library: Path | None = None, progress: Progress | None = None) -> Libra
         cdll.geryon_flow_counters.restype = ctypes.c_long
         cdll.geryon_flow_counters.argtypes = [ctypes.c_char_p, ctypes.c_long]
         cdll.geryon_staging_stats.restype = ctypes.c_long
+        cdll.geryon_classification_report.restype = ctypes.c_long
+        cdll.geryon_classification_report.argtypes = [ctypes.c_char_p, ctypes.c_long]
         cdll.geryon_staging_stats.argtypes = [ctypes.c_char_p, ctypes.c_long]
         cdll.geryon_set_class_marks.argtypes = [
             ctypes.POINTER(ctypes.c_int),

@@ -104,6 +104,26 @@ def _flow_counters() -> list[Any]:
     return flow_counters()
 
 
+@dataclass(frozen=True)
+class FallbackCount:
+    """The fallback warnings this process's data plane logged (issue 36; geryon.tf.classification_report)."""
+
+    warnings: int
+    share: float  # unresolved share of the window the last line was about
+    cause: str  # "no_map_table" | "unresolved_share"
+
+
+def _fallback_count() -> FallbackCount | None:
+    import geryon.tf
+
+    # A process that never loaded the extension has no data plane, so nothing fell back; and reading
+    # would load TensorFlow into it (the agent's tests, a coordinator that only reports iterations).
+    if not geryon.tf.is_loaded():
+        return None
+    r = geryon.tf.classification_report()
+    return FallbackCount(r.warnings, r.last_share, r.last_cause) if r.warnings else None
+
+
 class AgentReporter:
     """Sends this process's unresolved counts (and, when given, iteration time and thresholds) to the
     agent's ReportIteration over its unix socket. Thread-safe; `start()` reports every `interval_s`
@@ -122,6 +142,7 @@ class AgentReporter:
         interval_s: float = DEFAULT_INTERVAL_S,
         timeout_s: float = 5.0,
         counters: Callable[[], Iterable[Any]] = _flow_counters,
+        fallback: Callable[[], FallbackCount | None] = _fallback_count,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if job_id is None:
@@ -137,10 +158,12 @@ class AgentReporter:
         self.interval_s = check_interval(interval_s, "interval_s")
         self.timeout_s = timeout_s
         self._counters = counters
+        self._fallback = fallback
         self._clock = clock
         self._lock = threading.Lock()
         self._channel: Any = None
         self._last: list[UnresolvedCount] | None = None  # what the agent last accepted
+        self._last_fallback: FallbackCount | None = None
         self._logged: set[str] = set()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -162,9 +185,14 @@ class AgentReporter:
             if self.job_id is None and not os.path.exists(self.socket_path):
                 return False  # no agent on this host (yet): not even the counters are read
             flows = unresolved_counts(self._counters())
+            # The task the warnings are about: this one, or the reporting task of its flows.
+            fallback_task = self.task.name if self.task is not None else (flows[0].task if flows else None)
+            fallback = self._fallback() if fallback_task is not None else None
             # Counts only grow in a process, so no flows now means none ever: nothing to say (the agent
             # refuses an empty report).
-            if iteration_time_s is None and not thresholds and (not flows or flows == self._last):
+            new_flows = bool(flows) and flows != self._last
+            new_fallback = fallback is not None and fallback != self._last_fallback
+            if iteration_time_s is None and not thresholds and not new_flows and not new_fallback:
                 return False
             job_id = self.job_id if self.job_id is not None else self._search()
             if job_id is None:
@@ -183,6 +211,16 @@ class AgentReporter:
                     )
                     for f in flows
                 ],
+                fallback=[
+                    pb.TaskFallback(
+                        task=fallback_task,
+                        warnings=fallback.warnings,
+                        share=fallback.share,
+                        cause=fallback.cause,
+                    )
+                ]
+                if fallback is not None
+                else [],
             )
             if iteration_time_s is not None:
                 request.iteration_time_s = iteration_time_s
@@ -192,12 +230,12 @@ class AgentReporter:
                 if self.searching and e.code() == grpc.StatusCode.NOT_FOUND:
                     # Unregistered meanwhile (a relaunch registers it again, maybe under another id).
                     log.info("geryon: job %s is no longer registered with the agent; looking again", job_id)
-                    self.job_id, self._last = None, None
+                    self.job_id, self._last, self._last_fallback = None, None, None
                     self._next_search, self._search_wait = 0.0, self.interval_s
                     return False
                 self._log_once(f"{e.code().name}: {e.details()}")
                 return False
-            self._last = flows
+            self._last, self._last_fallback = flows, fallback
             self.reports += 1
             return True
 

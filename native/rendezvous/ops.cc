@@ -7,6 +7,7 @@
 #include <string>
 
 #include "classes.h"
+#include "fallback.h"
 #include "graph_pass.h"
 #include "tensorflow/core/framework/common_shape_fns.h"
 #include "tensorflow/core/framework/op.h"
@@ -35,6 +36,12 @@ REGISTER_OP("GeryonSetMapTable")
     .SetIsStateful()
     .SetShapeFn(::tensorflow::shape_inference::ScalarShape)
     .Doc("Installs a map_table (native text format) in this process; returns the version in force.");
+
+REGISTER_OP("GeryonClassificationReport")
+    .Output("report: string")
+    .SetIsStateful()
+    .SetShapeFn(::tensorflow::shape_inference::ScalarShape)
+    .Doc("This process's classification report as JSON (geryon.tf.classification_report; fallback.h).");
 
 REGISTER_OP("GeryonMapTable")
     .Output("version: int64")
@@ -307,6 +314,17 @@ class MapTableOp : public OpKernel {
   }
 };
 
+// An op so that a remote task's report comes back over TF's control plane, like the map_table's.
+class ClassificationReportOp : public OpKernel {
+ public:
+  explicit ClassificationReportOp(OpKernelConstruction* ctx) : OpKernel(ctx) {}
+  void Compute(OpKernelContext* ctx) override {
+    Tensor* out = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({}), &out));
+    out->scalar<tstring>()() = ClassificationReportJson();
+  }
+};
+
 class ClassForEdgeOp : public OpKernel {
  public:
   explicit ClassForEdgeOp(OpKernelConstruction* ctx) : OpKernel(ctx) {}
@@ -347,6 +365,7 @@ class AnnotatedEdgesOp : public OpKernel {
 
 REGISTER_KERNEL_BUILDER(Name("GeryonSetMapTable").Device(DEVICE_CPU), SetMapTableOp);
 REGISTER_KERNEL_BUILDER(Name("GeryonMapTable").Device(DEVICE_CPU), MapTableOp);
+REGISTER_KERNEL_BUILDER(Name("GeryonClassificationReport").Device(DEVICE_CPU), ClassificationReportOp);
 REGISTER_KERNEL_BUILDER(Name("GeryonClassForEdge").Device(DEVICE_CPU), ClassForEdgeOp);
 REGISTER_KERNEL_BUILDER(Name("GeryonAnnotatedEdges").Device(DEVICE_CPU), AnnotatedEdgesOp);
 REGISTER_KERNEL_BUILDER(Name("GeryonRankForEdge").Device(DEVICE_CPU), RankForEdgeOp);

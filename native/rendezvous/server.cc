@@ -22,6 +22,7 @@
 #include "tensorflow/core/distributed_runtime/worker_env.h"
 #include "tensorflow/core/framework/device_base.h"
 #include "tensorflow/core/framework/types.h"
+#include "fallback.h"
 #include "staging.h"
 #include "transport.h"
 #include "tsan.h"
@@ -579,8 +580,53 @@ __attribute__((visibility("default"))) long geryon_flow_counters(char* buf, long
   return static_cast<long>(json.size());
 }
 
-// Sets DSCP and SO_PRIORITY of classes 0..n-1 for connections made from now on; 0, or -1 when a
-// value is out of range (nothing changed then).
+// This process's classification report (fallback.h) as JSON, same calling convention.
+__attribute__((visibility("default"))) long geryon_classification_report(char* buf, long size) {
+  std::string json = geryon::ClassificationReportJson();
+  if (buf != nullptr && size > static_cast<long>(json.size())) {
+    std::memcpy(buf, json.data(), json.size());
+    buf[json.size()] = '\0';
+  }
+  return static_cast<long>(json.size());
+}
+
+// Tests: runs a fresh FallbackWindow (fallback.h) over n synthetic unresolved responses (time,
+// bytes, whether no map_table was installed, the process's producer bytes so far) and writes the
+// verdicts of the windows that closed as JSON, same calling convention as geryon_flow_counters.
+__attribute__((visibility("default"))) long geryon_fallback_window_run(const int64_t* now_ns, const uint64_t* bytes,
+                                                                      const int* no_table, const uint64_t* totals,
+                                                                      const char* const* edges, int n, char* buf,
+                                                                      long size) {
+  geryon::FallbackWindow window;
+  std::string json = "[";
+  for (int i = 0; i < n; ++i) {
+    geryon::FallbackWindow::Verdict v;
+    const uint64_t total = totals[i];
+    if (!window.Add(now_ns[i], edges[i], bytes[i], no_table[i] != 0, [total] { return total; }, &v)) continue;
+    absl::StrAppend(&json, json.size() > 1 ? "," : "", "{\"at\":", i, ",\"seconds\":", v.seconds,
+                    ",\"total_bytes\":", v.total_bytes, ",\"unresolved_bytes\":", v.unresolved_bytes,
+                    ",\"no_table_bytes\":", v.no_table_bytes, ",\"messages\":", v.unresolved_messages,
+                    ",\"no_table\":", v.no_table ? "true" : "false", ",\"untraced\":", v.untraced ? "true" : "false",
+                    ",\"top\":[");
+    for (size_t k = 0; k < v.top.size(); ++k) {
+      absl::StrAppend(&json, k > 0 ? "," : "", "[\"", v.top[k].first, "\",", v.top[k].second.first, "]");
+    }
+    json += "]}";
+  }
+  json += "]";
+  if (buf != nullptr && size > static_cast<long>(json.size())) {
+    std::memcpy(buf, json.data(), json.size());
+    buf[json.size()] = '\0';
+  }
+  return static_cast<long>(json.size());
+}
+
+// Tests: 1 when an unresolved response on `edge` with `payload_bytes` counts toward the fallback
+// window's share, 0 when it is left out (fallback.h, CountsForFallback).
+__attribute__((visibility("default"))) int geryon_fallback_counts(const char* edge, uint64_t payload_bytes) {
+  return geryon::CountsForFallback(edge, payload_bytes) ? 1 : 0;
+}
+
 // The staging pools (device tensors) as JSON, same calling convention as geryon_flow_counters.
 __attribute__((visibility("default"))) long geryon_staging_stats(char* buf, long size) {
   std::string json = geryon::StagingStatsJson();
@@ -591,6 +637,8 @@ __attribute__((visibility("default"))) long geryon_staging_stats(char* buf, long
   return static_cast<long>(json.size());
 }
 
+// Sets DSCP and SO_PRIORITY of classes 0..n-1 for connections made from now on; 0, or -1 when a
+// value is out of range (nothing changed then).
 __attribute__((visibility("default"))) int geryon_set_class_marks(const int* dscp, const int* priority, int n) {
   return geryon::SetClassMarks(dscp, priority, n) ? 0 : -1;
 }

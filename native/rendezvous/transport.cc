@@ -51,6 +51,7 @@
 #include "connection_limits.h"
 #include "error_frame.h"
 #include "event_loop.h"
+#include "fallback.h"
 #include "frame_reader.h"
 #include "tsan.h"
 
@@ -1468,6 +1469,7 @@ struct Response {
   // frame's head included as the consumer counts them, go to the flow's unresolved counters.
   bool unresolved = false;
   uint64_t wire_bytes = 0;
+  std::string edge;  // unresolved only: the key's edge name, for the fallback tally (fallback.h)
   // The response as it goes out: `head`, then the tensor's own bytes (or `proto_bytes`). A chunked
   // response (kind 3) sends `head` alone, then chunk frames of at most `chunk_bytes` payload bytes.
   bool encoded = false;
@@ -1649,7 +1651,8 @@ class ServerConn : public EventLoop::Handler, public std::enable_shared_from_thi
     End(why, false);
   }
 
-  void Enqueue(uint64_t id, int32_t rank, bool unresolved, const absl::Status& s, const Tensor& t, bool is_dead) {
+  void Enqueue(uint64_t id, int32_t rank, bool unresolved, std::string edge, const absl::Status& s, const Tensor& t,
+               bool is_dead) {
     {
       MutexLock l(mu_);
       waiting_.erase(id);  // answered: its consumer's going away no longer aborts the step
@@ -1665,6 +1668,7 @@ class ServerConn : public EventLoop::Handler, public std::enable_shared_from_thi
     r->key_rank = CurrentResponseOrder() == ResponseOrder::kUrgency ? rank : 0;
     r->whole = push_;
     r->unresolved = unresolved;
+    r->edge = std::move(edge);
     // inline=small: a small response with nobody writing and nothing queued goes out now, from the
     // thread that produced it: a hop to the event loop costs more than the write, and with nothing
     // pending there is nothing to order it against. inline=drain: the producing thread queues its
@@ -1914,6 +1918,7 @@ class ServerConn : public EventLoop::Handler, public std::enable_shared_from_thi
     if (r.unresolved) {
       counters_->unresolved_bytes += r.wire_bytes;
       counters_->unresolved_messages += 1;
+      NoteUnresolvedSent(local_task_, r.edge, r.wire_bytes, r.payload().size());  // after the counters
     }
   }
 
@@ -2335,9 +2340,14 @@ class ServerConn : public EventLoop::Handler, public std::enable_shared_from_thi
       // Serve does not block: TF's RecvLocalAsync runs the callback now if the tensor is there
       // (Enqueue then queues it, or writes a small one without blocking: MSG_DONTWAIT), else later
       // on the thread that produces it; a tensor in device memory is copied asynchronously.
-      serve_(step_id, key, [self, id, rank, unresolved](const absl::Status& s, const Tensor& t, bool is_dead) {
-        self->Enqueue(id, rank, unresolved, s, t, is_dead);
-      });
+      // The edge name travels for unresolved responses only (the fallback tally); a resolved one
+      // carries an empty string, as cheap to move as the flag.
+      std::string edge = unresolved ? std::string(EdgeOfKey(key)) : std::string();
+      serve_(step_id, key,
+             [self, id, rank, unresolved, edge = std::move(edge)](const absl::Status& s, const Tensor& t,
+                                                                  bool is_dead) mutable {
+               self->Enqueue(id, rank, unresolved, std::move(edge), s, t, is_dead);
+             });
       HoldAfterServe();
     }
   }
@@ -3735,7 +3745,12 @@ absl::Status OrderSettingsFromEnv() {
     SetSenderOption(name, before, &error);  // applied below, once all are valid
     apply.emplace_back(name, value);
   }
+  FallbackMode fallback = FallbackMode::kOn;
+  if (const char* warn = std::getenv("GERYON_FALLBACK_WARN"); warn != nullptr && !ParseFallbackMode(warn, &fallback, &error)) {
+    return absl::InvalidArgumentError(absl::StrCat("Geryon data plane: ", error));
+  }
   if (order != nullptr) SetResponseOrder(order, &error);
+  SetFallbackMode(fallback);
   SetChunkBytes(bytes, &error);
   for (const auto& [name, value] : apply) SetSenderOption(name, value, &error);
   return absl::OkStatus();
@@ -3810,6 +3825,36 @@ std::unique_ptr<Transport> NewTcpTransport(const ClusterView& given, absl::Statu
   }
   *status = absl::OkStatus();
   return std::make_unique<TcpTransport>(view, fd);
+}
+
+std::vector<ClassSent> ProducerSentByClass() {
+  std::vector<ClassSent> by_class;
+  for (int cls = 0; cls < kMaxClasses; ++cls) by_class.push_back(ClassSent{cls, 0, 0, 0, 0});
+  {
+    MutexLock l(g_counters_mu);
+    for (auto& [key, c] : *g_counters) {
+      if (c->role != "producer" || c->cls < 0 || c->cls >= kMaxClasses) continue;
+      ClassSent& s = by_class[c->cls];
+      s.bytes += c->bytes_sent.load(std::memory_order_relaxed);
+      s.messages += c->messages_sent.load(std::memory_order_relaxed);
+      s.unresolved_bytes += c->unresolved_bytes.load(std::memory_order_relaxed);
+      s.unresolved_messages += c->unresolved_messages.load(std::memory_order_relaxed);
+    }
+  }
+  std::vector<ClassSent> out;
+  for (const ClassSent& s : by_class) {
+    if (s.bytes > 0 || s.messages > 0) out.push_back(s);
+  }
+  return out;
+}
+
+uint64_t ProducerBytesSent() {
+  uint64_t total = 0;
+  MutexLock l(g_counters_mu);
+  for (auto& [key, c] : *g_counters) {
+    if (c->role == "producer") total += c->bytes_sent.load(std::memory_order_relaxed);
+  }
+  return total;
 }
 
 std::string FlowCountersJson() {

@@ -178,6 +178,15 @@ std::vector<ArrivalRecord> TakeArrivals(int64_t capacity);
 // Per-flow counters of every transport in this process, as JSON (a list of objects).
 std::string FlowCountersJson();
 
+// What this process's producer flows sent, summed per class (classes that sent nothing left out),
+// and in all (fallback.cc: the share of unresolved bytes, geryon.tf.classification_report()).
+struct ClassSent {
+  int cls;
+  uint64_t bytes, messages, unresolved_bytes, unresolved_messages;
+};
+std::vector<ClassSent> ProducerSentByClass();
+uint64_t ProducerBytesSent();
+
 }  // namespace geryon
 
 #endif  // GERYON_NATIVE_RENDEZVOUS_TRANSPORT_H_

@@ -132,7 +132,7 @@ def test_bad_reports_are_rejected_and_change_nothing(services: tuple, sock_path:
     with ch:
         api.RegisterJob(register_request("j", CLUSTER), timeout=5)
         for req, message in [
-            (pb.ReportIterationRequest(job_id="j"), "give iteration_time_s, thresholds or unresolved"),
+            (pb.ReportIterationRequest(job_id="j"), "give iteration_time_s, thresholds, unresolved or"),
             (pb.ReportIterationRequest(job_id="j", iteration_time_s=-2), "iteration_time_s: -2"),
             (
                 pb.ReportIterationRequest(job_id="j", thresholds=[0.2, 0.5]),

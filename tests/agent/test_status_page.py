@@ -20,7 +20,7 @@ from obs_netns import connect
 from waiting import wait_until
 
 from geryon import __version__
-from geryon.agent.jobs import UnresolvedFlow
+from geryon.agent.jobs import TaskFallback, UnresolvedFlow
 from geryon.agent.peer import PeerCheck, PeerMismatch
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -175,6 +175,14 @@ def test_page_shows_the_flows_of_a_prioritized_transfer(browser: Any) -> None:
         svc.jobs.report("jb", None, None, [UnresolvedFlow("worker:0", "ps:0", 1, "received", 15304, 7)])
         wait_until("the unresolved flow", lambda: read(unresolved) is not None)
         assert read(unresolved) == ["worker:0 received from ps:0, class bulk: 14.9 KiB in 7 tensor(s)", None]
+        fallback = '[data-job="jb"] [data-field="fallback"]'
+        assert read(fallback) is None  # no task logged a fallback line: nothing shown
+        svc.jobs.report("jb", None, None, (), [TaskFallback("ps:0", 1, 0.987, "no_map_table")])
+        wait_until("the fallback warning", lambda: read(fallback) is not None)
+        assert read(fallback) == [
+            "ps:0: 1 warning(s), last 98.7% on the default class (no map_table installed)",
+            None,
+        ]
         assert not browser.find_element(By.ID, "error-banner").is_displayed()
 
         path = artifact_dir() / SCREENSHOT

@@ -25,6 +25,7 @@ from geryon.errors import UsageError
 from geryon.tf import FlowCounter
 from geryon.tf.agent_report import (
     AgentReporter,
+    FallbackCount,
     TaskIdentity,
     agent_task_name,
     reporter_from_env,
@@ -354,3 +355,62 @@ def test_threshold_hook_reports_iterations_with_the_coordinators_flows(
     ]
     assert searcher.reports == [((0.5,), 0.3), ((0.5,), 0.2)]
     assert 'geryon_job_iteration_seconds{geryon_job="ju"} 0.2' in metrics(base)
+
+
+def test_fallback_warnings_reach_metrics_status_and_the_cli(
+    agent: tuple[Services, str, str], capsys: pytest.CaptureFixture
+) -> None:
+    # issue 36: a task whose data plane logged fallback lines reports how many, the last share and cause.
+    svc, sock, base = agent
+    warned: list[FallbackCount | None] = [None]
+    rows = [counter("producer", PS, W0, 1, 1016, 1)]
+    ps = AgentReporter(
+        "ju",
+        sock,
+        task=TaskIdentity("ps", 0, "10.0.0.1:2222"),
+        counters=lambda: rows,
+        fallback=lambda: warned[0],
+    )
+    assert ps.report()
+    assert "geryon_job_fallback_warnings_total{" not in metrics(base)  # none logged: no series
+    warned[0] = FallbackCount(1, 0.987, "no_map_table")
+    assert ps.report()  # the flows are unchanged, the warnings are new
+    assert not ps.report()
+    text = metrics(base)
+    assert 'geryon_job_fallback_warnings_total{cause="no_map_table",geryon_job="ju",task="ps:0"} 1.0' in text
+    assert 'geryon_job_fallback_share{geryon_job="ju",task="ps:0"} 0.987' in text
+    assert svc.jobs.get("ju").fallback[0].warnings == 1
+
+    assert cli_obs.run_status(status_args(sock)) == 0
+    lines = [line.strip() for line in capsys.readouterr().out.splitlines() if "fallback" in line]
+    assert lines == [
+        "fallback: ps:0 logged 1 warning(s), last 98.7% of its bytes sent on the default class "
+        "(no map_table installed); see its log"
+    ]
+    with urllib.request.urlopen(base + "/status.json", timeout=10) as r:
+        [job] = json.loads(r.read())["jobs"]
+    assert job["fallback"] == [{"task": "ps:0", "warnings": 1, "share": 0.987, "cause": "no_map_table"}]
+
+
+def test_fallback_reports_the_agent_refuses_name_the_field(agent: tuple[Services, str, str]) -> None:
+    svc, sock, _ = agent
+    bad: list[tuple[dict[str, Any], str]] = [
+        ({"task": "worker:9"}, "fallback[0].task: 'worker:9' is no task of job 'ju'"),
+        ({"share": 1.5}, "fallback[0].share: 1.5 must be a number in [0, 1]"),
+        ({"cause": "tired"}, "fallback[0].cause: 'tired' must be one of no_map_table, unresolved_share"),
+    ]
+    ch = grpc.insecure_channel(f"unix:{sock}")
+    with ch:
+        for change, message in bad:
+            fields: dict[str, Any] = {
+                "task": "worker:0",
+                "warnings": 1,
+                "share": 0.5,
+                "cause": "unresolved_share",
+            }
+            fields.update(change)
+            request = pb.ReportIterationRequest(job_id="ju", fallback=[pb.TaskFallback(**fields)])
+            with pytest.raises(grpc.RpcError) as e:
+                pb_grpc.AgentStub(ch).ReportIteration(request, timeout=5)
+            assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and message in e.value.details()
+    assert svc.jobs.get("ju").fallback == ()

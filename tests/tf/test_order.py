@@ -215,6 +215,10 @@ os._exit(0)
         ({"GERYON_HOLD": "1"}, "GERYON_HOLD='1': hold: '1' is not one of 'on', 'off'"),
         ({"GERYON_NOTSENT_LOWAT": "64k"}, "GERYON_NOTSENT_LOWAT='64k': notsent_lowat: '64k' is not"),
         ({"GERYON_CHUNK_SCALE": "1"}, "GERYON_CHUNK_SCALE='1': chunk_scale: '1' is not one of 'link', 'off'"),
+        (
+            {"GERYON_FALLBACK_WARN": "loud"},
+            "GERYON_FALLBACK_WARN='loud' is not one of 'on', 'off', 'verbose'",
+        ),
     ],
 )
 def test_a_bad_environment_setting_fails_the_server_start_naming_the_variable(

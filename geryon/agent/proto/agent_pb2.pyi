@@ -93,17 +93,31 @@ class UnresolvedFlow(_message.Message):
     messages: int
     def __init__(self, task: _Optional[str] = ..., peer: _Optional[str] = ..., class_index: _Optional[int] = ..., direction: _Optional[str] = ..., bytes: _Optional[int] = ..., messages: _Optional[int] = ...) -> None: ...
 
+class TaskFallback(_message.Message):
+    __slots__ = ("task", "warnings", "share", "cause")
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    WARNINGS_FIELD_NUMBER: _ClassVar[int]
+    SHARE_FIELD_NUMBER: _ClassVar[int]
+    CAUSE_FIELD_NUMBER: _ClassVar[int]
+    task: str
+    warnings: int
+    share: float
+    cause: str
+    def __init__(self, task: _Optional[str] = ..., warnings: _Optional[int] = ..., share: _Optional[float] = ..., cause: _Optional[str] = ...) -> None: ...
+
 class ReportIterationRequest(_message.Message):
-    __slots__ = ("job_id", "iteration_time_s", "thresholds", "unresolved")
+    __slots__ = ("job_id", "iteration_time_s", "thresholds", "unresolved", "fallback")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     ITERATION_TIME_S_FIELD_NUMBER: _ClassVar[int]
     THRESHOLDS_FIELD_NUMBER: _ClassVar[int]
     UNRESOLVED_FIELD_NUMBER: _ClassVar[int]
+    FALLBACK_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     iteration_time_s: float
     thresholds: _containers.RepeatedScalarFieldContainer[float]
     unresolved: _containers.RepeatedCompositeFieldContainer[UnresolvedFlow]
-    def __init__(self, job_id: _Optional[str] = ..., iteration_time_s: _Optional[float] = ..., thresholds: _Optional[_Iterable[float]] = ..., unresolved: _Optional[_Iterable[_Union[UnresolvedFlow, _Mapping]]] = ...) -> None: ...
+    fallback: _containers.RepeatedCompositeFieldContainer[TaskFallback]
+    def __init__(self, job_id: _Optional[str] = ..., iteration_time_s: _Optional[float] = ..., thresholds: _Optional[_Iterable[float]] = ..., unresolved: _Optional[_Iterable[_Union[UnresolvedFlow, _Mapping]]] = ..., fallback: _Optional[_Iterable[_Union[TaskFallback, _Mapping]]] = ...) -> None: ...
 
 class ReportIterationResponse(_message.Message):
     __slots__ = ()
@@ -134,7 +148,7 @@ class PairStatus(_message.Message):
     def __init__(self, job_id: _Optional[str] = ..., ps: _Optional[str] = ..., worker: _Optional[str] = ..., connections: _Optional[int] = ..., dscps: _Optional[_Iterable[int]] = ..., missing_classes: _Optional[_Iterable[str]] = ..., wrong_dscps: _Optional[_Iterable[int]] = ..., ok: _Optional[bool] = ...) -> None: ...
 
 class JobStatus(_message.Message):
-    __slots__ = ("job_id", "cluster", "classes", "iteration_time_s", "thresholds", "registered_at", "reported_at", "unresolved")
+    __slots__ = ("job_id", "cluster", "classes", "iteration_time_s", "thresholds", "registered_at", "reported_at", "unresolved", "fallback")
     class ClusterEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -150,6 +164,7 @@ class JobStatus(_message.Message):
     REGISTERED_AT_FIELD_NUMBER: _ClassVar[int]
     REPORTED_AT_FIELD_NUMBER: _ClassVar[int]
     UNRESOLVED_FIELD_NUMBER: _ClassVar[int]
+    FALLBACK_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     cluster: _containers.MessageMap[str, TaskAddresses]
     classes: _containers.RepeatedCompositeFieldContainer[ClassPolicy]
@@ -158,7 +173,8 @@ class JobStatus(_message.Message):
     registered_at: float
     reported_at: float
     unresolved: _containers.RepeatedCompositeFieldContainer[UnresolvedFlow]
-    def __init__(self, job_id: _Optional[str] = ..., cluster: _Optional[_Mapping[str, TaskAddresses]] = ..., classes: _Optional[_Iterable[_Union[ClassPolicy, _Mapping]]] = ..., iteration_time_s: _Optional[float] = ..., thresholds: _Optional[_Iterable[float]] = ..., registered_at: _Optional[float] = ..., reported_at: _Optional[float] = ..., unresolved: _Optional[_Iterable[_Union[UnresolvedFlow, _Mapping]]] = ...) -> None: ...
+    fallback: _containers.RepeatedCompositeFieldContainer[TaskFallback]
+    def __init__(self, job_id: _Optional[str] = ..., cluster: _Optional[_Mapping[str, TaskAddresses]] = ..., classes: _Optional[_Iterable[_Union[ClassPolicy, _Mapping]]] = ..., iteration_time_s: _Optional[float] = ..., thresholds: _Optional[_Iterable[float]] = ..., registered_at: _Optional[float] = ..., reported_at: _Optional[float] = ..., unresolved: _Optional[_Iterable[_Union[UnresolvedFlow, _Mapping]]] = ..., fallback: _Optional[_Iterable[_Union[TaskFallback, _Mapping]]] = ...) -> None: ...
 
 class AgentStatus(_message.Message):
     __slots__ = ("version", "interfaces", "classes", "in_sync", "drift", "last_apply", "jobs", "pairs")

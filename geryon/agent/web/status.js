@@ -132,6 +132,13 @@
       facts.push(["unresolved", "unresolved (untraced)",
         u.task + way + u.peer + ", class " + u.class + ": " + fmtBytes(u.bytes) + " in " + u.messages + " tensor(s)"]);
     }
+    // issue 36: tasks that logged a fallback warning (more than 1% of their bytes on the default class).
+    const causes = { no_map_table: "no map_table installed", unresolved_share: "edges the graph pass could not trace" };
+    for (const w of j.fallback || []) {
+      facts.push(["fallback", "fallback warnings",
+        w.task + ": " + w.warnings + " warning(s), last " + (w.share * 100).toFixed(1) + "% on the default class (" +
+        (causes[w.cause] || w.cause) + ")"]);
+    }
     const dl = el("dl", {});
     for (const [field, label, value] of facts) dl.append(el("dt", {}, label), el("dd", { "data-field": field }, value));
     const pairs = j.pairs.length ? j.pairs.map(renderPair)
