@@ -3,6 +3,7 @@
     .venv/bin/python bench/bench_e2e.py [--repeats 5] [--rate 100mbit] [--quick] [--fig8-9] [--table-iv]
                                         [--model M] [--batch-size B] [--steps N] [--workers W] [--ps P]
                                         [--slice-size 1MiB] [--buffer 256KiB] [--out FILE]
+                                        [--api custom|fit|custom,fit] [--steps-per-execution N]
 
 Needs root (network namespaces), like `geryon demo`. Every run goes through
 `geryon.demo.runner.run_demo`: one testbed; inside every repeat (an *alternation*) vanilla, ps, the
@@ -43,6 +44,14 @@ geryon,paper,endhost the targets run is the paired cluster alone, e.g.
     bench_e2e.py --modes geryon,paper,endhost --second-job vggmini:16 --background none --steps 10
 
 measures geryon's classes against the other job's traffic, 5 alternations, in about 10 minutes.
+
+--api fit trains through tf_keras model.fit's own train function (geryon.demo.fit: tf_keras twin of
+vggmini/tiny, steps_per_execution --steps-per-execution N per scheduled function) instead of the demo's
+Keras 3 step; a round trains N steps per worker and every step time is the round's time / N. With
+--api custom,fit the targets run runs once per path (targets/ and targets-fit/) and a "Fit path vs
+custom loop" table puts their paired ratios side by side (issue 36 item 4: fit's geryon/endhost and
+geryon/ps within 5% of the custom loop's); the JSON has the fit run's rows under "api_fit" and the
+comparison under "fit_vs_custom". The sweeps use the first --api.
 Bad flags exit 2 naming the flag.
 """
 
