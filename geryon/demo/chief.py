@@ -6,6 +6,8 @@ trains with ParameterServerStrategy + ClusterCoordinator, one *round* at a time:
 per worker, then join, so a round is a synchronous iteration of every worker and its wall time is
 the step time (global batch = batch_size x workers). Inputs are made on the workers
 (tf.random inside the step), so the chief sends no data: the only bulk traffic is pulls and pushes.
+With spec "api": "fit" the step is tf_keras model.fit's own train function instead, N steps per
+scheduled function (geryon.demo.fit); every step time is then the round's time / N.
 
 It writes JSON lines on stdout, each prefixed by MARKER: "ready" (cluster connected, model built),
 "step" (one per round: seconds, thresholds in force, search trial), then "done" with every step
