@@ -3,6 +3,7 @@
     .venv/bin/python bench/bench_e2e.py [--repeats 5] [--rate 100mbit] [--quick] [--fig8-9] [--table-iv]
                                         [--model M] [--batch-size B] [--steps N] [--workers W] [--ps P]
                                         [--slice-size 1MiB] [--buffer 256KiB] [--out FILE]
+                                        [--api custom|fit|custom,fit] [--steps-per-execution N]
 
 Needs root (network namespaces), like `geryon demo`. Every run goes through
 `geryon.demo.runner.run_demo`: one testbed; inside every repeat (an *alternation*) vanilla, ps, the
@@ -43,6 +44,14 @@ geryon,paper,endhost the targets run is the paired cluster alone, e.g.
     bench_e2e.py --modes geryon,paper,endhost --second-job vggmini:16 --background none --steps 10
 
 measures geryon's classes against the other job's traffic, 5 alternations, in about 10 minutes.
+
+--api fit trains through tf_keras model.fit's own train function (geryon.demo.fit: tf_keras twin of
+vggmini/tiny, steps_per_execution --steps-per-execution N per scheduled function) instead of the demo's
+Keras 3 step; a round trains N steps per worker and every step time is the round's time / N. With
+--api custom,fit the targets run runs once per path (targets/ and targets-fit/) and a "Fit path vs
+custom loop" table puts their paired ratios side by side (issue 36 item 4: fit's geryon/endhost and
+geryon/ps within 5% of the custom loop's); the JSON has the fit run's rows under "api_fit" and the
+comparison under "fit_vs_custom". The sweeps use the first --api.
 Bad flags exit 2 naming the flag.
 """
 
@@ -120,6 +129,17 @@ def _list(item: Callable[[str], int], flag: str) -> Callable[[str], list[int]]:
     return parse
 
 
+APIS = ("custom", "fit")
+
+
+def _apis(text: str) -> list[str]:
+    names = [t.strip() for t in text.split(",")]
+    bad = [n for n in names if n not in APIS]
+    if bad or len(set(names)) != len(names):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected custom, fit or custom,fit")
+    return names
+
+
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(
         prog="bench_e2e.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -171,6 +191,21 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default=None,
         metavar="M,M",
         help="the targets run's modes (default all six); geryon,paper,endhost runs the paired cluster alone",
+    )
+    ap.add_argument(
+        "--api",
+        type=_apis,
+        default=["custom"],
+        metavar="A[,A]",
+        help="training code of the targets run: custom (the demo's Keras 3 step), fit (tf_keras "
+        "model.fit's train function) or custom,fit (one targets run each, compared); the sweeps use the "
+        "first",
+    )
+    ap.add_argument(
+        "--steps-per-execution",
+        type=_positive_int("--steps-per-execution"),
+        default=None,
+        help="the fit path's steps per scheduled train function (runner's default: 1)",
     )
     ap.add_argument("--fig8-9", dest="fig8_9", action="store_true", help="sweep workers (Fig. 8/9)")
     ap.add_argument(
@@ -230,10 +265,12 @@ def base_overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 def plan(args: argparse.Namespace) -> list[tuple[str, str, dict[str, Any]]]:
     """(section, run name, config overrides) for every run_demo call, in order."""
-    base = base_overrides(args)
+    base = {**base_overrides(args), **api_overrides(args, args.api[0])}
     runs: list[tuple[str, str, dict[str, Any]]] = []
     if not args.no_targets:
-        runs.append(("targets", "targets", {**base, "modes": args.modes or TARGET_MODES}))
+        for api in args.api:
+            overrides = {**base, **api_overrides(args, api), "modes": args.modes or TARGET_MODES}
+            runs.append(("targets", target_name(api), overrides))
     if args.fig8_9:
         for rate in args.rates or [args.rate]:
             for w in args.sweep_workers:
@@ -244,6 +281,15 @@ def plan(args: argparse.Namespace) -> list[tuple[str, str, dict[str, Any]]]:
         for s in args.sweep_slices:
             runs.append(("table-iv", f"table-iv-{s}", {**base, "slice_bytes": s, "modes": TABLE4_MODES}))
     return runs
+
+
+def api_overrides(args: argparse.Namespace, api: str) -> dict[str, Any]:
+    """The runner's api keys for `api` (the custom loop runs one step per function)."""
+    return {"api": api, "steps_per_execution": args.steps_per_execution if api == "fit" else None}
+
+
+def target_name(api: str) -> str:
+    return "targets" if api == "custom" else f"targets-{api}"
 
 
 def _rate_tag(rate: int | None) -> str:
@@ -469,6 +515,64 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return a / b if a is not None and b else None
 
 
+def report_targets(result: Mapping[str, Any], args: argparse.Namespace, progress: Progress) -> dict[str, Any]:
+    """Prints one targets run (the demo's table, Paired, Prediction); returns its rows for the JSON."""
+    print(format_table(result))  # the demo's table, the targets and the paired lines
+    rows: dict[str, Any] = {"targets": target_rows(result), "paired": paired_rows(result)}
+    print(
+        f"\nPaired ({result['config']['repeats']} alternations; A's throughput over B's, median of the "
+        "pair ratios, percentile bootstrap 95% interval):"
+    )
+    print_table(rows["paired"], PAIRED_COLUMNS)
+    alone = None if args.no_alone else alone_prediction(result, progress)
+    rows["prediction"] = prediction_rows(result, alone)
+    pred = result.get("prediction") or {}
+    print(
+        f"\nPrediction vs measured (median step over {result['config']['repeats']} repeats; error = "
+        f"(measured - predicted) / measured; target |error| <= {PREDICTION_TARGET:.0%}):"
+    )
+    print_table(rows["prediction"], PREDICTION_COLUMNS)
+    for note in prediction_notes(pred):
+        print(f"  {note}")
+    rows["prediction_profile"] = pred.get("profile", {}).get("used") if isinstance(pred, dict) else None
+    rows["ps_costs"] = pred.get("ps_costs") if isinstance(pred, dict) else None
+    return rows
+
+
+API_TOLERANCE = 0.05  # issue 36 item 4: the fit path's ratios within 5% of the custom loop's
+API_COLUMNS = [
+    ("pair", "A/B", "s"),
+    ("custom", "custom loop", ".3f"),
+    ("fit", "fit path", ".3f"),
+    ("fit_over_custom", "fit / custom", ".3f"),
+    ("within", f"within {API_TOLERANCE:.0%}", "s"),
+    ("fit_verdict", "fit verdict", "s"),
+]
+
+
+def api_rows(custom: Mapping[str, Any], fit: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Per pair of modes both targets runs measured: the custom loop's paired ratio, the fit path's,
+    their quotient and whether it is within API_TOLERANCE of 1 (and the fit pair's own verdict)."""
+    mine = {(p["a"], p["b"]): p for p in summarize(custom)["paired"]}
+    rows = []
+    for p in summarize(fit)["paired"]:
+        c = mine.get((p["a"], p["b"]))
+        if c is None:
+            continue
+        q = _ratio(p["ratio"], c["ratio"])
+        rows.append(
+            {
+                "pair": f"{p['a']}/{p['b']}",
+                "custom": c["ratio"],
+                "fit": p["ratio"],
+                "fit_over_custom": q,
+                "within": "n/a" if q is None else ("yes" if abs(q - 1) <= API_TOLERANCE else "NO"),
+                "fit_verdict": p["verdict"],
+            }
+        )
+    return rows
+
+
 # --- main -------------------------------------------------------------------------------------------
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
@@ -495,28 +599,20 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     payload: dict[str, Any] = {"args": vars(args), "runs": {}}
     for result in results["targets"]:
-        print(format_table(result))  # the demo's table, the targets and the paired lines
-        payload["targets"] = target_rows(result)
-        payload["paired"] = paired_rows(result)
+        rows = report_targets(result, args, progress)
+        api = result["config"].get("api", "custom")
+        if api == "custom":
+            payload.update(rows)  # where the custom loop's rows always were
+        else:
+            payload[f"api_{api}"] = rows
+    by_api = {r["config"].get("api", "custom"): r for r in results["targets"]}
+    if {"custom", "fit"} <= set(by_api):
+        payload["fit_vs_custom"] = api_rows(by_api["custom"], by_api["fit"])
         print(
-            f"\nPaired ({result['config']['repeats']} alternations; A's throughput over B's, median of the "
-            "pair ratios, percentile bootstrap 95% interval):"
+            f"\nFit path vs custom loop (paired ratios of each api's targets run; the issue's target: "
+            f"geryon/endhost and geryon/ps on the fit path within {API_TOLERANCE:.0%} of the custom loop's):"
         )
-        print_table(payload["paired"], PAIRED_COLUMNS)
-        alone = None if args.no_alone else alone_prediction(result, progress)
-        payload["prediction"] = prediction_rows(result, alone)
-        pred = result.get("prediction") or {}
-        print(
-            f"\nPrediction vs measured (median step over {result['config']['repeats']} repeats; error = "
-            f"(measured - predicted) / measured; target |error| <= {PREDICTION_TARGET:.0%}):"
-        )
-        print_table(payload["prediction"], PREDICTION_COLUMNS)
-        for note in prediction_notes(pred):
-            print(f"  {note}")
-        payload["prediction_profile"] = (
-            pred.get("profile", {}).get("used") if isinstance(pred, dict) else None
-        )
-        payload["ps_costs"] = pred.get("ps_costs") if isinstance(pred, dict) else None
+        print_table(payload["fit_vs_custom"], API_COLUMNS)
     if results["fig8-9"]:
         print(
             "\nFig. 8/9 in miniature: throughput (images/s) by workers; eff = scaling efficiency vs 1 worker"

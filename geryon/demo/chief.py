@@ -6,6 +6,8 @@ trains with ParameterServerStrategy + ClusterCoordinator, one *round* at a time:
 per worker, then join, so a round is a synchronous iteration of every worker and its wall time is
 the step time (global batch = batch_size x workers). Inputs are made on the workers
 (tf.random inside the step), so the chief sends no data: the only bulk traffic is pulls and pushes.
+With spec "api": "fit" the step is tf_keras model.fit's own train function instead, N steps per
+scheduled function (geryon.demo.fit); every step time is then the round's time / N.
 
 It writes JSON lines on stdout, each prefixed by MARKER: "ready" (cluster connected, model built),
 "step" (one per round: seconds, thresholds in force, search trial), then "done" with every step
@@ -109,26 +111,46 @@ def make_searcher(spec: dict[str, Any], tagging: Any, local_model: Any) -> Any:
 
 @dataclass
 class Session:
-    """A connected cluster with its model, training step and (grpc+geryon) Geryon strategy."""
+    """A connected cluster with its model, training step and (grpc+geryon) Geryon strategy.
+
+    `schedule` puts one scheduled function on the coordinator's queue (a worker picks it up) and
+    returns what `loss` turns into the float loss. One scheduled function trains `steps_per_round`
+    steps (tf_keras' steps_per_execution on the fit path, geryon.demo.fit; 1 in the custom loop)."""
 
     spec: dict[str, Any]
     started: float
     coordinator: Any
-    train_step: Any
+    schedule: Callable[[], Any]
     model: Any
     workers: int
     g: Any  # GeryonStrategy, or None without classes
-    make_model: Callable[[], Any]
+    make_model: Callable[[], Any]  # a Keras 3 model, outside the strategy: traced, never trained
+    loss: Callable[[Any], float] = lambda result: float(result.fetch())
+    steps_per_round: int = 1
 
     def round(self) -> tuple[float, Any]:
-        """One synchronous round (a step on every worker, then join): its seconds and its results."""
+        """One synchronous round (a scheduled function per worker, then join): its seconds per step
+        (the round's wall time / steps_per_round, comparable across the two paths) and its results."""
         t0 = time.perf_counter()
-        results = [self.coordinator.schedule(self.train_step) for _ in range(self.workers)]
+        results = [self.schedule() for _ in range(self.workers)]
         self.coordinator.join()
-        return time.perf_counter() - t0, results
+        return (time.perf_counter() - t0) / self.steps_per_round, results
 
 
-def connect(spec: dict[str, Any]) -> Session:
+@dataclass
+class Cluster:
+    """What both training paths need of the spec: the cluster to join and the model's shape."""
+
+    started: float
+    resolver: Any
+    partitioner: Any
+    shape: tuple[int, int, int]
+    batch: int
+    num_classes: int
+
+
+def join_cluster(spec: dict[str, Any]) -> Cluster:
+    """Thread limits, the protocol's library and class marks, the resolver and the partitioner."""
     intra, inter = int(spec.get("intra_threads", 1)), int(spec.get("inter_threads", 2))
     limit_threads(intra, inter)
     started = time.perf_counter()
@@ -136,10 +158,6 @@ def connect(spec: dict[str, Any]) -> Session:
 
     tf.config.threading.set_intra_op_parallelism_threads(intra)
     tf.config.threading.set_inter_op_parallelism_threads(inter)
-    import keras
-
-    from geryon.demo.models import build_model
-
     protocol = spec["protocol"]
     if protocol == "grpc+geryon":
         import geryon.tf
@@ -147,8 +165,6 @@ def connect(spec: dict[str, Any]) -> Session:
         geryon.tf.load()
         if spec.get("class_dscp"):
             geryon.tf.set_class_marks(list(spec["class_dscp"]), spec.get("class_priority"))
-    shape = tuple(spec["input_shape"])
-    batch, num_classes = int(spec["batch_size"]), int(spec.get("num_classes", 10))
     cluster_spec = tf.train.ClusterSpec(spec["cluster"])
     resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(cluster_spec, rpc_layer=protocol)
     partitioner = None
@@ -156,30 +172,60 @@ def connect(spec: dict[str, Any]) -> Session:
         from geryon.tagger.tf_partitioner import GeryonPartitioner
 
         partitioner = GeryonPartitioner(len(spec["cluster"]["ps"]), spec["slice_bytes"])
+    h, w, channels = (int(d) for d in spec["input_shape"])
+    return Cluster(
+        started,
+        resolver,
+        partitioner,
+        (h, w, channels),
+        int(spec["batch_size"]),
+        int(spec.get("num_classes", 10)),
+    )
 
+
+def place_model(spec: dict[str, Any], c: Cluster, model_fn: Callable[[], Any]) -> tuple[Any, Any, Any]:
+    """(GeryonStrategy or None, ParameterServerStrategy, model): `model_fn()` built in the strategy's
+    scope, classified and its map_table installed when the spec's mode has classes."""
+    import tensorflow as tf
+
+    if spec["classes_on"]:
+        from geryon.tf.strategy import strategy
+
+        g = strategy(
+            c.resolver,
+            model_fn,
+            thresholds=spec["thresholds"],
+            input_shape=c.shape,
+            variable_partitioner=c.partitioner,
+        )
+        return g, g.tf_strategy, g.model
+    ps_strategy = tf.distribute.experimental.ParameterServerStrategy(
+        c.resolver, variable_partitioner=c.partitioner
+    )
+    with ps_strategy.scope():
+        return None, ps_strategy, model_fn()
+
+
+def connect(spec: dict[str, Any]) -> Session:
+    """The session of spec["api"]: "custom" (this module's Keras 3 step, the default) or "fit"
+    (tf_keras' own train function, geryon.demo.fit)."""
+    if spec.get("api", "custom") == "fit":
+        from geryon.demo.fit import connect_fit
+
+        return connect_fit(spec)
+    c = join_cluster(spec)
+    import keras
+    import tensorflow as tf
+
+    from geryon.demo.models import build_model
+
+    batch, shape, num_classes = c.batch, c.shape, c.num_classes
     keras.utils.set_random_seed(1)
 
     def make_model() -> Any:
         return build_model(spec["model"], shape, num_classes)
 
-    g = None
-    if spec["classes_on"]:
-        from geryon.tf.strategy import strategy
-
-        g = strategy(
-            resolver,
-            make_model,
-            thresholds=spec["thresholds"],
-            input_shape=shape,
-            variable_partitioner=partitioner,
-        )
-        ps_strategy, model = g.tf_strategy, g.model
-    else:
-        ps_strategy = tf.distribute.experimental.ParameterServerStrategy(
-            resolver, variable_partitioner=partitioner
-        )
-        with ps_strategy.scope():
-            model = make_model()
+    g, ps_strategy, model = place_model(spec, c, make_model)
     # Keras 3's tape cannot differentiate its ShardedVariable wrappers, so every mode steps the
     # variables (or their shards) itself: plain SGD, each update on the variable's own PS.
     shards: list[Any] = []
@@ -203,7 +249,9 @@ def connect(spec: dict[str, Any]) -> Session:
         return ps_strategy.run(replica)
 
     workers = len(spec["cluster"]["worker"])
-    return Session(spec, started, coordinator, train_step, model, workers, g, make_model)
+    return Session(
+        spec, c.started, coordinator, lambda: coordinator.schedule(train_step), model, workers, g, make_model
+    )
 
 
 def train(spec: dict[str, Any], emit: Emit, wait_go: Callable[[], None] | None = None) -> None:
@@ -245,7 +293,7 @@ def train(spec: dict[str, Any], emit: Emit, wait_go: Callable[[], None] | None =
         if hook is not None and measured:
             hook.end(seconds)
         if i in (0, warmup + steps - 1):
-            losses.append(float(results[-1].fetch()))
+            losses.append(session.loss(results[-1]))
         round_thresholds.append(thresholds)
         if measured:
             step_times.append(seconds)
@@ -296,6 +344,7 @@ def train(spec: dict[str, Any], emit: Emit, wait_go: Callable[[], None] | None =
             "losses": losses,
             "trace_rounds": trace_rounds,
             "variables": len(session.model.trainable_variables),
+            "steps_per_round": session.steps_per_round,  # every time above is per step: round / this
             "seconds": time.perf_counter() - session.started,
         }
     )
@@ -404,7 +453,7 @@ def train_paired(session: Session, emit: Emit, wait_go: Callable[[], None]) -> N
             hook.end(seconds)
         rounds += 1
         if rounds == 1:
-            losses.append(float(results[-1].fetch()))
+            losses.append(session.loss(results[-1]))
         last = results
         rec = per_mode[m.name]
         if not searching:
@@ -454,7 +503,7 @@ def train_paired(session: Session, emit: Emit, wait_go: Callable[[], None]) -> N
             for _ in range(settle):
                 one(m, "settle")
             one(m, "measure")
-    losses.append(float(last[-1].fetch()))
+    losses.append(session.loss(last[-1]))
     # With spec["trace_tail_s"] (the runner traces worker 0 in this cluster: the paired modes' own
     # compute, geryon.demo.runner): after the measured rounds, unmeasured rounds of the rotation, A B C
     # A ..., for that long, so the profile has each mode's rounds and no measured round the profiler.
@@ -493,6 +542,7 @@ def train_paired(session: Session, emit: Emit, wait_go: Callable[[], None]) -> N
             "losses": losses,
             "trace_rounds": trace_rounds,
             "variables": len(session.model.trainable_variables),
+            "steps_per_round": session.steps_per_round,  # every time above is per step: round / this
             "seconds": time.perf_counter() - session.started,
         }
     )

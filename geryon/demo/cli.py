@@ -50,12 +50,27 @@ def add_demo(sub: Any) -> None:
         help="a second training job during every mode, e.g. vggmini:16 (its own PS in ps0's host, a worker "
         "in every worker's host, DSCP 10; default none)",
     )
+    add_api_flags(p)
     add_prediction_flags(p)
     p.add_argument(
         "--out", default="out/demo", metavar="DIR", help="where JSON and charts go (default out/demo)"
     )
     p.add_argument("--json", action="store_true", help="print the result JSON instead of the table")
     p.set_defaults(run=run_demo_cmd)
+
+
+def add_api_flags(p: Any) -> None:
+    p.add_argument(
+        "--api",
+        metavar="A",
+        help="training code: custom (the demo's Keras 3 step, default) or fit (tf_keras model.fit's own "
+        "train function; vggmini and tiny; geryon.demo.fit)",
+    )
+    p.add_argument(
+        "--steps-per-execution",
+        metavar="N",
+        help="with --api fit: steps per scheduled train function (default 1); step times are per step",
+    )
 
 
 def add_prediction_flags(p: Any) -> None:
@@ -110,6 +125,7 @@ def add_bench(sub: Any) -> None:
     p.add_argument("--chunk-size", metavar="BYTES", help="data plane chunk, 4KiB..1GiB (default 256KiB)")
     p.add_argument("--second-job", metavar="MODEL[:BATCH]", help="a second training job (default none)")
     p.add_argument("--quick", action="store_true", help="start from the --quick settings")
+    add_api_flags(p)
     add_prediction_flags(p)
     p.add_argument("--out", default="out/bench", metavar="DIR", help="where JSON goes (default out/bench)")
     p.add_argument("--json", action="store_true", help="print the results JSON instead of the tables")
@@ -192,10 +208,18 @@ def demo_config(args: argparse.Namespace) -> dict[str, Any]:
         "profile_source": args.profile_source,
         "ps_costs": args.ps_costs,
         "incast": args.incast,
+        **api_overrides(args),
     }
     if args.modes is not None:
         overrides["modes"] = args.modes
     return make_config(overrides, quick=args.quick)
+
+
+def api_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    return {
+        "api": args.api,
+        "steps_per_execution": _one(args.steps_per_execution, "--steps-per-execution", _int),
+    }
 
 
 def bench_config(args: argparse.Namespace) -> dict[str, Any]:
@@ -224,6 +248,7 @@ def bench_config(args: argparse.Namespace) -> dict[str, Any]:
         "profile_source": args.profile_source,
         "ps_costs": args.ps_costs,
         "incast": args.incast,
+        **api_overrides(args),
     }
     cfg: dict[str, Any] = dict(DEFAULTS)
     if args.quick:
@@ -297,6 +322,8 @@ def _demo_argv(args: argparse.Namespace) -> list[str]:
         ("--profile-source", args.profile_source),
         ("--ps-costs", args.ps_costs),
         ("--incast", args.incast),
+        ("--api", args.api),
+        ("--steps-per-execution", args.steps_per_execution),
     )
     for flag, value in (*flags, *more):
         if value is not None:

@@ -25,6 +25,9 @@ MODELS: dict[str, str] = {
 }
 
 DEFAULT_MODEL = "vggmini"
+# The models with a tf_keras twin (build_tf_keras_model) for `--api fit`: tf_keras.applications'
+# models are not the Keras 3 ones layer for layer, so only the demo's own CNNs are paired.
+FIT_MODELS = ("vggmini", "tiny")
 # Input shape per model when none is given (small, for CPU).
 DEFAULT_INPUT: dict[str, tuple[int, int, int]] = {
     "vggmini": (32, 32, 3),
@@ -60,19 +63,8 @@ def build_model(name: str, input_shape: tuple[int, int, int], num_classes: int =
     import keras
     from keras import layers
 
-    if name in ("vggmini", "tiny"):
-        blocks, per_block, fc = ((32, 64, 128), 2, (512, 512)) if name == "vggmini" else ((8, 16), 1, (128,))
-        stack: list[Any] = [keras.Input(shape)]
-        for i, width in enumerate(blocks):
-            for j in range(per_block):
-                conv = layers.Conv2D(width, 3, padding="same", activation="relu", name=f"conv{i + 1}_{j + 1}")
-                stack.append(conv)
-            stack.append(layers.MaxPooling2D(2, name=f"pool{i + 1}"))
-        stack.append(layers.Flatten(name="flatten"))
-        for i, width in enumerate(fc):
-            stack.append(layers.Dense(width, activation="relu", name=f"fc{i + 1}"))
-        stack.append(layers.Dense(num_classes, name="logits"))
-        return keras.Sequential(stack, name=name)
+    if name in FIT_MODELS:
+        return _vgg(keras, name, shape, num_classes)
     builders = {
         "vgg16": keras.applications.VGG16,
         "resnet50": keras.applications.ResNet50,
@@ -90,3 +82,32 @@ def build_model(name: str, input_shape: tuple[int, int, int], num_classes: int =
         x = layers.GlobalAveragePooling2D(name="avg_pool")(base.output)
     out = layers.Dense(num_classes, name="predictions")(x)
     return keras.Model(base.input, out, name=name)
+
+
+def build_tf_keras_model(name: str, input_shape: tuple[int, int, int], num_classes: int = 10) -> Any:
+    """The tf_keras twin of build_model(name) for `--api fit` (FIT_MODELS only): the same layers with
+    the same names and shapes, so the tagger puts every parameter in the same class."""
+    shape = check_model(name, input_shape)
+    if name not in FIT_MODELS:
+        raise ModelError(f"--model {name!r}: --api fit trains one of {', '.join(FIT_MODELS)}")
+    import tf_keras
+
+    return _vgg(tf_keras, name, shape, num_classes)
+
+
+def _vgg(k: Any, name: str, shape: tuple[int, ...], num_classes: int) -> Any:
+    """vggmini or tiny in the Keras module `k` (keras or tf_keras: the same layer API)."""
+    layers = k.layers
+    blocks, per_block, fc = ((32, 64, 128), 2, (512, 512)) if name == "vggmini" else ((8, 16), 1, (128,))
+    stack: list[Any] = [k.Input(shape)]
+    for i, width in enumerate(blocks):
+        for j in range(per_block):
+            stack.append(
+                layers.Conv2D(width, 3, padding="same", activation="relu", name=f"conv{i + 1}_{j + 1}")
+            )
+        stack.append(layers.MaxPooling2D(2, name=f"pool{i + 1}"))
+    stack.append(layers.Flatten(name="flatten"))
+    for i, width in enumerate(fc):
+        stack.append(layers.Dense(width, activation="relu", name=f"fc{i + 1}"))
+    stack.append(layers.Dense(num_classes, name="logits"))
+    return k.Sequential(stack, name=name)

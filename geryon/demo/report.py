@@ -190,6 +190,8 @@ def format_table(result: Mapping[str, Any]) -> str:
     out.append(
         "images/s over all workers; scaling = images/s / (workers x single's images/s); min-max over repeats"
     )
+    if config.get("api") == "fit":
+        out.append(fit_note(config))
     if summary["paired"]:
         from geryon.demo.paired import RESAMPLES, format_rows
 
@@ -384,6 +386,16 @@ def _targets(
 
 
 # --- formatting ----------------------------------------------------------------------------------
+def fit_note(config: Mapping[str, Any]) -> str:
+    """What a step is on the fit path (geryon.demo.fit), for the table's footer."""
+    n = config.get("steps_per_execution", 1)
+    return (
+        f"fit path: tf_keras model.fit's own train function, steps_per_execution {n}; each of the "
+        f"{config.get('steps', '?')} measured rounds trains {n} steps per worker and step s = the round's "
+        f"time / {n}, so it compares with the custom loop's one-step rounds"
+    )
+
+
 def _title(config: Mapping[str, Any]) -> str:
     parts = [f"model {config.get('model', '?')}"]
     shape = _number_list(config.get("input_shape"))
@@ -403,6 +415,8 @@ def _title(config: Mapping[str, Any]) -> str:
         parts.append(f"slices {format_bytes(config['slice_bytes'])}")
     if config.get("classes") is not None:
         parts.append(f"{config['classes']} classes")
+    if config.get("api") == "fit":
+        parts.append(f"api fit (steps_per_execution {config.get('steps_per_execution', 1)})")
     if config.get("steps") is not None:
         parts.append(f"{config['steps']} steps ({config.get('warmup', '?')} warm-up)")
     if config.get("repeats") is not None:

@@ -141,7 +141,13 @@ DEFAULTS: dict[str, Any] = {
     # None: predict's DEFAULT_INCAST (out/bench/incast.json) when it exists (`geryon demo` measures it
     # first when absent, geryon.demo.incastcal); "none": the fluid model's full rate.
     "incast": None,
+    # The training code: "custom" (the demo's Keras 3 step, one per scheduled function) or "fit"
+    # (tf_keras' own train function, steps_per_execution steps per scheduled function:
+    # geryon.demo.fit). Step times are per step on both.
+    "api": "custom",
+    "steps_per_execution": 1,
 }
+APIS = ("custom", "fit")
 # The default background, as a share of the link rate: the simulator's pick (bench_demo_shape.py).
 BACKGROUND_SHARE = 0.5
 # The demo's default shape and its one line on why (printed when a run has this shape).
@@ -257,11 +263,25 @@ def validate(cfg: dict[str, Any]) -> dict[str, Any]:
         except IncastError as e:
             raise UsageError(f"--incast: {e}") from None
         cfg["incast"] = str(cfg["incast"])
+    check_api(cfg)
     cfg["second_job"] = parse_second_job(cfg["second_job"])
     cfg["modes"] = list(modes_mod.parse_modes(cfg["modes"]))
     search = modes_mod.parse_search(str(cfg["search"]), cfg["classes"])
     cfg["search"] = search.label()
     return cfg
+
+
+def check_api(cfg: dict[str, Any]) -> None:
+    """--api and --steps-per-execution: the fit path trains only the models with a tf_keras twin."""
+    from geryon.demo.models import FIT_MODELS
+
+    if cfg["api"] not in APIS:
+        raise UsageError(f"--api {cfg['api']!r}: expected one of {', '.join(APIS)}")
+    spe = _int(cfg, "steps_per_execution", "--steps-per-execution", 1, 1000)
+    if cfg["api"] == "custom" and spe != 1:
+        raise UsageError(f"--steps-per-execution {spe}: only --api fit runs more than one step per function")
+    if cfg["api"] == "fit" and cfg["model"] not in FIT_MODELS:
+        raise UsageError(f"--model {cfg['model']!r}: --api fit trains one of {', '.join(FIT_MODELS)}")
 
 
 # DSCP of class i when --classes > 2 (class 0 most urgent); the default 2 classes use the fabric's
@@ -439,6 +459,8 @@ def chief_spec(
         "inter_threads": 2,
         "rotation": list(rotation) if rotation else None,
         "settle_rounds": cfg["settle_rounds"],
+        "api": cfg["api"],
+        "steps_per_execution": cfg["steps_per_execution"],
     }
 
 
@@ -807,6 +829,7 @@ class ModeRun:
         record["warmup_times"] = done.get("warmup_times", [])
         record["round_thresholds"] = done.get("round_thresholds")
         record["losses"] = done.get("losses")
+        record["steps_per_round"] = done.get("steps_per_round", 1)  # step times: the round's / this
         record["thresholds"] = done.get("thresholds")
         if done.get("trace_rounds") is not None:
             record["trace_rounds"] = done["trace_rounds"]  # unmeasured, traced (in-cluster profile)
@@ -930,6 +953,7 @@ class PairedRun(ModeRun):
                 rec["trace_rounds"] = len(got.get("trace_times", []))
             rec["round_thresholds"] = got.get("round_thresholds")
             rec["losses"] = done.get("losses")
+            rec["steps_per_round"] = done.get("steps_per_round", 1)
             rec["thresholds"] = schedule.get("thresholds")
             rec["classes_used"] = schedule.get("classes_used")
             rec["ordering_available"] = schedule.get("ordering_available")

@@ -76,6 +76,9 @@ def test_sweeps_plan_one_run_per_point(e2e: ModuleType) -> None:
         (["--no-targets"], "--no-targets: nothing left to run"),
         (["--background", "fast"], "argument --background: 'fast' is not a rate"),
         (["--chunk-size", "x"], "argument --chunk-size: invalid size 'x'"),
+        (["--api", "keras2"], "argument --api: 'keras2': expected custom, fit or custom,fit"),
+        (["--api", "fit,fit"], "argument --api: 'fit,fit': expected custom, fit or custom,fit"),
+        (["--steps-per-execution", "0"], "argument --steps-per-execution: '0': expected an integer >= 1"),
     ],
 )
 def test_bad_flags_exit_2_naming_the_flag(
@@ -95,6 +98,7 @@ def test_bad_flags_exit_2_naming_the_flag(
         (["--chunk-size", "1KiB"], "--chunk-size 1024: expected an integer in 4096..1073741824"),
         (["--background", "400mbit"], "--background 400000000: expected an integer in 1000000..200000000"),
         (["--second-job", "lenet"], "--second-job 'lenet': model must be one of"),
+        (["--api", "fit", "--model", "vgg16"], "--model 'vgg16': --api fit trains one of vggmini, tiny"),
     ],
 )
 def test_a_bad_runner_knob_exits_2_before_any_run(
@@ -112,6 +116,30 @@ def test_paired_only_with_a_second_job_plans_one_targets_run(e2e: ModuleType) ->
     ((section, _, overrides),) = e2e.plan(args)
     assert section == "targets" and overrides["modes"] == "geryon,paper,endhost"
     assert overrides["second_job"] == "vggmini:16" and overrides["background_bits"] == 0
+
+
+def test_custom_and_fit_plan_one_targets_run_each(e2e: ModuleType) -> None:
+    args = e2e.parse_args(["--api", "custom,fit", "--steps-per-execution", "10", "--table-iv"])
+    runs = e2e.plan(args)
+    assert [(s, n) for s, n, _ in runs[:2]] == [("targets", "targets"), ("targets", "targets-fit")]
+    assert [(o["api"], o["steps_per_execution"]) for _, _, o in runs[:2]] == [("custom", None), ("fit", 10)]
+    assert all(o["api"] == "custom" for s, _, o in runs if s == "table-iv")  # the sweeps: the first api
+    ((_, _, fit),) = e2e.plan(e2e.parse_args(["--api", "fit"]))
+    assert (fit["api"], fit["steps_per_execution"]) == ("fit", None)  # the runner's default, 1
+
+
+def test_api_rows_compare_each_pair_of_the_fit_path_with_the_custom_loop(e2e: ModuleType) -> None:
+    custom = result({"ps": [0.8, 0.8, 0.8], "geryon": [0.5, 0.5, 0.5], "endhost": [0.6, 0.6, 0.6]})
+    fit = result({"ps": [0.8, 0.8, 0.8], "geryon": [0.52, 0.52, 0.52], "endhost": [0.6, 0.6, 0.6]})
+    rows = {row["pair"]: row for row in e2e.api_rows(custom, fit)}
+    assert rows["geryon/ps"]["custom"] == pytest.approx(1.6) and rows["geryon/ps"]["fit"] == pytest.approx(
+        0.8 / 0.52
+    )
+    assert rows["geryon/ps"]["fit_over_custom"] == pytest.approx(0.5 / 0.52)
+    assert rows["geryon/ps"]["within"] == "yes"  # 3.8% below the custom loop's ratio
+    slow = result({"ps": [0.8, 0.8, 0.8], "geryon": [0.6, 0.6, 0.6], "endhost": [0.6, 0.6, 0.6]})
+    rows = {row["pair"]: row for row in e2e.api_rows(custom, slow)}
+    assert rows["geryon/endhost"]["within"] == "NO" and rows["geryon/endhost"]["fit"] == pytest.approx(1.0)
 
 
 def test_target_rows_say_met_and_not_met(e2e: ModuleType) -> None:

@@ -52,6 +52,23 @@ from geryon.cli import main
         (["demo", "--profile-source", "both"], "--profile-source 'both': expected one of alone, cluster"),
         (["bench", "--profile-source", ""], "--profile-source '': expected one of alone, cluster"),
         (["demo", "--ps-costs", "/nonexistent/ps.json"], "--ps-costs: cannot read calibration"),
+        (["demo", "--api", "keras2"], "--api 'keras2': expected one of custom, fit"),
+        (
+            ["bench", "--api", "fit", "--steps-per-execution", "0"],
+            "--steps-per-execution 0: expected an integer",
+        ),
+        (
+            ["demo", "--api", "fit", "--steps-per-execution", "x"],
+            "--steps-per-execution 'x': expected an integer",
+        ),
+        (
+            ["demo", "--steps-per-execution", "4"],
+            "--steps-per-execution 4: only --api fit runs more than one",
+        ),
+        (
+            ["bench", "--api", "fit", "--model", "vgg16"],
+            "--model 'vgg16': --api fit trains one of vggmini, tiny",
+        ),
         (
             ["demo", "--incast", "/nonexistent/incast.json"],
             "--incast: /nonexistent/incast.json: cannot read it",

@@ -5,7 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from geryon.demo.models import DEFAULT_INPUT, MODELS, ModelError, build_model, check_model
+from geryon.demo.models import (
+    DEFAULT_INPUT,
+    MODELS,
+    ModelError,
+    build_model,
+    build_tf_keras_model,
+    check_model,
+)
 
 
 def test_names_and_shapes_are_checked_without_tensorflow() -> None:
@@ -34,3 +41,17 @@ def test_a_keras_application_gets_a_classifier_at_a_small_input() -> None:
     model = build_model("mobilenetv2", (32, 32, 3), num_classes=7)
     assert model.output_shape == (None, 7)
     assert model.layers[-1].name == "predictions"
+
+
+def test_the_fit_paths_tf_keras_twin_is_tagged_as_the_keras_3_model() -> None:
+    # --api fit (geryon.demo.fit) trains the twin: every parameter keeps its size, kind, urgency and
+    # consumption order, so the thresholds put it in the class the custom loop's model gives it.
+    from geryon.demo.chief import param_rows
+
+    shape = DEFAULT_INPUT["tiny"]
+    keras3 = param_rows(build_model("tiny", shape), shape)
+    twin = param_rows(build_tf_keras_model("tiny", shape), shape)
+    assert [r["name"] for r in twin] == [r["name"].removeprefix("tiny/") for r in keras3]
+    assert [{**r, "name": None} for r in twin] == [{**r, "name": None} for r in keras3]
+    with pytest.raises(ModelError, match="--api fit trains one of vggmini, tiny"):
+        build_tf_keras_model("resnet50", (32, 32, 3))
