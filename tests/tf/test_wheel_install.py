@@ -18,11 +18,10 @@ so `geryon` is imported from the venv: asserted in every process. What this does
 resolving `geryon[tf]` from an index; the test checks that the wheel's metadata asks for
 tensorflow-cpu==2.21.0 with the `tf` extra.
 
-The wheel is built from the sdist (setuptools' PEP 517 hook, then `pip wheel --no-deps
---no-build-isolation` of the unpacked sdist: this environment's setuptools, no index needed; the
-checkout gets only the geryon.egg-info the sdist hook writes, which .gitignore covers) and installed
-with this environment's pip (`pip --python <venv>`: no ensurepip, ten seconds saved). Every process runs
-with its cwd in a temporary folder and without PYTHONPATH, so nothing of the checkout is importable.
+The wheel is built from the sdist (tests/wheel_build.py: setuptools' PEP 517 hook, then `pip wheel
+--no-deps --no-build-isolation` of the unpacked sdist, no index needed) and installed with this
+environment's pip (`pip --python <venv>`: no ensurepip, ten seconds saved). Every process runs with its
+cwd in a temporary folder and without PYTHONPATH, so nothing of the checkout is importable.
 """
 
 from __future__ import annotations
@@ -33,13 +32,13 @@ import math
 import os
 import subprocess
 import sys
-import tarfile
 import textwrap
 import time
 import zipfile
 from pathlib import Path
 
 import pytest
+from wheel_build import build_wheel
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DATA_OFFSET = -7000  # as tests/tf/tf_cluster.py: away from the ports other tests pick
@@ -117,24 +116,11 @@ def test_the_wheel_installed_in_a_fresh_venv_builds_and_trains_on_grpc_geryon(tm
 
     timings: dict[str, float] = {}
     started = time.monotonic()
-    dist, venv, outside = tmp_path / "dist", tmp_path / "venv", tmp_path / "host"
+    venv, outside = tmp_path / "venv", tmp_path / "host"
     outside.mkdir()
-    # 1. The sdist, then the wheel from it (as `python -m build` does; this environment's setuptools,
-    # no index): the sdist must carry native/ for the wheel to ship it.
-    sdist_dir = tmp_path / "sdist"
-    hook = f"from setuptools import build_meta; build_meta.build_sdist({str(sdist_dir)!r})"
-    _run([sys.executable, "-c", hook], cwd=REPO_ROOT, timeout=300)
-    (sdist,) = sdist_dir.glob("geryon-*.tar.gz")
-    with tarfile.open(sdist) as tar:
-        tar.extractall(sdist_dir, filter="data")
-    (unpacked,) = (p for p in sdist_dir.iterdir() if p.is_dir())
-    pip = [sys.executable, "-m", "pip"]
-    _run(
-        [*pip, "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(dist), str(unpacked)],
-        cwd=outside,
-        timeout=300,
-    )
-    (wheel,) = dist.glob("geryon-*.whl")
+    # 1. The sdist, then the wheel from it (as `python -m build` does): the sdist must carry native/
+    # for the wheel to ship it.
+    wheel = build_wheel(tmp_path)
     with zipfile.ZipFile(wheel) as z:
         names = set(z.namelist())
         metadata = z.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
@@ -147,6 +133,7 @@ def test_the_wheel_installed_in_a_fresh_venv_builds_and_trains_on_grpc_geryon(tm
     timings["wheel"] = time.monotonic() - started
 
     # 2. A fresh venv; TensorFlow through a .pth line (the module docstring says why).
+    pip = [sys.executable, "-m", "pip"]
     _run([sys.executable, "-m", "venv", "--without-pip", str(venv)], cwd=outside, timeout=120)
     python = venv / "bin" / "python"
     site = Path(
