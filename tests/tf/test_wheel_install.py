@@ -7,7 +7,7 @@ environment's TensorFlow, not by `pip install tensorflow-cpu==2.21.0` into the v
 project's 2-core machine with pip's cache warm, `pip install 'geryon-0.1.0-py3-none-any.whl[tf]'` into a
 fresh venv took 77 s and 1.6 GB of disk, and (worse) a TensorFlow in another directory gives other
 include flags, so another cache key: a cold native build of several minutes on every run (the CI suite
-already takes about 41 of its 90 minutes). This test takes about 65 s with the cache warm (the wheel 3
+already takes about 41 of its 90 minutes). This test takes 50-65 s with the cache warm (the wheel 3
 s, the venv 3 s, `geryon native build` 10 s, the cluster's start and its step 34 s). With the `.pth`
 line the venv sees the same TensorFlow (same flags) and the wheel ships byte-identical sources, so
 `geryon native build` finds the library the checkout's tests built in the same cache
