@@ -1,5 +1,10 @@
 """Build the native rendezvous extension (native/rendezvous/*.cc) against the installed TensorFlow.
 
+Where the sources are: in a checkout (or an editable install), the repository's ``native/`` beside
+``geryon/``, so that edits are built; installed from a wheel or an sdist, the copy that setup.py ships
+in the package, ``geryon/_native/`` (the same files, so the same cache entry: the hash covers the
+files' names and bytes, not where they lie). The checkout wins when it has the sources.
+
 The library is cached per TensorFlow version and source hash, so it is compiled once (about a minute
 per server translation unit on two cores) and rebuilt only when TF or the sources change:
 ``$GERYON_NATIVE_CACHE`` or ``~/.cache/geryon/native``, then ``<tf version>-<hash>/libgeryon_rendezvous.so``.
@@ -34,7 +39,9 @@ from geryon.errors import UsageError
 from geryon.progress import Progress
 
 __all__ = [
+    "CHECKOUT_NATIVE",
     "LIBRARY_NAME",
+    "PACKAGED_NATIVE",
     "SOURCE_DIR",
     "BuildError",
     "BuildPlan",
@@ -42,16 +49,32 @@ __all__ = [
     "build_test_device",
     "cache_root",
     "compiler_file",
+    "native_sources",
     "plan",
     "sanitizer_runtime",
 ]
 
 LIBRARY_NAME = "libgeryon_rendezvous.so"
-SOURCE_DIR = Path(__file__).resolve().parents[2] / "native" / "rendezvous"
+# The checkout's native/ (two folders above this file), and the copy a wheel ships in the package.
+CHECKOUT_NATIVE = Path(__file__).resolve().parents[2] / "native"
+PACKAGED_NATIVE = Path(__file__).resolve().parents[1] / "_native"
+
+
+def native_sources(folder: str, roots: tuple[Path, ...] = (CHECKOUT_NATIVE, PACKAGED_NATIVE)) -> Path:
+    """native/<folder> of the first root that has its C++ sources: the checkout's, then the package's.
+
+    When none has them, the first root's (plan() then names every place looked)."""
+    for root in roots:
+        if any((root / folder).glob("*.cc")):
+            return root / folder
+    return roots[0] / folder
+
+
+SOURCE_DIR = native_sources("rendezvous")
 # The test-only PluggableDevice (native/test_device/test_device.cc): a non-CPU TF device whose memory
 # is host memory, so that tests without an accelerator run the data plane's device-copy path.
 TEST_DEVICE_LIBRARY = "libgeryon_test_device.so"
-TEST_DEVICE_SOURCE_DIR = SOURCE_DIR.parent / "test_device"
+TEST_DEVICE_SOURCE_DIR = native_sources("test_device")
 BUILD_INFO = "build-info.json"
 # Seconds one translation unit takes on this project's 2-core machines (for the progress line).
 _SECONDS_PER_UNIT = 40
@@ -173,6 +196,17 @@ def compiler_file(name: str, compiler: str | None = None) -> Path | None:
     return found.resolve()
 
 
+def _no_sources(source_dir: Path) -> str:
+    if source_dir.parent not in (CHECKOUT_NATIVE, PACKAGED_NATIVE):
+        return f"no C++ sources in {source_dir}"
+    folder = source_dir.name
+    return (
+        f"no C++ sources of native/{folder}: looked in the checkout ({CHECKOUT_NATIVE / folder}) and in "
+        f"the installed package ({PACKAGED_NATIVE / folder}); install Geryon from a wheel built with "
+        "`pip wheel .` in a checkout (it ships the sources in geryon/_native/), or run from the checkout"
+    )
+
+
 def plan(
     source_dir: Path = SOURCE_DIR,
     cache_dir: Path | None = None,
@@ -183,7 +217,7 @@ def plan(
     _check_sanitizer(sanitizer)
     sources = tuple(sorted(source_dir.glob("*.cc")))
     if not sources:
-        raise BuildError(f"no C++ sources in {source_dir}")
+        raise BuildError(_no_sources(source_dir))
     compiler = _compiler()
     tf_version, compile_flags, link_flags = _tensorflow()
     suffix = ""

@@ -21,7 +21,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from geryon.tf.build import SANITIZERS, SOURCE_DIR, BuildError, compiler_file, sanitizer_runtime
+from geryon.tf.build import (
+    CHECKOUT_NATIVE,
+    SANITIZERS,
+    SOURCE_DIR,
+    BuildError,
+    compiler_file,
+    sanitizer_runtime,
+)
 
 __all__ = [
     "ENV",
@@ -316,7 +323,7 @@ def ours(found: list[Report]) -> list[Report]:
 def run_pytest(sanitizer: str, log_dir: Path, args: list[str], timeout: float) -> tuple[int, str, float]:
     """Runs pytest with `args` in a process (and its children) under `sanitizer`, from the repository
     root: (exit status, the output's tail, seconds)."""
-    root = SOURCE_DIR.parents[1]
+    root = CHECKOUT_NATIVE.parent  # the checkout (an installed package has no tests to run)
     env = {**os.environ, **environment(sanitizer, log_dir)}
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH", "")) if p)
     started = time.monotonic()

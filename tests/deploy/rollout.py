@@ -92,10 +92,16 @@ def write_inventory(tmp: Path, tb: Any) -> Path:
 
 
 def playbook(
-    tmp: Path, inventory: Path, *args: str, timeout: float = 120, env: dict[str, str] | None = None
+    tmp: Path,
+    inventory: Path,
+    *args: str,
+    timeout: float = 120,
+    env: dict[str, str] | None = None,
+    site: Path = ANSIBLE_DIR / "site.yml",
 ) -> dict[str, Any]:
-    """ansible-playbook site.yml; returns the json callback's document (plays, stats) plus rc. `env`
-    adds to the environment (the local "switches" read it: fake switch CLIs, their state)."""
+    """ansible-playbook site.yml (or `site`, a playbook of the roles in deploy/ansible/roles); returns
+    the json callback's document (plays, stats) plus rc. `env` adds to the environment (the local
+    "switches" read it: fake switch CLIs, their state)."""
     env = {
         **os.environ,
         **(env or {}),
@@ -107,7 +113,7 @@ def playbook(
         "ANSIBLE_NOCOLOR": "1",
     }
     r = subprocess.run(
-        [str(BIN / "ansible-playbook"), "-i", str(inventory), str(ANSIBLE_DIR / "site.yml"), *args],
+        [str(BIN / "ansible-playbook"), "-i", str(inventory), str(site), *args],
         capture_output=True,
         text=True,
         timeout=timeout,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -12,7 +13,17 @@ from pathlib import Path
 
 import pytest
 
-from geryon.tf.build import BUILD_INFO, LIBRARY_NAME, SOURCE_DIR, BuildError, build, plan
+from geryon.tf.build import (
+    BUILD_INFO,
+    CHECKOUT_NATIVE,
+    LIBRARY_NAME,
+    PACKAGED_NATIVE,
+    SOURCE_DIR,
+    BuildError,
+    build,
+    native_sources,
+    plan,
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TF_VERSION = "2.21.0"
@@ -167,6 +178,32 @@ def test_missing_tensorflow_is_a_clear_error() -> None:
     assert (
         "BuildError: the rendezvous extension is built against TensorFlow, which is missing" in result.stderr
     )
+
+
+def test_a_checkout_builds_its_own_sources_and_an_install_the_packaged_copy(tmp_path: Path) -> None:
+    # In the checkout the edited native/ is built (the cache key of every test's build depends on it).
+    assert SOURCE_DIR == REPO_ROOT / "native" / "rendezvous" == CHECKOUT_NATIVE / "rendezvous"
+    assert PACKAGED_NATIVE == REPO_ROOT / "geryon" / "_native"
+    checkout, packaged = tmp_path / "checkout", tmp_path / "packaged"
+    (packaged / "rendezvous").mkdir(parents=True)
+    (packaged / "rendezvous" / "a.cc").write_text("")
+    # No checkout (an install from the wheel): the package's copy.
+    assert native_sources("rendezvous", (checkout, packaged)) == packaged / "rendezvous"
+    (checkout / "rendezvous").mkdir(parents=True)
+    (checkout / "rendezvous" / "README.md").write_text("")  # a folder without sources does not count
+    assert native_sources("rendezvous", (checkout, packaged)) == packaged / "rendezvous"
+    (checkout / "rendezvous" / "a.cc").write_text("")
+    assert native_sources("rendezvous", (checkout, packaged)) == checkout / "rendezvous"
+    assert native_sources("absent", (checkout, packaged)) == checkout / "absent"
+
+
+def test_missing_sources_name_both_places_looked(tmp_path: Path) -> None:
+    with pytest.raises(BuildError) as e:
+        plan(CHECKOUT_NATIVE / "absent", tmp_path / "cache")
+    assert str(CHECKOUT_NATIVE / "absent") in str(e.value) and str(PACKAGED_NATIVE / "absent") in str(e.value)
+    assert "pip wheel ." in str(e.value)
+    with pytest.raises(BuildError, match=re.escape(f"no C++ sources in {tmp_path}") + "$"):
+        plan(tmp_path, tmp_path / "cache")  # a folder of the caller's: only that one is named
 
 
 def test_a_source_that_does_not_compile_names_the_error(tmp_path: Path) -> None:
