@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.geryon-installed
 
-.PHONY: demo test lint venv clean tf-ps-tests tf-ps-tests-fast sanitize sanitize-long
+.PHONY: demo test lint native venv clean tf-ps-tests tf-ps-tests-fast sanitize sanitize-long
 
 venv: $(STAMP)
 
@@ -20,7 +20,12 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check geryon tests bench
 	$(VENV)/bin/mypy geryon
 
-test: lint
+# The native build first, on every core, with its progress on the terminal: the tests that need the
+# library then find it in the cache instead of each waiting for it inside its own timeout.
+native: $(STAMP)
+	$(VENV)/bin/geryon native build
+
+test: lint native
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 # TensorFlow's own PS tests (../shared/vendor/tf-ps-tests) on grpc and grpc+geryon, test by test:

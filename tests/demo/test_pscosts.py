@@ -204,6 +204,8 @@ def _args(**kw: Any) -> dict[str, Any]:
             "profile_source",
             "ps_costs",
             "incast",
+            "api",
+            "steps_per_execution",
         )
     )
     return {**base, "out": "out/demo", "quick": False, "json": False, **kw}
