@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from grafana_foundation_sdk.builders.prometheus import Dataquery
+
 from geryon.dashboard.grafana import (
     Row,
     dashboard,
@@ -47,7 +49,7 @@ def _rate(metric: str, *, per_job: bool = False) -> str:
     return f"rate({sel(metric, per_job=per_job)}[{RATE}])"
 
 
-def _instant(expr: str) -> dict[str, Any]:
+def _instant(expr: str) -> Dataquery:
     """A query for a table: its value now, one row per label set."""
     return target(expr, instant=True, table=True)
 

@@ -1,8 +1,11 @@
-"""Small builders for Grafana dashboard JSON (plain dicts, no grafanalib).
+"""House-style helpers over Grafana's foundation SDK (`grafana_foundation_sdk`, the cog-generated builders
+and models of Grafana 11.3's dashboard schema).
 
-A dashboard is a list of rows, each a list of panels with a width (of Grafana's 24 columns) and a height;
-`dashboard()` lays them out (left to right, wrapping, each row below the last) and numbers them, so no two
-panels ever overlap and ids are unique. Every panel and query uses the `${datasource}` template variable.
+A dashboard is a list of rows, each a list of panels (SDK panel builders) with a width (of Grafana's 24
+columns) and a height; `dashboard()` lays them out (left to right, wrapping before a panel that does not
+fit, each row below the last) and numbers them, so no two panels ever overlap and ids are unique. The
+SDK's own `Dashboard.with_panel` layout only wraps after a line overflows, so a panel that does not fit
+would stick out of the grid. Every panel and query uses the `${datasource}` template variable.
 `render()` gives the stable text committed to the repository: sorted keys, two-space indent, a trailing
 newline and nothing that changes between runs.
 """
@@ -15,26 +18,44 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from grafana_foundation_sdk.builders import common as gc
+from grafana_foundation_sdk.builders import dashboard as gd
+from grafana_foundation_sdk.builders import prometheus as gp
+from grafana_foundation_sdk.builders import stat as gstat
+from grafana_foundation_sdk.builders import table as gtable
+from grafana_foundation_sdk.builders import timeseries as gts
+from grafana_foundation_sdk.cog.builder import Builder
+from grafana_foundation_sdk.cog.encoder import JSONEncoder
+from grafana_foundation_sdk.models import common as mc
+from grafana_foundation_sdk.models import dashboard as md
+from grafana_foundation_sdk.models import prometheus as mp
+
 GRID_COLUMNS = 24
 SCHEMA_VERSION = 39  # Grafana 10.3-11.x read it as is; newer versions migrate it on load
 DATASOURCE_VARIABLE = "datasource"
-DATASOURCE = {"type": "prometheus", "uid": "${" + DATASOURCE_VARIABLE + "}"}
+# Keys Grafana writes that the SDK's models lack: the text of a query variable's query, which Grafana's
+# Prometheus variable editor stores beside the query object and the variables list shows.
+SCHEMA_EXTRAS = {"templating.list[].definition"}
 
 
 class DashboardError(ValueError):
     """A builder got a value Grafana cannot show; the message names the field."""
 
 
+def _datasource() -> md.DataSourceRef:
+    return md.DataSourceRef(type_val="prometheus", uid="${" + DATASOURCE_VARIABLE + "}")
+
+
 @dataclass(frozen=True)
 class Panel:
-    """A panel before layout: its size and its JSON without id and gridPos."""
+    """A panel before layout: its size and its SDK builder (without id and grid position)."""
 
     w: int
     h: int
-    body: Mapping[str, Any]
+    builder: Builder[md.Panel]
 
     def __post_init__(self) -> None:
-        title = self.body.get("title", "?")
+        title = self.builder.build().title or "?"
         if not 1 <= self.w <= GRID_COLUMNS:
             raise DashboardError(f"panel {title!r}: w={self.w}; allowed 1-{GRID_COLUMNS} grid columns")
         if self.h < 1:
@@ -47,73 +68,68 @@ class Row:
     panels: Sequence[Panel] = field(default_factory=tuple)
 
 
-def target(expr: str, legend: str = "", *, instant: bool = False, table: bool = False) -> dict[str, Any]:
+def target(expr: str, legend: str = "", *, instant: bool = False, table: bool = False) -> gp.Dataquery:
     """One Prometheus query; refId is set by the panel (A, B, ... in order)."""
     if not expr.strip():
         raise DashboardError("target: expr is empty")
-    return {
-        "datasource": dict(DATASOURCE),
-        "editorMode": "code",
-        "expr": expr,
-        "format": "table" if table else "time_series",
-        "instant": instant,
-        "legendFormat": legend or "__auto",
-        "range": not instant,
-    }
+    q = (
+        gp.Dataquery()
+        .datasource(_datasource())
+        .editor_mode(mp.QueryEditorMode.CODE)
+        .expr(expr)
+        .format(mp.PromQueryFormat.TABLE if table else mp.PromQueryFormat.TIME_SERIES)
+        .legend_format(legend or "__auto")
+    )
+    return q.instant() if instant else q.range()
 
 
-def _with_ref_ids(targets: Sequence[Mapping[str, Any]], title: str) -> list[dict[str, Any]]:
+def _panel(
+    builder: gts.Panel | gstat.Panel | gtable.Panel,
+    title: str,
+    description: str,
+    targets: Sequence[gp.Dataquery],
+    w: int,
+    h: int,
+) -> Panel:
+    """Title, description, datasource and the queries (refIds A, B, ...) on an SDK panel builder."""
+    if not title:
+        raise DashboardError("panel: title is empty")
     if not targets:
         raise DashboardError(f"panel {title!r}: targets is empty; give at least one query")
     if len(targets) > len(string.ascii_uppercase):
         raise DashboardError(f"panel {title!r}: {len(targets)} targets; at most 26")
-    return [{**t, "refId": string.ascii_uppercase[i]} for i, t in enumerate(targets)]
+    builder.title(title).description(description).datasource(_datasource())
+    builder.targets([t.ref_id(string.ascii_uppercase[i]) for i, t in enumerate(targets)])
+    return Panel(w, h, builder)
 
 
-def _panel(
-    kind: str,
-    title: str,
-    description: str,
-    targets: Sequence[Mapping[str, Any]],
-    field_config: dict[str, Any],
-    options: dict[str, Any],
-    w: int,
-    h: int,
-    **extra: Any,
-) -> Panel:
-    if not title:
-        raise DashboardError("panel: title is empty")
-    body = {
-        "type": kind,
-        "title": title,
-        "description": description,
-        "datasource": dict(DATASOURCE),
-        "targets": _with_ref_ids(targets, title),
-        "fieldConfig": field_config,
-        "options": options,
-        **extra,
-    }
-    return Panel(w, h, body)
-
-
-def thresholds(*steps: tuple[str, float | None]) -> dict[str, Any]:
+def thresholds(*steps: tuple[str, float | None]) -> gd.ThresholdsConfig:
     """Absolute colour steps; the first step's value must be None (the base colour)."""
     if not steps or steps[0][1] is not None:
         raise DashboardError("thresholds: the first step is the base colour and takes value None")
-    return {"mode": "absolute", "steps": [{"color": c, "value": v} for c, v in steps]}
+    return (
+        gd.ThresholdsConfig()
+        .mode(md.ThresholdsMode.ABSOLUTE)
+        .steps([md.Threshold(value=v, color=c) for c, v in steps])
+    )
 
 
-def override(name: str, **properties: Any) -> dict[str, Any]:
-    """Field override for the field (or series) displayed as `name`: unit=..., displayName=..., etc."""
-    return {
-        "matcher": {"id": "byName", "options": name},
-        "properties": [{"id": k, "value": v} for k, v in sorted(properties.items())],
-    }
+def override(name: str, **properties: Any) -> gd.DashboardFieldConfigSourceOverrides:
+    """Field override for the field (or series) displayed as `name`: unit=..., thresholds=..., etc."""
+    values = [
+        md.DynamicConfigValue(id_val=k, value=v.build() if isinstance(v, Builder) else v)
+        for k, v in sorted(properties.items())
+    ]
+    return (
+        gd.DashboardFieldConfigSourceOverrides()
+        .matcher(md.MatcherConfig(id_val="byName", options=name))
+        .properties(values)
+    )
 
 
 def timeseries(
     title: str,
-    targets: Sequence[Mapping[str, Any]],
+    targets: Sequence[gp.Dataquery],
     *,
     unit: str,
     description: str = "",
@@ -125,73 +141,70 @@ def timeseries(
     stack: bool = False,
 ) -> Panel:
     """A time series panel. `steps`: draw values as steps (thresholds, counts), not interpolated lines."""
-    defaults: dict[str, Any] = {
-        "unit": unit,
-        "color": {"mode": "palette-classic"},
-        "custom": {
-            "drawStyle": "line",
-            "lineInterpolation": "stepAfter" if steps else "linear",
-            "lineWidth": 1,
-            "fillOpacity": 20 if stack else 10,
-            "showPoints": "never",
-            "spanNulls": False,
-            "stacking": {"group": "A", "mode": "normal" if stack else "none"},
-        },
-    }
-    if min_value is not None:
-        defaults["min"] = min_value
-    if max_value is not None:
-        defaults["max"] = max_value
-    options = {
-        "legend": {
-            "calcs": ["lastNotNull", "max"],
-            "displayMode": "table",
-            "placement": "bottom",
-            "showLegend": True,
-        },
-        "tooltip": {"mode": "multi", "sort": "desc"},
-    }
-    return _panel(
-        "timeseries", title, description, targets, {"defaults": defaults, "overrides": []}, options, w, h
+    p = (
+        gts.Panel()
+        .unit(unit)
+        .color_scheme(gd.FieldColor().mode(md.FieldColorModeId.PALETTE_CLASSIC))
+        .draw_style(mc.GraphDrawStyle.LINE)
+        .line_interpolation(mc.LineInterpolation.STEP_AFTER if steps else mc.LineInterpolation.LINEAR)
+        .line_width(1)
+        .fill_opacity(20 if stack else 10)
+        .show_points(mc.VisibilityMode.NEVER)
+        .span_nulls(False)
+        .stacking(
+            gc.StackingConfig().group("A").mode(mc.StackingMode.NORMAL if stack else mc.StackingMode.NONE)
+        )
+        .overrides([])
+        .legend(
+            gc.VizLegendOptions()
+            .calcs(["lastNotNull", "max"])
+            .display_mode(mc.LegendDisplayMode.TABLE)
+            .placement(mc.LegendPlacement.BOTTOM)
+            .show_legend(True)
+        )
+        .tooltip(gc.VizTooltipOptions().mode(mc.TooltipDisplayMode.MULTI).sort(mc.SortOrder.DESCENDING))
     )
+    if min_value is not None:
+        p.min(min_value)
+    if max_value is not None:
+        p.max(max_value)
+    return _panel(p, title, description, targets, w, h)
 
 
 def stat(
     title: str,
-    targets: Sequence[Mapping[str, Any]],
+    targets: Sequence[gp.Dataquery],
     *,
     unit: str = "none",
     description: str = "",
-    colors: Mapping[str, Any] | None = None,
-    mappings: Sequence[Mapping[str, Any]] = (),
-    overrides: Sequence[Mapping[str, Any]] = (),
+    colors: gd.ThresholdsConfig | None = None,
+    mappings: Sequence[md.ValueMapping] = (),
+    overrides: Sequence[gd.DashboardFieldConfigSourceOverrides] = (),
     w: int = 4,
     h: int = 4,
 ) -> Panel:
     """A stat panel showing each series' value now, its background coloured by `colors` (thresholds()).
     Its queries are instant: a stat shows one value, so a range query every refresh would be wasted."""
-    defaults = {
-        "unit": unit,
-        "color": {"mode": "thresholds"},
-        "thresholds": colors or thresholds(("green", None)),
-        "mappings": list(mappings),
-    }
-    options = {
-        "colorMode": "background",
-        "graphMode": "none",
-        "justifyMode": "auto",
-        "orientation": "auto",
-        "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
-        "textMode": "value_and_name",
-    }
-    field_config = {"defaults": defaults, "overrides": list(overrides)}
-    instant = [{**t, "instant": True, "range": False} for t in targets]
-    return _panel("stat", title, description, instant, field_config, options, w, h)
+    p = (
+        gstat.Panel()
+        .unit(unit)
+        .color_scheme(gd.FieldColor().mode(md.FieldColorModeId.THRESHOLDS))
+        .thresholds(colors or thresholds(("green", None)))
+        .mappings(list(mappings))
+        .overrides(list(overrides))
+        .color_mode(mc.BigValueColorMode.BACKGROUND)
+        .graph_mode(mc.BigValueGraphMode.NONE)
+        .justify_mode(mc.BigValueJustifyMode.AUTO)
+        .orientation(mc.VizOrientation.AUTO)
+        .reduce_options(gc.ReduceDataOptions().calcs(["lastNotNull"]).fields("").values(False))
+        .text_mode(mc.BigValueTextMode.VALUE_AND_NAME)
+    )
+    return _panel(p, title, description, [t.instant() for t in targets], w, h)
 
 
 def table(
     title: str,
-    targets: Sequence[Mapping[str, Any]],
+    targets: Sequence[gp.Dataquery],
     *,
     columns: Mapping[str, str],
     units: Mapping[str, str] | None = None,
@@ -203,11 +216,21 @@ def table(
     fields to keep (labels, and `Value #<refId>` for each query's value) to their column titles, in
     order; the queries should aggregate `by` exactly the label columns, as only Time is hidden. `units`
     maps a column title to its unit."""
-    refs = _with_ref_ids(targets, title)
+    p = (
+        gtable.Panel()
+        .align(mc.FieldTextAlignment.AUTO)
+        .cell_options(mc.TableAutoCellOptions())
+        .overrides([override(col, unit=unit) for col, unit in sorted((units or {}).items())])
+        .show_header(True)
+        .cell_height(mc.TableCellHeight.SM)
+        .footer(gc.TableFooterOptions().show(False))
+    )
+    panel = _panel(p, title, description, targets, w, h)
+    refs = [t.build() for t in targets]  # with the refIds _panel gave them
     for t in refs:
-        if t.get("format") != "table" or not t.get("instant"):
-            raise DashboardError(f"panel {title!r}: target {t['refId']} must be an instant table query")
-    values = {f"Value #{t['refId']}" for t in refs}
+        if t.format_val != mp.PromQueryFormat.TABLE or not t.instant:
+            raise DashboardError(f"panel {title!r}: target {t.ref_id} must be an instant table query")
+    values = {f"Value #{t.ref_id}" for t in refs}
     missing = sorted(values - set(columns))
     if missing:
         raise DashboardError(f"panel {title!r}: columns has no title for {', '.join(missing)}")
@@ -219,86 +242,92 @@ def table(
         "indexByName": {name: i for i, name in enumerate(columns)},
         "renameByName": dict(columns),
     }
-    transformations = [{"id": "merge", "options": {}}, {"id": "organize", "options": organize}]
-    field_config = {
-        "defaults": {"custom": {"align": "auto", "cellOptions": {"type": "auto"}}},
-        "overrides": [override(col, unit=unit) for col, unit in sorted((units or {}).items())],
-    }
-    options = {"showHeader": True, "cellHeight": "sm", "footer": {"show": False}}
-    return _panel(
-        "table", title, description, targets, field_config, options, w, h, transformations=transformations
+    p.transformations(
+        [
+            md.DataTransformerConfig(id_val="merge", options={}),
+            md.DataTransformerConfig(id_val="organize", options=organize),
+        ]
+    )
+    return panel
+
+
+def datasource_variable(default_uid: str, label: str = "Data source") -> md.VariableModel:
+    """The `datasource` variable every panel and query refers to: any Prometheus data source."""
+    return md.VariableModel(
+        type_val=md.VariableType.DATASOURCE,
+        name=DATASOURCE_VARIABLE,
+        label=label,
+        query="prometheus",
+        current=md.VariableOption(text=default_uid, value=default_uid),
+        hide=md.VariableHide.DONT_HIDE,
+        include_all=False,
+        multi=False,
+        options=[],
+        refresh=md.VariableRefresh.ON_DASHBOARD_LOAD,
+        regex="",
     )
 
 
-def datasource_variable(default_uid: str, label: str = "Data source") -> dict[str, Any]:
-    """The `datasource` variable every panel and query refers to: any Prometheus data source."""
-    return {
-        "name": DATASOURCE_VARIABLE,
-        "label": label,
-        "type": "datasource",
-        "query": "prometheus",
-        "current": {"text": default_uid, "value": default_uid},
-        "hide": 0,
-        "includeAll": False,
-        "multi": False,
-        "options": [],
-        "refresh": 1,
-        "regex": "",
-    }
+@dataclass(frozen=True)
+class QueryVariable:
+    """A Prometheus query variable: the SDK's model plus the `definition` text its schema lacks."""
+
+    model: md.VariableModel
+    definition: str
 
 
 def query_variable(
     name: str, label: str, definition: str, *, multi: bool = True, include_all: bool = True
-) -> dict[str, Any]:
+) -> QueryVariable:
     """A Prometheus query variable (`label_values(selector, label)` and the like), refreshed when the time
     range changes, sorted, with All matching every value (`.*`) rather than a long alternation."""
     if not name.isidentifier():
         raise DashboardError(f"variable {name!r}: name must be letters, digits and _")
-    return {
-        "name": name,
-        "label": label,
-        "type": "query",
-        "datasource": dict(DATASOURCE),
-        "definition": definition,
-        "query": {"qryType": 1, "query": definition, "refId": "PrometheusVariableQueryEditor-VariableQuery"},
-        "current": {"text": ["All"], "value": ["$__all"]} if include_all else {},
-        "hide": 0,
-        "includeAll": include_all,
-        "allValue": ".*" if include_all else None,
-        "multi": multi,
-        "options": [],
-        "refresh": 2,
-        "regex": "",
-        "sort": 1,
-    }
+    model = md.VariableModel(
+        type_val=md.VariableType.QUERY,
+        name=name,
+        label=label,
+        datasource=_datasource(),
+        query={"qryType": 1, "query": definition, "refId": "PrometheusVariableQueryEditor-VariableQuery"},
+        current=md.VariableOption(text=["All"], value=["$__all"]) if include_all else None,
+        hide=md.VariableHide.DONT_HIDE,
+        include_all=include_all,
+        all_value=".*" if include_all else None,
+        multi=multi,
+        options=[],
+        refresh=md.VariableRefresh.ON_TIME_RANGE_CHANGED,
+        regex="",
+        sort=md.VariableSort.ALPHABETICAL_ASC,
+    )
+    return QueryVariable(model, definition)
 
 
-def layout(rows: Sequence[Row]) -> list[dict[str, Any]]:
+def layout(rows: Sequence[Row]) -> list[md.Panel | md.RowPanel]:
     """Each row's header at full width, its panels left to right below it, wrapping to a new line when the
     next does not fit in 24 columns; ids count up from 1 in that order."""
-    out: list[dict[str, Any]] = []
+    out: list[md.Panel | md.RowPanel] = []
     y = 0
     for row in rows:
-        out.append(
-            {
-                "type": "row",
-                "title": row.title,
-                "collapsed": False,
-                "panels": [],
-                "id": len(out) + 1,
-                "gridPos": {"x": 0, "y": y, "w": GRID_COLUMNS, "h": 1},
-            }
-        )
+        header = gd.Row(row.title).collapsed(False).id(len(out) + 1)
+        out.append(header.grid_pos(md.GridPos(x=0, y=y, w=GRID_COLUMNS, h=1)).build())
         y += 1
         x = line_h = 0
         for p in row.panels:
             if x + p.w > GRID_COLUMNS:
                 y, x, line_h = y + line_h, 0, 0
-            out.append({**p.body, "id": len(out) + 1, "gridPos": {"x": x, "y": y, "w": p.w, "h": p.h}})
+            panel = p.builder.build()
+            panel.id_val = len(out) + 1
+            panel.grid_pos = md.GridPos(x=x, y=y, w=p.w, h=p.h)
+            out.append(panel)
             x += p.w
             line_h = max(line_h, p.h)
         y += line_h
     return out
+
+
+def encode(obj: Any) -> Any:
+    """An SDK model (or anything holding them) as plain JSON values, through the SDK's encoder."""
+    return json.loads(json.dumps(obj, cls=JSONEncoder))
 
 
 def dashboard(
@@ -308,32 +337,40 @@ def dashboard(
     description: str,
     tags: Sequence[str],
     rows: Sequence[Row],
-    variables: Sequence[Mapping[str, Any]],
+    variables: Sequence[md.VariableModel | QueryVariable],
     refresh: str = "5s",
     time_from: str = "now-15m",
 ) -> dict[str, Any]:
+    """The dashboard as JSON values: the SDK's model, encoded, plus the SCHEMA_EXTRAS it cannot hold."""
     if not uid or len(uid) > 40:
         raise DashboardError(f"uid: {uid!r}; Grafana allows 1-40 characters")
-    names = [v["name"] for v in variables]
+    models = [v.model if isinstance(v, QueryVariable) else v for v in variables]
+    names = [v.name for v in models]
     if len(set(names)) != len(names):
         raise DashboardError(f"variables: a name appears twice in {names}")
-    return {
-        "uid": uid,
-        "title": title,
-        "description": description,
-        "tags": list(tags),
-        "editable": True,
-        "graphTooltip": 1,  # shared crosshair: the same instant in every panel
-        "links": [],
-        "panels": layout(rows),
-        "refresh": refresh,
-        "schemaVersion": SCHEMA_VERSION,
-        "templating": {"list": [dict(v) for v in variables]},
-        "time": {"from": time_from, "to": "now"},
-        "timepicker": {},
-        "timezone": "",
-        "version": 1,
-    }
+    board = (
+        gd.Dashboard(title)
+        .uid(uid)
+        .description(description)
+        .tags(list(tags))
+        .editable()
+        .tooltip(md.DashboardCursorSync.CROSSHAIR)  # shared crosshair: the same instant in every panel
+        .links([])
+        .refresh(refresh)
+        .time(time_from, "now")
+        .timepicker(gd.TimePicker())
+        .timezone("")
+        .version(1)
+        .build()
+    )
+    board.schema_version = SCHEMA_VERSION
+    board.panels = layout(rows)
+    board.templating = md.DashboardDashboardTemplating(list_val=models)
+    out: dict[str, Any] = encode(board)
+    for v, encoded in zip(variables, out["templating"]["list"], strict=True):
+        if isinstance(v, QueryVariable):
+            encoded["definition"] = v.definition
+    return out
 
 
 def render(board: Mapping[str, Any]) -> str:

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 import yaml
+from grafana_foundation_sdk.builders import timeseries as sdk_timeseries
 from hypothesis import given
 from hypothesis import strategies as st
 from live_agent import live_agent
@@ -21,7 +22,17 @@ from prom_server import PROMETHEUS, SCRAPE_JOB, api, prometheus, query, wait_for
 
 from geryon.dashboard import flow_priorities
 from geryon.dashboard.__main__ import DEFAULT_PATH
-from geryon.dashboard.grafana import GRID_COLUMNS, DashboardError, Panel, Row, layout, render, stat, target
+from geryon.dashboard.grafana import (
+    GRID_COLUMNS,
+    DashboardError,
+    Panel,
+    Row,
+    encode,
+    layout,
+    render,
+    stat,
+    target,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMITTED = ROOT / "deploy" / "grafana" / "dashboards" / "geryon-flow-priorities.json"
@@ -188,11 +199,16 @@ def test_panels_never_overlap_within_24_columns() -> None:
 
 @given(st.lists(st.lists(st.tuples(st.integers(1, 24), st.integers(1, 12)), max_size=8), max_size=5))
 def test_layout_of_any_panel_sizes_never_overlaps(rows: list[list[tuple[int, int]]]) -> None:
-    laid = layout(
-        [
-            Row(f"r{i}", [Panel(w, h, {"title": f"p{i}.{j}"}) for j, (w, h) in enumerate(r)])
-            for i, r in enumerate(rows)
-        ]
+    laid = encode(
+        layout(
+            [
+                Row(
+                    f"r{i}",
+                    [Panel(w, h, sdk_timeseries.Panel().title(f"p{i}.{j}")) for j, (w, h) in enumerate(r)],
+                )
+                for i, r in enumerate(rows)
+            ]
+        )
     )
     assert_no_overlap([p["gridPos"] for p in laid])
     assert [p["id"] for p in laid] == list(range(1, len(laid) + 1))
