@@ -8,8 +8,13 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from geryon.dashboard.flow_priorities import FILE_NAME, flow_priorities
-from geryon.dashboard.grafana import render
+try:
+    from geryon.dashboard.flow_priorities import FILE_NAME, flow_priorities
+    from geryon.dashboard.grafana import render
+except ModuleNotFoundError as e:  # the SDK is an extra: name it instead of a traceback
+    if e.name is None or not e.name.startswith("grafana_foundation_sdk"):
+        raise
+    sys.exit("python -m geryon.dashboard: needs grafana-foundation-sdk: pip install 'geryon[dashboard]'")
 
 # The checkout's deploy/grafana/dashboards/, found from this file (geryon/dashboard/ -> repository root).
 ROOT = Path(__file__).resolve().parents[2]
