@@ -1,10 +1,11 @@
-# The two commands of the README: `make demo` (the main job) and `make test` (the whole suite).
+# The two commands of the README: `make demo` (the main job) and `make test` (the whole suite);
+# `make check` is the fast inner loop.
 # Both create or update .venv first; a second run skips the install because the stamp is fresh.
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.geryon-installed
 
-.PHONY: demo test lint native venv clean tf-ps-tests tf-ps-tests-fast sanitize sanitize-long
+.PHONY: demo test check lint native venv clean tf-ps-tests tf-ps-tests-fast sanitize sanitize-long
 
 venv: $(STAMP)
 
@@ -27,6 +28,11 @@ native: $(STAMP)
 
 test: lint native
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# The inner loop while editing: lint, types and the unit tier (tests/conftest.py, tests/README.md),
+# under 3 minutes. A tier alone: make test PYTEST_ARGS="-m tf" (unit, tf, netns, external, sanitizer).
+check: lint
+	$(PY) -m pytest -q -m unit $(PYTEST_ARGS)
 
 # TensorFlow's own PS tests (../shared/vendor/tf-ps-tests) on grpc and grpc+geryon, test by test:
 # table on stdout, JSON in out/bench/tf_ps_tests.json. The fast subset also runs in `make test`

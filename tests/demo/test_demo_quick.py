@@ -60,7 +60,8 @@ def quick(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     tmp = tmp_path_factory.mktemp("demo-quick")
     env = dict(os.environ, GERYON_TESTBED_STATE=str(tmp / "state"))
     started = time.monotonic()
-    r = geryon("demo", "--quick", "--json", "--out", str(tmp / "out"), env=env, timeout=300)
+    # 600 s: the hang guard; the bound on the time is a test of its own (test_nothing_is_left_behind).
+    r = geryon("demo", "--quick", "--json", "--out", str(tmp / "out"), env=env, timeout=600)
     result = json.loads(r.stdout) if r.stdout.strip().startswith("{") else {}
     return {"rc": r.returncode, "stderr": r.stderr, "result": result, "state": tmp / "state",
             "seconds": time.monotonic() - started, "out": tmp / "out"}  # fmt: skip

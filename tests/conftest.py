@@ -1,0 +1,137 @@
+"""Test tiers: every test gets one marker for the heaviest thing it needs (tests/README.md).
+
+The tier of a test module comes from TIERS below (one line a module, so moving or adding a file shows
+in one place; tests/test_tiers.py checks that every name there exists), unless the module sets
+`pytestmark` with a tier of its own. A module in neither is `unit`: pure Python, no TensorFlow
+process, no root, no program outside the interpreter, well under a second a test. `make check`
+runs the unit tier; `make test` runs every tier.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).resolve().parent
+
+# tier -> what a test of it needs (the markers pyproject.toml declares).
+NEEDS = {
+    "unit": "nothing outside the Python process: pure logic, fast",
+    "tf": "TensorFlow in or outside the process, or the native extension (built once, a minute or two)",
+    "netns": "root: network namespaces, veth, bridges and kernel queues the test creates and removes",
+    "external": "a program outside Python: a compiler, Prometheus, a browser, ansible, pip, a bench run",
+    "sanitizer": "the native extension built under AddressSanitizer or ThreadSanitizer",
+}
+
+# Modules (paths under tests/, without .py) and their tier; a folder name stands for every module in it.
+TIERS: dict[str, str] = {
+    "agent/test_api": "tf",
+    "agent/test_cli": "netns",
+    "agent/test_config": "netns",
+    "agent/test_daemon": "netns",
+    "agent/test_dcbnl": "netns",
+    "agent/test_engine": "netns",
+    "agent/test_ethtool": "netns",
+    "agent/test_flows": "netns",
+    "agent/test_linux_driver": "netns",
+    "agent/test_metrics": "tf",
+    "agent/test_peer": "netns",
+    "agent/test_prometheus": "tf",
+    "agent/test_proto_stubs": "external",
+    "agent/test_status": "tf",
+    "agent/test_status_page": "tf",
+    "agent/test_unresolved": "tf",
+    "agent/test_vlan": "netns",
+    "bench/test_bench_bg_share": "external",
+    "bench/test_bench_calibration": "tf",
+    "bench/test_bench_incast": "netns",
+    "bench/test_bench_search": "external",
+    "bench/test_bench_switch_priority": "netns",
+    "dashboard/test_grafana": "tf",
+    "demo/test_chart": "external",
+    "demo/test_demo_quick": "tf",
+    "demo/test_fit_path": "tf",
+    "demo/test_incastcal": "netns",
+    "demo/test_models": "tf",
+    "demo/test_predict": "tf",
+    "demo/test_runner": "tf",
+    "demo/test_secondjob": "netns",
+    "demo/test_stepdecomp": "tf",
+    "deploy/test_ansible_lint": "external",
+    "deploy/test_check_mode": "netns",
+    "deploy/test_prometheus_rules": "tf",
+    "deploy/test_rollout_testbed": "netns",
+    "deploy/test_switch_apply": "external",
+    "deploy/test_wheel_role": "tf",
+    "fabric/test_cli_render": "netns",
+    "fabric/test_render": "external",
+    "fabric/test_render_cumulus": "external",
+    "fabric/test_render_linux": "netns",
+    "fabric/test_sonic_yang": "external",
+    "tagger/test_cli": "tf",
+    "tagger/test_partition": "tf",
+    "tagger/test_tag_models": "tf",
+    "tagger/test_tag_sharded": "tf",
+    "tagger/test_tf_partitioner": "tf",
+    "test_cli": "external",
+    "testbed/test_cli": "netns",
+    "testbed/test_counters": "netns",
+    "testbed/test_procs": "netns",
+    "testbed/test_queues": "netns",
+    "testbed/test_spec": "netns",
+    "testbed/test_state": "netns",
+    "testbed/test_testbed": "netns",
+    "testbed/test_traffic": "netns",
+    "testbed/test_userns": "netns",
+    "tf/test_async_dial": "tf",
+    "tf/test_build": "tf",
+    "tf/test_cancel": "tf",
+    "tf/test_cluster_updates": "tf",
+    "tf/test_connection_refusal": "tf",
+    "tf/test_control_flow": "tf",
+    "tf/test_dataplane": "tf",
+    "tf/test_device_tensors": "tf",
+    "tf/test_error_payloads": "tf",
+    "tf/test_fallback_warning": "tf",
+    "tf/test_fallback_window": "tf",
+    "tf/test_faults": "tf",
+    "tf/test_frame_reader": "tf",
+    "tf/test_graph_pass": "tf",
+    "tf/test_loop_writes": "tf",
+    "tf/test_map_table_native": "tf",
+    "tf/test_map_table_versions": "tf",
+    "tf/test_order": "tf",
+    "tf/test_producer_abort": "tf",
+    "tf/test_request_batching": "sanitizer",
+    "tf/test_sanitizers": "sanitizer",
+    "tf/test_scale": "sanitizer",
+    "tf/test_server": "tf",
+    "tf/test_session_end": "tf",
+    "tf/test_strategy": "tf",
+    "tf/test_tf_ps_tests": "tf",
+    "tf/test_threshold_change": "tf",
+    "tf/test_transport": "sanitizer",
+    "tf/test_unresolved_counts": "tf",
+    "tf/test_wheel_install": "tf",
+    "threshold/test_cli": "external",
+    "threshold/test_cli_trace": "tf",
+    "threshold/test_incluster": "tf",
+    "threshold/test_search_log": "external",
+    "threshold/test_transfer_order": "tf",
+}
+
+
+def tier_of(module: Path) -> str:
+    rel = module.resolve().relative_to(TESTS).with_suffix("").as_posix()
+    for key in (rel, *(p.as_posix() for p in Path(rel).parents if p.as_posix() != ".")):
+        if key in TIERS:
+            return TIERS[key]
+    return "unit"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if any(item.get_closest_marker(t) for t in NEEDS):
+            continue  # the module or test chose its tier itself
+        item.add_marker(getattr(pytest.mark, tier_of(Path(str(item.path)))))
