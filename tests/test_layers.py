@@ -73,8 +73,6 @@ ALLOWED_CYCLES: set[frozenset[str]] = {
             "geryon.agent.vlan_driver",
         }
     ),
-    # predict/secondjob read the runner's defaults and process helpers; the runner calls both.
-    frozenset({"geryon.demo.predict", "geryon.demo.runner", "geryon.demo.secondjob"}),
     # The presenters and the state they present, each importing the others.
     frozenset(
         {
@@ -88,13 +86,7 @@ ALLOWED_CYCLES: set[frozenset[str]] = {
     # The CLI starts the daemon; the daemon reuses the CLI's helpers.
     frozenset({"geryon.agent.cli", "geryon.agent.daemon"}),
 }
-ALLOWED_UPWARD: set[tuple[str, str]] = {
-    # The model zoo and the task processes live in geryon/demo/ (to move to geryon/cluster/).
-    ("geryon.threshold.cli", "geryon.demo.models"),
-    ("geryon.threshold.incluster", "geryon.demo.models"),
-    ("geryon.threshold.localcluster", "geryon.demo.task"),
-    ("geryon.threshold.localcluster", "geryon.demo.chief"),
-}
+ALLOWED_UPWARD: set[tuple[str, str]] = set()
 
 
 def _modules() -> dict[str, Path]:

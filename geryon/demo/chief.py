@@ -1,7 +1,7 @@
 """The demo's training loop, the coordinator (job "chief"): `python -m geryon.demo.chief SPEC_FILE`.
 
 The runner starts it in the testbed's chief host once every PS and worker task is READY. SPEC_FILE
-(JSON) says the cluster, protocol, model, batch, partitioning and steps (see runner.chief_spec). It
+(JSON) says the cluster, protocol, model, batch, partitioning and steps (geryon.demo.defaults.chief_spec). It
 trains with ParameterServerStrategy + ClusterCoordinator, one *round* at a time: one step scheduled
 per worker, then join, so a round is a synchronous iteration of every worker and its wall time is
 the step time (global batch = batch_size x workers). Inputs are made on the workers
@@ -36,9 +36,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from geryon.demo.task import limit_threads
+from geryon.cluster.protocol import MARKER
+from geryon.cluster.task import limit_threads
 
-MARKER = "GERYON_DEMO "
 # Guided search ranks candidates with the simulator; only the ranking matters, so a rough FLOP rate
 # of one core here (about 20 GFLOP/s single-threaded with oneDNN) is enough.
 GUIDED_FLOPS = 2e10
@@ -217,7 +217,7 @@ def connect(spec: dict[str, Any]) -> Session:
     import keras
     import tensorflow as tf
 
-    from geryon.demo.models import build_model
+    from geryon.cluster.models import build_model
 
     batch, shape, num_classes = c.batch, c.shape, c.num_classes
     keras.utils.set_random_seed(1)
