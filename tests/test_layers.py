@@ -62,17 +62,6 @@ ALLOWED_CYCLES: set[frozenset[str]] = {
     frozenset({"geryon.tf", "geryon.tf.agent_report", "geryon.tf.report", "geryon.tf.strategy"}),
     # The custom loop calls model.fit's connect; fit reuses the custom loop's helpers.
     frozenset({"geryon.demo.chief", "geryon.demo.fit"}),
-    # driver.py builds every concrete driver, which import the protocol back from it.
-    frozenset(
-        {
-            "geryon.agent.dcb_driver",
-            "geryon.agent.driver",
-            "geryon.agent.engine",
-            "geryon.agent.linux_driver",
-            "geryon.agent.sysfs_driver",
-            "geryon.agent.vlan_driver",
-        }
-    ),
     # The presenters and the state they present, each importing the others.
     frozenset(
         {
@@ -83,8 +72,6 @@ ALLOWED_CYCLES: set[frozenset[str]] = {
             "geryon.agent.status",
         }
     ),
-    # The CLI starts the daemon; the daemon reuses the CLI's helpers.
-    frozenset({"geryon.agent.cli", "geryon.agent.daemon"}),
 }
 ALLOWED_UPWARD: set[tuple[str, str]] = set()
 
