@@ -62,16 +62,6 @@ ALLOWED_CYCLES: set[frozenset[str]] = {
     frozenset({"geryon.tf", "geryon.tf.agent_report", "geryon.tf.report", "geryon.tf.strategy"}),
     # The custom loop calls model.fit's connect; fit reuses the custom loop's helpers.
     frozenset({"geryon.demo.chief", "geryon.demo.fit"}),
-    # The presenters and the state they present, each importing the others.
-    frozenset(
-        {
-            "geryon.agent.api",
-            "geryon.agent.http_server",
-            "geryon.agent.metrics",
-            "geryon.agent.service",
-            "geryon.agent.status",
-        }
-    ),
 }
 ALLOWED_UPWARD: set[tuple[str, str]] = set()
 
