@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from geryon.demo.chief import LEARNING_RATE, Cluster, Session, join_cluster, place_model
+from geryon.demo.session import LEARNING_RATE, Cluster, Session, join_cluster, place_model
 
 
 def connect_fit(spec: dict[str, Any]) -> Session:
