@@ -32,9 +32,9 @@ from benchlib import print_table, write_json
 from pyroute2 import IPRoute, netns
 
 from geryon.agent.config import parse_config
-from geryon.agent.driver import open_slots
 from geryon.agent.engine import apply_plan, make_plan, restore
 from geryon.agent.journal import Journal
+from geryon.agent.registry import open_slots
 
 TARGET_MS = 200.0
 

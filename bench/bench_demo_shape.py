@@ -13,7 +13,7 @@ machine, so every shape is simulated at each of --compute-s (vggmini at batch 25
 the candidate's batch) and scored by its WORST case:
 
 - 0.487 s: the profile measured alone (README, "Prediction" table: "same run, profile alone");
-- 0.700 s: a standalone training step measured at batch 256 (geryon/demo/runner.py's docstring);
+- 0.700 s: a standalone training step measured at batch 256 (geryon/demo/defaults.py's docstring);
 - 1.291 s: worker 0's in-cluster profile, traced in the 2-worker ps run (README, same table).
 
 The per-layer split comes from --profile (a geryon.profile JSON, or the demo's profile cache
@@ -22,9 +22,9 @@ total is rescaled, to each measured value above, never to a gap.
 
 Feasible shapes: 2 workers (one TF thread each on the 2 cores; 3+ oversubscribe them, and 1 worker
 makes `single` the same cluster), at most 4 PSes, links up to 200 Mbit/s (the most the testbed
-emulates faithfully on 2 cores, runner docstring), background below the link rate, and a demo no
+emulates faithfully on 2 cores, defaults docstring), background below the link rate, and a demo no
 longer than the former default (batch 256, 200 Mbit/s, 2 PS, no background: 8m43s measured): the
-estimate is the demo's training rounds (geryon.demo.runner defaults: 45 per grpc mode; the paired
+estimate is the demo's training rounds (geryon.demo.defaults: 45 per grpc mode; the paired
 cluster's warm-up, search budget and 40 x 3 modes x (1 + 1 settle) rounds) times each mode's
 predicted step at 0.7 s compute. The pick: the largest worst-case score; within 1% of it, the
 shortest estimate. Prints the top --top candidates and the pick; writes every row as JSON.

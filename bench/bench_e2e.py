@@ -576,14 +576,14 @@ def api_rows(custom: Mapping[str, Any], fit: Mapping[str, Any]) -> list[dict[str
 # --- main -------------------------------------------------------------------------------------------
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    from geryon.demo import runner
+    from geryon.demo import config, runner
     from geryon.errors import UsageError
 
     runs = plan(args)
     configs = []
     try:
         for section, name, overrides in runs:
-            configs.append((section, name, runner.make_config(overrides, quick=args.quick)))
+            configs.append((section, name, config.make_config(overrides, quick=args.quick)))
     except UsageError as e:
         print(f"bench_e2e.py: error: {e}", file=sys.stderr)
         return 2

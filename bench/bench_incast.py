@@ -8,7 +8,7 @@ In the demo's ps mode both workers push their gradients to each PS at the same t
 port toward a PS carries two TCP senders whose NICs each run at the port's rate: the port's queue
 (a 256 KiB bfifo under HTB) overflows and the senders recover from loss. The simulator's fluid model
 gives a port's full rate to whoever shares it. This bench measures what the port really delivers: a
-testbed of the demo's shape (geryon.demo.runner's link rate, queue size, host queues and 2-class QoS
+testbed of the demo's shape (geryon.demo.defaults: link rate, queue size, host queues and 2-class QoS
 intent; hosts ps0, ps1, worker0, worker1) with a sink in each PS, then per repeat, in rotating order:
 
   1 sender    worker0 sends N bytes to ps0 (the port is then limited by worker0's own NIC queue);
@@ -57,8 +57,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchlib import on_testbeds, print_table, write_json
 
-DEMO_RATE = 200_000_000  # geryon.demo.runner.SHAPE["rate_bits"]
-DEMO_BUFFER = 256 * 1024  # geryon.demo.runner.DEFAULTS["buffer_bytes"]
+DEMO_RATE = 200_000_000  # geryon.demo.defaults.SHAPE["rate_bits"]
+DEMO_BUFFER = 256 * 1024  # geryon.demo.defaults.DEFAULTS["buffer_bytes"]
 DEMO_BYTES = 6_415_528  # vggmini's parameter bytes (the demo's profile): one step's pushes to one PS
 HOSTS = ("ps0", "ps1", "worker0", "worker1")
 DSCP = 26  # one class for both senders (fifo ignores it)
@@ -109,7 +109,7 @@ PATTERNS: dict[str, tuple[tuple[str, str, int], ...]] = {
     ),
 }
 PER_CLASS = ("2 senders per class", "2x2 per class")
-# The DSCP of each class in a per-class pattern: geryon.demo.runner.class_dscp(2), as the data plane
+# The DSCP of each class in a per-class pattern: geryon.demo.defaults.class_dscp(2), as the data plane
 # marks the demo's 2 classes (46 strict high, 26 the lower queue of the switch's 2-class intent).
 CLASS_DSCP = (46, 26)
 # Class 0's share of a pair's bytes: an even split, documented rather than taken from one demo, since
@@ -178,8 +178,8 @@ def port_drops(tb: Any) -> int:
 def bench_switch(
     switch: str, rate: int, buffer: int, nbytes: int, repeats: int, split: float = CLASS_SPLIT
 ) -> dict[str, Any]:
+    from geryon.demo.defaults import intent_for
     from geryon.demo.paired import bootstrap_ci
-    from geryon.demo.runner import intent_for
     from geryon.testbed import TestbedSpec, up
     from geryon.testbed.traffic import start_sink
 

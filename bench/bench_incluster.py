@@ -32,13 +32,14 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchlib import print_table, write_json
 
-from geryon.demo.task import limit_threads
+from geryon.cluster.local import local_cluster
+from geryon.cluster.task import limit_threads
+from geryon.demo.localchief import step_times, training_chief
 from geryon.progress import Progress
-from geryon.threshold.localcluster import local_cluster, step_times, training_chief
 
 
 def in_cluster(args: argparse.Namespace, shape: tuple[int, int, int], workdir: Path) -> dict[str, Any]:
-    from geryon.demo.models import build_model
+    from geryon.cluster.models import build_model
     from geryon.threshold.incluster import capture, profile_from_ops, read_trace
 
     with (
@@ -69,7 +70,7 @@ def in_cluster(args: argparse.Namespace, shape: tuple[int, int, int], workdir: P
 
 
 def alone(args: argparse.Namespace, shape: tuple[int, int, int]) -> dict[str, Any]:
-    from geryon.demo.models import build_model
+    from geryon.cluster.models import build_model
     from geryon.threshold.profiler import measure_profile
 
     profile = measure_profile(
@@ -94,7 +95,7 @@ def main() -> int:
     for name in ("runs", "batch_size", "workers", "ps", "duration_ms"):
         if getattr(args, name) < 1:
             ap.error(f"--{name.replace('_', '-')} must be >= 1")
-    from geryon.demo.models import ModelError, check_model
+    from geryon.cluster.models import ModelError, check_model
 
     try:
         shape = check_model(args.model)

@@ -3,7 +3,7 @@
     .venv/bin/python bench/bench_ps_costs.py [--runs 3] [--repeats 21] [--out out/bench/ps_costs.json]
 
 Real TensorFlow over gRPC on loopback: one PS and one worker task process
-(`geryon.threshold.localcluster`: the demo's task processes, 1 intra-op and 2 inter-op threads each,
+(`geryon.cluster.local`: the demo's task processes, 1 intra-op and 2 inter-op threads each,
 as the demo runs them), and a TF1 session from this process to the worker. Every knob is a paired
 difference of two graphs that differ only in the thing measured, so the step's fixed cost (session
 run, the fetch back to this client) cancels:
@@ -45,9 +45,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchlib import print_table, write_json
 
+from geryon.cluster.local import local_cluster
 from geryon.progress import Progress
 from geryon.threshold.calibration import KNOBS, knobs_document
-from geryon.threshold.localcluster import local_cluster
 
 MIB = 1 << 20
 SMALL, LARGE = 1 * MIB, 16 * MIB

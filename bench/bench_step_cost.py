@@ -10,7 +10,7 @@ joining, the closure's remote function call on each worker, op launches and the 
 fixed parts.
 
 How (real TensorFlow, the demo's own processes): a loopback cluster of the demo's task processes
-(`geryon.threshold.localcluster`, `--workers` x `--ps`, 1 intra-op thread each as the demo runs
+(`geryon.cluster.local`, `--workers` x `--ps`, 1 intra-op thread each as the demo runs
 them), trained by the demo's own chief (`python -m geryon.demo.chief`, vanilla: whole variables over
 gRPC) on `--model`. Per run, the chief trains at each batch of `--batches` in a fresh random order
 for `--seconds` (after its warm-up rounds), and the median round R(b) is taken at each. Compute grows
@@ -45,9 +45,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchlib import print_table, write_json
 
+from geryon.cluster.local import local_cluster
+from geryon.demo.localchief import step_times, training_chief
 from geryon.progress import Progress
 from geryon.threshold.calibration import CalibrationError, knobs_document, load_knobs
-from geryon.threshold.localcluster import local_cluster, step_times, training_chief
 from geryon.threshold.simknobs import PS_COST_KEYS, PsCosts
 
 
@@ -66,7 +67,7 @@ def simulated_transfer(
     model: str, shape: tuple[int, ...], workers: int, num_ps: int, knobs: dict[str, float]
 ) -> float:
     """One round of the same cluster with zero compute: the pulls and pushes the simulator models."""
-    from geryon.demo.models import build_model
+    from geryon.cluster.models import build_model
     from geryon.threshold.profiles import profile_from_model
     from geryon.threshold.simulator import simulate
 
@@ -110,7 +111,7 @@ def main() -> int:
     except CalibrationError as e:
         print(f"error: --calibration: {e} (run bench/bench_ps_costs.py first)", file=sys.stderr)
         return 2
-    from geryon.demo.models import ModelError, check_model
+    from geryon.cluster.models import ModelError, check_model
 
     try:
         shape = check_model(args.model, None)

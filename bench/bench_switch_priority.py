@@ -10,7 +10,7 @@ other gets nothing, and a newly backlogged urgent class takes the whole port at 
 switch is HTB (geryon.fabric.render.linux: classes at 8 kbit guaranteed, ceil = the link, HTB prio 0
 and 1, burst/cburst of the spec, quantum 6056), where `prio` orders borrowing from the parent; how
 strict that is on a real port (TCP senders, the 8 kbit guarantees, bursts) is measured here, on a
-testbed of the demo's own switch config (geryon.demo.runner's link rate, queue size, host queues and
+testbed of the demo's own switch config (geryon.demo.defaults: link rate, queue size, host queues and
 2-class intent): hosts ps0, ps1, worker0 and worker1. worker0 sends class 0 (DSCP 46, the urgent class),
 worker1 class 1 (DSCP 26), both to one sink in ps0, so the switch port toward ps0 is where the two
 classes meet (each worker's NIC runs at the port's rate: the port is offered twice its rate, and
@@ -61,11 +61,11 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchlib import on_testbeds, print_table, write_json
 
-DEMO_RATE = 200_000_000  # geryon.demo.runner.SHAPE["rate_bits"]
-DEMO_BUFFER = 256 * 1024  # geryon.demo.runner.DEFAULTS["buffer_bytes"]
+DEMO_RATE = 200_000_000  # geryon.demo.defaults.SHAPE["rate_bits"]
+DEMO_BUFFER = 256 * 1024  # geryon.demo.defaults.DEFAULTS["buffer_bytes"]
 PAYLOAD_FRACTION = 1448 / 1514  # geryon.demo.predict.PAYLOAD_FRACTION: TCP payload of a full frame
 HOSTS = ("ps0", "ps1", "worker0", "worker1")
-# Class index -> DSCP: geryon.demo.runner.class_dscp(2), as the data plane marks the demo's 2 classes.
+# Class index -> DSCP: geryon.demo.defaults.class_dscp(2), as the data plane marks the demo's 2 classes.
 CLASS_DSCP = (46, 26)
 # (sending host, class) per sender. separate: one class per worker, so only the switch port orders
 # them. mixed: each worker sends both classes, as the demo's workers push (one connection per class):
@@ -353,7 +353,7 @@ def measure(
 ) -> dict[str, Any]:
     """The bench's JSON document: one testbed of the demo's switch config, its switch set to each mode
     in turn (rotated per repeat, so a drift in the machine's load hits all alike)."""
-    from geryon.demo.runner import intent_for
+    from geryon.demo.defaults import intent_for
     from geryon.testbed import TestbedSpec, up
 
     spec = TestbedSpec(

@@ -4,7 +4,7 @@
         [--out out/bench/tf_order.json]
 
 Real TensorFlow PS training over gRPC on loopback: `--num-ps` PS task processes and one worker task
-(`geryon.threshold.localcluster`, the demo's own task processes), a TF1 graph with 8 dense layers
+(`geryon.cluster.local`, the demo's own task processes), a TF1 graph with 8 dense layers
 (16 trainable variables of 0.5 KiB to 8 MiB, `replica_device_setter` round-robin over the PSes),
 momentum SGD, batch 32. Each of `--iterations` steps (after 5 untraced warm-up steps) runs with
 FULL_TRACE; TensorFlow's own RecvTensor records in the step stats (`transfer_order.recvs`) give, per
@@ -41,8 +41,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchlib import print_table, write_json
 
+from geryon.cluster.local import local_cluster
 from geryon.progress import Progress
-from geryon.threshold.localcluster import local_cluster
 from geryon.threshold.transfer_order import interleave, kendall_tau, mean_in_flight, recvs, wire_intervals
 
 WIDTHS = (512, 1024, 2048, 1024, 768, 1536, 512, 256, 128)  # 8 layers: 16 variables

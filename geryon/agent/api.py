@@ -36,7 +36,7 @@ from geryon.agent.proto import agent_pb2_grpc as pb_grpc
 from geryon.errors import UsageError
 
 if TYPE_CHECKING:
-    from geryon.agent.service import AgentView, TlsFiles
+    from geryon.agent.view import AgentView, TlsFiles
 
 UNIX_PATH_MAX = 107  # sun_path is 108 bytes with the terminating NUL
 

@@ -1,4 +1,5 @@
-"""`geryon agent plan|apply|verify|restore|run`: the host agent's command line.
+"""`geryon agent plan|apply|verify|restore|run`: the host agent's command line (arguments only: the
+commands are geryon.agent.commands', the daemon geryon.agent.daemon's).
 
 Exit codes: 0 ok; 1 drift (verify) or a failed apply/restore (rolled back); 2 bad input (config,
 arguments, journal), with nothing applied.
@@ -8,31 +9,12 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
-import os
-import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
-from geryon.agent.config import AgentConfig, ConfigError, load_config
-from geryon.agent.engine import (
-    EngineError,
-    Slot,
-    apply_plan,
-    drift,
-    make_plan,
-    plan_json,
-    render_plan,
-    restore,
-)
+from geryon.agent.commands import run_apply, run_plan, run_restore, run_verify
 from geryon.agent.journal import DEFAULT_PATH as DEFAULT_JOURNAL
-from geryon.agent.journal import Busy, Journal, JournalError, exclusive
-from geryon.errors import UsageError
-from geryon.progress import Progress
 
 DEFAULT_CONFIG = "/etc/geryon/agent.yaml"
-NETNS_DIR = "/run/netns"
 
 
 def register(sub: Any) -> None:
@@ -86,7 +68,7 @@ def register(sub: Any) -> None:
 
     p = asub.add_parser("run", help="the daemon: apply, then watch netlink and repair drift")
     common(p)
-    daemon.add_arguments(p)
+    daemon_arguments(p)
     p.set_defaults(run=daemon.run)
 
     try:
@@ -97,145 +79,35 @@ def register(sub: Any) -> None:
         cli_obs.register(asub)
 
 
-AGENT_EXTRA = "the host agent needs its dependencies: pip install 'geryon[agent]'"
-
-
-def read_config(path: str) -> AgentConfig:
-    try:
-        return load_config(path)
-    except ConfigError as e:
-        raise UsageError(str(e)) from None
-    except ImportError as e:
-        raise UsageError(f"{AGENT_EXTRA} ({e})") from None
-
-
-def check_netns(name: str | None) -> None:
-    if name is not None and not os.path.exists(os.path.join(NETNS_DIR, name)):
-        raise UsageError(f"--netns: no network namespace {name!r} (see `ip netns list`)")
-
-
-@contextmanager
-def opened_slots(config: AgentConfig | None, args: argparse.Namespace) -> Iterator[list[Slot]]:
-    from geryon.agent.driver import DriverError, open_slots
-
-    check_netns(args.netns)
-    try:
-        slots, close = open_slots(config, netns=args.netns, root=args.root)
-    except DriverError as e:
-        raise UsageError(str(e)) from None
-    except ImportError as e:
-        raise UsageError(f"{AGENT_EXTRA} ({e})") from None
-    try:
-        yield slots
-    finally:
-        close()
-
-
-def _plan(config: AgentConfig, slots: list[Slot], journal: Journal) -> Any:
-    try:
-        return make_plan(slots, config, journal)
-    except ConfigError as e:
-        raise UsageError(str(e)) from None
-
-
-def run_plan(args: argparse.Namespace) -> int:
-    config = read_config(args.config)
-    journal = _journal(args.journal)
-    with opened_slots(config, args) as slots:
-        try:
-            plan = _plan(config, slots, journal)
-        except EngineError as e:
-            print(f"geryon agent plan: failed: {e}", file=sys.stderr)
-            return 1
-    if args.json:
-        print(json.dumps(plan_json(plan), indent=1, sort_keys=True))
-    else:
-        print(render_plan(plan))
-    return 0
-
-
-def run_apply(args: argparse.Namespace) -> int:
-    config = read_config(args.config)
-    progress = Progress("geryon agent apply", enabled=not args.quiet)
-    _journal(args.journal)  # a bad journal is bad input: refuse it before opening any driver
-    with opened_slots(config, args) as slots:
-        try:
-            with exclusive(args.journal):
-                journal = _journal(args.journal)  # as it is now that we hold the lock
-                plan = _plan(config, slots, journal)
-                for s in plan.skipped:
-                    progress.say(f"skip {s.target}: {s.reason}")
-                apply_plan(plan, slots, journal, progress.say)
-        except (EngineError, Busy) as e:  # ApplyError included: rolled back, the message says so
-            print(f"geryon agent apply: failed: {e}", file=sys.stderr)
-            return 1
-    print(render_plan(plan, title="applied changes"))
-    return 0
-
-
-def run_verify(args: argparse.Namespace) -> int:
-    config = read_config(args.config)
-    journal = _journal(args.journal)
-    with opened_slots(config, args) as slots:
-        try:
-            plan = _plan(config, slots, journal)
-        except EngineError as e:
-            print(f"geryon agent verify: failed: {e}", file=sys.stderr)
-            return 1
-        peer = peer_lines(config, slots)
-        # dcbx: lld_managed: the NIC's DCB is the LLDP agent's, verified here, never written. A
-        # disagreement is the host not being as configured (exit 1), though no apply can repair it.
-        lines = drift(plan) + driver_lines(config, slots, "lld_report")
-    if args.json:
-        print(json.dumps({"drift": lines, "in_sync": list(plan.in_sync), "peer": peer}, indent=1))
-    else:
-        if lines:
-            print(f"drift on {len(lines)} target(s):")
-            for line in lines:
-                print(f"  {line}")
-        else:
-            print(f"in sync: {len(plan.in_sync)} target(s) as configured")
-        if peer:
-            # The host may be exactly as configured and the switch not: say so, but it is not host drift.
-            print(f"the switch disagrees on {len(peer)} point(s) (geryon check-fabric --peer):")
-            for line in peer:
-                print(f"  {line}")
-    return 1 if lines else 0
-
-
-def peer_lines(config: AgentConfig, slots: Any) -> list[str]:
-    """The switch-vs-config mismatches the DCB driver can read (nothing where no NIC reports peer state)."""
-    return driver_lines(config, slots, "peer_report")
-
-
-def driver_lines(config: AgentConfig, slots: Any, method: str) -> list[str]:
-    out: list[str] = []
-    for slot in slots:
-        report = getattr(slot.driver, method, None)
-        if report is not None:
-            out += report(config)
-    return out
-
-
-def run_restore(args: argparse.Namespace) -> int:
-    progress = Progress("geryon agent restore", enabled=not args.quiet)
-    journal = _journal(args.journal)
-    if not journal.entries:
-        print(f"nothing to restore: the journal {args.journal} is empty (Geryon never applied here)")
-        return 0
-    with opened_slots(None, args) as slots:
-        try:
-            with exclusive(args.journal):
-                plan = restore(slots, _journal(args.journal), progress.say)
-        except (EngineError, Busy) as e:
-            print(f"geryon agent restore: failed: {e}", file=sys.stderr)
-            return 1
-    print(render_plan(plan, title="restored targets"))
-    return 0
-
-
-def _journal(path: str) -> Journal:
-    try:
-        return Journal.load(path)
-    except JournalError as e:
-        raise UsageError(f"--journal: {e}") from None
+def daemon_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--interval", type=float, default=30.0, metavar="S", help="periodic verify, seconds (default 30)"
+    )
+    p.add_argument(
+        "--debounce",
+        type=float,
+        default=0.2,
+        metavar="S",
+        help="wait this long after a netlink event before verifying, so one change is one repair",
+    )
+    p.add_argument(
+        "--api-socket",
+        default="/run/geryon/agent.sock",
+        metavar="PATH",
+        help="gRPC API on this unix socket (mode 0600); '' to disable",
+    )
+    p.add_argument(
+        "--api-tcp", metavar="HOST:PORT", help="also serve the API on TCP (needs --tls-cert/--tls-key)"
+    )
+    p.add_argument("--tls-cert", metavar="FILE", help="server certificate (PEM) for --api-tcp")
+    p.add_argument("--tls-key", metavar="FILE", help="server key (PEM) for --api-tcp")
+    p.add_argument(
+        "--tls-client-ca", metavar="FILE", help="CA (PEM) that client certificates must chain to (mTLS)"
+    )
+    p.add_argument(
+        "--metrics",
+        default="127.0.0.1:9477",
+        metavar="HOST:PORT",
+        help="Prometheus metrics (/metrics) and the status page (/, /status.json); "
+        "default 127.0.0.1:9477, '' to disable",
+    )

@@ -42,40 +42,6 @@ _WATCHED = {
 }
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--interval", type=float, default=30.0, metavar="S", help="periodic verify, seconds (default 30)"
-    )
-    p.add_argument(
-        "--debounce",
-        type=float,
-        default=0.2,
-        metavar="S",
-        help="wait this long after a netlink event before verifying, so one change is one repair",
-    )
-    p.add_argument(
-        "--api-socket",
-        default="/run/geryon/agent.sock",
-        metavar="PATH",
-        help="gRPC API on this unix socket (mode 0600); '' to disable",
-    )
-    p.add_argument(
-        "--api-tcp", metavar="HOST:PORT", help="also serve the API on TCP (needs --tls-cert/--tls-key)"
-    )
-    p.add_argument("--tls-cert", metavar="FILE", help="server certificate (PEM) for --api-tcp")
-    p.add_argument("--tls-key", metavar="FILE", help="server key (PEM) for --api-tcp")
-    p.add_argument(
-        "--tls-client-ca", metavar="FILE", help="CA (PEM) that client certificates must chain to (mTLS)"
-    )
-    p.add_argument(
-        "--metrics",
-        default="127.0.0.1:9477",
-        metavar="HOST:PORT",
-        help="Prometheus metrics (/metrics) and the status page (/, /status.json); "
-        "default 127.0.0.1:9477, '' to disable",
-    )
-
-
 class Log:
     """One line per event: ts=... level=... event=... key=value ..."""
 
@@ -336,8 +302,8 @@ def watch_dcb(
 
 
 def run(args: argparse.Namespace) -> int:
-    from geryon.agent.cli import AGENT_EXTRA, check_netns, read_config
-    from geryon.agent.driver import DriverError, open_slots
+    from geryon.agent.commands import AGENT_EXTRA, check_netns, read_config
+    from geryon.agent.driver import DriverError
 
     log = Log()
     config = read_config(args.config)
@@ -356,6 +322,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--journal: {e}") from None
 
     def slots_for(cfg: AgentConfig) -> tuple[list[Slot], Callable[[], None]]:
+        from geryon.agent.registry import open_slots  # the drivers: the agent extra's pyroute2
+
         return open_slots(cfg, netns=args.netns, root=args.root)
 
     try:

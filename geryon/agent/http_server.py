@@ -27,7 +27,8 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder, gzip_accepted
 
 from geryon import __version__
-from geryon.agent.metrics import AgentCollector, observe_jobs
+from geryon.agent.metrics import AgentCollector
+from geryon.agent.observe import observe_jobs
 from geryon.agent.status import History, Observed, reading, snapshot
 from geryon.errors import UsageError
 

@@ -1,8 +1,10 @@
 """The agent's observability services, started by the daemon: the gRPC API and the HTTP endpoint (Prometheus
 metrics, the status page and its /status.json; geryon/agent/http_server.py).
 
-The daemon hands in an AgentView (its config, drift and last apply); the services add flow discovery and
-the job registry, which both the API and the metrics read.
+The daemon hands in an AgentView (geryon.agent.view: its config, drift and last apply); the services
+add flow discovery and the job registry, which both the API and the metrics read. This module is the
+wiring, and only the daemon imports it: the presenters (api's servicer, metrics' collector,
+http_server) know the view and what they read, not each other's listeners.
 """
 
 from __future__ import annotations
@@ -10,41 +12,22 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from geryon.agent.flows import FlowDiscovery
 from geryon.agent.jobs import JobRegistry
+from geryon.agent.view import AgentView, TlsFiles
 from geryon.errors import UsageError
 
 if TYPE_CHECKING:
     import grpc
     from prometheus_client import CollectorRegistry
 
-    from geryon.agent.config import AgentConfig
-    from geryon.agent.peer import PeerCheck
 
 log = logging.getLogger("geryon.agent.service")
 
 DEFAULT_API_SOCKET = "/run/geryon/agent.sock"
 DEFAULT_METRICS_ADDR = ("127.0.0.1", 9477)
-
-
-class AgentView(Protocol):
-    """What the services need of the daemon."""
-
-    def config(self) -> AgentConfig: ...
-    def drift(self) -> list[str]: ...  # human-readable drifted targets, [] when in sync
-    def last_apply(self) -> float | None: ...  # unix time of the last successful apply
-    def peer(self) -> PeerCheck | None: ...  # the last switch (DCBX peer) check; None = none made
-
-
-@dataclass(frozen=True)
-class TlsFiles:
-    """PEM files for the TCP listener. With client_ca, clients must present a certificate it signed."""
-
-    cert: Path
-    key: Path
-    client_ca: Path | None = None
 
 
 @dataclass

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 if TYPE_CHECKING:
     from geryon.agent.config import AgentConfig
     from geryon.agent.jobs import JobFlow, JobState, PairReport
-    from geryon.agent.metrics import ClassSample
+    from geryon.agent.observe import ClassSample
 
 K = TypeVar("K")
 FlowId = tuple[str, int, str, int]  # local address, local port, peer address, peer port

@@ -5,10 +5,10 @@
 
 The demo trains the same CNN under vanilla TF (grpc, whole variables), partition+slicing, Geryon
 (grpc+geryon, priority switch, adaptive threshold search), end-host priority only (Geryon's flows,
-FIFO switch) and one worker, and prints a table like the paper's. Modules: `models` (what trains),
-`modes` (what each mode runs), `task` and `chief` (the TF processes), `runner` (orchestration, result
-JSON), `cli` (arguments and output); `report`, `chart`, `predict` turn a result into the table, the
-PNGs and the simulator's prediction.
+FIFO switch) and one worker, and prints a table like the paper's. Modules: `modes` (what each mode
+runs), `chief` (the training loop; the PS and worker tasks and the models are geryon.cluster's),
+`runner` (orchestration, result JSON), `cli` (arguments and output); `report`, `chart`, `predict`
+turn a result into the table, the PNGs and the simulator's prediction.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 The runner starts this in worker 0's host (network namespace), beside the worker task it traces, when
 the mode's tasks start; the worker task runs TensorFlow's profiler server (`"profiler_port"` in its
-spec, geryon.demo.task). SPEC_JSON:
+spec, geryon.cluster.task). SPEC_JSON:
     {"service": "grpc://127.0.0.1:6009", "duration_ms": 3000, "model": "vggmini",
      "input_shape": [32, 32, 3], "batch_size": 256, "logdir": DIR, "out": PROFILE_JSON}
 
@@ -35,7 +35,7 @@ def run(spec: dict[str, Any]) -> int:
     from geryon.tfenv import import_tensorflow
 
     import_tensorflow()  # the import is most of the start-up cost: do it before any step runs
-    from geryon.demo.models import build_model
+    from geryon.cluster.models import build_model
     from geryon.threshold.incluster import capture, profile_from_ops, read_trace
 
     say("READY")

@@ -1,7 +1,7 @@
 """The demo's training loop, the coordinator (job "chief"): `python -m geryon.demo.chief SPEC_FILE`.
 
 The runner starts it in the testbed's chief host once every PS and worker task is READY. SPEC_FILE
-(JSON) says the cluster, protocol, model, batch, partitioning and steps (see runner.chief_spec). It
+(JSON) says the cluster, protocol, model, batch, partitioning and steps (geryon.demo.defaults.chief_spec). It
 trains with ParameterServerStrategy + ClusterCoordinator, one *round* at a time: one step scheduled
 per worker, then join, so a round is a synchronous iteration of every worker and its wall time is
 the step time (global batch = batch_size x workers). Inputs are made on the workers
@@ -32,17 +32,15 @@ import sys
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from geryon.demo.task import limit_threads
+from geryon.cluster.protocol import MARKER
+from geryon.demo.session import LEARNING_RATE, Session, join_cluster, place_model
 
-MARKER = "GERYON_DEMO "
 # Guided search ranks candidates with the simulator; only the ranking matters, so a rough FLOP rate
 # of one core here (about 20 GFLOP/s single-threaded with oneDNN) is enough.
 GUIDED_FLOPS = 2e10
-LEARNING_RATE = 0.01
 
 Emit = Callable[[dict[str, Any]], None]
 
@@ -109,103 +107,6 @@ def make_searcher(spec: dict[str, Any], tagging: Any, local_model: Any) -> Any:
     return make(s["strategy"], spec["classes"], predictor=predictor, **options)
 
 
-@dataclass
-class Session:
-    """A connected cluster with its model, training step and (grpc+geryon) Geryon strategy.
-
-    `schedule` puts one scheduled function on the coordinator's queue (a worker picks it up) and
-    returns what `loss` turns into the float loss. One scheduled function trains `steps_per_round`
-    steps (tf_keras' steps_per_execution on the fit path, geryon.demo.fit; 1 in the custom loop)."""
-
-    spec: dict[str, Any]
-    started: float
-    coordinator: Any
-    schedule: Callable[[], Any]
-    model: Any
-    workers: int
-    g: Any  # GeryonStrategy, or None without classes
-    make_model: Callable[[], Any]  # a Keras 3 model, outside the strategy: traced, never trained
-    loss: Callable[[Any], float] = lambda result: float(result.fetch())
-    steps_per_round: int = 1
-
-    def round(self) -> tuple[float, Any]:
-        """One synchronous round (a scheduled function per worker, then join): its seconds per step
-        (the round's wall time / steps_per_round, comparable across the two paths) and its results."""
-        t0 = time.perf_counter()
-        results = [self.schedule() for _ in range(self.workers)]
-        self.coordinator.join()
-        return (time.perf_counter() - t0) / self.steps_per_round, results
-
-
-@dataclass
-class Cluster:
-    """What both training paths need of the spec: the cluster to join and the model's shape."""
-
-    started: float
-    resolver: Any
-    partitioner: Any
-    shape: tuple[int, int, int]
-    batch: int
-    num_classes: int
-
-
-def join_cluster(spec: dict[str, Any]) -> Cluster:
-    """Thread limits, the protocol's library and class marks, the resolver and the partitioner."""
-    intra, inter = int(spec.get("intra_threads", 1)), int(spec.get("inter_threads", 2))
-    limit_threads(intra, inter)
-    started = time.perf_counter()
-    import tensorflow as tf
-
-    tf.config.threading.set_intra_op_parallelism_threads(intra)
-    tf.config.threading.set_inter_op_parallelism_threads(inter)
-    protocol = spec["protocol"]
-    if protocol == "grpc+geryon":
-        import geryon.tf
-
-        geryon.tf.load()
-        if spec.get("class_dscp"):
-            geryon.tf.set_class_marks(list(spec["class_dscp"]), spec.get("class_priority"))
-    cluster_spec = tf.train.ClusterSpec(spec["cluster"])
-    resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(cluster_spec, rpc_layer=protocol)
-    partitioner = None
-    if spec["partitioned"]:
-        from geryon.tagger.tf_partitioner import GeryonPartitioner
-
-        partitioner = GeryonPartitioner(len(spec["cluster"]["ps"]), spec["slice_bytes"])
-    h, w, channels = (int(d) for d in spec["input_shape"])
-    return Cluster(
-        started,
-        resolver,
-        partitioner,
-        (h, w, channels),
-        int(spec["batch_size"]),
-        int(spec.get("num_classes", 10)),
-    )
-
-
-def place_model(spec: dict[str, Any], c: Cluster, model_fn: Callable[[], Any]) -> tuple[Any, Any, Any]:
-    """(GeryonStrategy or None, ParameterServerStrategy, model): `model_fn()` built in the strategy's
-    scope, classified and its map_table installed when the spec's mode has classes."""
-    import tensorflow as tf
-
-    if spec["classes_on"]:
-        from geryon.tf.strategy import strategy
-
-        g = strategy(
-            c.resolver,
-            model_fn,
-            thresholds=spec["thresholds"],
-            input_shape=c.shape,
-            variable_partitioner=c.partitioner,
-        )
-        return g, g.tf_strategy, g.model
-    ps_strategy = tf.distribute.experimental.ParameterServerStrategy(
-        c.resolver, variable_partitioner=c.partitioner
-    )
-    with ps_strategy.scope():
-        return None, ps_strategy, model_fn()
-
-
 def connect(spec: dict[str, Any]) -> Session:
     """The session of spec["api"]: "custom" (this module's Keras 3 step, the default) or "fit"
     (tf_keras' own train function, geryon.demo.fit)."""
@@ -217,7 +118,7 @@ def connect(spec: dict[str, Any]) -> Session:
     import keras
     import tensorflow as tf
 
-    from geryon.demo.models import build_model
+    from geryon.cluster.models import build_model
 
     batch, shape, num_classes = c.batch, c.shape, c.num_classes
     keras.utils.set_random_seed(1)

@@ -15,8 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from geryon.cluster.models import MODELS
 from geryon.demo import modes as modes_mod
-from geryon.demo.models import MODELS
 from geryon.errors import UsageError
 from geryon.progress import Progress
 
@@ -197,7 +197,7 @@ def _out_dir(text: str) -> Path:
 
 
 def demo_config(args: argparse.Namespace) -> dict[str, Any]:
-    from geryon.demo.runner import make_config
+    from geryon.demo.config import make_config
 
     overrides: dict[str, Any] = {
         "model": args.model,
@@ -223,7 +223,8 @@ def api_overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def bench_config(args: argparse.Namespace) -> dict[str, Any]:
-    from geryon.demo.runner import DEFAULTS, QUICK, validate
+    from geryon.demo.config import validate
+    from geryon.demo.defaults import DEFAULTS, QUICK
 
     lists = {
         "workers": _list(args.workers, "--workers", _int),
@@ -262,7 +263,7 @@ def bench_config(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _combinations(cfg: dict[str, Any]) -> list[dict[str, Any]]:
-    from geryon.demo.runner import BENCH_LISTS
+    from geryon.demo.config import BENCH_LISTS
 
     combos = [dict(cfg)]
     for key in BENCH_LISTS:

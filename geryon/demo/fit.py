@@ -15,7 +15,7 @@ synchronous iteration of every worker as in the custom loop and the paired modes
 between rounds. A round trains N steps per worker, so Session.round reports its time / N: a step time
 comparable with the custom loop's.
 
-The model is the tf_keras twin of the demo's model (geryon.demo.models.build_tf_keras_model: same layer
+The model is the tf_keras twin of the demo's model (geryon.cluster.models.build_tf_keras_model: same layer
 names and shapes, so the tagger gives every parameter the same class), compiled with tf_keras' legacy
 SGD at the custom loop's learning rate. Inputs are random tensors made on the workers by the dataset
 (no data from the chief), as the custom loop makes them inside its step.
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from geryon.demo.chief import LEARNING_RATE, Cluster, Session, join_cluster, place_model
+from geryon.demo.session import LEARNING_RATE, Cluster, Session, join_cluster, place_model
 
 
 def connect_fit(spec: dict[str, Any]) -> Session:
@@ -34,7 +34,7 @@ def connect_fit(spec: dict[str, Any]) -> Session:
     import tensorflow as tf
     import tf_keras
 
-    from geryon.demo.models import build_model, build_tf_keras_model
+    from geryon.cluster.models import build_model, build_tf_keras_model
 
     spe = int(spec.get("steps_per_execution", 1))
     tf_keras.utils.set_random_seed(1)

@@ -796,7 +796,7 @@ def _config(result: Mapping[str, Any]) -> dict[str, Any]:
         and all(isinstance(d, int) and d >= 1 for d in shape)
     ):
         raise PredictError(f"config.input_shape: expected [H, W, C] positive integers, got {shape!r}")
-    from geryon.demo.models import MODELS
+    from geryon.cluster.models import MODELS
 
     if config.get("model") not in MODELS:
         raise PredictError(f"config.model: expected one of {', '.join(MODELS)}, got {config.get('model')!r}")
@@ -810,9 +810,9 @@ def _config(result: Mapping[str, Any]) -> dict[str, Any]:
         threads: int | None = count("threads")
     else:
         # Not in the result: the runner's default, which is what its tasks ran with.
-        from geryon.demo import runner
+        from geryon.demo.defaults import DEFAULTS
 
-        threads = getattr(runner, "DEFAULTS", {}).get("threads")
+        threads = DEFAULTS.get("threads")
     return {
         "model": config["model"],
         "input_shape": tuple(shape),
@@ -850,12 +850,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warmup", type=int, default=PROFILE_WARMUP)
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
-    from geryon.demo.models import build_model
+    from geryon.cluster.models import build_model
     from geryon.tfenv import import_tensorflow
 
     tf = import_tensorflow()
     if args.threads is not None:
-        # As the worker tasks run (geryon.demo.task): this many threads inside each op.
+        # As the worker tasks run (geryon.cluster.task): this many threads inside each op.
         tf.config.threading.set_intra_op_parallelism_threads(args.threads)
     shape = tuple(int(d) for d in args.input_shape.split(","))
     model = build_model(args.model, shape)  # type: ignore[arg-type]

@@ -4,7 +4,7 @@
     results = run_bench(config, out_dir, progress)     # list-valued knobs: one result per combination
 
 Per mode (see geryon.demo.modes): set the switch (priority or fifo), read the switch's class
-counters, start one `python -m geryon.demo.task` per PS and worker in its host (tb.popen), wait for
+counters, start one `python -m geryon.cluster.task` per PS and worker in its host (tb.popen), wait for
 READY, run `python -m geryon.demo.chief` in the chief host and follow its JSON lines (progress on
 stderr), read the counters again (the run's share is the difference), stop the tasks by PID. A mode
 that fails records its error and the others still run; the testbed always comes down (the `with`,
@@ -31,33 +31,9 @@ the runner answers "go" on its stdin) to set the switch's queue mode and read th
 mode keeps its own bytes. Each paired mode still gets its own run record, with `paired` naming the
 rotation. Within a repeat the grpc modes and the paired cluster run in MODES' order.
 
-## Defaults and why (measured on this 2-core machine, 1 TF thread per process)
+The defaults, and why they are what they are: geryon.demo.defaults; the config's validation:
+geryon.demo.config; the processes' helpers (line readers, READY, stop by PID): geryon.cluster.procs.
 
-- The shape (batch 64 per worker, 2 workers, 2 PS, 200 Mbit/s links, 100 Mbit/s of background bulk
-  traffic toward every worker's switch port) is the one where the simulator predicts geryon's largest
-  lead over both end-host scheduling and P+S among the shapes this machine runs in the demo's time
-  (bench/bench_demo_shape.py, table in bench/README.md: geryon/endhost 1.24, geryon/ps 1.23 in the
-  worst of three compute estimates; the former default, batch 256 without background, 1.00 and 1.01).
-  The background is what makes the difference real (SHAPE_WHY): with every PS sending every worker
-  its slices in urgency order, end-host order is already near ideal; bulk traffic on the same ports
-  is what no end-host scheduler can order against. The notes below are from the former default.
-
-- vggmini computes a step (forward + backward + SGD) in 180 ms at batch 64 and about 0.7 s at
-  batch 256 standalone (forward about a quarter of it, almost all in the conv layers). Its 6.4 MB
-  of parameters cross each worker's link twice per step (pull, then push).
-- At 200 Mbit/s a pull takes 6.4 MB / 25 MB/s = 0.26 s and the push as long, so at batch 256
-  communication (0.51 s) and computation (0.7 s) are commensurate: the setting where overlapping
-  the FC pull with the conv forward pass pays. Measured (this default, 40 steps, 1 run, machine
-  shared): vanilla 1.39 s/step, ps 1.135, geryon 1.008 (1.13x ps), endhost 0.991, single 0.767;
-  a 15-step run gave ps 1.17, geryon 1.01, endhost 1.10. The first choice, batch 64 at 100 Mbit
-  (1.0 s of communication against 0.18 s of compute), was communication-bound far beyond that:
-  ps 1.21, geryon 1.18, endhost 1.19 s/step, vanilla 2.12 s (one PS holds fc1's 4 MiB kernel).
-  200 Mbit is the most the testbed emulates faithfully on 2 cores with MTU packets.
-- 256 KiB per class queue: about 10 ms of the link, several TCP windows; larger only adds delay.
-- 1 MiB slices: fc1's 4 MiB kernel becomes 4 shards, every other variable one shard per PS.
-- 40 measured steps after 5 warm-up rounds (tracing, connections); the sweep search uses 10 of the
-  measured steps (5 candidates, each 1 warm-up + 1 measured iteration), leaving 30 on its choice.
-  At about 1 s a step, 5 modes plus 15-20 s of start-up each: 5 min 17 s measured.
 """
 
 from __future__ import annotations
@@ -74,337 +50,45 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import geryon
+from geryon.cluster.procs import REPO_ROOT, LineReader, base_env, stop, wait_ready
+from geryon.cluster.protocol import MARKER
 from geryon.demo import modes as modes_mod
-from geryon.demo.chief import MARKER
-from geryon.demo.models import ModelError, check_model
-from geryon.demo.secondjob import parse as parse_second_job
+from geryon.demo.config import bench_configs, validate
+from geryon.demo.defaults import (
+    BACKGROUND_DSCP,
+    BACKGROUND_HOST,
+    BACKGROUND_MAX_S,
+    BACKGROUND_PORT,
+    CAPTURE_MODES,
+    CAPTURE_MS,
+    CHIEF_STALL_S,
+    DEFAULTS,
+    GRPC_PORT,
+    PAIRED,
+    PROFILER_PORT,
+    SHAPE,
+    SHAPE_WHY,
+    SINGLE_MODE,
+    TASK_START_S,
+    TRACE_MARGIN_S,
+    chief_spec,
+    class_dscp,
+    host_names,
+    intent_for,
+)
 from geryon.demo.secondjob import second_job
-from geryon.demo.task import READY
 from geryon.errors import UsageError
 from geryon.progress import Progress
-from geryon.threshold.simknobs import CHUNK_BYTES, CHUNK_MAX, CHUNK_MIN
 from geryon.units import format_rate
 
 FORMAT = "geryon.demo"
 VERSION = 1
-GRPC_PORT = 2222  # every task on its own host (namespace): one port for all
-DATA_PORT_OFFSET = 1000  # Geryon's data plane: gRPC port + this
-TASK_START_S = 120.0  # TF import + server start, 4 processes on 2 cores
-CHIEF_STALL_S = 240.0  # no line from the chief for this long: the mode failed
-REPO_ROOT = Path(geryon.__file__).resolve().parents[1]
-
-DEFAULTS: dict[str, Any] = {
-    "model": "vggmini",
-    "input_shape": None,  # the model's default
-    "batch_size": 64,
-    "workers": 2,
-    "ps": 2,
-    "rate_bits": 200_000_000,
-    "buffer_bytes": 256 * 1024,
-    "slice_bytes": 1024 * 1024,
-    # The data plane's chunk inside a class (issue 14 item 1; geryon.demo.schedule.apply_chunk).
-    "chunk_bytes": CHUNK_BYTES,
-    "classes": 2,
-    "steps": 40,
-    "warmup": 5,
-    "repeats": 1,
-    "search": "sweep",
-    # Each of the sweep's 5 candidates: one warm-up round, then the median of 3 measured rounds. One
-    # round per candidate was too few for this testbed's step-time noise (tails of 1.6x the median):
-    # bench/bench_search.py --noise-from (the saved demos' steps) put the chosen threshold 3.4% off the
-    # optimum on average with 1, 2.0% with 3 (p90 11.3% -> 7.2%, 480 searches each); a fresh demo
-    # once chose 0.278 over 0.056 on a single 1.27 s step.
-    "search_budget": 20,
-    "search_repeats": 3,
-    "search_points": 5,
-    "modes": list(modes_mod.MODES),
-    "threads": 1,
-    # Background traffic toward every worker's switch port, bits/s (0: none; None: BACKGROUND_SHARE
-    # of the link rate). The default shape (SHAPE) is SHAPE_WHY's: see the docstring.
-    "background_bits": None,
-    # A second training job during every mode ("MODEL:BATCH", geryon.demo.secondjob), or None.
-    "second_job": None,
-    "settle_rounds": 1,  # paired modes: unmeasured rounds of a mode before each measured one
-    # The prediction's compute profile: "cluster" (worker 0 traced in the CAPTURE_MODES run, falling
-    # back to "alone" when that fails) or "alone" (each layer on an idle machine, as before issue 15).
-    "profile_source": "cluster",
-    # The PS-cost calibration (bench/bench_ps_costs.py's JSON) for the prediction; None: predict's
-    # DEFAULT_PS_COSTS (out/bench/ps_costs.json) when it exists (`geryon demo` measures it first when
-    # absent: geryon.demo.pscosts), else none (the PS is free); "none": no PS costs.
-    "ps_costs": None,
-    # The switch ports' measured incast efficiency (bench/bench_incast.py's JSON) for the prediction;
-    # None: predict's DEFAULT_INCAST (out/bench/incast.json) when it exists (`geryon demo` measures it
-    # first when absent, geryon.demo.incastcal); "none": the fluid model's full rate.
-    "incast": None,
-    # The training code: "custom" (the demo's Keras 3 step, one per scheduled function) or "fit"
-    # (tf_keras' own train function, steps_per_execution steps per scheduled function:
-    # geryon.demo.fit). Step times are per step on both.
-    "api": "custom",
-    "steps_per_execution": 1,
-}
-APIS = ("custom", "fit")
-# The default background, as a share of the link rate: the simulator's pick (bench_demo_shape.py).
-BACKGROUND_SHARE = 0.5
-# The demo's default shape and its one line on why (printed when a run has this shape).
-SHAPE = {"batch_size": 64, "workers": 2, "ps": 2, "rate_bits": 200_000_000, "background_bits": 100_000_000}
-SHAPE_WHY = (
-    "why this shape: background bulk traffic shares the workers' links, and only network priority can "
-    "order training traffic against it (chosen with the simulator: bench/bench_demo_shape.py)"
-)
-PROFILE_SOURCES = ("alone", "cluster")
-# Where the in-cluster profile is captured, first one the config runs: `ps` is one class, plain gRPC,
-# no threshold search and no switch changes, so every traced step is the same kind of step, and its
-# partitioned plan moves the bytes the Geryon modes move; vanilla is the fallback.
-CAPTURE_MODES = ("ps", "vanilla")
-# The single mode's cluster (one worker) is not the others' (two workers on the same 2 cores): its
-# compute is traced in its own first run too (`incluster_single`), and its prediction uses that.
-SINGLE_MODE = "single"
-# The paired modes' cluster runs grpc+geryon (the ps mode's runs plain gRPC, whose threads compete
-# with compute differently): the first paired run traces worker 0 over unmeasured rounds of its
-# rotation (`incluster_paired`), and geryon, paper and endhost are predicted from that.
-PAIRED = "paired"
-CAPTURE_MS = 3000  # traced window: 2-3 default steps, about a hundred --quick ones
-# The chief's unmeasured tail rounds last the window plus this: the trace RPC starts a little after
-# the capture process says TRACING. Tracing costs the traced worker time (measured: a --quick ps run
-# whose measured steps were all traced ran 1.22x slower), so it never overlaps a measured step.
-TRACE_MARGIN_S = 2.0
-PROFILER_PORT = 6009
-# --quick (CI): the tiny model, few steps, a 3-point sweep; every mode still runs.
-QUICK: dict[str, Any] = {
-    "model": "tiny",
-    "batch_size": 32,
-    "steps": 10,
-    "warmup": 2,
-    "search_budget": 6,
-    "search_repeats": 1,
-    "search_points": 3,
-    # No background: the tiny model is compute-bound (background changed nothing significant, README),
-    # and CI's 2 cores need not carry the bulk stream.
-    "background_bits": 0,
-}
 
 Progressish = Progress | None
-
-
-def make_config(overrides: dict[str, Any] | None = None, quick: bool = False) -> dict[str, Any]:
-    """DEFAULTS (+ QUICK) + overrides (None values ignored), validated; UsageError names the knob."""
-    cfg = dict(DEFAULTS)
-    if quick:
-        cfg.update(QUICK)
-    for key, value in (overrides or {}).items():
-        if key not in DEFAULTS:
-            raise UsageError(f"config: unknown key {key!r}; allowed: {', '.join(sorted(DEFAULTS))}")
-        if value is not None:
-            cfg[key] = value
-    return validate(cfg)
-
-
-def _int(cfg: dict[str, Any], key: str, flag: str, low: int, high: int) -> int:
-    value = cfg[key]
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise UsageError(f"{flag} {value!r}: expected an integer in {low}..{high}")
-    return value
-
-
-def validate(cfg: dict[str, Any]) -> dict[str, Any]:
-    """Checks every knob (UsageError naming its flag); returns the config with derived fields."""
-    cfg = dict(cfg)
-    try:
-        shape = check_model(cfg["model"], tuple(cfg["input_shape"]) if cfg["input_shape"] else None)
-    except ModelError as e:
-        raise UsageError(str(e)) from None
-    cfg["input_shape"] = list(shape)
-    _int(cfg, "batch_size", "--batch-size", 1, 4096)
-    _int(cfg, "workers", "--workers", 1, 16)
-    _int(cfg, "ps", "--ps", 1, 16)
-    _int(cfg, "rate_bits", "--rate", 1_000_000, 10_000_000_000)
-    _int(cfg, "buffer_bytes", "--buffer", 4096, 256 * 1024 * 1024)
-    _int(cfg, "slice_bytes", "--slice-size", 1024, 1 << 34)
-    _int(cfg, "chunk_bytes", "--chunk-size", CHUNK_MIN, CHUNK_MAX)
-    _int(cfg, "classes", "--classes", 2, len(CLASS_DSCP))
-    _int(cfg, "steps", "--steps", 1, 100_000)
-    _int(cfg, "warmup", "--warmup", 1, 1000)
-    _int(cfg, "repeats", "--repeats", 1, 100)
-    _int(cfg, "search_budget", "--search-budget", 2, 1000)
-    _int(cfg, "search_repeats", "search_repeats", 1, 20)
-    _int(cfg, "search_points", "--search-points", 3, 100)
-    _int(cfg, "threads", "--threads", 1, 64)
-    _int(cfg, "settle_rounds", "--settle", 0, 10)
-    if cfg["background_bits"] is None:
-        cfg["background_bits"] = int(cfg["rate_bits"] * BACKGROUND_SHARE)
-    if cfg["background_bits"] != 0:
-        _int(cfg, "background_bits", "--background", 1_000_000, cfg["rate_bits"])
-    if cfg["profile_source"] not in PROFILE_SOURCES:
-        raise UsageError(
-            f"--profile-source {cfg['profile_source']!r}: expected one of {', '.join(PROFILE_SOURCES)}"
-        )
-    if cfg["ps_costs"] is not None and str(cfg["ps_costs"]).strip().lower() in ("none", "off"):
-        cfg["ps_costs"] = "none"  # no PS costs (geryon.demo.pscosts.NONE_WORDS)
-    elif cfg["ps_costs"] is not None:
-        from geryon.threshold.calibration import CalibrationError, load_knobs
-
-        try:
-            load_knobs(cfg["ps_costs"])
-        except CalibrationError as e:
-            raise UsageError(f"--ps-costs: {e}") from None
-        cfg["ps_costs"] = str(cfg["ps_costs"])
-    if cfg["incast"] is not None and str(cfg["incast"]).strip().lower() in ("none", "off"):
-        cfg["incast"] = "none"
-    elif cfg["incast"] is not None:
-        from geryon.demo.predict import IncastError, load_incast
-
-        try:
-            load_incast(Path(cfg["incast"]))
-        except IncastError as e:
-            raise UsageError(f"--incast: {e}") from None
-        cfg["incast"] = str(cfg["incast"])
-    check_api(cfg)
-    cfg["second_job"] = parse_second_job(cfg["second_job"])
-    cfg["modes"] = list(modes_mod.parse_modes(cfg["modes"]))
-    search = modes_mod.parse_search(str(cfg["search"]), cfg["classes"])
-    cfg["search"] = search.label()
-    return cfg
-
-
-def check_api(cfg: dict[str, Any]) -> None:
-    """--api and --steps-per-execution: the fit path trains only the models with a tf_keras twin."""
-    from geryon.demo.models import FIT_MODELS
-
-    if cfg["api"] not in APIS:
-        raise UsageError(f"--api {cfg['api']!r}: expected one of {', '.join(APIS)}")
-    spe = _int(cfg, "steps_per_execution", "--steps-per-execution", 1, 1000)
-    if cfg["api"] == "custom" and spe != 1:
-        raise UsageError(f"--steps-per-execution {spe}: only --api fit runs more than one step per function")
-    if cfg["api"] == "fit" and cfg["model"] not in FIT_MODELS:
-        raise UsageError(f"--model {cfg['model']!r}: --api fit trains one of {', '.join(FIT_MODELS)}")
-
-
-# DSCP of class i when --classes > 2 (class 0 most urgent); the default 2 classes use the fabric's
-# default intent (46 urgent, 26 bulk), as geryon.tf marks by default.
-CLASS_DSCP = (46, 34, 26, 18, 10, 12)
-
-
-def class_dscp(classes: int) -> list[int]:
-    return [46, 26] if classes == 2 else list(CLASS_DSCP[:classes])
-
-
-def intent_for(classes: int) -> Any:
-    """The switch's QoS intent: the default for 2 classes, else one strict queue per class but the
-    last (DWRR), DSCPs from CLASS_DSCP."""
-    from geryon.fabric.intent import default_intent, parse_intent
-
-    if classes == 2:
-        return default_intent()
-    dscps = class_dscp(classes)
-    data = {
-        "version": 1,
-        "name": f"demo-{classes}class",
-        "description": f"geryon demo: {classes} classes, strict priority but the last",
-        "classes": [
-            {
-                "name": f"c{i}",
-                "dscp": [d],
-                "priority": 5 - i if 5 - i >= 0 else 7,
-                "queue": 5 - i if 5 - i >= 0 else 7,
-                "lossless": False,
-                "scheduler": "strict" if i < classes - 1 else "dwrr",
-                **({"weight": 100} if i == classes - 1 else {}),
-            }
-            for i, d in enumerate(dscps)
-        ],
-        "unmatched": f"c{classes - 1}",
-    }
-    return parse_intent(data)
-
-
-# Background traffic (issue 14 item 5): a host of its own sends a paced bulk stream to every worker,
-# so it shares the switch ports toward the workers (where pulls arrive) with the training traffic.
-# Its DSCP, 8 (CS1, the low-priority data class of RFC 4594), is in no class of the demo's intents,
-# so the priority switch puts it in the unmatched (least urgent) queue; the FIFO switch mixes it in.
-BACKGROUND_HOST = "bg"
-BACKGROUND_DSCP = 8
-BACKGROUND_MAX_S = 6 * 3600  # the sender and sink stop by themselves after this; normally by PID
-BACKGROUND_PORT = 5001
-
-
-def host_names(workers: int, ps: int, background: bool = False) -> tuple[str, ...]:
-    hosts = (*(f"ps{i}" for i in range(ps)), *(f"worker{i}" for i in range(workers)), "chief")
-    return (*hosts, BACKGROUND_HOST) if background else hosts
-
-
-# ---------------------------------------------------------------------------------------------
-# Processes
-
-
-class LineReader:
-    """A thread that reads a process's stdout lines into a queue (reads with a timeout)."""
-
-    def __init__(self, proc: subprocess.Popen[str]) -> None:
-        self.lines: queue.Queue[str | None] = queue.Queue()
-        self._thread = threading.Thread(target=self._run, args=(proc,), daemon=True)
-        self._thread.start()
-
-    def _run(self, proc: subprocess.Popen[str]) -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            self.lines.put(line.rstrip("\n"))
-        self.lines.put(None)  # end of output
-
-    def get(self, timeout: float) -> str | None:
-        """The next line; None at the end of the output; queue.Empty after `timeout` seconds."""
-        return self.lines.get(timeout=max(timeout, 0.01))
-
-
-def wait_ready(
-    readers: Mapping[str, LineReader],
-    procs: Mapping[str, subprocess.Popen[Any]],
-    timeout_s: float,
-    name: Callable[[str], str] = str,
-    tail: Callable[[str], str] | None = None,
-) -> None:
-    """Returns once every host's task (geryon.demo.task) has printed READY, the lines before it passed
-    over; else RuntimeError "<name(host)> did not start within <timeout_s> s" or "<name(host)> exited
-    <code> at start", with ": <tail(host)>" (its log's end) when `tail` is given."""
-    deadline = time.monotonic() + timeout_s
-    for host, reader in readers.items():
-        while True:
-            try:
-                line = reader.get(deadline - time.monotonic())
-            except queue.Empty:
-                raise RuntimeError(f"{name(host)} did not start within {timeout_s:.0f} s") from None
-            if line is None:
-                log = f": {tail(host)}" if tail is not None else ""
-                raise RuntimeError(f"{name(host)} exited {procs[host].wait()} at start{log}")
-            if line.startswith(READY):
-                break
-
-
-def stop(proc: subprocess.Popen[Any]) -> None:
-    """Kills one process we started, by its PID."""
-    if proc.poll() is None:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(proc.pid, signal.SIGKILL)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(timeout=10)
-
-
-def base_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(
-        TF_CPP_MIN_LOG_LEVEL="2",
-        KERAS_BACKEND="tensorflow",
-        GERYON_DATA_PORT_OFFSET=str(DATA_PORT_OFFSET),
-        # A failed task fails the step at once instead of TF re-running it (see the README).
-        TF_COORDINATOR_IGNORE_TRANSIENT_PS_FAILURES="0",
-        PYTHONPATH=os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p),
-        PYTHONUNBUFFERED="1",
-    )
-    return env
 
 
 def cluster_for(tb: Any, cfg: dict[str, Any], workers: int) -> dict[str, list[str]]:
@@ -415,52 +99,6 @@ def cluster_for(tb: Any, cfg: dict[str, Any], workers: int) -> dict[str, list[st
         "chief": [at("chief")],
         "worker": [at(f"worker{i}") for i in range(workers)],
         "ps": [at(f"ps{i}") for i in range(cfg["ps"])],
-    }
-
-
-def chief_spec(
-    cfg: dict[str, Any],
-    mode: modes_mod.Mode,
-    cluster: dict[str, list[str]],
-    thresholds: list[float] | None,
-    want_params: bool,
-    rotation: list[str] | None = None,
-) -> dict[str, Any]:
-    """The chief's spec for `mode`, or with `rotation` for the paired modes it names (mode: the first)."""
-    searches = any(modes_mod.mode(n).search for n in rotation) if rotation else mode.search
-    search = None
-    if searches and not cfg["search"].startswith("fixed"):
-        search = {
-            "strategy": cfg["search"],
-            "budget": cfg["search_budget"],
-            "repeats": cfg["search_repeats"],
-            "points": cfg["search_points"],
-            "search_warmup": 1,
-        }
-    return {
-        "cluster": cluster,
-        "protocol": mode.protocol,
-        "model": cfg["model"],
-        "input_shape": cfg["input_shape"],
-        "batch_size": cfg["batch_size"],
-        "partitioned": mode.partitioned,
-        "slice_bytes": cfg["slice_bytes"],
-        "chunk_bytes": cfg["chunk_bytes"],
-        "classes_on": mode.classes,
-        "classes": cfg["classes"],
-        "class_dscp": class_dscp(cfg["classes"]),
-        "thresholds": thresholds,
-        "search": search,
-        "warmup": cfg["warmup"],
-        "steps": cfg["steps"],
-        "rate_bits": cfg["rate_bits"],
-        "want_params": want_params,
-        "intra_threads": cfg["threads"],
-        "inter_threads": 2,
-        "rotation": list(rotation) if rotation else None,
-        "settle_rounds": cfg["settle_rounds"],
-        "api": cfg["api"],
-        "steps_per_execution": cfg["steps_per_execution"],
     }
 
 
@@ -600,7 +238,7 @@ class ModeRun:
                 if self.capture and job == "worker" and index == 0:
                     spec["profiler_port"] = PROFILER_PORT
                 self.procs[host] = self._popen(
-                    host, [sys.executable, "-m", "geryon.demo.task", json.dumps(spec)], env
+                    host, [sys.executable, "-m", "geryon.cluster.task", json.dumps(spec)], env
                 )
                 readers[host] = LineReader(self.procs[host])
         if self.capture:
@@ -1287,22 +925,6 @@ def run_demo(config: dict[str, Any], out_dir: Path, progress: Progress | None = 
         result["second_job"] = job2  # likewise with its rounds
     result["wall_s"] = round(time.monotonic() - started, 1)
     return finish(result, out_dir, "demo", progress)
-
-
-BENCH_LISTS = ("workers", "ps", "rate_bits", "buffer_bytes", "slice_bytes", "classes")
-
-
-def bench_configs(config: dict[str, Any]) -> list[dict[str, Any]]:
-    """The product of the list-valued knobs (BENCH_LISTS), each validated."""
-    lists = {
-        k: (config[k] if isinstance(config.get(k), list | tuple) else [config.get(k, DEFAULTS[k])])
-        for k in BENCH_LISTS
-    }
-    out = []
-    for combo in itertools.product(*(lists[k] for k in BENCH_LISTS)):
-        cfg = {**DEFAULTS, **config, **dict(zip(BENCH_LISTS, combo, strict=True))}
-        out.append(validate(cfg))
-    return out
 
 
 def run_bench(

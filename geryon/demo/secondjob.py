@@ -7,7 +7,7 @@ links that no end-host scheduler of the measured job can order against.
 The job has its own processes on the measured job's hosts: one PS in ps0's host and one worker in
 every worker's host (so its pulls leave ps0's port and arrive on the workers' ports, like the
 measured job's), and its own chief in the chief's host. It listens on PORT (its data plane on PORT +
-the runner's DATA_PORT_OFFSET), apart from the measured job's ports. Its tensors travel on Geryon's
+geryon.cluster.procs.DATA_PORT_OFFSET), apart from the measured job's ports. Its tensors travel on Geryon's
 data plane with every class marked DSCP (10, AF11: in no class of the demo's intents, so the priority
 switch puts it in the least urgent queue, and not the background's 8, so counters tell them apart)
 and SO_PRIORITY 0 (the host qdisc's band of unmarked traffic), partitioned like the measured job,
@@ -31,11 +31,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from geryon.cluster.models import MODELS, ModelError, check_model
+from geryon.cluster.procs import REPO_ROOT, LineReader, base_env, stop, wait_ready
+from geryon.cluster.protocol import MARKER
 from geryon.demo import modes as modes_mod
-from geryon.demo.models import MODELS, ModelError, check_model
+from geryon.demo.defaults import TASK_START_S, chief_spec
 from geryon.errors import UsageError
 
-PORT = 2322  # the measured job's tasks use runner.GRPC_PORT (2222) in the same hosts
+PORT = 2322  # the measured job's tasks use defaults.GRPC_PORT (2222) in the same hosts
 DSCP = 10
 PRIORITY = 0
 STEPS = 1_000_000  # it trains until stopped
@@ -94,8 +97,6 @@ def second_job(tb: Any, cfg: dict[str, Any], log_dir: Path, progress: Any) -> It
     if not cfg.get("second_job"):
         yield None
         return
-    from geryon.demo import runner
-
     model, batch = cfg["second_job"].split(":")
     workers = [f"worker{i}" for i in range(cfg["workers"])]
     cluster = {
@@ -116,13 +117,13 @@ def second_job(tb: Any, cfg: dict[str, Any], log_dir: Path, progress: Any) -> It
         "error": None,
     }
     procs: dict[str, Any] = {}
-    env = runner.base_env()
+    env = base_env()
 
     def popen(host: str, argv: list[str]) -> Any:
         log = (log_dir / f"second-job-{host}.log").open("w")
         try:
             return tb.popen(
-                host, argv, env=env, stdout=subprocess.PIPE, stderr=log, cwd=str(runner.REPO_ROOT), text=True
+                host, argv, env=env, stdout=subprocess.PIPE, stderr=log, cwd=str(REPO_ROOT), text=True
             )
         finally:
             log.close()
@@ -141,10 +142,10 @@ def second_job(tb: Any, cfg: dict[str, Any], log_dir: Path, progress: Any) -> It
                     "inter_threads": 2,
                     **marks,
                 }
-                procs[host] = popen(host, [sys.executable, "-m", "geryon.demo.task", json.dumps(spec)])
-                readers[host] = runner.LineReader(procs[host])
+                procs[host] = popen(host, [sys.executable, "-m", "geryon.cluster.task", json.dumps(spec)])
+                readers[host] = LineReader(procs[host])
         record["pids"] = {h: p.pid for h, p in procs.items()}
-        runner.wait_ready(readers, procs, runner.TASK_START_S, name=lambda host: f"second job: {host}'s task")
+        wait_ready(readers, procs, TASK_START_S, name=lambda host: f"second job: {host}'s task")
         job_cfg = {
             **cfg,
             "model": model,
@@ -154,11 +155,11 @@ def second_job(tb: Any, cfg: dict[str, Any], log_dir: Path, progress: Any) -> It
             "warmup": 1,
         }
         thresholds = list(modes_mod.initial_thresholds(cfg["classes"]))
-        spec = {**runner.chief_spec(job_cfg, MODE, cluster, thresholds, False), **marks}
+        spec = {**chief_spec(job_cfg, MODE, cluster, thresholds, False), **marks}
         spec_path = log_dir / "second-job-chief.json"
         spec_path.write_text(json.dumps(spec, indent=1))
         procs["chief"] = popen("chief", [sys.executable, "-m", "geryon.demo.chief", str(spec_path)])
-        events = _Events(procs["chief"], runner.MARKER)
+        events = _Events(procs["chief"], MARKER)
         events.start()
         if not events.first.wait(FIRST_STEP_S) or not events.times:
             raise RuntimeError(
@@ -176,7 +177,7 @@ def second_job(tb: Any, cfg: dict[str, Any], log_dir: Path, progress: Any) -> It
             events.stopping = True  # what the chief says while its cluster goes down is not its error
         # The chief first: with its tasks gone first it reports them unavailable.
         for host in sorted(procs, key=lambda h: h != "chief"):
-            runner.stop(procs[host])
+            stop(procs[host])
         if events is not None:
             events.join(timeout=10)
             times = events.times[1:]  # the first round builds the graph

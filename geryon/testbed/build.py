@@ -191,13 +191,15 @@ def _run(argv: list[str], what: str) -> None:
 def apply_host_queues(spec: TestbedSpec, run_id: str, say: Say) -> None:
     """Host egress queues and sysctls: with host_queues, exactly what `geryon agent apply --netns`
     does with host_config(spec) (the agent's engine and Linux driver); else one queue at the link rate."""
-    from geryon.agent.driver import DriverError, open_slots
+    from geryon.agent.driver import DriverError
     from geryon.agent.engine import EngineError, apply_plan, drift, make_plan
     from geryon.fabric.render.linux import ApplyError, apply_ports
 
     for host in spec.hosts:
         ns = ns_name(run_id, host)
         if spec.host_queues:
+            from geryon.agent.registry import open_slots  # loads every driver
+
             cfg = host_config(spec)
             slots, close = open_slots(cfg, netns=ns)
             try:

@@ -337,7 +337,7 @@ def is_trace(path: str) -> bool:
 def load_trace_profile(args: argparse.Namespace, progress: Progress) -> Any:
     """The profile of a TF profiler trace (geryon.threshold.incluster): each op's traced time summed
     into the demo model's layers, per step; every failure is a UsageError naming --profile or --model."""
-    from geryon.demo.models import MODELS, ModelError, build_model, check_model
+    from geryon.cluster.models import MODELS, ModelError, build_model, check_model
     from geryon.tagger.cli import parse_input_shape
     from geryon.threshold.incluster import find_xplane, profile_from_ops, read_trace
     from geryon.threshold.profile import ProfileError

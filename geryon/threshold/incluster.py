@@ -276,7 +276,7 @@ def _positive(text: str) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    from geryon.demo.models import MODELS
+    from geryon.cluster.models import MODELS
 
     ap = argparse.ArgumentParser(
         prog="python -m geryon.threshold.incluster",
@@ -305,7 +305,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.service is not None and not re.fullmatch(r"grpc://[^:/\s]+:\d+", args.service):
         print(f"error: --service {args.service!r}: expected grpc://HOST:PORT", file=sys.stderr)
         return 2
-    from geryon.demo.models import ModelError, build_model, check_model
+    from geryon.cluster.models import ModelError, build_model, check_model
 
     try:
         shape = check_model(args.model, args.input_shape)

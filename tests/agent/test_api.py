@@ -22,7 +22,8 @@ from obs_netns import Transfer, connect, listen, namespace
 from geryon.agent import api, cli_obs
 from geryon.agent.proto import agent_pb2 as pb
 from geryon.agent.proto import agent_pb2_grpc as pb_grpc
-from geryon.agent.service import Services, TlsFiles, start_services
+from geryon.agent.service import Services, start_services
+from geryon.agent.view import TlsFiles
 from geryon.errors import UsageError
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces")

@@ -18,7 +18,8 @@ from geryon import __version__
 from geryon.agent.config import parse_config
 from geryon.agent.flows import Flow, FlowDiscovery
 from geryon.agent.jobs import JobFlow, JobRegistry, PairReport, Task, make_job
-from geryon.agent.metrics import AgentCollector, flow_series, nic_counters, pair_counts
+from geryon.agent.metrics import AgentCollector, flow_series, pair_counts
+from geryon.agent.observe import nic_counters
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces")
 

@@ -118,7 +118,7 @@ def test_check_fabric_peer(
 def test_agent_verify_reports_the_switch_but_it_is_not_host_drift() -> None:
     from agent.ethtool_fake import FakeEthtool, FakeEthtoolNic
 
-    from geryon.agent.cli import peer_lines
+    from geryon.agent.commands import peer_lines
     from geryon.agent.dcb_driver import DcbDriver
     from geryon.agent.engine import Slot
     from geryon.agent.ethtool import Ethtool

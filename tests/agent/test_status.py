@@ -24,7 +24,7 @@ from geryon import __version__
 from geryon.agent.config import parse_config
 from geryon.agent.flows import Flow
 from geryon.agent.jobs import JobFlow, JobRegistry, PairReport, make_job
-from geryon.agent.metrics import ClassSample
+from geryon.agent.observe import ClassSample
 from geryon.agent.service import Services, start_services
 from geryon.agent.status import MAX_READINGS, History, Observed, Reading, rates, reading, snapshot
 

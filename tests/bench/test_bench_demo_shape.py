@@ -1,5 +1,5 @@
 """bench/bench_demo_shape.py: the candidate grid, its worst-case scores and the pick, on a profile with
-vggmini's parameters (shapes of geryon.demo.models' vggmini) and layer times split evenly."""
+vggmini's parameters (shapes of geryon.cluster.models' vggmini) and layer times split evenly."""
 
 from __future__ import annotations
 

@@ -113,7 +113,7 @@ def test_bench_lists_expand_to_their_product_and_keep_scalars() -> None:
     import argparse
 
     from geryon.demo.cli import add_bench, bench_config
-    from geryon.demo.runner import bench_configs
+    from geryon.demo.config import bench_configs
 
     parser = argparse.ArgumentParser()
     add_bench(parser.add_subparsers())

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from geryon.demo import cli, predict, pscosts
-from geryon.demo.runner import make_config
+from geryon.demo.config import make_config
 from geryon.progress import Progress
 from geryon.threshold.calibration import CalibrationError, knobs_document, load_knobs
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from geryon.demo import runner, secondjob
+from geryon.demo import config, runner, secondjob
 from geryon.errors import UsageError
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the testbed needs root")
@@ -20,7 +20,7 @@ needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the testbed needs roo
 )
 def test_second_job_values(text: str | None, canonical: str | None) -> None:
     assert secondjob.parse(text) == canonical
-    assert runner.make_config({"second_job": text})["second_job"] == canonical
+    assert config.make_config({"second_job": text})["second_job"] == canonical
 
 
 @pytest.mark.parametrize(
@@ -33,7 +33,7 @@ def test_second_job_values(text: str | None, canonical: str | None) -> None:
 )
 def test_a_bad_second_job_names_the_flag(text: str, message: str) -> None:
     with pytest.raises(UsageError) as e:
-        runner.make_config({"second_job": text})
+        config.make_config({"second_job": text})
     assert message in str(e.value)
 
 
@@ -45,7 +45,7 @@ def test_a_second_job_trains_through_the_paired_modes_and_is_stopped(
     from geryon.testbed import namespaces
 
     monkeypatch.setenv("GERYON_TESTBED_STATE", str(tmp_path / "state"))
-    cfg = runner.make_config(
+    cfg = config.make_config(
         {"steps": 3, "warmup": 1, "modes": ["geryon", "endhost"], "second_job": "tiny:8"}, quick=True
     )
     result = runner.run_demo(cfg, tmp_path / "out")

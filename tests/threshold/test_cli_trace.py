@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from geryon_cli import geryon
 
-from geryon.threshold.localcluster import REPO_ROOT
+from geryon.cluster.local import REPO_ROOT
 
 pytest.importorskip("tensorflow")
 
@@ -26,7 +26,7 @@ import sys
 from geryon.tfenv import import_tensorflow
 tf = import_tensorflow()
 import keras
-from geryon.demo.models import build_model
+from geryon.cluster.models import build_model
 model = build_model("tiny", (16, 16, 3))
 opt = keras.optimizers.SGD(0.01)
 loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)

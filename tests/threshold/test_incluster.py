@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from geryon.cluster.local import REPO_ROOT, local_cluster
+from geryon.demo.localchief import training_chief
 from geryon.threshold.incluster import OpTime, layer_of, main, op_times, profile_from_ops
-from geryon.threshold.localcluster import REPO_ROOT, local_cluster, training_chief
 from geryon.threshold.profile import Profile, ProfileError
 
 pytest.importorskip("tensorflow")
@@ -98,7 +99,7 @@ def _xspace(path: Path) -> None:
 
 
 def test_trace_to_profile(tmp_path: Path) -> None:
-    from geryon.demo.models import build_model
+    from geryon.cluster.models import build_model
 
     trace = tmp_path / "host.xplane.pb"
     _xspace(trace)
@@ -120,7 +121,7 @@ def test_partial_steps_at_the_capture_edges_do_not_scale_a_pass() -> None:
     the forward ops 4 times and the backward ops 3 times: each op counts per its own executions,
     so a 100 us conv forward and its 300 us backward read 100 and 300 us per step (dividing every
     op's total by the median count, 4, read the backward as 225 us)."""
-    from geryon.demo.models import build_model
+    from geryon.cluster.models import build_model
 
     ops = {
         "tiny_1/conv1_1_1/Relu": OpTime(4 * 100e-6, 4),
@@ -147,7 +148,7 @@ def test_layer_scopes() -> None:
 
 
 def test_trace_of_another_model_is_a_clear_error() -> None:
-    from geryon.demo.models import build_model
+    from geryon.cluster.models import build_model
 
     ops = {"other_1/convA_1/Relu": OpTime(1e-3, 4), "gradient_tape/other_1/head/MatMul": OpTime(1e-3, 4)}
     with pytest.raises(ProfileError, match="no op of model 'tiny'"):
@@ -213,7 +214,7 @@ def test_overlap_across_threads_is_counted_once(tmp_path: Path) -> None:
     trace.write_bytes(space.SerializeToString())
     ops, overlap = read_trace(trace)
     assert overlap == pytest.approx(150 / 200)
-    from geryon.demo.models import build_model
+    from geryon.cluster.models import build_model
 
     profile = profile_from_ops(ops, build_model("tiny", SHAPE), batch_size=1, source="x", overlap=overlap)
     by_name = {layer.name: layer for layer in profile.layers}

@@ -1,11 +1,11 @@
-"""geryon.demo.models: the demo's CNNs are VGG-shaped (conv compute early, FC bytes late)."""
+"""geryon.cluster.models: the demo's CNNs are VGG-shaped (conv compute early, FC bytes late)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from geryon.demo.models import (
+from geryon.cluster.models import (
     DEFAULT_INPUT,
     MODELS,
     ModelError,

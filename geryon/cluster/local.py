@@ -1,7 +1,7 @@
-"""A real TensorFlow PS cluster on loopback: one `python -m geryon.demo.task` process per PS and worker.
+"""A real TensorFlow PS cluster on loopback: one `python -m geryon.cluster.task` process per PS and worker.
 
-`training_chief` adds the demo's own training loop (`python -m geryon.demo.chief`, a vanilla run:
-no partitioning, no classes) as a process that trains until it is killed.
+geryon.demo.localchief.training_chief adds the demo's own training loop (`python -m geryon.demo.chief`,
+a vanilla run: no partitioning, no classes) as a process that trains until it is killed.
 
 Used by the calibration benchmarks (bench/bench_tf_order.py, bench/bench_ps_costs.py) and by the
 in-cluster profiler's tests: the tasks are the demo's own task processes (same thread limits, same
@@ -18,15 +18,13 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from geryon.demo.task import READY
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from geryon.cluster.procs import REPO_ROOT
+from geryon.cluster.protocol import READY
 
 
 @dataclass
@@ -98,7 +96,7 @@ def local_cluster(
                     result.profiler_ports[f"worker:{index}"] = port
                 procs.append(
                     subprocess.Popen(
-                        [sys.executable, "-m", "geryon.demo.task", json.dumps(spec)],
+                        [sys.executable, "-m", "geryon.cluster.task", json.dumps(spec)],
                         cwd=REPO_ROOT,
                         env=env,
                         stdout=subprocess.PIPE,
@@ -118,87 +116,6 @@ def local_cluster(
             proc.wait()
             if proc.stdout:
                 proc.stdout.close()
-
-
-def chief_spec(
-    cluster: dict[str, list[str]], model: str, input_shape: Sequence[int], batch_size: int, steps: int
-) -> dict[str, Any]:
-    """The fields geryon.demo.runner.chief_spec writes, for a vanilla run (unpartitioned, no classes)."""
-    return {
-        "cluster": cluster,
-        "protocol": "grpc",
-        "model": model,
-        "input_shape": list(input_shape),
-        "batch_size": batch_size,
-        "partitioned": False,
-        "slice_bytes": None,
-        "classes_on": False,
-        "classes": 2,
-        "class_dscp": None,
-        "thresholds": None,
-        "search": None,
-        "warmup": 2,
-        "steps": steps,
-        "rate_bits": 1e9,
-        "want_params": False,
-        "intra_threads": 1,
-        "inter_threads": 2,
-        "max_seconds": 600,
-    }
-
-
-@contextmanager
-def training_chief(
-    lc: LocalCluster,
-    workdir: Path,
-    *,
-    model: str,
-    input_shape: Sequence[int],
-    batch_size: int,
-    timeout: float = 150.0,
-) -> Iterator[Path]:
-    """Starts the demo chief on `lc` (which needs `chief=True`), waits for its first step, yields the
-    path of its log (its stdout: one JSON "step" line per round), then kills it by its PID."""
-    if "chief" not in lc.cluster:
-        raise ValueError("training_chief needs a cluster started with chief=True")
-    spec_file, log = workdir / "chief.json", workdir / "chief.log"
-    spec_file.write_text(json.dumps(chief_spec(lc.cluster, model, input_shape, batch_size, steps=1_000_000)))
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
-    # stdout to a file: a pipe nobody reads would fill up and stall the training loop.
-    with log.open("wb") as log_file:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "geryon.demo.chief", str(spec_file)],
-            cwd=REPO_ROOT,
-            env=env,
-            stdout=log_file,
-            stderr=subprocess.DEVNULL,
-        )
-    try:
-        deadline = time.monotonic() + timeout
-        while '"event": "step"' not in log.read_text():
-            if proc.poll() is not None or '"event": "error"' in log.read_text():
-                raise RuntimeError(f"demo chief (pid {proc.pid}) failed: {log.read_text()[-2000:]}")
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"demo chief (pid {proc.pid}) did not train within {timeout} s")
-            time.sleep(0.5)
-        yield log
-    finally:
-        proc.kill()  # this chief's PID only
-        proc.wait()
-
-
-def step_times(log: Path) -> list[float]:
-    """Seconds of every measured (non-warm-up) round in a demo chief's log."""
-    from geryon.demo.chief import MARKER
-
-    out = []
-    for line in log.read_text().splitlines():
-        if line.startswith(MARKER):
-            event = json.loads(line[len(MARKER) :])
-            if event.get("event") == "step" and not event.get("warmup"):
-                out.append(float(event["seconds"]))
-    return out
 
 
 def _wait_ready(proc: subprocess.Popen[str], deadline: float) -> None:

@@ -1,6 +1,6 @@
-"""One PS or worker task of the demo's cluster: `python -m geryon.demo.task SPEC_JSON`.
+"""One PS or worker task of a TF cluster: `python -m geryon.cluster.task SPEC_JSON`.
 
-The runner starts it inside a testbed host's network namespace. SPEC_JSON (one argument):
+The demo's runner starts it inside a testbed host's network namespace. SPEC_JSON (one argument):
     {"cluster": {"chief": [...], "worker": [...], "ps": [...]}, "job": "ps", "index": 0,
      "protocol": "grpc" | "grpc+geryon", "intra_threads": 1, "inter_threads": 2,
      "class_dscp": [46, 26] | null, "class_priority": [0, 0] | null (SO_PRIORITY per class;
@@ -22,7 +22,7 @@ import sys
 import time
 from typing import Any
 
-READY = "READY"
+from geryon.cluster.protocol import READY
 
 
 def limit_threads(intra: int, inter: int) -> None:
@@ -55,7 +55,7 @@ def serve(spec: dict[str, Any]) -> Any:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
-        print("usage: python -m geryon.demo.task SPEC_JSON", file=sys.stderr)
+        print("usage: python -m geryon.cluster.task SPEC_JSON", file=sys.stderr)
         return 2
     spec = json.loads(argv[0])
     server = serve(spec)
