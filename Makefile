@@ -5,7 +5,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.geryon-installed
 
-.PHONY: demo test check lint native venv clean tf-ps-tests tf-ps-tests-fast sanitize sanitize-long
+.PHONY: demo test check lint native cpp-test venv clean tf-ps-tests tf-ps-tests-fast sanitize sanitize-long
 
 venv: $(STAMP)
 
@@ -25,6 +25,12 @@ lint: $(STAMP)
 # library then find it in the cache instead of each waiting for it inside its own timeout.
 native: $(STAMP)
 	$(VENV)/bin/geryon native build
+
+# The C++ unit tests of the rendezvous' pure parts (native/rendezvous/README.md, "C++ unit tests"):
+# built without TensorFlow against Debian's libgtest-dev, cached by source hash. `make test` runs
+# them too (tests/tf/test_cpp_unit.py).
+cpp-test: $(STAMP)
+	$(PY) -m geryon.tf.cpp_tests $(GTEST_ARGS)
 
 test: lint native
 	$(PY) -m pytest $(PYTEST_ARGS)

@@ -22,9 +22,11 @@ fi
 # Debian packages: g++ builds the native rendezvous against TF; Prometheus (server and promtool)
 # scrapes the agent and checks the alert rules in the tests; headless Chromium and its driver load the
 # agent's status page in the tests; yanglint (libyang 2) validates rendered SONiC configs against
-# SONiC's YANG models in the tests.
+# SONiC's YANG models in the tests; GoogleTest (libgtest-dev: headers and prebuilt static libraries)
+# builds the native rendezvous' C++ unit tests (make cpp-test).
 missing=()
 command -v "${CXX:-g++}" >/dev/null 2>&1 || missing+=(g++)
+{ [ -f /usr/include/gtest/gtest.h ] && ls /usr/lib/*/libgtest.a >/dev/null 2>&1; } || missing+=(libgtest-dev)
 command -v prometheus >/dev/null 2>&1 || missing+=(prometheus)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)

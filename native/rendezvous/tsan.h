@@ -22,7 +22,28 @@
 #include <mutex>
 #include <utility>
 
+// TF's lock annotations (clang's -Wthread-safety attributes) where TensorFlow's headers are on the
+// include path, as in the library's build. The C++ unit tests (tests/) build the pure parts without
+// TensorFlow: there the annotations are no-ops, as they are under gcc anyway.
+#if __has_include("tensorflow/core/platform/thread_annotations.h")
 #include "tensorflow/core/platform/thread_annotations.h"
+#else
+#define TF_GUARDED_BY(...)
+#define TF_PT_GUARDED_BY(...)
+#define TF_ACQUIRED_AFTER(...)
+#define TF_ACQUIRED_BEFORE(...)
+#define TF_EXCLUSIVE_LOCKS_REQUIRED(...)
+#define TF_SHARED_LOCKS_REQUIRED(...)
+#define TF_LOCKS_EXCLUDED(...)
+#define TF_LOCKABLE
+#define TF_SCOPED_LOCKABLE
+#define TF_EXCLUSIVE_LOCK_FUNCTION(...)
+#define TF_SHARED_LOCK_FUNCTION(...)
+#define TF_EXCLUSIVE_TRYLOCK_FUNCTION(...)
+#define TF_UNLOCK_FUNCTION(...)
+#define TF_ASSERT_EXCLUSIVE_LOCK(...)
+#define TF_NO_THREAD_SAFETY_ANALYSIS
+#endif
 
 #if defined(GERYON_TSAN)
 // libtsan's annotation interface (gcc's <sanitizer/tsan_interface.h>; declared here so the
