@@ -38,7 +38,7 @@ test: lint native
 # The inner loop while editing: lint, types and the unit tier (tests/conftest.py, tests/README.md),
 # under 3 minutes. A tier alone: make test PYTEST_ARGS="-m tf" (unit, tf, netns, external, sanitizer).
 check: lint
-	$(PY) -m pytest -q -m unit $(PYTEST_ARGS)
+	$(PY) -m pytest -q -m "unit and not slow" $(PYTEST_ARGS)
 
 # TensorFlow's own PS tests (../shared/vendor/tf-ps-tests) on grpc and grpc+geryon, test by test:
 # table on stdout, JSON in out/bench/tf_ps_tests.json. The fast subset also runs in `make test`
@@ -50,10 +50,10 @@ tf-ps-tests-fast: $(STAMP)
 	PYTHONPATH=$(CURDIR) $(PY) bench/tf_ps_tests.py --subset fast
 
 # The native extension under AddressSanitizer and ThreadSanitizer (native/rendezvous/README.md,
-# "Sanitizers"). `sanitize` is the representative subset that `make test` (CI) also runs;
+# "Sanitizers"). `sanitize` is the representative subset; `make test` (CI) runs its core four
 # `sanitize-long` runs all of tests/tf under each sanitizer (about an hour on two cores).
 sanitize: $(STAMP)
-	$(PY) -m pytest -q tests/tf/test_sanitizers.py
+	GERYON_SANITIZE_FULL=1 $(PY) -m pytest -q tests/tf/test_sanitizers.py
 
 sanitize-long: $(STAMP)
 	$(PY) -m geryon.tf.sanitizers thread tests/tf

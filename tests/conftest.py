@@ -4,7 +4,7 @@ The tier of a test module comes from TIERS below (one line a module, so moving o
 in one place; tests/test_tiers.py checks that every name there exists), unless the module sets
 `pytestmark` with a tier of its own. A module in neither is `unit`: pure Python, no TensorFlow
 process, no root, no program outside the interpreter, well under a second a test. `make check`
-runs the unit tier; `make test` runs every tier.
+runs the unit tier (less its slow modules); `make test` runs every tier.
 """
 
 from __future__ import annotations
@@ -26,6 +26,11 @@ NEEDS = {
 
 # Modules (paths under tests/, without .py) and their tier; a folder name stands for every module in it.
 TIERS: dict[str, str] = {
+    "cluster/test_models": "tf",
+    "cluster/test_procs": "external",
+    "tf/test_cpp_unit": "external",
+    "threshold/test_profiler": "tf",
+    "threshold/test_profiles": "tf",
     "agent/test_api": "tf",
     "agent/test_cli": "netns",
     "agent/test_config": "netns",
@@ -53,7 +58,6 @@ TIERS: dict[str, str] = {
     "demo/test_demo_quick": "tf",
     "demo/test_fit_path": "tf",
     "demo/test_incastcal": "netns",
-    "demo/test_models": "tf",
     "demo/test_predict": "tf",
     "demo/test_runner": "tf",
     "demo/test_secondjob": "netns",
@@ -122,8 +126,23 @@ TIERS: dict[str, str] = {
 }
 
 
+# Unit-tier modules that are pure but take seconds a test (simulator sweeps, fuzzing): `slow` too, so
+# `make check` (-m "unit and not slow") stays under 3 minutes; `make test` runs them.
+SLOW_UNITS = {
+    "bench/test_bench_demo_shape",
+    "threshold/test_calibration",
+    "agent/test_jobs",
+    "agent/test_journal",
+    "fabric/test_cli_check",
+}
+
+
+def _module_key(module: Path) -> str:
+    return module.resolve().relative_to(TESTS).with_suffix("").as_posix()
+
+
 def tier_of(module: Path) -> str:
-    rel = module.resolve().relative_to(TESTS).with_suffix("").as_posix()
+    rel = _module_key(module)
     for key in (rel, *(p.as_posix() for p in Path(rel).parents if p.as_posix() != ".")):
         if key in TIERS:
             return TIERS[key]
@@ -132,6 +151,8 @@ def tier_of(module: Path) -> str:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if any(item.get_closest_marker(t) for t in NEEDS):
-            continue  # the module or test chose its tier itself
-        item.add_marker(getattr(pytest.mark, tier_of(Path(str(item.path)))))
+        path = Path(str(item.path))
+        if not any(item.get_closest_marker(t) for t in NEEDS):  # else the module chose its tier itself
+            item.add_marker(getattr(pytest.mark, tier_of(path)))
+        if _module_key(path) in SLOW_UNITS:
+            item.add_marker(pytest.mark.slow)

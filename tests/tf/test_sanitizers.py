@@ -47,6 +47,18 @@ SUBSET = [
     "tests/tf/test_loop_writes.py::test_a_consumer_that_reads_slowly_does_not_hold_up_another_connection",
 ]
 
+# What `make test` runs under each sanitizer: a test each of the threads and buffers of a round trip, an
+# aborted receive, a flow cut mid-tensor and the write pass; `make sanitize` (GERYON_SANITIZE_FULL=1)
+# runs the whole subset. The two runs cost 21 of the 96 minutes of `make test` (2026-12-02, shared
+# machine), the TSAN one's verdict is advisory (xfail below), and the four left out repeat the paths
+# of these four from other callers (a killed PS, a map_table swap, an ended session, a producer abort).
+CORE = [SUBSET[0], SUBSET[1], SUBSET[4], SUBSET[7]]
+
+
+def chosen() -> list[str]:
+    return SUBSET if os.environ.get("GERYON_SANITIZE_FULL") == "1" else CORE
+
+
 # TF1 between-graph: variables of 1 KiB, 256 KiB and 8 MiB (inline responses up to 64 KiB, the writer
 # thread above) and a string (a TensorProto response) on the PS; the worker pulls each, adds one and
 # pushes it back; all four travel in the same step, concurrently.
@@ -91,11 +103,12 @@ def test_pulls_and_pushes_of_mixed_sizes_round_trip() -> None:
 
 def _check(sanitizer: str, log_dir: Path) -> None:
     build(sanitizer=sanitizer)  # here, so the inner run's first test does not pay the build
-    status, out, seconds = sanitizers.run_pytest(sanitizer, log_dir, SUBSET, timeout=1200)
+    subset = chosen()
+    status, out, seconds = sanitizers.run_pytest(sanitizer, log_dir, subset, timeout=1200)
     found = sanitizers.reports(log_dir)
     mine = sanitizers.ours(found)
     counts = f"{len(found)} reports, {len(mine)} in our code"
-    print(f"{sanitizer}: {len(SUBSET)} tests in {seconds:.0f} s (pytest exit {status}); {counts}")
+    print(f"{sanitizer}: {len(subset)} tests in {seconds:.0f} s (pytest exit {status}); {counts}")
     # A test that fails under the sanitizer is shown, not failed on: the instrumented library and the
     # preloaded runtime make everything several times slower, and the subset's timing assertions
     # (e.g. counters read 0.5 s after a step) are for the normal build. A crash in our code is a
