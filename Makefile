@@ -50,7 +50,7 @@ tf-ps-tests-fast: $(STAMP)
 	PYTHONPATH=$(CURDIR) $(PY) bench/tf_ps_tests.py --subset fast
 
 # The native extension under AddressSanitizer and ThreadSanitizer (native/rendezvous/README.md,
-# "Sanitizers"). `sanitize` is the representative subset; `make test` (CI) runs its core four
+# "Sanitizers"). `sanitize` is the representative subset; `make test` (CI) runs its core four;
 # `sanitize-long` runs all of tests/tf under each sanitizer (about an hour on two cores).
 sanitize: $(STAMP)
 	GERYON_SANITIZE_FULL=1 $(PY) -m pytest -q tests/tf/test_sanitizers.py

@@ -99,7 +99,7 @@ def unresolved_counts(counters: Iterable[Any]) -> list[UnresolvedCount]:
 
 
 def _flow_counters() -> list[Any]:
-    from geryon.tf import flow_counters
+    from geryon.tf.library import flow_counters
 
     return flow_counters()
 
@@ -114,13 +114,14 @@ class FallbackCount:
 
 
 def _fallback_count() -> FallbackCount | None:
-    import geryon.tf
+    from geryon.tf.library import is_loaded
+    from geryon.tf.report import classification_report
 
     # A process that never loaded the extension has no data plane, so nothing fell back; and reading
     # would load TensorFlow into it (the agent's tests, a coordinator that only reports iterations).
-    if not geryon.tf.is_loaded():
+    if not is_loaded():
         return None
-    r = geryon.tf.classification_report()
+    r = classification_report()
     return FallbackCount(r.warnings, r.last_share, r.last_cause) if r.warnings else None
 
 

@@ -137,7 +137,7 @@ def parse_report(text: str | bytes) -> ClassificationReport:
 
 def report_json() -> str:
     """This process's report as the native library writes it (C function via ctypes)."""
-    from geryon.tf import load
+    from geryon.tf.library import load
 
     cdll = load().cdll
     size = cdll.geryon_classification_report(None, 0)

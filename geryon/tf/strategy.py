@@ -81,7 +81,7 @@ def native_ops() -> Any:
         if _ops is None:
             import tensorflow as tf
 
-            from geryon.tf import load
+            from geryon.tf.library import load
 
             # tf.load_library (what load() uses to register the protocol) returns no op wrappers;
             # loading the same file again as an op library does, without running its init twice.
