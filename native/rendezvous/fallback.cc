@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "classes.h"
+#include "flow_counters.h"
 #include "transport.h"
 #include "tsan.h"
 #include "tsl/platform/logging.h"
@@ -30,20 +31,6 @@ std::string Bytes(uint64_t n) {
   return absl::StrFormat("%.2f GB", n / 1e9);
 }
 
-std::string JsonStr(absl::string_view s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      out += ' ';
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
 
 int64_t NowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
@@ -128,12 +115,12 @@ class FallbackWatch {
     MutexLock l(mu_);
     absl::StrAppend(&out, "{\"warnings\":", warnings_[kNoTable] + warnings_[kUntraced],
                     ",\"warnings_no_map_table\":", warnings_[kNoTable],
-                    ",\"warnings_unresolved_share\":", warnings_[kUntraced], ",\"last_cause\":", JsonStr(last_cause_),
-                    ",\"last_share\":", absl::StrFormat("%.6f", last_share_), ",\"last_warning\":", JsonStr(last_line_),
+                    ",\"warnings_unresolved_share\":", warnings_[kUntraced], ",\"last_cause\":", JsonString(last_cause_),
+                    ",\"last_share\":", absl::StrFormat("%.6f", last_share_), ",\"last_warning\":", JsonString(last_line_),
                     ",\"edges\":[");
     bool first = true;
     for (const auto& [name, count] : all_.Top(all_.size())) {
-      absl::StrAppend(&out, first ? "" : ",", "{\"edge\":", JsonStr(name), ",\"bytes\":", count.first,
+      absl::StrAppend(&out, first ? "" : ",", "{\"edge\":", JsonString(name), ",\"bytes\":", count.first,
                       ",\"messages\":", count.second, "}");
       first = false;
     }

@@ -21,21 +21,6 @@ std::vector<ArrivalRecord>* g_arrivals TF_PT_GUARDED_BY(g_arrivals_mu) = new std
 int64_t g_arrivals_capacity TF_GUARDED_BY(g_arrivals_mu) = 0;
 std::atomic<bool> g_arrivals_on{false};
 
-std::string JsonString(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      out += ' ';
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
-
 }  // namespace
 
 std::shared_ptr<FlowCounters> CountersFor(const std::string& role, const std::string& local,
@@ -127,6 +112,21 @@ std::string FlowCountersJson() {
                     ",\"drain_bytes_per_s\":", c.drain_bytes_per_s.load(), "}");
   }
   return out + "]";
+}
+
+std::string JsonString(absl::string_view s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      out += ' ';
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
 }
 
 }  // namespace geryon

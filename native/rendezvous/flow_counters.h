@@ -80,6 +80,10 @@ std::shared_ptr<FlowCounters> CountersFor(const std::string& role, const std::st
 // Logs one completed receive (TakeArrivals); one relaxed load when logging is off.
 void LogArrival(const ArrivalRecord& a);
 
+// `s` as a JSON string: quotes and backslashes escaped, control bytes as spaces (the counters' task
+// names and the fallback report's edge names; neither holds control bytes on purpose).
+std::string JsonString(absl::string_view s);
+
 }  // namespace geryon
 
 #endif  // GERYON_NATIVE_RENDEZVOUS_FLOW_COUNTERS_H_
