@@ -173,29 +173,28 @@ def load(library: Path | None = None, progress: Progress | None = None) -> Libra
 
 def flow_counters() -> list[FlowCounter]:
     """Per-flow counters of this process (bytes, messages, time in queue), one entry per flow."""
-    cdll = load().cdll
-    size = cdll.geryon_flow_counters(None, 0)
-    while True:
-        buf = ctypes.create_string_buffer(size + 1)
-        needed = cdll.geryon_flow_counters(buf, size + 1)
-        if needed <= size:
-            return [FlowCounter.from_json(item) for item in json.loads(buf.value.decode())]
-        size = needed  # flows were added meanwhile
+    return [FlowCounter.from_json(item) for item in json.loads(c_text(load().cdll.geryon_flow_counters))]
 
 
 def staging_stats() -> dict[str, Any]:
     """Device-tensor staging of this process: staged receives and sends, copy failures, receives
     aborted while their host->device copy ran (aborted_during_copy), and per
     accelerator device its pool (limit, cached and in-use bytes, hits, misses, evictions, over_bound)."""
-    cdll = load().cdll
-    size = cdll.geryon_staging_stats(None, 0)
+    result: dict[str, Any] = json.loads(c_text(load().cdll.geryon_staging_stats))
+    return result
+
+
+def c_text(fn: Any) -> str:
+    """The text a C function of the library writes as fn(buf, size) -> the size it needs: asked once
+    for the size, then again with a buffer that large, and again if it grew meanwhile (flows, pools
+    or edges added by other threads)."""
+    size = fn(None, 0)
     while True:
         buf = ctypes.create_string_buffer(size + 1)
-        needed = cdll.geryon_staging_stats(buf, size + 1)
+        needed = fn(buf, size + 1)
         if needed <= size:
-            result: dict[str, Any] = json.loads(buf.value.decode())
-            return result
-        size = needed  # a pool was added meanwhile
+            return str(buf.value.decode())
+        size = needed
 
 
 def set_class_marks(dscp: Sequence[int], priority: Sequence[int] | None = None) -> None:

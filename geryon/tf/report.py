@@ -12,7 +12,6 @@ fallback warnings the data plane logged (native/rendezvous/README.md, "No silent
 
 from __future__ import annotations
 
-import ctypes
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -137,16 +136,9 @@ def parse_report(text: str | bytes) -> ClassificationReport:
 
 def report_json() -> str:
     """This process's report as the native library writes it (C function via ctypes)."""
-    from geryon.tf.library import load
+    from geryon.tf.library import c_text, load
 
-    cdll = load().cdll
-    size = cdll.geryon_classification_report(None, 0)
-    while True:
-        buf = ctypes.create_string_buffer(size + 1)
-        needed = cdll.geryon_classification_report(buf, size + 1)
-        if needed <= size:
-            return str(buf.value.decode())
-        size = needed  # an edge or a flow was added meanwhile
+    return c_text(load().cdll.geryon_classification_report)
 
 
 def classification_report() -> ClassificationReport:
