@@ -317,9 +317,10 @@ def build(
 
             # One compiler per core: each unit parses TensorFlow's headers on its own, so the units are
             # independent and the build takes about 1/cores of the serial time.
-            with ThreadPoolExecutor(max_workers=build_jobs()) as pool:
+            # The first failure is raised; leaving the `with` waits for the other compilers first.
+            with ThreadPoolExecutor(max_workers=jobs) as pool:
                 for done in [pool.submit(compile_one, s, o) for s, o in zip(p.sources, objects, strict=True)]:
-                    done.result()  # the first failure, after the others finished (no orphan compilers)
+                    done.result()
             staged = Path(tmp, library_name)
             with progress.step(f"linking {library_name}"):
                 _run([p.compiler, "-shared", *map(str, objects), "-o", str(staged), *p.link_flags], "linking")
