@@ -45,7 +45,7 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$PYTHON" -m venv "$VENV"
 fi
 
-echo "bootstrap: installing geryon[tf,agent,demo,deploy,dev] into $VENV (TensorFlow is about 1.6 GB the first time)" >&2
+echo "bootstrap: installing geryon[tf,agent,demo,deploy,dev,dashboard] into $VENV (TensorFlow is about 1.6 GB the first time)" >&2
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e ".[tf,agent,demo,deploy,dev,dashboard]"
 # Keras 2 (TF's PS tutorial's model.fit with TF_USE_LEGACY_KERAS): the tests train through it. Without
