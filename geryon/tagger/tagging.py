@@ -6,13 +6,14 @@ Pure logic on top of `dag.analyse`; the TF front door is `geryon.tagger.tag_mode
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from geryon.tagger.dag import Consumption, ForwardGraph, analyse
 from geryon.tagger.map_table import MapTable
 from geryon.tagger.params import Parameter
 from geryon.tagger.partition import PartitionPlan, plan_partitions
+from geryon.tagger.tac import OpTimes, tac
 from geryon.tagger.urgency import compute_urgency
 
 # Op types that make a layer "dense" (fully connected) or "conv" when they consume its parameters.
@@ -30,6 +31,10 @@ class Tagging:
     urgency: tuple[float, ...]
     kinds: tuple[str, ...]  # per parameter: "dense", "conv" or "other", from the ops consuming its layer
     consumer_ops: tuple[str | None, ...]  # per parameter: name of the first consuming op
+    # The traced graph, kept for urgency functions that need more than the consumption (TAC).
+    graph: ForwardGraph | None = field(default=None, compare=False, repr=False)
+    # TAC only: where its op times came from (OpTimes.source).
+    times_source: str | None = None
 
     @classmethod
     def from_graph(cls, params: Sequence[Parameter], graph: ForwardGraph, urgency_function: str) -> Tagging:
@@ -43,12 +48,19 @@ class Tagging:
                 layer_kind.setdefault(p.layer, kind)
         kinds = tuple(layer_kind.get(p.layer, "other") for p in params)
         consumer_ops = tuple(graph.nodes[c].name if c is not None else None for c in consumption.consumer)
-        return cls(tuple(params), consumption, urgency_function, tuple(urgency), kinds, consumer_ops)
+        return cls(tuple(params), consumption, urgency_function, tuple(urgency), kinds, consumer_ops, graph)
 
     def with_urgency(self, urgency_function: str) -> Tagging:
         """The same tagging under another urgency function, without tracing the model again."""
         urgency = compute_urgency(urgency_function, self.params, self.consumption)
-        return replace(self, urgency_function=urgency_function, urgency=tuple(urgency))
+        return replace(self, urgency_function=urgency_function, urgency=tuple(urgency), times_source=None)
+
+    def with_tac(self, times: OpTimes) -> Tagging:
+        """The same tagging under TicTac's TAC (`geryon.tagger.tac`) with these op times."""
+        if self.graph is None:
+            raise ValueError("urgency 'tac': this tagging has no graph (build it with Tagging.from_graph)")
+        _, urgency = tac(self.params, self.graph, self.consumption, times)
+        return replace(self, urgency_function="tac", urgency=tuple(urgency), times_source=times.source)
 
     def map_table(self, thresholds: Iterable[float], version: int = 1, default_class: int = 0) -> MapTable:
         return MapTable.build(

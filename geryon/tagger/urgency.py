@@ -43,9 +43,26 @@ def tic_urgency(params: Sequence[Parameter], consumption: Consumption) -> list[f
     return [0.0 if m is None else 1.0 - m / n for m in consumption.tic_deps]
 
 
+class TimingRequired(ValueError):
+    """An urgency function that needs op times (TicTac's time oracle) was asked for without them."""
+
+
+def tac_urgency(params: Sequence[Parameter], consumption: Consumption) -> list[float]:
+    """TicTac's TAC (Timing-Aware Communication scheduling, paper 000, Sec. 4.3, Algorithm 3).
+
+    TAC needs the graph and a time per op and per transfer, which an urgency function does not get:
+    the tagging computes it (`Tagging.with_tac(times)`, `geryon.tagger.tac`); asked for here, it says so.
+    """
+    raise TimingRequired(
+        "urgency 'tac' needs op times (TicTac's time oracle: seconds per op and per transfer): "
+        "pass them (geryon tag --urgency tac --op-times FILE; Tagging.with_tac(times))"
+    )
+
+
 URGENCY_FUNCTIONS: dict[str, UrgencyFunction] = {
     "layer": layer_urgency,
     "tic": tic_urgency,
+    "tac": tac_urgency,
 }
 
 

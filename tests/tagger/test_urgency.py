@@ -42,7 +42,7 @@ def test_tic_urgency_is_one_minus_m_over_n() -> None:
 
 
 def test_unknown_and_misbehaving_functions() -> None:
-    with pytest.raises(ValueError, match="unknown urgency function 'nope'; allowed: layer, tic"):
+    with pytest.raises(ValueError, match="unknown urgency function 'nope'; allowed: layer, tac, tic"):
         compute_urgency("nope", PARAMS, CONSUMPTION)
     register("test-out-of-range", lambda params, c: [2.0] * len(params))
     try:

@@ -179,7 +179,7 @@ def test_retime_needs_flops() -> None:
         ({"efficiency": 0}, r"efficiency: expected a fraction of peak in \(0, 1\]"),
         ({"efficiency": 1.5}, "efficiency"),
         ({"input_shape": (224, 0, 3)}, "input_shape: expected positive integers"),
-        ({"urgency": "fifo"}, "urgency 'fifo': unknown urgency function; allowed: layer, tic"),
+        ({"urgency": "fifo"}, "urgency 'fifo': unknown urgency function; allowed: layer, tac, tic"),
     ],
 )
 def test_bad_arguments_name_the_field(kwargs: dict[str, Any], message: str) -> None:
