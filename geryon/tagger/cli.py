@@ -15,6 +15,7 @@ from geryon.progress import Progress
 from geryon.tagger.map_table import MAX_CLASSES, default_thresholds, validate_thresholds
 from geryon.tagger.models import BUILTIN_MODELS, ModelLoadError, check_model_spec
 from geryon.tagger.partition import parse_size
+from geryon.tagger.tac import OpTimes, OpTimesError
 from geryon.tagger.tagging import Tagging
 from geryon.tagger.urgency import URGENCY_FUNCTIONS
 from geryon.tfenv import import_tensorflow
@@ -33,7 +34,20 @@ def register(sub: Any) -> None:
         help=f"one of {', '.join(sorted(BUILTIN_MODELS))}, or module:callable returning a Keras model, "
         "a ConcreteFunction or a TF1 tf.Graph",
     )
-    p.add_argument("--urgency", default="layer", choices=sorted(URGENCY_FUNCTIONS), help="urgency function")
+    p.add_argument(
+        "--urgency",
+        default="layer",
+        choices=sorted(URGENCY_FUNCTIONS),
+        help="urgency function: layer (the paper's 1 - l/L), tic (TicTac's TIC, from the graph alone) or "
+        "tac (TicTac's TAC, from the graph and op times: needs --op-times)",
+    )
+    p.add_argument(
+        "--op-times",
+        metavar="FILE",
+        help="with --urgency tac: the time oracle, a geryon.op_times JSON (seconds per graph op and per "
+        "parameter transfer), e.g. from a profile or an in-cluster trace "
+        "(geryon.threshold.tac_times.op_times_from_profile)",
+    )
     p.add_argument(
         "--threshold",
         type=float,
@@ -63,6 +77,23 @@ def register(sub: Any) -> None:
     p.add_argument("--json", action="store_true", help="print the full table and summary as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     p.set_defaults(run=run)
+
+
+def parse_op_times(urgency: str, path: str | None) -> OpTimes | None:
+    """--op-times FILE, required by --urgency tac (TAC has no meaning without op times) and only by it."""
+    if urgency == "tac" and path is None:
+        raise UsageError(
+            "--urgency tac needs --op-times FILE: TicTac's TAC orders transfers by measured or modelled "
+            "op and transfer times, and none were given (--urgency tic needs none)"
+        )
+    if path is None:
+        return None
+    if urgency != "tac":
+        raise UsageError(f"--op-times: only with --urgency tac (got --urgency {urgency})")
+    try:
+        return OpTimes.load(path)
+    except OpTimesError as e:
+        raise UsageError(f"--op-times: {e}") from None
 
 
 def _parse_args(args: argparse.Namespace) -> tuple[tuple[float, ...], tuple[int, ...] | None, int | None]:
@@ -118,8 +149,11 @@ def parse_plan_args(num_ps: int | None, slice_size: str | None) -> int | None:
 
 def run(args: argparse.Namespace) -> int:
     thresholds, input_shape, slice_bytes = _parse_args(args)
+    op_times = parse_op_times(args.urgency, getattr(args, "op_times", None))
     progress = Progress("geryon tag", enabled=not args.quiet)
-    result = tag(args.model, args.urgency, thresholds, input_shape, args.num_ps, slice_bytes, progress)
+    result = tag(
+        args.model, args.urgency, thresholds, input_shape, args.num_ps, slice_bytes, progress, op_times
+    )
     if args.map_table:
         # Write then rename: a process watching the file never reads half a table.
         tmp = f"{args.map_table}.tmp{os.getpid()}"
@@ -148,11 +182,21 @@ def tag(
     num_ps: int | None,
     slice_bytes: int | None,
     progress: Progress,
+    op_times: OpTimes | None = None,
 ) -> dict[str, Any]:
     """Builds, traces and tags a model; returns the JSON-able result the CLI prints."""
     model = load_model(model_spec, input_shape, progress)
     with progress.step("tracing the forward graph and ranking parameters"):
-        tagging = tag_loaded(model_spec, model, urgency, input_shape)
+        if urgency == "tac":
+            if op_times is None:
+                raise UsageError("--urgency tac needs --op-times FILE (TAC's op and transfer times)")
+            tagging = tag_loaded(model_spec, model, "tic", input_shape)
+            try:
+                tagging = tagging.with_tac(op_times)
+            except ValueError as e:
+                raise UsageError(f"--op-times: {e}") from None
+        else:
+            tagging = tag_loaded(model_spec, model, urgency, input_shape)
     return describe(model_spec, tagging, thresholds, num_ps, slice_bytes)
 
 
@@ -202,6 +246,7 @@ def describe(
     result: dict[str, Any] = {
         "model": model_spec,
         "urgency_function": tagging.urgency_function,
+        "op_times_source": tagging.times_source,
         "thresholds": list(table.thresholds),
         "rows": tagging.rows(table),
         "summary": tagging.summary(table),
