@@ -76,6 +76,7 @@ TIERS: dict[str, str] = {
     "tagger/test_cli": "tf",
     "tagger/test_partition": "tf",
     "tagger/test_tag_models": "tf",
+    "tagger/test_tac_models": "tf",
     "tagger/test_tag_sharded": "tf",
     "tagger/test_tf_partitioner": "tf",
     "test_cli": "external",
