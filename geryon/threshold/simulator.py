@@ -103,6 +103,7 @@ from geryon.tagger.partition import plan_partitions
 from geryon.threshold.model import check_bandwidth, overlap_coefficient
 from geryon.threshold.network import NO_LEVEL, allocate, allocate_arrays
 from geryon.threshold.profile import Profile
+from geryon.threshold.sim_modes import MODES, ModePolicy, mode_policy
 from geryon.threshold.simknobs import (
     CHUNK_BYTES,
     ENDHOST_GAP_S,
@@ -121,7 +122,7 @@ from geryon.threshold.simknobs import (
 )
 from geryon.threshold.trace import Span, chrome_trace
 
-MODES = ("fifo", "end-host", "network", "hybrid", "ideal")
+__all__ = ["MODES", "SimResult", "simulate"]
 
 PULL, PUSH = 0, 1
 _FLOW_DONE, _COMPUTE_DONE, _RESUME, _UPDATED, _READY = 0, 1, 2, 3, 4
@@ -290,8 +291,7 @@ def simulate(
     p = _count(num_ps, "num_ps")
     n_iter = _count(iterations, "iterations")
     check_bandwidth(bandwidth_bps)
-    if mode not in MODES:
-        raise ValueError(f"mode: unknown mode {mode!r}; allowed: {', '.join(MODES)}")
+    policy = mode_policy(mode)
     ts = validate_thresholds(thresholds, "thresholds")
     for name, flag in (
         ("trace", trace),
@@ -341,7 +341,7 @@ def simulate(
         w,
         p,
         float(bandwidth_bps),
-        mode,
+        policy,
         ts,
         slice_bytes,
         n_iter,
@@ -530,7 +530,7 @@ class _Replay:
         workers: int,
         num_ps: int,
         bandwidth_bps: float,
-        mode: str,
+        policy: ModePolicy,
         thresholds: tuple[float, ...],
         slice_bytes: int | None,
         iterations: int,
@@ -547,7 +547,7 @@ class _Replay:
         self.workers = workers
         self.num_ps = num_ps
         self.bandwidth_bps = bandwidth_bps
-        self.mode = mode
+        self.policy = policy
         self.thresholds = thresholds
         self.slice_bytes = slice_bytes
         self.iterations = iterations
@@ -557,7 +557,7 @@ class _Replay:
         # cohost_fast: a mean-field stand-in for large co-hosted clusters (see _cohost_fast_hosts).
         self.fast = colocate and knobs.cohost_fast
         # end-host per sender: a PS sends to one worker after another, so workers differ.
-        self.sender_serial = mode == "end-host" and knobs.endhost_scope == "sender"
+        self.sender_serial = policy.takes_gap and knobs.endhost_scope == "sender"
         symmetric = symmetric and not self.sender_serial
         self.symmetric = (symmetric and not colocate) or self.fast
         self.partition = partition
@@ -596,7 +596,7 @@ class _Replay:
         # (see _cohost_groups). None: every host is simulated.
         self.groups: list[list[int]] | None = None
         if colocate and symmetric and not self.fast:
-            self.groups = self._cohost_groups(mode, interleave, knobs.inflight, trace)
+            self.groups = self._cohost_groups(interleave, knobs.inflight, trace)
             self.symmetric = self.groups is not None
         if self.fast:
             self.sim_workers = 2 if workers > num_ps else 1  # a co-hosted host, then a worker-only host
@@ -681,18 +681,23 @@ class _Replay:
             self.is_local[0][0] = True  # the co-hosted worker's only PS is its own
 
         # fifo and network connections interleave their transfers, or send them in ready order.
-        self.shared = interleave and mode in ("fifo", "network")
-        self.by_urgency = mode in ("end-host", "ideal", "hybrid")
+        self.shared = policy.shares(interleave)
+        self.by_urgency = policy.by_urgency
         self.ready_seq = 0
-        self.preempt = mode in ("ideal", "hybrid")
-        self.chunk = float(knobs.chunk_bytes) if mode == "hybrid" else None
+        self.preempt = policy.preempts
+        self.chunk = float(knobs.chunk_bytes) if policy.takes_chunk else None
         # hybrid with push_order="arrival": push connections send in ready order and never preempt.
-        self.push_arrival = mode == "hybrid" and knobs.push_order == "arrival"
-        self.push_whole = mode == "hybrid" and knobs.push_order == "whole"
+        self.push_arrival = policy.takes_chunk and knobs.push_order == "arrival"
+        self.push_whole = policy.takes_chunk and knobs.push_order == "whole"
         # hybrid's urgency order across connections: per sending process ("host") or per NIC ("nic").
-        self.process_order = mode == "hybrid" and knobs.sender_order == "host"
-        self.nic_order = mode == "hybrid" and knobs.sender_order == "nic"
-        self.gap = knobs.endhost_gap_s if mode == "end-host" else 0.0
+        self.process_order = policy.takes_chunk and knobs.sender_order == "host"
+        self.nic_order = policy.takes_chunk and knobs.sender_order == "nic"
+        self.gap = knobs.endhost_gap_s if policy.takes_gap else 0.0
+        # Each shard's level at a NIC and at a switch port, as the policy orders them (None: no order).
+        by_priority = {None: None, "class": self.s_cls, "rank": self.s_rank}
+        self.nic_levels = by_priority[policy.nic_priority]
+        self.switch_levels = by_priority[policy.switch_priority]
+        self.class_nic = policy.nic_priority == "class"
         # end-host's gaps skip re-allocations only on the representative path with more workers than
         # PSes: with every worker (or co-hosted) every PS port carries many connections, and with as many
         # PSes as workers the worker's own port is full, so the check would cost without paying.
@@ -702,7 +707,7 @@ class _Replay:
         )
         self.inflight = knobs.inflight if self.shared else None
         self.rng = random.Random(knobs.seed)
-        per_class = mode in ("network", "hybrid")
+        per_class = policy.per_class
         self.flows: dict[tuple[int, int, int, int], _Flow] = {}
         self.flow_list: list[_Flow] = []
         # end-host per sender: each sender's pending transfers (rank, shard, iteration, flow) and
@@ -765,7 +770,7 @@ class _Replay:
         # every settle, and a chunk switch a rounding apart can change hybrid's schedule (VGG-19, V100,
         # 64 x 8 separate hosts, 40 Gbit/s, threshold 0.25: 1036.2 ms with the memo, 1050.1 without).
         # Without it separate-host hybrid runs are the same to the bit as before the memo.
-        if self.memo_allocations and (mode == "end-host" or (mode == "hybrid" and colocate)):
+        if self.memo_allocations and policy.uses_memo(colocate):
             self.memo = {}
         n_flows = len(self.flow_list)
         self.memo_state = (array("I", bytes(4 * n_flows)), array("I", bytes(4 * n_flows)))
@@ -813,9 +818,7 @@ class _Replay:
         self.heap_limit = 4096  # _compact when the heap grows past this
         self.seq = 0
 
-    def _cohost_groups(
-        self, mode: str, interleave: bool, inflight: float | None, trace: bool
-    ) -> list[list[int]] | None:
+    def _cohost_groups(self, interleave: bool, inflight: float | None, trace: bool) -> list[list[int]] | None:
         """Co-hosted hosts that are interchangeable, in groups (first host first), or None.
 
         Every worker pulls and pushes every shard, so two hosts differ only in what their PS holds:
@@ -829,7 +832,7 @@ class _Replay:
         nothing: a TF channel window (`inflight`) draws a random order per connection, so two
         connections that stand for each other would differ; a trace shows every host's timeline;
         no two hosts alike."""
-        if trace or (inflight is not None and interleave and mode in ("fifo", "network")):
+        if trace or (inflight is not None and self.policy.shares(interleave)):
             return None
         P, W = self.num_ps, self.workers
         held: list[list[tuple[str, float]]] = [[] for _ in range(P)]
@@ -879,21 +882,21 @@ class _Replay:
         self.bg_ports: list[tuple[str, int, int]] = []
         if not background:
             return
-        mode = self.mode
+        priority = self.policy.background_priority
         W = self.sim_workers
         worker_hosts = list(range(W))
         ps_hosts = list(self.ps_host)
         for b in background:
             level: int | None = None
             nic_level: int | None = None  # its level on a host's NIC (out), where it differs
-            if mode in ("network", "hybrid") and n_classes is not None:
+            if priority == "class" and n_classes is not None:
                 if b.queue == "lowest":
                     level = n_classes - 1  # in the least urgent training class's queue, shared fairly
                 else:
                     level = n_classes  # below every training class
                     if self.nic_order:
                         nic_level = n_ranks  # the NIC orders by rank: below every training rank
-            elif mode == "ideal":
+            elif priority == "rank":
                 level = n_ranks  # below every training rank
             hosts = {"workers": worker_hosts, "ps": ps_hosts, "all": worker_hosts + ps_hosts}[b.hosts]
             for h in dict.fromkeys(hosts):
@@ -1189,25 +1192,20 @@ class _Replay:
 
     def _levels(self, flow: _Flow, j: int) -> tuple[int | None, int | None, int | None]:
         """(level at the NIC, level at the switch port, order within the sending process at the NIC)."""
-        mode = self.mode
-        if mode == "fifo":
-            return None, None, None
-        if mode in ("network", "hybrid"):
-            if not (self.push_arrival and flow.side == PUSH):
-                if self.process_order:
-                    # The data plane: each process's writers send its most urgent chunk of the class,
-                    # whatever the connection; the NIC's qdisc and the switch see the class only.
-                    return self.s_cls[j], self.s_cls[j], self.s_rank[j]
-                if self.nic_order:
-                    # A send scheduler per host: its most urgent chunk of any process first (which also
-                    # serves classes in priority order); the switch knows only the class.
-                    return self.s_rank[j], self.s_cls[j], None
-            # hybrid orders by urgency inside a connection only (the data plane's per-socket queue);
-            # the host's qdisc and the switch see the class.
-            return self.s_cls[j], self.s_cls[j], None
-        if mode == "ideal":
-            return self.s_rank[j], self.s_rank[j], None
-        return self.s_rank[j], None, None  # end-host: only the sender orders by urgency
+        # process_order and nic_order are hybrid's (sender_order); they refine its class levels.
+        if self.class_nic and not (self.push_arrival and flow.side == PUSH):
+            if self.process_order:
+                # The data plane: each process's writers send its most urgent chunk of the class,
+                # whatever the connection; the NIC's qdisc and the switch see the class only.
+                return self.s_cls[j], self.s_cls[j], self.s_rank[j]
+            if self.nic_order:
+                # A send scheduler per host: its most urgent chunk of any process first (which also
+                # serves classes in priority order); the switch knows only the class.
+                return self.s_rank[j], self.s_cls[j], None
+        # Otherwise each port sees what the mode's policy says: nothing, the class or the rank
+        # (hybrid inside a connection only, the data plane's per-socket queue: the class).
+        nic, switch = self.nic_levels, self.switch_levels
+        return (None if nic is None else nic[j]), (None if switch is None else switch[j]), None
 
     def _activate(self, flow: _Flow, j: int, t: float) -> None:
         flow.rate = 0.0
@@ -1640,7 +1638,7 @@ class _Replay:
         for key, index, scale in self.bg_ports:
             background_bytes[key] = background_bytes.get(key, 0.0) + self.link_moved[index] * scale
         return SimResult(
-            mode=self.mode,
+            mode=self.policy.name,
             workers=self.workers,
             num_ps=self.num_ps,
             bandwidth_bps=bps,
