@@ -232,20 +232,20 @@ GAP_SETTINGS = [
 
 
 def off_and_on(monkeypatch, switch, run):
-    """`run()` with the simulator's `_Replay.<switch>` off, then on: [(result, network.allocate calls)]."""
-    import geryon.threshold.simulator as sim
+    """`run()` with the simulator's `Rates.<switch>` off, then on: [(result, network.allocate calls)]."""
+    import geryon.threshold.sim_rates as rates
 
     calls = {"n": 0}
-    allocate = sim.allocate
+    allocate = rates.allocate
 
     def counted(*args, **kwargs):
         calls["n"] += 1
         return allocate(*args, **kwargs)
 
-    monkeypatch.setattr(sim, "allocate", counted)
+    monkeypatch.setattr(rates, "allocate", counted)
     runs = []
     for on in (False, True):
-        monkeypatch.setattr(sim._Replay, switch, on)
+        monkeypatch.setattr(rates.Rates, switch, on)
         calls["n"] = 0
         runs.append((run(), calls["n"]))
     return runs
@@ -254,7 +254,7 @@ def off_and_on(monkeypatch, switch, run):
 @pytest.mark.parametrize("setting", GAP_SETTINGS)
 def test_end_host_gaps_without_reallocation_match_the_full_path(monkeypatch, setting):
     # A transfer's gap leaves the allocation alone where its coming and going moves no other rate
-    # (_Replay._quiet_rate); the result must equal re-allocating at every gap, span by span.
+    # (sim_rates.Rates._quiet_rate); the result must equal re-allocating at every gap, span by span.
 
     p = synthetic(
         [300_000, 40_000, 2_500_000, 800_000, 120_000],

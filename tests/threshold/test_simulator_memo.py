@@ -1,11 +1,11 @@
-"""The allocation memo of end-host and hybrid (_Replay._settle_memo) gives what allocating at every settle
-gives."""
+"""The allocation memo of end-host and hybrid (sim_rates.Rates._settle_memo) gives what allocating at
+every settle gives."""
 
 from __future__ import annotations
 
 import pytest
 
-import geryon.threshold.simulator as sim
+import geryon.threshold.sim_rates as rates
 from geryon.threshold.profile import synthetic
 from geryon.threshold.simknobs import Background, PsCosts
 from geryon.threshold.simulator import simulate
@@ -141,7 +141,7 @@ def test_memo_on_vgg19_shapes(monkeypatch, colocate, mode):
 
 def test_memo_is_bounded(monkeypatch):
     # A full memo starts again; the result does not change.
-    monkeypatch.setattr(sim._Replay, "MEMO_MAX", 3)
+    monkeypatch.setattr(rates.Rates, "MEMO_MAX", 3)
     p = synthetic([300_000, 40_000, 2_500_000, 800_000], [2e-3, 1e-3, 4e-3, 1e-3], [3e-3, 2e-3, 6e-3, 2e-3])
     old, new, _, _ = both(
         monkeypatch, p, workers=8, num_ps=4, bandwidth_bps=1e9, colocate=True, slice_bytes=100_000
@@ -163,7 +163,7 @@ def test_memo_is_bounded(monkeypatch):
 def test_allocations_on_arrays_equal_allocating_every_time(monkeypatch, shape, mode, knobs):
     # Every memo miss on numpy arrays (network.allocate_arrays; by default only from 128 flows, the
     # 1024 x 64 co-hosted groups) against the old path's network.allocate at every settle.
-    monkeypatch.setattr(sim, "_ARRAY_FLOWS", 0)
+    monkeypatch.setattr(rates, "_ARRAY_FLOWS", 0)
     workers, num_ps, colocate, symmetric = shape
     kw = {
         "workers": workers,
