@@ -39,7 +39,7 @@ from typing import Any
 
 from geryon.tagger.map_table import MapTable, validate_thresholds
 from geryon.tf.bindings import install_capture_hook, register_variables
-from geryon.tf.map_table_native import consumption_ranks, to_native
+from geryon.tf.map_table_native import consumption_ranks, to_native, urgency_ranks
 
 __all__ = [
     "CHUNK_BYTES_RANGE",
@@ -250,8 +250,8 @@ class GeryonStrategy:
 
     @property
     def ranks(self) -> dict[int, int]:
-        """Parameter id -> urgency rank: its position in the forward pass's consumption order."""
-        return consumption_ranks(self.tagging.consumption.order)
+        """Parameter id -> urgency rank (`urgency_order_ranks`)."""
+        return urgency_order_ranks(self.tagging, self.map_table)
 
     def set_order(self, order: str) -> dict[str, str]:
         """Order inside a class on every task's data plane; returns task -> order in force.
@@ -317,13 +317,15 @@ def strategy(
     input_shape: Sequence[int] | None = None,
     default_class: int | None = None,
     variable_partitioner: Any = None,
+    op_times: Any = None,
 ) -> GeryonStrategy:
     """A ParameterServerStrategy, the model `model_fn()` builds in its scope, tagged and installed.
 
     `thresholds`: k-1 increasing values in [0, 1] (default: one threshold, 0.5, two classes).
-    `urgency`: the tagger's urgency function; `input_shape`: the model's input shape without the
-    batch dimension, when the model is not built yet. Tensors that carry no parameter, and those the
-    graph pass cannot trace to one, take `default_class` (default: the least urgent class, so that
+    `urgency`: the tagger's urgency function ("layer", "tic", or "tac" with `op_times`: an OpTimes or
+    the path of a geryon.op_times file, TicTac's time oracle); `input_shape`: the model's input shape
+    without the batch dimension, when the model is not built yet. Tensors that carry no parameter, and
+    those the graph pass cannot trace to one, take `default_class` (default: the least urgent class, so that
     what the pass misses never competes with the most urgent parameters; their bytes are counted per
     flow on both ends, `FlowCounter.unresolved_bytes`, and the host agent shows them: see
     geryon.tf.agent_report).
@@ -331,6 +333,7 @@ def strategy(
     import tensorflow as tf
 
     validate_thresholds(thresholds if thresholds is not None else [0.5])  # fail before any work
+    times = load_op_times(urgency, op_times)
     native_ops()  # the graph pass must be registered before the first step is instantiated
     tf_strategy = tf.distribute.experimental.ParameterServerStrategy(
         cluster_resolver, variable_partitioner=variable_partitioner
@@ -340,7 +343,13 @@ def strategy(
         if not getattr(model, "trainable_variables", None) and input_shape is not None:
             model.build((None, *input_shape))  # here, so the variables are placed on the PSes
     return adopt(
-        tf_strategy, model, thresholds, urgency=urgency, input_shape=input_shape, default_class=default_class
+        tf_strategy,
+        model,
+        thresholds,
+        urgency=urgency,
+        input_shape=input_shape,
+        default_class=default_class,
+        op_times=times,
     )
 
 
@@ -352,6 +361,7 @@ def adopt(
     urgency: str = "layer",
     input_shape: Sequence[int] | None = None,
     default_class: int | None = None,
+    op_times: Any = None,
 ) -> GeryonStrategy:
     """Classifies a model already built in `tf_strategy`'s scope and installs its map_table.
 
@@ -362,6 +372,7 @@ def adopt(
     from geryon.tagger.tf_graph import parameters_of
 
     ts = validate_thresholds(thresholds if thresholds is not None else [0.5])
+    times = load_op_times(urgency, op_times)
     if not getattr(model, "trainable_variables", None):
         raise ValueError(
             "model: it has no trainable variables to classify; build it in the strategy's scope first"
@@ -376,15 +387,46 @@ def adopt(
     # Start above every version a task already runs (an earlier run of this coordinator, a PS that
     # outlived it): tasks refuse to go back to an older version.
     first = max(t.version for t in read_map_tables(devices).values()) + 1
-    tagging = tag_model(model, urgency=urgency, input_shape=input_shape)
+    if times is None:
+        tagging = tag_model(model, urgency=urgency, input_shape=input_shape)
+    else:  # TAC needs the traced graph and the op times: tag by layer, then order by TAC
+        tagging = tag_model(model, urgency="layer", input_shape=input_shape).with_tac(times)
     table = tagging.map_table(ts, version=first, default_class=least_urgent_default(ts, default_class))
     ids = {e.name: e.id for e in table.entries}
     params, variables = parameters_of(model.trainable_variables)
     register_variables((v, ids[p.name]) for p, v in zip(params, variables, strict=True))
-    ranks = consumption_ranks(tagging.consumption.order)
+    ranks = urgency_order_ranks(tagging, table)
     register_variables(layer_state_ids(model, params, ids, ranks))
     install_map_table(table, devices, ranks)
     return GeryonStrategy(tf_strategy, model, tagging, table, devices)
+
+
+def load_op_times(urgency: str, op_times: Any) -> Any:
+    """The OpTimes that urgency "tac" needs (None for the other functions); ValueError naming the argument."""
+    from geryon.tagger.tac import OpTimes
+
+    if urgency != "tac":
+        if op_times is not None:
+            raise ValueError(f"op_times: only urgency 'tac' uses op times, not {urgency!r}")
+        return None
+    if op_times is None:
+        raise ValueError(
+            "op_times: urgency 'tac' needs TicTac's time oracle: an OpTimes or the path of a geryon.op_times "
+            "file (geryon tag --urgency tac --op-times FILE, docs/scheduling.md)"
+        )
+    return op_times if isinstance(op_times, OpTimes) else OpTimes.load(op_times)
+
+
+def urgency_order_ranks(tagging: Any, table: MapTable) -> dict[int, int]:
+    """Parameter id -> rank in the data plane's send order inside a class.
+
+    Under "layer" and "tic" urgency falls along the forward pass's consumption order, so the rank is
+    the consumption position (ties inside a layer keep id order). TAC reorders parameters against
+    consumption (a heavy branch first), so its rank follows the urgency the table carries.
+    """
+    if tagging.urgency_function == "tac":
+        return urgency_ranks(table)
+    return consumption_ranks(tagging.consumption.order)
 
 
 def layer_state_ids(

@@ -96,3 +96,42 @@ def test_adopt_classifies_a_model_built_in_the_users_own_strategy() -> None:
     # first version is above the 4 the PS already ran.
     assert result["default"] == 1
     assert result["tables"] == {task: [5, 1] for task in ("coordinator", "ps:0", "worker:0")}
+
+
+def test_urgency_tac_needs_op_times_and_only_tac_takes_them() -> None:
+    from geryon.tagger.tac import OpTimes
+    from geryon.tf.strategy import load_op_times, strategy
+
+    def never() -> Any:
+        raise AssertionError("model_fn must not run when op_times is wrong")
+
+    with pytest.raises(ValueError, match="op_times: urgency 'tac' needs"):
+        strategy(object(), never, urgency="tac")
+    with pytest.raises(ValueError, match="op_times: only urgency 'tac'"):
+        strategy(object(), never, urgency="layer", op_times=OpTimes({}, {}))
+    with pytest.raises(ValueError, match=r"op times '/nonexistent/t\.json'"):
+        load_op_times("tac", "/nonexistent/t.json")
+    times = OpTimes({}, {"a": 1.0}, source="test")
+    assert load_op_times("tac", times) is times
+
+
+def test_tac_ranks_follow_its_urgency_the_others_the_consumption_order() -> None:
+    """The data plane's order inside a class: TAC may put a later-consumed parameter first."""
+    from types import SimpleNamespace
+
+    from geryon.tagger.map_table import MapTable
+    from geryon.tf.strategy import urgency_order_ranks
+
+    names = ["tower_a/k", "tower_b/k", "head/k"]
+    consumption = SimpleNamespace(order=[0, 1, 2])  # consumed a, b, head
+    tac_table = MapTable.build(names, [2 / 3, 1.0, 1 / 3], [0.5], "tac")  # TAC: the heavy tower b first
+    by_id = {e.name: e.id for e in tac_table.entries}
+    tac_ranks = urgency_order_ranks(
+        SimpleNamespace(urgency_function="tac", consumption=consumption), tac_table
+    )
+    assert sorted(by_id, key=lambda n: tac_ranks[by_id[n]]) == ["tower_b/k", "tower_a/k", "head/k"]
+    layer_table = MapTable.build(names, [1.0, 2 / 3, 1 / 3], [0.5], "layer")
+    layer_ranks = urgency_order_ranks(
+        SimpleNamespace(urgency_function="layer", consumption=consumption), layer_table
+    )
+    assert layer_ranks == {0: 0, 1: 1, 2: 2}
