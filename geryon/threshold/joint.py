@@ -41,9 +41,11 @@ class Objective:
     def __call__(self, thresholds: Sequence[float], chunk_bytes: int) -> float:
         key = (tuple(float(t) for t in thresholds), int(chunk_bytes))
         if key not in self.cache:
-            sim = self.simulate
-            if sim is None:
+            sim: Callable[..., Any]
+            if self.simulate is None:
                 from geryon.threshold.simulator import simulate as sim
+            else:
+                sim = self.simulate
             result = sim(
                 self.profile,
                 workers=self.workers,
