@@ -197,6 +197,7 @@ def main() -> int:
             "setting": row["setting"],
             "best": row["best_s"] * 1e3,
             "spread": row["spread"] * 100,
+            "chunk": row["chunk_spread"] * 100,
         }
         for name in args.searchers:
             runs = row["runs"][name]
