@@ -21,7 +21,8 @@ from geryon.tagger.partition import parse_size
 from geryon.units import format_rate, parse_rate
 
 MODES = ("fifo", "end-host", "network", "hybrid", "ideal")  # geryon.threshold.simulator.MODES
-SEARCH_STRATEGIES = ("guided", "sweep", "bayes")  # geryon.threshold.search.STRATEGIES, best first
+# geryon.threshold.search.ALL_STRATEGIES, best first
+SEARCH_STRATEGIES = ("guided", "sweep", "bayes", "bytescheduler")
 
 
 def register(sub: Any) -> None:
@@ -69,7 +70,20 @@ def register(sub: Any) -> None:
         default="guided",
         choices=SEARCH_STRATEGIES,
         help="strategy for --threshold auto: guided (rank with the simulator, the default), sweep (the "
-        "paper's), bayes (Gaussian process)",
+        "paper's), bayes (Gaussian process), bytescheduler (the Gaussian process with ByteScheduler's "
+        "tuner settings, paper 004 Sec. 4.3)",
+    )
+    p.add_argument(
+        "--search-chunk",
+        action="store_true",
+        help="with --threshold auto: search hybrid's chunk size jointly with the thresholds (the search "
+        "then runs in hybrid mode, the only one with chunks; the chosen size replaces --chunk-size)",
+    )
+    p.add_argument(
+        "--chunk-candidates",
+        metavar="SIZES",
+        help="with --search-chunk: comma-separated chunk sizes to choose from, each 4KiB..1GiB "
+        "(default 16KiB,64KiB,256KiB,1MiB,4MiB)",
     )
     p.add_argument(
         "--slice-size",
@@ -384,38 +398,88 @@ def load_trace_profile(args: argparse.Namespace, progress: Progress) -> Any:
         raise UsageError(f"--profile: {e}") from None
 
 
+def parse_chunk_candidates(text: str | None, search_chunk: bool, auto: bool) -> tuple[int, ...] | None:
+    """The chunk sizes of a joint search (None: no joint search); exit 2 on a bad list or misuse."""
+    if not search_chunk:
+        if text is not None:
+            raise UsageError("--chunk-candidates: only with --search-chunk")
+        return None
+    if not auto:
+        raise UsageError("--search-chunk: searches with the thresholds; give --threshold auto")
+    from geryon.threshold.joint import CHUNK_CANDIDATES
+    from geryon.threshold.search.options import chunk_sizes
+
+    if text is None:
+        return CHUNK_CANDIDATES
+    try:
+        sizes = [parse_size(v.strip()) for v in text.split(",")]
+    except ValueError as e:
+        raise UsageError(f"--chunk-candidates: {e}") from None
+    try:
+        return tuple(chunk_sizes("--chunk-candidates", sizes))
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+
+
 def search_threshold(
-    simulate_fn: Any, profile: Any, num_classes: int, strategy: str, progress: Progress
-) -> tuple[tuple[float, ...], list[dict[str, Any]]]:
+    simulate_fn: Any,
+    profile: Any,
+    num_classes: int,
+    strategy: str,
+    progress: Progress,
+    chunks: Sequence[int] | None = None,
+) -> tuple[tuple[float, ...], list[dict[str, Any]], int | None]:
     """Runs the adaptive searcher with the simulator standing in for live iterations.
 
     The tagger's urgencies and sizes let the searcher try only cuts that move a parameter; the
-    guided strategy also ranks candidates with the simulator, as it would beside a real job.
+    guided strategy also ranks candidates with the simulator, as it would beside a real job. With
+    `chunks`, the search is joint over hybrid's chunk size and runs in hybrid mode; the chosen size
+    comes back third (else None).
     """
     from geryon.threshold.search import make_searcher
 
+    options: dict[str, Any] = {
+        "urgencies": [p.urgency for p in profile.params],
+        "sizes": [p.bytes for p in profile.params],
+    }
+    if chunks is not None:
+        options["chunk_sizes"] = list(chunks)
+
+        def measure(ts: tuple[float, ...], chunk: int | None) -> float:
+            return float(simulate_fn(ts, "hybrid", chunk_bytes=chunk).iteration_s)
+
+        def predictor(ts: Any, chunk_bytes: int) -> float:
+            return measure(tuple(ts), chunk_bytes)
+    else:
+
+        def measure(ts: tuple[float, ...], chunk: int | None) -> float:
+            return float(simulate_fn(ts).iteration_s)
+
+        def predictor(ts: Any) -> float:  # type: ignore[misc]
+            return measure(tuple(ts), None)
+
     searcher = make_searcher(
-        strategy,
-        num_classes,
-        predictor=(lambda ts: simulate_fn(tuple(ts)).iteration_s) if strategy == "guided" else None,
-        urgencies=[p.urgency for p in profile.params],
-        sizes=[p.bytes for p in profile.params],
+        strategy, num_classes, predictor=predictor if strategy == "guided" else None, **options
     )
     trials: list[dict[str, Any]] = []
     for i in range(1, 201):  # bounded: a searcher that never converges still ends
-        ts = tuple(searcher.next_threshold())
-        t = simulate_fn(ts).iteration_s
-        searcher.report(ts, t)
-        trials.append({"iteration": i, "thresholds": list(ts), "iteration_s": t})
-        progress.say(
-            f"search iteration {i}: thresholds {', '.join(f'{x:.3f}' for x in ts)} -> {t * 1e3:.1f} ms"
-        )
+        trial = searcher.next_trial()
+        ts = tuple(trial.thresholds)
+        t = measure(ts, trial.chunk_bytes)
+        searcher.report(ts, t, chunk_bytes=trial.chunk_bytes)
+        record: dict[str, Any] = {"iteration": i, "thresholds": list(ts), "iteration_s": t}
+        where = f"thresholds {', '.join(f'{x:.3f}' for x in ts)}"
+        if chunks is not None:
+            record["chunk_bytes"] = trial.chunk_bytes
+            where += f", chunks {trial.chunk_bytes} B"
+        trials.append(record)
+        progress.say(f"search iteration {i}: {where} -> {t * 1e3:.1f} ms")
         if searcher.converged:
             break
     best = searcher.best
     if best is None:
         raise UsageError("--threshold auto: the search did not settle on a threshold within 200 iterations")
-    return tuple(best), trials
+    return tuple(best), trials, searcher.best_chunk_bytes
 
 
 def run(args: argparse.Namespace) -> int:
@@ -423,6 +487,7 @@ def run(args: argparse.Namespace) -> int:
     check_counts(args)
     thresholds = parse_thresholds(args.threshold, args.classes)
     slice_bytes = parse_slice(args.slice_size, args.no_partition)
+    chunks = parse_chunk_candidates(args.chunk_candidates, args.search_chunk, thresholds is None)
     try:
         bandwidth = parse_rate(args.bandwidth, "--bandwidth")
     except ValueError as e:
@@ -435,7 +500,12 @@ def run(args: argparse.Namespace) -> int:
     if args.save_profile:
         profile.save(args.save_profile)
 
-    def sim(ts: tuple[float, ...], mode: str = "network", trace: bool = False) -> Any:
+    def sim(
+        ts: tuple[float, ...], mode: str = "network", trace: bool = False, chunk_bytes: int | None = None
+    ) -> Any:
+        chosen = dict(knobs)
+        if chunk_bytes is not None:
+            chosen["chunk_bytes"] = chunk_bytes
         return simulate(
             profile,
             workers=args.workers,
@@ -449,15 +519,20 @@ def run(args: argparse.Namespace) -> int:
             cohost_fast=args.cohost_fast,
             iterations=args.iterations,
             trace=trace,
-            **knobs,
+            **chosen,
         )
 
     search: dict[str, Any] | None = None
     if thresholds is None:
         k = args.classes or 2
-        progress.say(f"searching {k - 1} threshold(s) with the {args.search} strategy against the simulator")
-        thresholds, trials = search_threshold(sim, profile, k, args.search, progress)
+        what = f"{k - 1} threshold(s)" + (" and the chunk size (hybrid)" if chunks else "")
+        progress.say(f"searching {what} with the {args.search} strategy against the simulator")
+        thresholds, trials, best_chunk = search_threshold(sim, profile, k, args.search, progress, chunks)
         search = {"strategy": args.search, "iterations": len(trials), "trials": trials}
+        if best_chunk is not None:
+            knobs["chunk_bytes"] = best_chunk
+            search["chunk_candidates"] = list(chunks or ())
+            search["chunk_bytes"] = best_chunk
 
     results = {}
     for mode in modes:
@@ -527,7 +602,8 @@ def format_report(report: dict[str, Any], results: dict[str, Any]) -> str:
     )
     if report["search"]:
         s = report["search"]
-        lines.append(f"search: {s['strategy']} settled after {s['iterations']} simulated iterations")
+        chunk = f" (chunk size {s['chunk_bytes']} B, searched jointly)" if s.get("chunk_bytes") else ""
+        lines.append(f"search: {s['strategy']} settled after {s['iterations']} simulated iterations{chunk}")
     lines.append("")
     header = (
         f"{'mode':<9} {'iteration':>11} {'images/s':>10} {'GPU util':>9} {'alpha':>6} "

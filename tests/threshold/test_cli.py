@@ -47,6 +47,20 @@ def profile_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
         (["--workers", "0"], "--workers: must be at least 1, got 0"),
         (["--slice-size", "huge"], "--slice-size:"),
         (["--colocate", "--ps", "3", "--workers", "2"], "--colocate: PS i shares host i with worker i"),
+        (["--search-chunk"], "--search-chunk: searches with the thresholds; give --threshold auto"),
+        (["--chunk-candidates", "64KiB"], "--chunk-candidates: only with --search-chunk"),
+        (
+            ["--threshold", "auto", "--search-chunk", "--chunk-candidates", "64KiB,1KiB"],
+            "--chunk-candidates[1]: expected a chunk size in bytes",
+        ),
+        (
+            ["--threshold", "auto", "--search-chunk", "--chunk-candidates", "64KiB,lots"],
+            "--chunk-candidates:",
+        ),
+        (
+            ["--threshold", "auto", "--search-chunk", "--chunk-candidates", "64KiB,64KiB"],
+            "--chunk-candidates: sizes must be distinct",
+        ),
     ],
 )
 def test_bad_arguments_exit_2_naming_the_flag(profile_file: Path, args: list[str], message: str) -> None:
@@ -130,6 +144,21 @@ def test_threshold_auto_reports_the_search(profile_file: Path) -> None:
     report = json.loads(r.stdout)
     assert report["search"]["iterations"] >= 1
     assert 0 <= report["thresholds"][0] <= 1
+
+
+@pytest.mark.parametrize("strategy", ["bayes", "bytescheduler"])
+def test_threshold_auto_with_search_chunk_picks_a_candidate_chunk(profile_file: Path, strategy: str) -> None:
+    r = geryon(
+        "simulate", "--profile", str(profile_file), "--workers", "2", "--ps", "2", "--mode", "hybrid",
+        "--threshold", "auto", "--search", strategy, "--search-chunk",
+        "--chunk-candidates", "16KiB,256KiB,1MiB", "--json", "--quiet",
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    report = json.loads(r.stdout)
+    s = report["search"]
+    assert s["chunk_bytes"] in (16 << 10, 256 << 10, 1 << 20)
+    assert report["knobs"]["chunk_bytes"] == s["chunk_bytes"]
+    assert all(t["chunk_bytes"] in s["chunk_candidates"] for t in s["trials"])
 
 
 @pytest.mark.slow

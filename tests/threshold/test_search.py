@@ -287,7 +287,7 @@ def test_guided_trusts_measurements_over_predictions() -> None:
         ({"drift_window": 1}, "drift_window: expected an integer >= 2"),
         ({"points": 2}, r"points: expected an integer in \[3, 1000\]"),
         ({"fit": "cubic"}, "fit: expected one of local, quadratic, min, got 'cubic'"),
-        ({"speed": 3}, "speed: unknown option.*'sweep'.*allowed: budget, drift"),
+        ({"speed": 3}, "speed: unknown option.*'sweep'.*allowed: budget, chunk_sizes, drift"),
         ({"strategy": "bayes", "init": 1}, r"init: expected an integer in \[2, 100\]"),
         ({"strategy": "bayes", "slice_sizes": []}, "slice_sizes: give at least one"),
         ({"strategy": "bayes", "slice_sizes": [1024, 0]}, r"slice_sizes\[1\]: expected a size in bytes"),

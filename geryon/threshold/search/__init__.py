@@ -8,7 +8,10 @@
     searcher.best, searcher.converged
 
 Strategies: "sweep" (the paper's: try, fit, take the minimum), "guided" (rank with a predictor such
-as the simulator, measure the best few live), "bayes" (Gaussian process + expected improvement).
+as the simulator, measure the best few live), "bayes" (Gaussian process + expected improvement),
+"bytescheduler" (the same with ByteScheduler's tuner settings, paper 004 Sec. 4.3). With
+`chunk_sizes`, a search is joint over thresholds and hybrid's chunk size: drive it with
+`next_trial()` and `report(trial.thresholds, seconds, chunk_bytes=trial.chunk_bytes)`.
 """
 
 from __future__ import annotations
@@ -17,19 +20,26 @@ import os
 from typing import Any
 
 from geryon.threshold.search.base import COMMON_OPTIONS, Predictor, Searcher, Trial
-from geryon.threshold.search.bayes import BayesSearcher
+from geryon.threshold.search.bayes import BayesSearcher, ByteSchedulerSearcher
 from geryon.threshold.search.guided import GuidedSearcher
 from geryon.threshold.search.log import SearchLog
 from geryon.threshold.search.sweep import SweepSearcher
 
-SEARCHERS: dict[str, type[Searcher]] = {s.strategy: s for s in (SweepSearcher, GuidedSearcher, BayesSearcher)}
-STRATEGIES = tuple(SEARCHERS)
+SEARCHERS: dict[str, type[Searcher]] = {
+    s.strategy: s for s in (SweepSearcher, GuidedSearcher, BayesSearcher, ByteSchedulerSearcher)
+}
+# The online strategies with their own defaults; "bytescheduler" is a setting of "bayes" (another
+# budget and stopping rule), made by make_searcher like the others.
+STRATEGIES = ("sweep", "guided", "bayes")
+ALL_STRATEGIES = tuple(SEARCHERS)
 
 __all__ = [
+    "ALL_STRATEGIES",
     "COMMON_OPTIONS",
     "SEARCHERS",
     "STRATEGIES",
     "BayesSearcher",
+    "ByteSchedulerSearcher",
     "GuidedSearcher",
     "Searcher",
     "SweepSearcher",
@@ -54,7 +64,7 @@ def make_searcher(
     naming the option and what is allowed.
     """
     if strategy not in SEARCHERS:
-        raise ValueError(f"strategy: expected one of {', '.join(STRATEGIES)}, got {strategy!r}")
+        raise ValueError(f"strategy: expected one of {', '.join(ALL_STRATEGIES)}, got {strategy!r}")
     return SEARCHERS[strategy](num_classes, predictor=predictor, log_path=log_path, **options)
 
 

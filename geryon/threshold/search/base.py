@@ -36,13 +36,18 @@ Predictor = Callable[..., float]
 
 @dataclass(frozen=True)
 class Trial:
-    """One setting to run an iteration with: k-1 thresholds and, in a joint search, a slice size."""
+    """One setting to run an iteration with: k-1 thresholds and, in a joint search, a slice size and/or
+    a chunk size (hybrid's preemption unit inside a class, set at run time)."""
 
     thresholds: tuple[float, ...]
     slice_bytes: int | None = None
+    chunk_bytes: int | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"thresholds": list(self.thresholds), "slice_bytes": self.slice_bytes}
+        out: dict[str, Any] = {"thresholds": list(self.thresholds), "slice_bytes": self.slice_bytes}
+        if self.chunk_bytes is not None:  # absent otherwise: logs of searches without it read as before
+            out["chunk_bytes"] = self.chunk_bytes
+        return out
 
 
 class Planner(Protocol):
@@ -109,6 +114,7 @@ class Searcher:
             raise ValueError(f"predictor: the {self.strategy!r} strategy does not use one; leave it out")
         self._predictor = predictor
         self._joint = self.options.get("slice_sizes") is not None
+        self._chunked = self.options.get("chunk_sizes") is not None
 
         self._epoch = 0
         self._total = 0  # reports ever
@@ -161,7 +167,11 @@ class Searcher:
         return self.next_trial().thresholds
 
     def report(
-        self, thresholds: Sequence[float], iteration_time: float, slice_bytes: int | None = None
+        self,
+        thresholds: Sequence[float],
+        iteration_time: float,
+        slice_bytes: int | None = None,
+        chunk_bytes: int | None = None,
     ) -> None:
         """Feeds back one iteration: the thresholds it ran with and its measured time in seconds."""
         values = validate_thresholds(thresholds, field="thresholds")
@@ -181,7 +191,15 @@ class Searcher:
                 )
         elif slice_bytes is not None:
             raise ValueError("slice_bytes: this search does not search slice sizes; leave it out")
-        self._emit(self._report(Trial(values, slice_bytes), float(t)))
+        if self._chunked:
+            if isinstance(chunk_bytes, bool) or not isinstance(chunk_bytes, int) or chunk_bytes < 1:
+                raise ValueError(
+                    f"chunk_bytes: this search is joint over chunk sizes; report the chunk size the "
+                    f"iteration used (bytes >= 1), got {chunk_bytes!r}"
+                )
+        elif chunk_bytes is not None:
+            raise ValueError("chunk_bytes: this search does not search chunk sizes; leave it out")
+        self._emit(self._report(Trial(values, slice_bytes, chunk_bytes), float(t)))
 
     @property
     def best(self) -> tuple[float, ...] | None:
@@ -191,6 +209,11 @@ class Searcher:
     @property
     def best_slice_bytes(self) -> int | None:
         return None if self._best is None else self._best.slice_bytes
+
+    @property
+    def best_chunk_bytes(self) -> int | None:
+        """The chosen chunk size of a search joint over chunk sizes, else None."""
+        return None if self._best is None else self._best.chunk_bytes
 
     @property
     def best_time(self) -> float | None:
@@ -243,10 +266,11 @@ class Searcher:
         assert self._predictor is not None
         out = []
         for trial in trials:
+            extra = {"chunk_bytes": trial.chunk_bytes} if self._chunked else {}
             if self._joint:
-                value = self._predictor(trial.thresholds, trial.slice_bytes)
+                value = self._predictor(trial.thresholds, trial.slice_bytes, **extra)
             else:
-                value = self._predictor(trial.thresholds)
+                value = self._predictor(trial.thresholds, **extra)
             if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
                 raise ValueError(
                     f"predictor: returned {value!r} for thresholds {list(trial.thresholds)}; "
@@ -404,7 +428,8 @@ class Searcher:
             elif kind == "report":
                 try:
                     slice_bytes = event.get("slice_bytes")
-                    trial = Trial(tuple(float(t) for t in event["thresholds"]), slice_bytes)
+                    chunk_bytes = event.get("chunk_bytes")
+                    trial = Trial(tuple(float(t) for t in event["thresholds"]), slice_bytes, chunk_bytes)
                     record = self._report(trial, float(event["time"]))
                 except (KeyError, TypeError, ValueError) as error:
                     raise ValueError(f"log_path: report {event.get('n')!r} is malformed: {error}") from None

@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 
 from geryon.threshold.search.base import Planner, Searcher, Trial
 from geryon.threshold.search.candidates import default_points, sorted_grid
-from geryon.threshold.search.options import Option, integer, number, optional, slice_sizes
+from geryon.threshold.search.options import Option, chunk_sizes, integer, number, optional, slice_sizes
 from geryon.threshold.search.space import make_space, sizes_option, urgencies_option
 
 
@@ -85,15 +85,26 @@ class GuidedSearcher(Searcher):
         "slice_sizes": Option(
             None, optional(slice_sizes), "slice sizes in bytes to rank jointly; predictor(thresholds, slice)"
         ),
+        "chunk_sizes": Option(
+            None,
+            optional(chunk_sizes),
+            "chunk sizes in bytes to rank jointly; predictor(thresholds, chunk_bytes=...)",
+        ),
+        "candidates": Option(
+            None,
+            optional(integer(1, 100_000)),
+            "at most this many threshold tuples, thinned evenly (default 500; with urgencies, the cuts)",
+        ),
         "urgencies": Option(None, optional(urgencies_option), "per-parameter urgencies: rank only real cuts"),
         "sizes": Option(None, optional(sizes_option), "per-parameter bytes (with urgencies)"),
     }
 
     def _make_planner(self) -> Planner:
         dims = self.num_classes - 1
-        grid = candidate_grid(self.options, dims, 39, 500)
+        grid = candidate_grid(self.options, dims, 39, self.options["candidates"] or 500)
         sizes: Sequence[int | None] = self.options["slice_sizes"] or (None,)
-        trials = [Trial(ts, s) for s in sizes for ts in grid]
+        chunks: Sequence[int | None] = self.options["chunk_sizes"] or (None,)
+        trials = [Trial(ts, s, c) for c in chunks for s in sizes for ts in grid]
         predicted = self._predictions(trials)
         by_trial = dict(zip(trials, predicted, strict=True))
         chosen = shortlist(trials, predicted, self.options["top"])

@@ -91,3 +91,23 @@ def slice_sizes(name: str, value: Any) -> tuple[int, ...]:
     if len(set(sizes)) != len(sizes):
         raise ValueError(f"{name}: sizes must be distinct, got {list(sizes)}")
     return tuple(sorted(sizes))
+
+
+def chunk_sizes(name: str, value: Any) -> tuple[int, ...]:
+    """A list of candidate chunk sizes in bytes (hybrid's preemption unit), searched jointly."""
+    from geryon.threshold.simknobs import CHUNK_MAX, CHUNK_MIN
+
+    if isinstance(value, str | bytes) or not hasattr(value, "__iter__"):
+        raise ValueError(f"{name}: expected a list of chunk sizes in bytes, got {value!r}")
+    sizes = tuple(value)
+    if not sizes:
+        raise ValueError(f"{name}: give at least one chunk size, or leave the option out")
+    for i, s in enumerate(sizes):
+        if isinstance(s, bool) or not isinstance(s, int) or not CHUNK_MIN <= s <= CHUNK_MAX:
+            raise ValueError(
+                f"{name}[{i}]: expected a chunk size in bytes, an integer in [{CHUNK_MIN}, {CHUNK_MAX}], "
+                f"got {s!r}"
+            )
+    if len(set(sizes)) != len(sizes):
+        raise ValueError(f"{name}: sizes must be distinct, got {list(sizes)}")
+    return tuple(sorted(sizes))
