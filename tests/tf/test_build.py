@@ -81,6 +81,9 @@ def test_clean_build_of_the_real_sources_loads_and_registers_the_protocol(tmp_pa
         os._exit(0)
         """,
         env={"GERYON_NATIVE_CACHE": str(cache)},
+        # A hang guard, not a timing: the build takes ~100 s on a quiet 2-core machine and passed
+        # 300 s beside three other test workers and three other engineers' jobs (load 7, 2026-12-02).
+        timeout=900,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "building the Geryon rendezvous extension" in result.stderr
