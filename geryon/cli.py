@@ -16,6 +16,7 @@ def build_parser() -> argparse.ArgumentParser:
     from geryon.agent import cli as agent_cli
     from geryon.fabric import cli as fabric_cli
     from geryon.fabric import cli_check as fabric_check_cli
+    from geryon.jobs import cli as jobs_cli
     from geryon.tagger import cli as tagger_cli
     from geryon.testbed import cli as testbed_cli
     from geryon.tf import cli as tf_cli
@@ -35,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     fabric_check_cli.register(sub)
     fabric_cli.register(sub)
     testbed_cli.register(sub)
+    jobs_cli.register(sub)
     return parser
 
 

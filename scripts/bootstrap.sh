@@ -23,7 +23,8 @@ fi
 # scrapes the agent and checks the alert rules in the tests; headless Chromium and its driver load the
 # agent's status page in the tests; yanglint (libyang 2) validates rendered SONiC configs against
 # SONiC's YANG models in the tests; GoogleTest (libgtest-dev: headers and prebuilt static libraries)
-# builds the native rendezvous' C++ unit tests (make cpp-test).
+# builds the native rendezvous' C++ unit tests (make cpp-test); etcd (etcd-server, 3.4) holds the cluster
+# view of jobs and their bands (geryon.jobs), started by the tests and the demo.
 missing=()
 command -v "${CXX:-g++}" >/dev/null 2>&1 || missing+=(g++)
 { [ -f /usr/include/gtest/gtest.h ] && ls /usr/lib/*/libgtest.a >/dev/null 2>&1; } || missing+=(libgtest-dev)
@@ -31,6 +32,7 @@ command -v prometheus >/dev/null 2>&1 || missing+=(prometheus)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
 command -v yanglint >/dev/null 2>&1 || missing+=(libyang2-tools)
+command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "bootstrap: installing ${missing[*]} (apt)" >&2

@@ -28,6 +28,8 @@ PACKAGE = ROOT / "geryon"
 # ("geryon" is geryon/__init__.py itself: __version__). Taken from what the code imports:
 #   - errors/units/fields/progress/tfenv: leaves (tfenv imports errors only).
 #   - tagger: the parameter tagger and its map table, below everything that ships the map.
+#   - jobs: the cluster view of jobs in etcd and their bands (above tagger for MAX_CLASSES), below the
+#     agent and tf, which are to follow a host's bands.
 #   - agent: the host agent; its config and driver protocol are what fabric renders switches from,
 #     the testbed builds hosts with and geryon.tf reports to, so it is below fabric, tf and testbed.
 #   - cluster: the local TensorFlow cluster (task processes, their protocol, the model zoo, process
@@ -43,6 +45,7 @@ LAYERS: tuple[str, ...] = (
     "progress",
     "tfenv",
     "tagger",
+    "jobs",
     "agent",
     "fabric",
     "tf",

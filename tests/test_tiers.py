@@ -12,7 +12,7 @@ import conftest
 TESTS = Path(__file__).resolve().parent
 
 # Imports that put a module outside the unit tier: TensorFlow and Keras, the helpers that start TF
-# servers, namespaces, Prometheus, the agent as a process, or build wheels.
+# servers, namespaces, Prometheus, etcd, the agent as a process, or build wheels.
 HEAVY = {
     "tensorflow",
     "keras",
@@ -24,6 +24,7 @@ HEAVY = {
     "live_agent",
     "demo_proc",
     "wheel_build",
+    "jobs.etcd_server",
     "selenium",
     "geryon.testbed",
     "geryon.cluster.local",
