@@ -291,6 +291,10 @@ def to_text(r: Report) -> str:
         if t.name in PAPER_RATIOS:
             line += f"  (paper 003 Sec. 3: {PAPER_RATIOS[t.name]})"
         lines.append(line)
+        lines.append(
+            "  (of the optimal schedule with the least total link time; eq. 2 alone leaves links off the "
+            "bottleneck slack, so its other optima give other ratios: docs/planning.md)"
+        )
     lines.append(f"schedule: {len(s.schedules)} {'schedules' if t.switches else 'trees'} (share: tree edges)")
     for share, sched in zip(s.shares, s.schedules, strict=True):
         lines.append(f"  {share:.6f}  {_tree_text(t, sched)}")
