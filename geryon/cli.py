@@ -17,6 +17,7 @@ def build_parser() -> argparse.ArgumentParser:
     from geryon.fabric import cli as fabric_cli
     from geryon.fabric import cli_check as fabric_check_cli
     from geryon.jobs import cli as jobs_cli
+    from geryon.plan import cli as plan_cli
     from geryon.tagger import cli as tagger_cli
     from geryon.testbed import cli as testbed_cli
     from geryon.tf import cli as tf_cli
@@ -30,6 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     tagger_cli.register(sub)
     threshold_cli.register(sub)
+    plan_cli.register(sub)
     demo.register(sub)
     agent_cli.register(sub)
     tf_cli.register(sub)

@@ -47,9 +47,9 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$PYTHON" -m venv "$VENV"
 fi
 
-echo "bootstrap: installing geryon[tf,agent,demo,deploy,dev,dashboard] into $VENV (TensorFlow is about 1.6 GB the first time)" >&2
+echo "bootstrap: installing geryon[tf,agent,demo,deploy,dev,dashboard,plan] into $VENV (TensorFlow is about 1.6 GB the first time)" >&2
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
-"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e ".[tf,agent,demo,deploy,dev,dashboard]"
+"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e ".[tf,agent,demo,deploy,dev,dashboard,plan]"
 # Keras 2 (TF's PS tutorial's model.fit with TF_USE_LEGACY_KERAS): the tests train through it. Without
 # its dependencies: it requires `tensorflow`, and pip would put the full package over tensorflow-cpu.
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps "tf-keras==2.21.0"

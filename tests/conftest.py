@@ -83,6 +83,7 @@ TIERS: dict[str, str] = {
     "tagger/test_tac_models": "tf",
     "tagger/test_tag_sharded": "tf",
     "tagger/test_tf_partitioner": "tf",
+    "plan/test_cli": "external",
     "test_cli": "external",
     "testbed/test_cli": "netns",
     "testbed/test_counters": "netns",

@@ -35,6 +35,7 @@ PACKAGE = ROOT / "geryon"
 #   - cluster: the local TensorFlow cluster (task processes, their protocol, the model zoo, process
 #     helpers), above tf (a task serves with geryon.tf) and below what trains and measures on it.
 #   - threshold (profiles, simulator, search) below demo, which runs everything on the testbed.
+#   - plan (aggregation schedules over a server's links) above threshold, whose simulator it will use.
 #   - dashboard, then the `geryon` command (cli, __main__) on top.
 # Neighbours that do not import each other (fabric/tf) are ordered arbitrarily.
 LAYERS: tuple[str, ...] = (
@@ -52,6 +53,7 @@ LAYERS: tuple[str, ...] = (
     "testbed",
     "cluster",
     "threshold",
+    "plan",
     "demo",
     "dashboard",
     "cli",

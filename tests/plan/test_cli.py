@@ -1,0 +1,103 @@
+"""`geryon plan aggregation` as a user runs it: a real subprocess, exit codes, messages, JSON."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from geryon_cli import geryon
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_builtin_text_report() -> None:
+    r = geryon("plan", "aggregation", "--topology", "p3.16xlarge")
+    assert r.returncode == 0, r.stderr
+    assert "C(G) = 0.291666667 (7/24)" in r.stdout
+    assert "Lemma 2.1 (eq. 3): max_e c_e = 1 >= C(T_MWST) = 0.5 (1/2)" in r.stdout
+    assert "ring (Sec. 2, Hamiltonian cycle of links)" in r.stdout
+
+
+def test_json_report() -> None:
+    r = geryon("plan", "aggregation", "--topology", "p2.16xlarge", "--json")
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert data["c_g"] == pytest.approx(15 / 8)
+    assert data["utilisation_ratio"] == "15:14:8"
+
+
+def test_a_users_file(tmp_path: Path) -> None:
+    path = tmp_path / "ring4.json"
+    edges = [{"ends": [f"g{i}", f"g{(i + 1) % 4}"], "capacity": 25} for i in range(4)]
+    path.write_text(json.dumps({"nodes": ["g0", "g1", "g2", "g3"], "unit": "GB/s", "edges": edges}))
+    r = geryon("plan", "aggregation", "--topology", str(path), "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["c_g"] == pytest.approx(3 / 4 / 25)  # (n-1)/sum 1/c_e, a ring is uniform
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"edges": []}, "nodes: missing"),
+        (
+            {"nodes": ["a", "b"], "edges": [{"ends": ["a", "x"], "capacity": 1}]},
+            "edges[0].ends[1]: unknown node 'x'",
+        ),
+        (
+            {"nodes": ["a", "b"], "edges": [{"ends": ["a", "b"], "capacity": -1}]},
+            "edges[0].capacity: expected a finite number > 0, got -1",
+        ),
+        (
+            {"nodes": ["a", "b", "c"], "edges": [{"ends": ["a", "b"], "capacity": 1}]},
+            "edges: the graph is not connected: c cannot",
+        ),
+        (
+            {
+                "nodes": ["a", "b"],
+                "edges": [{"ends": ["a", "b"], "capacity": 1}, {"ends": ["b", "a"], "capacity": 1}],
+            },
+            "edges[1].ends: duplicate link b-a (also edges[0])",
+        ),
+        (
+            {"nodes": ["a", "b"], "edges": [{"ends": ["a", "b"], "capacity": 1}], "gpus": 2},
+            "unknown key 'gpus'",
+        ),
+    ],
+)
+def test_bad_files_exit_2_naming_the_field(tmp_path: Path, data: dict, message: str) -> None:
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(data))
+    r = geryon("plan", "aggregation", "--topology", str(path))
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.startswith(f"geryon plan: error: --topology: {path}: ")
+    assert message in r.stderr
+    assert r.stdout == "" and "Traceback" not in r.stderr
+
+
+def test_unknown_topology_and_missing_subcommand_exit_2() -> None:
+    r = geryon("plan", "aggregation", "--topology", "p9.huge")
+    assert r.returncode == 2 and "is neither a built-in topology (p3.16xlarge, dgx-1" in r.stderr
+    assert geryon("plan").returncode == 2
+
+
+def _without_scipy(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    blocker = tmp_path / "noscipy"
+    (blocker / "scipy").mkdir(parents=True, exist_ok=True)
+    (blocker / "scipy" / "__init__.py").write_text("raise ImportError('no scipy here (test)')\n")
+    env = {**os.environ, "PYTHONPATH": f"{blocker}{os.pathsep}{ROOT}"}
+    return subprocess.run(
+        [sys.executable, *args], capture_output=True, text=True, env=env, cwd=ROOT, timeout=120
+    )
+
+
+def test_without_scipy_a_clear_error_and_exit_2(tmp_path: Path) -> None:
+    r = _without_scipy(tmp_path, "-m", "geryon", "plan", "aggregation", "--topology", "p3.8xlarge")
+    assert r.returncode == 2, r.stderr
+    assert "geryon plan needs SciPy: pip install 'geryon[plan]'" in r.stderr
+    assert "Traceback" not in r.stderr
+    r = _without_scipy(tmp_path, "-c", "import geryon.plan.aggregation, geryon.plan.cli, geryon.cli")
+    assert r.returncode == 0, r.stderr
