@@ -34,7 +34,7 @@ cpp-test: $(STAMP)
 
 # The whole suite on TEST_WORKERS pytest-xdist workers (tests/conftest.py: a module's tests that share
 # a module fixture stay on one worker, the longest modules start first). TEST_WORKERS=0: one process.
-TEST_WORKERS ?= 4
+TEST_WORKERS ?= 2
 test: lint native
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 

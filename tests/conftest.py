@@ -156,7 +156,8 @@ def tier_of(module: Path) -> str:
 
 
 # `make test` runs the suite on several pytest-xdist workers (most of a TF test's time is its
-# processes starting and waiting on each other, so 4 workers overlap well on 2 cores). The longest
+# processes starting and waiting on each other, so workers overlap on 2 cores; 2 by default: 4 gave
+# 2.07x over one process but a timing flake a run beside other jobs). The longest
 # modules go first, so that none of them starts last and holds up the end of the run: measured with
 # --durations on 4 workers (2026-12-02, 24 min in all), longest first; the rest keep their order.
 LONGEST_FIRST = (

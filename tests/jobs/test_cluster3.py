@@ -22,7 +22,9 @@ def test_one_member_killed_changes_nothing(tmp_path: Path) -> None:
     cluster = start_cluster(3)
     ctl = None
     try:
-        client = etcd.Client(cluster.endpoints, timeout=1)
+        # 2 s: a request waits out the raft election when the killed member led (1 s quiet; a 1 s
+        # client timeout ran out on both survivors beside three test workers, 2026-12-02).
+        client = etcd.Client(cluster.endpoints, timeout=2)
         host = HostRegistration(client, "h1").register()
         ctl = geryon(
             "controller", "--etcd", ",".join(cluster.endpoints), "--queues", "4", "--name", "c1",
