@@ -32,11 +32,12 @@ native: $(STAMP)
 cpp-test: $(STAMP)
 	$(PY) -m geryon.tf.cpp_tests $(GTEST_ARGS)
 
-# The whole suite on TEST_WORKERS pytest-xdist workers (tests/conftest.py: a module's tests that share
-# a module fixture stay on one worker, the longest modules start first). TEST_WORKERS=0: one process.
+# The whole suite on TEST_WORKERS pytest-xdist workers (tests/conftest.py: each module runs whole on
+# one worker, so its module fixtures are set up once; the longest modules start first).
+# TEST_WORKERS=0: one process.
 TEST_WORKERS ?= 2
 test: lint native
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope $(PYTEST_ARGS)
 
 # The inner loop while editing: lint, types and the unit tier (tests/conftest.py, tests/README.md),
 # under 3 minutes. A tier alone: make test PYTEST_ARGS="-m tf" (unit, tf, netns, external, sanitizer).

@@ -155,44 +155,38 @@ def tier_of(module: Path) -> str:
     return "unit"
 
 
-# `make test` runs the suite on several pytest-xdist workers (most of a TF test's time is its
-# processes starting and waiting on each other, so workers overlap on 2 cores; 2 by default: 4 gave
-# 2.07x over one process but a timing flake a run beside other jobs). The longest
-# modules go first, so that none of them starts last and holds up the end of the run: measured with
-# --durations on 4 workers (2026-12-02, 24 min in all), longest first; the rest keep their order.
+# `make test` runs the suite on 2 pytest-xdist workers with `--dist loadscope`: each module runs whole
+# on one worker, so a module fixture (a quick demo, a TF cluster) is set up once. (`--dist loadgroup`
+# with xdist_group marks did not group anything under pytest 9: xdist 3.8 renames the test ids it
+# schedules by through `item._nodeid`, which pytest 9 no longer reads; the quick demo ran on both
+# workers, 2026-12-03.) Workers overlap on 2 cores because most of a TF test's time is its processes
+# starting and waiting on each other. The longest modules go first, so that none of them starts last
+# and holds up the end of the run: module totals with --durations on 2 workers (2026-12-03, a fresh
+# clone, 26 min in all), longest first; the rest keep their order.
 LONGEST_FIRST = (
-    "tf/test_build",  # a clean build of the extension, ~200 s
-    "tf/test_sanitizers",  # the ASAN and TSAN builds and runs, 100-180 s each
-    "deploy/test_wheel_role",
-    "demo/test_secondjob",
-    "demo/test_demo_quick",
-    "deploy/test_switch_apply",
-    "bench/test_bench_calibration",
-    "demo/test_fit_path",
-    "demo/test_runner",
-    "deploy/test_check_mode",
-    "tf/test_graph_pass",
-    "threshold/test_incluster",
-    "deploy/test_rollout_testbed",
+    "tf/test_sanitizers",  # the ASAN and TSAN runs, 100-200 s each (and their builds, when not cached)
+    "demo/test_demo_quick",  # a quick demo, ~110 s
+    "tf/test_build",  # a clean build of the extension, ~120 s
     "tf/test_control_flow",
-    "tagger/test_tag_models",
+    "tf/test_faults",
+    "bench/test_bench_calibration",
+    "tf/test_graph_pass",
+    "demo/test_runner",
+    "tf/test_order",
+    "demo/test_secondjob",
+    "tf/test_tf_ps_tests",
+    "tf/test_server",
+    "tagger/test_cli",
+    "tf/test_threshold_change",
+    "deploy/test_switch_apply",
+    "tf/test_device_tensors",
+    "bench/test_bench_switch_priority",
+    "deploy/test_check_mode",
+    "tf/test_fallback_warning",
+    "tf/test_session_end",
+    "tf/test_error_payloads",
+    "deploy/test_wheel_role",
 )
-
-# Module-scoped fixtures that cost nothing worth sharing (the extension is built before the run).
-CHEAP_SHARED_FIXTURES = {"native_built"}
-
-
-def _shares_an_expensive_fixture(item: pytest.Item) -> bool:
-    """Whether the test uses a fixture set up once per module or session (a quick demo, a cluster)."""
-    info = getattr(item, "_fixtureinfo", None)
-    if info is None:
-        return False
-    return any(
-        d.scope in ("module", "package", "session")
-        for name, defs in info.name2fixturedefs.items()
-        if name not in CHEAP_SHARED_FIXTURES
-        for d in defs
-    )
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -202,9 +196,5 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(getattr(pytest.mark, tier_of(path)))
         if _module_key(path) in SLOW_UNITS:
             item.add_marker(pytest.mark.slow)
-        # Under `--dist loadgroup` a module whose tests share a module fixture runs on one worker, so
-        # the fixture (a quick demo, a TF cluster) is set up once, not once per worker.
-        if _shares_an_expensive_fixture(item):
-            item.add_marker(pytest.mark.xdist_group(_module_key(path)))
     rank = {key: i for i, key in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(_module_key(Path(str(item.path))), len(rank)))

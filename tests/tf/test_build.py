@@ -20,6 +20,7 @@ from geryon.tf.build import (
     PACKAGED_NATIVE,
     SOURCE_DIR,
     BuildError,
+    _without_install_dir,
     build,
     native_sources,
     plan,
@@ -115,6 +116,22 @@ def test_the_cache_is_keyed_by_sources_and_a_second_build_reuses_it(tmp_path: Pa
     second = build(source_dir=src, cache_dir=tmp_path / "cache")
     assert second != first and second.exists() and first.exists()
     assert plan(src, tmp_path / "cache").output == second
+
+
+def test_the_cache_key_leaves_out_where_tensorflow_is_installed() -> None:
+    # The same TF release in another venv (a fresh clone, a wheel's venv) reuses the build: only the
+    # folder TF is installed in differs, in its headers, libraries and the runpath.
+    def flags(root: str) -> tuple[list[str], list[str]]:
+        tf = f"{root}/lib/python3.11/site-packages/tensorflow"
+        return (
+            [f"-I{tf}/include", "--std=c++17", f"-I{tf}/include/external/farmhash_archive/src"],
+            [f"-L{tf}", "-l:libtensorflow_framework.so.2", f"-Wl,-rpath,{tf}", "-Wl,--no-undefined"],
+        )
+
+    a, b = _without_install_dir(*flags("/work/main/.venv")), _without_install_dir(*flags("/tmp/x/venv"))
+    assert a == b
+    assert a[0][0] == "-I<tensorflow>/include" and a[1][2] == "-Wl,-rpath,<tensorflow>"
+    assert _without_install_dir(["-DX=1"], []) != _without_install_dir(["-DX=2"], [])
 
 
 def test_concurrent_builds_compile_once(tmp_path: Path) -> None:

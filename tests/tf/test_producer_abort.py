@@ -120,9 +120,11 @@ def test_the_producer_aborts_a_step_whose_consumer_went_away_or_cancelled() -> N
     facts = run_script(SCRIPT, timeout=240, env={"TF_CPP_MIN_LOG_LEVEL": "0"}, keep_stderr=True)
     stderr = facts.pop("stderr")
     print(json.dumps(facts))
+    logged = re.findall(r"Geryon data plane: the consumer (\S+) (.*); aborting step (\d+) in 1 s", stderr)
     assert facts["clean"] == 1000.0, facts
-    # A connection that ended with every request answered aborts nothing.
-    assert facts["aborted_after_clean_close"] == 0, facts
+    # A connection that ended with every request answered aborts nothing. (Seen once at 1 under load,
+    # 2026-12-02, not reproduced: the abort's own log line, printed here, names its step and cause.)
+    assert facts["aborted_after_clean_close"] == 0, (facts, logged)
     # The cancel frame of a receive still waiting on the PS aborted the PS's step.
     assert facts["deadline_step"] == "DeadlineExceededError", facts
     assert facts["request_reached_ps"], facts
@@ -133,7 +135,6 @@ def test_the_producer_aborts_a_step_whose_consumer_went_away_or_cancelled() -> N
     assert facts["abort_seen_after_s"] < 10, facts  # at once (0.02 s here), not the 60 s deadline
     assert facts["kill_step"] != "hung" and facts["kill_step"] != "ran", facts
     assert facts["steps_aborted"] == 2, facts
-    logged = re.findall(r"Geryon data plane: the consumer (\S+) (.*); aborting step (\d+) in 1 s", stderr)
     assert len(logged) == 2, stderr[-4000:]
     (_, cancel_why, cancel_step), (_, kill_why, kill_step) = logged
     assert "cancelled a request of the step" in cancel_why, logged
