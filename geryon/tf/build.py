@@ -26,6 +26,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -231,7 +232,7 @@ def plan(
     digest = hashlib.sha256()
     for path in sorted([*sources, *source_dir.glob("*.h")]):
         digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
-    digest.update(json.dumps([compiler, _CFLAGS, compile_flags, link_flags]).encode())
+    digest.update(json.dumps([compiler, _CFLAGS, *_without_install_dir(compile_flags, link_flags)]).encode())
     short = digest.hexdigest()[:16]
     root = cache_dir if cache_dir is not None else cache_root()
     return BuildPlan(
@@ -244,6 +245,17 @@ def plan(
         output=root / f"{tf_version}-{short}{suffix}" / library_name,
         sanitizer=sanitizer,
     )
+
+
+def _without_install_dir(compile_flags: list[str], link_flags: list[str]) -> list[list[str]]:
+    """The flags with TensorFlow's install folder (its headers, its libraries, the runpath) named by a
+    placeholder, for the cache key: the same TF release in another venv or clone builds the same
+    library, so a fresh clone, a wheel's venv or a test's venv reuse the build instead of compiling
+    again (about 100 s here, the sanitizer variants 2-3 min each). The library's runpath still names
+    the venv that built it; it is only loaded into a process that has imported TensorFlow, whose
+    libtensorflow_framework and libtensorflow_cc the loader then matches by soname."""
+    prefix = re.compile(r"(-I|-L|-Wl,-rpath,)(\S*?)/tensorflow(?=/|$)")
+    return [[prefix.sub(r"\1<tensorflow>", f) for f in flags] for flags in (compile_flags, link_flags)]
 
 
 @contextmanager
