@@ -18,6 +18,10 @@ and the paired ratio new/old (median of per-run ratios, with the min-max range; 
 which other processes on a shared machine do not inflate), to show that a change
 made no mode slower.
 
+--cohost-window (issue 38 item 1) sets the grouped co-hosted path with TF's random window (one draw per
+group of alike hosts) beside every host drawing its own, mean over --repeats seeds, and times
+`geryon simulate --model vgg19 --workers 1024 --ps 64 --colocate --bandwidth 10gbit` with its defaults.
+
 --grid runs issue 14's grid instead: AlexNet (batch 512), VGG-19 and ResNet-50 (batch 64) x workers 1, 2,
 8, 64 x PSes 1, 4, 8, 16 x 1/10/40 Gbit/s x K40 and V100 (FLOP-derived compute), 4 MiB slices, separate
 PS hosts, every mode at its defaults (fifo: TF's measured window of 3.5 pulls in flight per connection;
@@ -102,6 +106,12 @@ def main() -> int:
     ap.add_argument("--grid", action="store_true", help="issue 14's mode grid instead of the speed table")
     ap.add_argument("--cohost", action="store_true", help="the co-hosted fast path against the exact one")
     ap.add_argument(
+        "--cohost-window",
+        action="store_true",
+        help="issue 38 item 1: the grouped co-hosted path with TF's window against every host, and the "
+        "CLI's 1024 x 64 run with its defaults",
+    )
+    ap.add_argument(
         "--paths",
         nargs="+",
         default=["representative", "every worker", "colocated"],
@@ -114,6 +124,8 @@ def main() -> int:
         return grid(args.out or "out/bench/simulator_grid.json")
     if args.cohost:
         return cohost(args.out or "out/bench/simulator_cohost.json")
+    if args.cohost_window:
+        return cohost_window(args.out or "out/bench/simulator_cohost_window.json", args.repeats)
     args.out = args.out or "out/bench/simulator.json"
     baseline = load_baseline(args.baseline) if args.baseline else None
 
@@ -438,6 +450,147 @@ def cohost(out: str, big_workers: int = 1024, big_ps: int = 64) -> int:
     return 0
 
 
+# --cohost-window: co-hosted clusters small enough to simulate every host, the modes with TF's window.
+WINDOW_SETTINGS = ((16, 8), (32, 8), (64, 16))
+WINDOW_MODES = ("fifo", "network")
+# The issue's command: the CLI's defaults otherwise (K40, 4 MiB slices, TF's window of 3.5, seed 0).
+BIG_COMMAND = ["simulate", "--model", "vgg19", "--workers", "1024", "--ps", "64", "--colocate"]
+BIG_COMMAND += ["--bandwidth", "10gbit", "--json", "--quiet"]
+
+
+def cohost_window(out: str, seeds: int) -> int:
+    """The grouped path with TF's random window (one draw per group) against every host drawing its
+    own, over `seeds` seeds each: the error of the mean, and every host's own spread over seeds for
+    scale; then the CLI's 1024 x 64 command, timed (every mode < 10 s, the whole < 30 s)."""
+    import os
+    import subprocess
+
+    from geryon.threshold.profiles import profile_from_model
+    from geryon.threshold.simknobs import TF_INFLIGHT
+
+    load = os.getloadavg()
+    profile = profile_from_model("vgg19", batch_size=64, device="k40")  # the CLI's defaults
+    rows = []
+    for workers, num_ps in WINDOW_SETTINGS:
+        for gbit in (10, 40):
+            for mode in WINDOW_MODES:
+                kw = dict(
+                    workers=workers,
+                    num_ps=num_ps,
+                    bandwidth_bps=gbit * 1e9,
+                    mode=mode,
+                    slice_bytes=4 * MiB,
+                    colocate=True,
+                    inflight=TF_INFLIGHT,
+                )
+                print(f"{workers} x {num_ps} {gbit}G {mode} ...", file=sys.stderr, flush=True)
+                grouped, every, g_wall, e_wall = [], [], [], []
+                for seed in range(seeds):  # interleaved: grouped, every, grouped, every ...
+                    g = simulate(profile, seed=seed, **kw)
+                    e = simulate(profile, seed=seed, symmetric=False, **kw)
+                    assert g.symmetric and not e.symmetric
+                    grouped.append(g.iteration_s)
+                    every.append(e.iteration_s)
+                    g_wall.append(g.wall_s)
+                    e_wall.append(e.wall_s)
+                mean_g, mean_e = statistics.fmean(grouped), statistics.fmean(every)
+                rows.append(
+                    {
+                        "workers": workers,
+                        "ps": num_ps,
+                        "gbit": gbit,
+                        "mode": mode,
+                        "hosts_simulated": g.simulated_workers,
+                        "every_ms": mean_e * 1e3,
+                        "grouped_ms": mean_g * 1e3,
+                        "error": mean_g / mean_e - 1,
+                        "every_spread": (max(every) - min(every)) / mean_e,
+                        "grouped_spread": (max(grouped) - min(grouped)) / mean_g,
+                        "every_wall_s": statistics.median(e_wall),
+                        "grouped_wall_s": statistics.median(g_wall),
+                        "every_s": every,
+                        "grouped_s": grouped,
+                    }
+                )
+    worst = max(abs(r["error"]) for r in rows)
+    print(
+        f"VGG-19 (K40, batch 64), 4 MiB slices, PS i on host i, TF's window {TF_INFLIGHT}; means over "
+        f"{seeds} seeds (grouped and every host interleaved seed by seed)\n"
+        + table(
+            rows,
+            [
+                ("workers", "hosts", "d"),
+                ("ps", "PSes", "d"),
+                ("gbit", "Gbit/s", "d"),
+                ("mode", "mode", "s"),
+                ("hosts_simulated", "simulated", "d"),
+                ("every_ms", "every host ms", ".3f"),
+                ("grouped_ms", "groups ms", ".3f"),
+                ("error", "groups/every-1", "+.2%"),
+                ("every_spread", "every: seed spread", ".2%"),
+                ("grouped_spread", "groups: seed spread", ".2%"),
+                ("every_wall_s", "every wall s", ".2f"),
+                ("grouped_wall_s", "groups wall s", ".2f"),
+            ],
+        )
+    )
+    print(f"largest |error|: {worst:.2%} (target <= 1%: {'met' if worst <= 0.01 else 'NOT met'})")
+    argv = [sys.executable, "-m", "geryon", *BIG_COMMAND]
+    print(f"timing: {' '.join(['geryon', *BIG_COMMAND])} ...", file=sys.stderr, flush=True)
+    started = time.perf_counter()
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
+    whole = time.perf_counter() - started
+    if done.returncode != 0:
+        print(done.stderr[-2000:], file=sys.stderr)
+        return 1
+    report = json.loads(done.stdout)
+    big = [
+        {
+            "mode": m,
+            "hosts_simulated": r["simulated_workers"],
+            "symmetric": r["symmetric"],
+            "iteration_ms": r["iteration_s"] * 1e3,
+            "wall_s": r["wall_s"],
+            "target": "met" if r["wall_s"] < 10 else "NOT met",
+        }
+        for m, r in report["modes"].items()
+    ]
+    print(
+        f"\n{' '.join(['geryon', *BIG_COMMAND])}: the whole command {whole:.1f} s wall, TF's import "
+        f"included (target < 30 s: {'met' if whole < 30 else 'NOT met'})\n"
+        + table(
+            big,
+            [
+                ("mode", "mode", "s"),
+                ("hosts_simulated", "simulated", "d"),
+                ("iteration_ms", "iteration ms", ".1f"),
+                ("wall_s", "wall s", ".2f"),
+                ("target", "< 10 s", "s"),
+            ],
+        )
+    )
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    Path(out).write_text(
+        json.dumps(
+            {
+                "bench": "simulator_cohost_window",
+                "python": platform.python_version(),
+                "load_before": load,
+                "seeds": seeds,
+                "rows": rows,
+                "largest_error": worst,
+                "big_command": BIG_COMMAND,
+                "big_whole_s": whole,
+                "big": big,
+            },
+            indent=1,
+        )
+        + "\n"
+    )
+    print(f"JSON: {Path(out)}")
+    return 0
+
+
 GRID_MODELS = (("alexnet", 512), ("vgg19", 64), ("resnet50", 64))
 GRID_DEVICES = ("k40", "v100")
 GRID_WORKERS = (1, 2, 8, 64)
@@ -476,11 +629,14 @@ def grid(out: str) -> int:
                         kw = dict(
                             workers=workers, num_ps=num_ps, bandwidth_bps=gbit * 1e9, slice_bytes=4 * MiB
                         )
+                        ideal = simulate(profile, mode="ideal", **kw)
                         t = {
                             "fifo": simulate(profile, mode="fifo", inflight=TF_INFLIGHT, **kw).iteration_s,
                             "end-host": simulate(profile, mode="end-host", **kw).iteration_s,
-                            "ideal": simulate(profile, mode="ideal", **kw).iteration_s,
+                            "ideal": ideal.iteration_s,
                         }
+                        assert ideal.bound is not None
+                        bound = ideal.bound.seconds  # the cluster's, the same for every mode
                         best_ts: dict[str, float] = {}
                         variants = [("network", "network", {"inflight": TF_INFLIGHT})]
                         variants += [
@@ -509,6 +665,10 @@ def grid(out: str) -> int:
                             cell[f"{name}_vs_baselines"] = t[name] / baseline
                             cell[f"{name}_vs_best"] = t[name] / min(rivals)
                         cell["best_mode"] = min(t, key=lambda m: t[m])
+                        # Every mode's best is its fastest run, so none of its runs beat the bound either.
+                        cell["bound_ms"] = bound * 1e3
+                        cell["bound_by"] = ideal.bound.by
+                        cell["below_bound"] = [m for m, v in t.items() if v < bound * (1 - 1e-9)]
                         cells.append(cell)
     summary = []
     for model, _ in GRID_MODELS:
@@ -573,6 +733,19 @@ def grid(out: str) -> int:
     for c in cells:
         wins[c["best_mode"]] = wins.get(c["best_mode"], 0) + 1
     print("fastest mode per cell: " + ", ".join(f"{m} {k}" for m, k in sorted(wins.items())))
+    below = [c for c in cells if c["below_bound"]]
+    closest = min(
+        min(v for k, v in c.items() if k.endswith("_ms") and k != "bound_ms") / c["bound_ms"] for c in cells
+    )
+    print(
+        f"bound (compute alone, or the busiest port busy all iteration): {len(below)} of {n} cells with a "
+        f"mode below it ({'met' if not below else 'NOT met'}: none may be); closest mode/bound {closest:.4f}"
+    )
+    for c in below[:12]:
+        print(
+            f"  below the bound: {c['model']} {c['device']} W={c['workers']} P={c['ps']} {c['gbit']}G: "
+            + ", ".join(c["below_bound"])
+        )
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     Path(out).write_text(
         json.dumps(
@@ -583,6 +756,8 @@ def grid(out: str) -> int:
                 "summary": summary,
                 "targets": totals,
                 "fastest": wins,
+                "below_bound_cells": len(below),
+                "closest_to_bound": closest,
                 "thresholds_tried": [list(t) for t in GRID_THRESHOLDS],
                 "tf_inflight": TF_INFLIGHT,
             },

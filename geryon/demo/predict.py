@@ -229,6 +229,11 @@ def predict(
             "error": relative_error(measured, predicted),
             "compute_s": sim.compute_s,
             "comm_s": sim.comm_s,
+            # No schedule beats it on this mode's cluster: compute as profiled, or the busiest port
+            # busy at its rate for the whole step (geryon.threshold.sim_bound); the fixed step cost
+            # is left out, so it bounds the measured step too.
+            "bound_s": sim.bound.seconds if sim.bound is not None else None,
+            "bound_by": sim.bound.by if sim.bound is not None else None,
             "simulated": {
                 k: (list(v) if isinstance(v, tuple) else v)
                 for k, v in setting.items()

@@ -139,7 +139,7 @@ def format_table(result: Mapping[str, Any]) -> str:
         "search its",
     ]
     if predicted:
-        header += ["predicted s", "error"]
+        header += ["predicted s", "error", "x bound"]
     right = set(range(6, len(header)))
     rows: list[list[str]] = []
     notes: list[str] = []
@@ -170,7 +170,11 @@ def format_table(result: Mapping[str, Any]) -> str:
         ]
         if predicted:
             p = _mapping(predicted.get(mode))
-            cells += [_seconds(p.get("predicted_s")), _signed_percent(p.get("error"))]
+            cells += [
+                _seconds(p.get("predicted_s")),
+                _signed_percent(p.get("error")),
+                _times(_ratio(_number(m["median_step_s"]), _number(p.get("bound_s")))),
+            ]
         rows.append(cells)
         if m["failed"]:
             notes.append(
@@ -190,6 +194,11 @@ def format_table(result: Mapping[str, Any]) -> str:
     out.append(
         "images/s over all workers; scaling = images/s / (workers x single's images/s); min-max over repeats"
     )
+    if any(_number(_mapping(p).get("bound_s")) for p in predicted.values()):
+        out.append(
+            "x bound = step / the simulator's lower bound for the mode's cluster: compute as profiled, or "
+            "the busiest link busy at its rate all step (no schedule is faster; 1.00x is the floor)"
+        )
     if config.get("api") == "fit":
         out.append(fit_note(config))
     if summary["paired"]:

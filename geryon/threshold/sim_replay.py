@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from geryon.threshold.model import overlap_coefficient
+from geryon.threshold.sim_bound import lower_bound
 from geryon.threshold.sim_flows import PULL, PUSH, Flow
 from geryon.threshold.sim_rates import COMPUTE_DONE, READY, RESUME, UPDATED, Rates
 from geryon.threshold.sim_result import SimResult
@@ -526,4 +527,13 @@ class Replay(Rates):
             sender_order=self.knobs.sender_order,
             endhost_scope=self.knobs.endhost_scope,
             spans=tuple(self.spans) if self.trace else None,
+            bound=lower_bound(
+                self.s_bytes,
+                self.s_ps,
+                workers=self.workers,
+                num_ps=self.num_ps,
+                colocate=self.colocate,
+                bandwidth_bps=bps,
+                compute_s=compute,
+            ),
         )

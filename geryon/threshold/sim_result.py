@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from geryon.threshold.sim_bound import Bound
 from geryon.threshold.simknobs import (
     CHUNK_BYTES,
     ENDHOST_GAP_S,
@@ -66,6 +67,9 @@ class SimResult:
     # ("switch->worker0" for direction "in"): its simulated share, next to what a testbed run's
     # switch counters measure (bench/bench_bg_share.py). Empty without background.
     background_bytes: dict[str, float] = field(default_factory=dict)
+    # The iteration time no mode can beat on this cluster (sim_bound: compute alone, or the busiest
+    # port busy for the whole iteration), the same for every mode.
+    bound: Bound | None = None
     # trace=True: compute spans (args: iteration, layer, worker) and transfer spans (args: iteration,
     # bytes, class, layer, param, worker: the worker end of the pull or push, an index).
     spans: tuple[Span, ...] | None = field(default=None, repr=False)
@@ -108,6 +112,7 @@ class SimResult:
             "background": [b.to_dict() for b in self.background],
             "incast": self.incast.to_dict(),
             "background_bytes": dict(self.background_bytes),
+            "bound": self.bound.to_dict() if self.bound is not None else None,
         }
 
     def chrome_trace(self) -> dict[str, Any]:

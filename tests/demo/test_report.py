@@ -128,7 +128,7 @@ def test_prediction_errors_are_targets_within_ten_percent() -> None:
     prediction = {
         "modes": {
             "ps": {"predicted_s": 0.72, "measured_s": 0.8, "error": 0.1},
-            "geryon": {"predicted_s": 0.5, "measured_s": 0.64, "error": (0.64 - 0.5) / 0.64},
+            "geryon": {"predicted_s": 0.5, "measured_s": 0.64, "error": (0.64 - 0.5) / 0.64, "bound_s": 0.4},
             "vanilla": {"predicted_s": 1.05, "measured_s": 1.0, "error": -0.05},
             "single": {"predicted_s": 0.2, "measured_s": None, "error": None},
         }
@@ -148,7 +148,11 @@ def test_prediction_errors_are_targets_within_ten_percent() -> None:
     geryon = next(line for line in text.splitlines() if line.startswith("geryon "))
     end = header.index("predicted s") + len("predicted s")
     assert geryon[:end].endswith("0.500")
-    assert header.endswith("error") and geryon.endswith("+21.9%") and len(geryon) == len(header)
+    assert header.endswith("error  x bound") and len(geryon) == len(header)
+    # The measured step over the simulator's lower bound (issue 38 item 5); n/a without a bound.
+    assert geryon.endswith("+21.9%    1.60x")
+    assert next(line for line in text.splitlines() if line.startswith("ps ")).endswith("+10.0%      n/a")
+    assert "x bound = step / the simulator's lower bound" in text
 
 
 def test_a_failed_prediction_is_reported() -> None:

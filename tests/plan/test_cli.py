@@ -101,3 +101,52 @@ def test_without_scipy_a_clear_error_and_exit_2(tmp_path: Path) -> None:
     assert "Traceback" not in r.stderr
     r = _without_scipy(tmp_path, "-c", "import geryon.plan.aggregation, geryon.plan.cli, geryon.cli")
     assert r.returncode == 0, r.stderr
+
+
+# --- geryon plan training ------------------------------------------------------------------------
+
+
+def _profile_file(tmp_path: Path) -> Path:
+    from geryon.threshold.profile import synthetic
+
+    path = tmp_path / "profile.json"
+    synthetic([4 * 20000, 4 * 400000, 4 * 2_000_000], [1e-3, 2e-3, 2e-3], [2e-3, 4e-3, 4e-3]).save(path)
+    return path
+
+
+def test_plan_training_recommends_settings_and_predicts_every_mode(tmp_path: Path) -> None:
+    profile = str(_profile_file(tmp_path))
+    args = ("plan", "training", "--profile", profile, "--workers", "4", "--ps", "2", "--bandwidth", "1gbit")
+    r = geryon(*args, "--json", "--quiet")
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert set(data["modes"]) == {"vanilla", "P+S", "end-host", "paper", "geryon", "ideal", "bound"}
+    assert data["recommended"]["classes"] >= 2 and data["reasons"]
+    assert data["workers"] == 4 and data["bandwidth_bps"] == 1e9
+    text = geryon(*args, "--max-classes", "3", "--slices", "none,1MiB")
+    assert text.returncode == 0, text.stderr
+    assert "Recommended settings:" in text.stdout and "Why:" in text.stdout
+    assert "searching 2 slice sizes x classes 2..3" in text.stderr
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--max-classes", "9"], "--max-classes: expected 2..8, got 9"),
+        (["--slices", "4MiB,lots"], "--slices: "),
+        (["--workers", "0"], "--workers: must be at least 1, got 0"),
+        (["--bandwidth", "fast"], "--bandwidth"),
+        (["--tf-inflight", "0.5"], "--tf-inflight: expected a number >= 1 or 'all'"),
+    ],
+)
+def test_plan_training_bad_flags_exit_2_naming_the_flag(
+    tmp_path: Path, extra: list[str], message: str
+) -> None:
+    r = geryon("plan", "training", "--profile", str(_profile_file(tmp_path)), *extra)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert message in r.stderr
+
+
+def test_plan_training_needs_a_model_or_a_profile() -> None:
+    r = geryon("plan", "training")
+    assert r.returncode == 2 and "--model or --profile: one is required" in r.stderr

@@ -101,22 +101,34 @@ def test_alike_pses_make_one_group_of_co_hosted_hosts():
     )
 
 
-@pytest.mark.parametrize(
-    "knobs",
-    [
-        {"mode": "fifo", "inflight": TF_INFLIGHT},
-        {"mode": "network", "inflight": 2.0},
-        {"mode": "ideal", "trace": True},
-    ],
-    ids=["fifo-inflight", "network-inflight", "trace"],
-)
-def test_not_exact_falls_back_to_every_host(knobs):
-    # A TF channel window draws a random order per connection (two stand-ins would differ), and a
-    # trace shows every host: there every host is simulated, as symmetric=False does.
-    kw = {"workers": 12, "num_ps": 4, "bandwidth_bps": 1e8, "slice_bytes": 8000, **knobs}
+def test_a_trace_falls_back_to_every_host():
+    # A trace shows every host's timeline: every host is simulated, as symmetric=False does.
+    kw = {"workers": 12, "num_ps": 4, "bandwidth_bps": 1e8, "slice_bytes": 8000}
+    kw |= {"mode": "ideal", "trace": True}
     grouped, every = both(uneven(), **kw)
     assert not grouped.symmetric
     a, b = grouped.to_dict(), every.to_dict()
     a.pop("wall_s")
     b.pop("wall_s")
     assert a == b
+
+
+@pytest.mark.parametrize(
+    "knobs",
+    [{"mode": "fifo", "inflight": TF_INFLIGHT}, {"mode": "network", "inflight": 2.0}],
+    ids=["fifo-inflight", "network-inflight"],
+)
+def test_a_window_is_grouped_with_one_draw_per_group_close_to_every_host(knobs):
+    # TF's window draws a random order per connection: a stand-in's one draw stands for each of its
+    # group's hosts' own (issue 38 item 1), so 1024 x 64 stays fast. An approximation: over seeds its
+    # mean stays near every host's (bench_simulator.py --cohost-window measures it on VGG-19).
+    kw = {"workers": 12, "num_ps": 4, "bandwidth_bps": 1e8, "slice_bytes": 8000, **knobs}
+    grouped_s, every_s = [], []
+    for seed in range(6):
+        grouped, every = both(uneven(), seed=seed, **kw)
+        assert grouped.symmetric and grouped.simulated_workers < every.simulated_workers == 12
+        assert grouped.shards == every.shards and set(grouped.link_bytes) == set(every.link_bytes)
+        grouped_s.append(grouped.iteration_s)
+        every_s.append(every.iteration_s)
+    mean = sum(every_s) / len(every_s)
+    assert sum(grouped_s) / len(grouped_s) == pytest.approx(mean, rel=0.03)
