@@ -18,6 +18,7 @@ BUILTIN_MODELS: dict[str, tuple[str, tuple[int, int, int]]] = {
     "resnet50": ("keras.applications.ResNet50", (224, 224, 3)),
     "inceptionv3": ("keras.applications.InceptionV3", (299, 299, 3)),
     "mobilenetv2": ("keras.applications.MobileNetV2", (224, 224, 3)),
+    "yolo": ("YOLO v1 (Redmon et al. 2016, Fig. 3: 24 conv + 2 FC), 448x448", (448, 448, 3)),
 }
 
 
@@ -43,7 +44,7 @@ def check_model_spec(spec: str) -> None:
 
 def drops_classifier_head(spec: str, input_shape: tuple[int, ...] | None) -> bool:
     """keras.applications fix the input size of their FC head: another size builds them without it."""
-    if spec not in BUILTIN_MODELS or spec == "alexnet" or input_shape is None:
+    if spec not in BUILTIN_MODELS or spec in ("alexnet", "yolo") or input_shape is None:
         return False
     return tuple(input_shape) != BUILTIN_MODELS[spec][1]
 
@@ -58,6 +59,8 @@ def build_model(spec: str, input_shape: tuple[int, ...] | None = None) -> Any:
     shape = tuple(input_shape) if input_shape else BUILTIN_MODELS[spec][1]
     if spec == "alexnet":
         return alexnet(input_shape=shape)
+    if spec == "yolo":
+        return yolo(input_shape=shape)
     builders: dict[str, Callable[..., Any]] = {
         "vgg16": keras.applications.VGG16,
         "vgg19": keras.applications.VGG19,
@@ -95,6 +98,51 @@ def alexnet(input_shape: tuple[int, ...] = (227, 227, 3), classes: int = 1000) -
         ],
         name="alexnet",
     )
+
+
+# YOLO v1's convolutions (Redmon, Divvala, Girshick, Farhadi, "You Only Look Once", CVPR 2016, Fig. 3):
+# (kernel, filters, stride) per conv layer, "M" a 2x2 max pool with stride 2.
+_YOLO_CONVS: tuple[tuple[int, int, int] | str, ...] = (
+    (7, 64, 2), "M",
+    (3, 192, 1), "M",
+    (1, 128, 1), (3, 256, 1), (1, 256, 1), (3, 512, 1), "M",
+    *((1, 256, 1), (3, 512, 1)) * 4, (1, 512, 1), (3, 1024, 1), "M",
+    *((1, 512, 1), (3, 1024, 1)) * 2, (3, 1024, 1), (3, 1024, 2),
+    (3, 1024, 1), (3, 1024, 1),
+)  # fmt: skip
+
+
+def yolo(
+    input_shape: tuple[int, ...] = (448, 448, 3), grid: int = 7, boxes: int = 2, classes: int = 20
+) -> Any:
+    """YOLO v1 as its paper's Fig. 3 draws it: 24 conv layers (leaky ReLU 0.1), a 4096-unit FC layer
+    with dropout 0.5, and the S x S x (B * 5 + C) = 7 x 7 x 30 output. 271.7M parameters at 448x448,
+    77.86% of them in the two FC layers: the Geryon paper's figure for YOLO (Sec. III, Fig. 6)."""
+    import keras
+    from keras import layers
+
+    stack: list[Any] = [keras.Input(shape=input_shape)]
+    convs = pools = 0
+    for item in _YOLO_CONVS:
+        if item == "M":
+            pools += 1
+            stack.append(layers.MaxPooling2D(2, strides=2, name=f"pool{pools}"))
+            continue
+        assert not isinstance(item, str)
+        kernel, filters, stride = item
+        convs += 1
+        stack += [
+            layers.Conv2D(filters, kernel, strides=stride, padding="same", name=f"conv{convs}"),
+            layers.LeakyReLU(negative_slope=0.1, name=f"leaky{convs}"),
+        ]
+    stack += [
+        layers.Flatten(name="flatten"),
+        layers.Dense(4096, name="fc1"),
+        layers.LeakyReLU(negative_slope=0.1, name="leaky_fc1"),
+        layers.Dropout(0.5, name="drop1"),
+        layers.Dense(grid * grid * (boxes * 5 + classes), name="fc2"),
+    ]
+    return keras.Sequential(stack, name="yolo")
 
 
 def _load_callable(spec: str) -> Callable[[], Any]:

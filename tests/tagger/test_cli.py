@@ -88,7 +88,7 @@ def test_user_model_from_module_callable(user_models: Path) -> None:
     [
         (
             ["--model", "vgg99"],
-            "unknown model 'vgg99'; allowed: alexnet, inceptionv3, mobilenetv2, resnet50, vgg16, vgg19",
+            "unknown model 'vgg99'; allowed: alexnet, inceptionv3, mobilenetv2, resnet50, vgg16, vgg19, yolo",
         ),
         (["--model", "vgg16", "--threshold", "1.5"], r"--threshold[0]: 1.5 is not a number in [0, 1]"),
         (["--model", "vgg16", "--threshold", "0.6", "0.4"], "--threshold must be strictly increasing"),

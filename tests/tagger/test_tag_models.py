@@ -75,6 +75,17 @@ def test_alexnet_fc_share_matches_the_paper() -> None:
 
 
 @pytest.mark.slow
+def test_yolo_fc_share_matches_the_paper() -> None:
+    # YOLO v1 as Redmon et al. 2016 (Fig. 3) draw it: the Geryon paper's 77.86% in the FC layers.
+    t = tag_model(build_model("yolo"))
+    share = t.summary(t.map_table([0.5]))["dense_share"]
+    assert round(share * 100, 2) == 77.86
+    order = _order(t)
+    assert order[0] == "yolo/conv1/kernel" and order[-1] == "yolo/fc2/bias"
+    assert sum(p.bytes for p in t.params) == 271_703_550 * 4
+
+
+@pytest.mark.slow
 def test_resnet50_shortcut_and_main_path_in_forward_order() -> None:
     model = build_model("resnet50")
     t = tag_model(model)
