@@ -1,6 +1,6 @@
 """Geryon's Tables II, III and IV and Fig. 7 with the cluster simulator, side by side with the paper.
 
-    .venv/bin/python bench/bench_paper_scaling.py [--models alexnet vgg19 resnet50]
+    .venv/bin/python bench/bench_paper_scaling.py [--models alexnet vgg19 resnet50 yolo]
                                                   [--compute achieved|achieved-k80|peak] [--efficiency 1.0]
                                                   [--ps-costs FILE] [--no-barrier] [--separate]
                                                   [--geryon-interleave] [--endhost-gaps S ...]
@@ -9,11 +9,10 @@
 Settings (paper 002, Sec. V): 8 servers, each a worker and a PS (co-hosted, as the testbed; --separate
 puts the PSes on hosts of their own), K40 compute from cited achieved throughput (--compute achieved,
 the default: TensorFlow's K40c figure for AlexNet, the K80 rows of TensorFlow's benchmarks guide for
-ResNet-50 and VGG16, VGG-19 at VGG16's efficiency), as the fraction of peak FLOP/s each cited run
-reached, applied to the paper's model (geryon/threshold/calibration.py states every assumption);
---compute achieved-k80 takes the K80 row for AlexNet too; --compute peak: FLOP-derived at peak x
---efficiency), batch 512 for AlexNet
-and 64 otherwise, 10 and 40 Gbit/s. Columns:
+ResNet-50 and VGG16, VGG-19 and YOLO at VGG16's efficiency, YOLO's an assumption), as the fraction
+of peak FLOP/s each cited run reached, applied to the paper's model (geryon/threshold/calibration.py
+states every assumption); --compute achieved-k80 takes the K80 row for AlexNet too; --compute peak:
+FLOP-derived at peak x --efficiency), batch 512 for AlexNet and 64 otherwise, 10 and 40 Gbit/s. Columns:
 - vanilla: fifo, every variable whole on one PS round-robin and no slicing (TF without a partitioner);
 - P+S: fifo with partition over the 8 PSes and 4 MiB slices (the paper's "1024K" elements);
   both TF baselines replay TensorFlow's transfer order: a gRPC channel serves about 3.5 pulls at once
@@ -56,8 +55,18 @@ from geryon.threshold.simknobs import TF_INFLIGHT, PsCosts
 from geryon.threshold.simulator import simulate
 
 PAPER = {  # scaling efficiency in %, (vanilla, P+S, P+S+Geryon), Tables II and III
-    10: {"alexnet": (36.4, 80.2, 95.4), "vgg19": (26.9, 79.3, 94.6), "resnet50": (87.6, 90.0, 95.7)},
-    40: {"alexnet": (79.4, 90.0, 95.1), "vgg19": (61.7, 85.3, 94.8), "resnet50": (94.1, 94.1, 96.1)},
+    10: {
+        "alexnet": (36.4, 80.2, 95.4),
+        "vgg19": (26.9, 79.3, 94.6),
+        "resnet50": (87.6, 90.0, 95.7),
+        "yolo": (20.9, 75.8, 91.5),
+    },
+    40: {
+        "alexnet": (79.4, 90.0, 95.1),
+        "vgg19": (61.7, 85.3, 94.8),
+        "resnet50": (94.1, 94.1, 96.1),
+        "yolo": (53.2, 84.2, 93.6),
+    },
 }
 PAPER_TABLE_IV = {  # images/s, (Geryon, TicTac), VGG-19 on 8 servers at 10 Gbit/s
     "1024K": (279.2, 272.0),
@@ -105,7 +114,7 @@ def verdict(ok: bool) -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--models", nargs="+", default=["alexnet", "vgg19", "resnet50"])
+    ap.add_argument("--models", nargs="+", default=["alexnet", "vgg19", "resnet50", "yolo"])
     ap.add_argument("--bandwidths", nargs="+", type=int, default=[10, 40], help="Gbit/s")
     ap.add_argument("--workers", type=int, default=8)
     ap.add_argument("--ps", type=int, default=8)

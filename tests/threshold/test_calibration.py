@@ -113,6 +113,10 @@ def test_paper_compute_carries_the_cited_fraction_of_peak() -> None:
     assert vgg.cited.model == "vgg16"
     assert vgg.efficiency == pytest.approx(paper_compute("vgg16").efficiency)
     assert "VGG16's efficiency" in vgg.assumption
+    # YOLO neither (issue 38 item 3): VGG16's efficiency too, stated as an assumption.
+    yolo = paper_compute("yolo")
+    assert yolo.cited.model == "vgg16" and yolo.efficiency == pytest.approx(vgg.efficiency)
+    assert "YOLO at VGG16's efficiency (assumed" in yolo.assumption
     with pytest.raises(CalibrationError, match="basis"):
         paper_compute("vgg19", "peak")
     with pytest.raises(CalibrationError, match="cited: "):
