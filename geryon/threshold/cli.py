@@ -141,8 +141,8 @@ def register(sub: Any) -> None:
         action="store_true",
         help="PS i runs on worker i's host and shares its link, as on the paper's testbed (needs --ps <= "
         "--workers; hosts whose PSes hold alike shards, and the worker-only hosts, are simulated once per "
-        "group: exactly, or with --tf-inflight's random order one draw per group, within 1%% of every host "
-        "as bench_simulator.py --cohost-window measures)",
+        "group: exactly, or with --tf-inflight's random order one draw per group, an approximation whose "
+        "error against every host bench_simulator.py --cohost-window measures)",
     )
     p.add_argument(
         "--cohost-fast",
