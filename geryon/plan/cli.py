@@ -108,7 +108,7 @@ def _run_training(args: argparse.Namespace) -> int:
     from geryon.plan.training import SLICE_CANDIDATES, plan_training, to_text
     from geryon.progress import Progress
     from geryon.tagger.partition import parse_size
-    from geryon.threshold.cli import check_counts, load_profile, parse_knobs
+    from geryon.threshold.cli import check_counts, cluster_report, load_profile, parse_knobs
     from geryon.units import parse_rate
 
     if not 2 <= args.max_classes <= 8:
@@ -158,12 +158,7 @@ def _run_training(args: argparse.Namespace) -> int:
         )
     if args.json:
         report = {
-            "model": profile.model,
-            "profile_source": profile.source,
-            "batch_size": profile.batch_size,
-            "workers": args.workers,
-            "ps": args.ps,
-            "bandwidth_bps": bandwidth,
+            **cluster_report(profile, args, bandwidth),
             "colocate": args.colocate,
             **plan.to_dict(),
         }

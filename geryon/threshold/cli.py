@@ -544,12 +544,7 @@ def run(args: argparse.Namespace) -> int:
         progress.say(f"wrote a Chrome trace of {modes[-1]} to {args.trace}")
 
     report = {
-        "model": profile.model,
-        "profile_source": profile.source,
-        "batch_size": profile.batch_size,
-        "workers": args.workers,
-        "ps": args.ps,
-        "bandwidth_bps": bandwidth,
+        **cluster_report(profile, args, bandwidth),
         "slice_bytes": slice_bytes,
         "partition": not args.no_partition,
         "colocate": args.colocate,
@@ -569,6 +564,18 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(format_report(report, results))
     return 0
+
+
+def cluster_report(profile: Any, args: argparse.Namespace, bandwidth: float) -> dict[str, Any]:
+    """The JSON report's head: the model and profile, and the cluster it ran on (simulate, plan)."""
+    return {
+        "model": profile.model,
+        "profile_source": profile.source,
+        "batch_size": profile.batch_size,
+        "workers": args.workers,
+        "ps": args.ps,
+        "bandwidth_bps": bandwidth,
+    }
 
 
 def write_json(path: str, data: Any) -> None:
