@@ -18,7 +18,11 @@ op kernel execution on the host plane's threads, named ``<op name>:<op type>`` (
 ``vggmini_1/conv1_1_1/Relu:_MklNativeFusedConv2D`` or, for the backward pass,
 ``gradient_tape/vggmini_1/conv1_1_1/convolution/Conv2DBackpropFilter:...``). An op belongs to the
 Keras layer whose name scope appears in its name (Keras 3 adds ``_<n>`` to a scope traced more than
-once); ops under ``gradient_tape/`` are backward. Layers fold into profile layers exactly as
+once); ops under a ``gradient_tape/`` scope are backward, at the front of the name in a step traced
+alone (``gradient_tape/vggmini_1/...``) or after the loop body's prefix when the step runs in a
+`tf.range` loop (tf_keras' `steps_per_execution`, a custom loop's inner loop: a 2-step `fit` traced
+with tf_keras 2.21 names ``while/body/_1/gradient_tape/while/vggmini/conv1_2/ReluGrad`` and, forward,
+``while/body/_1/while/vggmini/conv1_2/Relu``). Layers fold into profile layers exactly as
 `profiles.model_structure` groups them, so the result is a regular `geryon.profile` that
 `geryon simulate --profile` reads. A layer's time is the sum over its ops of each op's mean duration
 per execution times its executions per step (its count over the capture's steps, the median count
@@ -51,7 +55,7 @@ from typing import Any
 
 from geryon.threshold.profile import LayerSpec, Profile, ProfileError
 
-BACKWARD_PREFIX = "gradient_tape/"
+BACKWARD_SCOPE = "gradient_tape"
 _SUFFIX = re.compile(r"_\d+$")
 # Events of the executor and thread pools carry no op: "ExecutorState::Process", "ThreadpoolListener::...".
 _OP_EVENT = re.compile(r"^(?P<name>[^:\s]+):(?P<type>[A-Za-z0-9_]+)$")
@@ -164,9 +168,10 @@ def union_length(spans: list[tuple[int, int]]) -> int:
 
 def layer_of(op_name: str, leaf_names: Mapping[str, int]) -> tuple[int, bool] | None:
     """(leaf index, is backward) of an op, or None when no Keras layer scope is in its name."""
-    backward = op_name.startswith(BACKWARD_PREFIX)
-    parts = op_name[len(BACKWARD_PREFIX) :].split("/") if backward else op_name.split("/")
-    for part in parts[:-1]:  # the last part is the op itself
+    parts = op_name.split("/")[:-1]  # the last part is the op itself
+    # Anywhere in the scopes, not only first: a loop body's ops carry "while/body/_1/" before it.
+    backward = BACKWARD_SCOPE in parts
+    for part in parts:
         name = part
         while True:
             if name in leaf_names:

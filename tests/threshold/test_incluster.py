@@ -69,6 +69,45 @@ def test_capture_in_running_cluster_gives_a_profile(tmp_path: Path) -> None:
     assert Path(profile.meta["trace"]).is_file()
 
 
+_FIT_TRACE = """
+import os, sys
+import tensorflow as tf, tf_keras
+from geryon.cluster.models import build_tf_keras_model
+model = build_tf_keras_model("tiny", (16, 16, 3))
+model.compile(tf_keras.optimizers.legacy.SGD(0.01),
+              tf_keras.losses.SparseCategoricalCrossentropy(from_logits=True), steps_per_execution=2)
+batch = (tf.random.uniform((8, 16, 16, 3)), tf.zeros((8,), tf.int64))
+data = tf.data.Dataset.from_tensors(batch).repeat()
+model.fit(data, steps_per_epoch=4, epochs=1, verbose=0)  # traced and warm before the capture
+tf.profiler.experimental.start(sys.argv[1])
+model.fit(data, steps_per_epoch=4, epochs=1, verbose=0)
+tf.profiler.experimental.stop()
+"""
+
+
+def test_a_fit_trace_with_steps_per_execution_has_both_passes_per_layer(tmp_path: Path) -> None:
+    """tf_keras' `fit` with steps_per_execution runs its steps in a `while` loop: its trace, read by
+    the CLI, still gives every layer a forward and a backward time (issue 36: the fit path's
+    profile read backward 0 s when the loop's prefix hid `gradient_tape`)."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(REPO_ROOT))
+    run = subprocess.run(
+        [sys.executable, "-c", _FIT_TRACE, str(tmp_path / "trace")],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    out = tmp_path / "profile.json"
+    argv = ["--trace", str(tmp_path / "trace"), "--model", "tiny", "--input-shape", "16,16,3"]
+    assert main([*argv, "--batch-size", str(BATCH), "--out", str(out)]) == 0
+    profile = Profile.load(out)
+    assert profile.meta["steps"] == 4  # 2 functions of 2 steps: every body op ran 4 times
+    for layer in profile.layers:
+        assert layer.forward_s > 0 and layer.backward_s > 0, layer
+
+
 def _xspace(path: Path) -> None:
     """A trace shaped like the worker's (names and planes as TF 2.21 wrote them in a real capture)."""
     from tensorflow.tsl.profiler.protobuf import xplane_pb2
@@ -145,6 +184,18 @@ def test_layer_scopes() -> None:
     assert layer_of("gradient_tape/tiny_1/fc1_1/MatMul/MatMul", leaves) == (2, True)
     assert layer_of("sparse_categorical_crossentropy/Sum", leaves) is None
     assert layer_of("fc1", leaves) is None  # an op named like a layer is not inside its scope
+
+
+def test_ops_of_a_step_loop_body_keep_their_layer_and_pass() -> None:
+    """Names as a 2-step tf_keras 2.21 `fit` (steps_per_execution=2) traced them: the loop body's
+    prefix comes before `gradient_tape`, which therefore is not the first scope (before: every
+    backward op read as forward, and the fit path's profile had a backward pass of 0 s)."""
+    leaves = {"conv1_2": 0, "fc1": 1}
+    body = "while/body/_1/"
+    assert layer_of(body + "while/vggmini/conv1_2/Relu", leaves) == (0, False)
+    assert layer_of(body + "gradient_tape/while/vggmini/conv1_2/ReluGrad", leaves) == (0, True)
+    assert layer_of(body + "gradient_tape/while/vggmini/fc1/MatMul/MatMul_1", leaves) == (1, True)
+    assert layer_of(body + "while/SGD/SGD/update_3/ResourceApplyGradientDescent", leaves) is None
 
 
 def test_trace_of_another_model_is_a_clear_error() -> None:
