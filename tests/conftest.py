@@ -95,6 +95,7 @@ TIERS: dict[str, str] = {
     "testbed/test_traffic": "netns",
     "testbed/test_userns": "netns",
     "tf/test_async_dial": "tf",
+    "tf/test_band_follow": "tf",
     "tf/test_build": "tf",
     "tf/test_cancel": "tf",
     "tf/test_cluster_updates": "tf",

@@ -7,7 +7,7 @@
 It reads the key, then watches it from the next revision; every `read_timeout` seconds without an event
 the watch is re-opened through a fresh read, so a lost etcd is noticed within that time. While etcd is
 unreachable the last bands stay in force (nothing is reset) and status() and the log say so. This is
-the API the data plane and the agents' host queues are to be wired to (not done in this slice).
+the API a task follows its job's band with (geryon.tf.band_follow: its flows re-marked live).
 """
 
 from __future__ import annotations

@@ -29,6 +29,7 @@ from geryon.tf.library import (
     flow_counters,
     is_loaded,
     load,
+    open_flows,
     set_class_marks,
     staging_stats,
 )
@@ -46,6 +47,7 @@ __all__ = [
     "flow_counters",
     "is_loaded",
     "load",
+    "open_flows",
     "server",
     "set_class_marks",
     "staging_stats",
@@ -71,6 +73,9 @@ def server(
     cluster spec lists this task, or to job GERYON_AGENT_JOB when set (geryon.tf.agent_report: nothing
     is sent without an agent; GERYON_AGENT_REPORT_S=off turns it off; a bad GERYON_AGENT_* value fails
     here, before the server starts).
+
+    With GERYON_BANDS_ETCD and GERYON_JOB set, the task follows its job's band from the cluster
+    controller (geryon.tf.band_follow): its classes' marks change live, on the flows open too.
     """
     if data_port_offset is not None:
         if not isinstance(data_port_offset, int) or data_port_offset == 0 or abs(data_port_offset) > 65535:
@@ -81,10 +86,13 @@ def server(
     load()
     import tensorflow as tf
 
+    from geryon.tf import band_follow
     from geryon.tf.agent_report import start_from_env
 
     # Its first report comes one interval later, from the running server's flows.
     start_from_env(_task_identity(tf, cluster_spec, job_name, task_index))
+    # With GERYON_BANDS_ETCD set: the job's band from the cluster controller, applied live.
+    band_follow.start_from_env()
     return tf.distribute.Server(
         cluster_spec, job_name=job_name, task_index=task_index, protocol=PROTOCOL, config=config, start=start
     )

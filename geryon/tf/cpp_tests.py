@@ -1,13 +1,13 @@
 """The C++ unit tests of the native rendezvous' pure parts (native/rendezvous/tests/*_test.cc).
 
-They cover what the transport decides without sockets or TensorFlow: the wire format, the send
-order (queue, host order, chunk sizes) and the burst hold (native/rendezvous/README.md, "C++ unit
-tests"). The binary is built from the tests and the pure sources alone (PURE_SOURCES, with the
-rendezvous folder as include path and no TensorFlow flags, so a TF header creeping into a pure part
-fails this build), linked against GoogleTest as Debian's libgtest-dev ships it (prebuilt
-libgtest.a and libgtest_main.a; scripts/bootstrap.sh installs it), and cached like the library:
-``<cache root>/cpp-tests/<hash>/geryon_cpp_tests``, the hash over the sources' names and bytes, the
-compiler and the flags.
+They cover what the transport decides without TensorFlow: the wire format, the send order (queue,
+host order, chunk sizes), the burst hold and the open flows' re-marking (on loopback sockets)
+(native/rendezvous/README.md, "C++ unit tests"). The binary is built from the tests and the pure
+sources alone (PURE_SOURCES, with the rendezvous folder as include path and no TensorFlow flags, so
+a TF header creeping into a pure part fails this build), linked against GoogleTest as Debian's
+libgtest-dev ships it (prebuilt libgtest.a and libgtest_main.a; scripts/bootstrap.sh installs it),
+and cached like the library: ``<cache root>/cpp-tests/<hash>/geryon_cpp_tests``, the hash over the
+sources' names and bytes, the compiler and the flags.
 
 ``python -m geryon.tf.cpp_tests [gtest args]`` (``make cpp-test``) builds when needed and runs them;
 tests/tf/test_cpp_unit.py does the same under pytest and skips when GoogleTest is missing.
@@ -30,9 +30,10 @@ __all__ = ["BINARY_NAME", "PURE_SOURCES", "TEST_DIR", "GtestMissing", "build", "
 
 BINARY_NAME = "geryon_cpp_tests"
 TEST_DIR = SOURCE_DIR / "tests"
-# The library's sources the tests link: the parts that need neither sockets nor TensorFlow. Their
-# headers (wire_format.h, send_order.h, burst_hold.h, clock.h, tsan.h) include nothing of TF's.
-PURE_SOURCES = ("wire_format.cc", "send_order.cc")
+# The library's sources the tests link: the parts that need no TensorFlow. Their headers
+# (wire_format.h, send_order.h, burst_hold.h, open_flows.h, clock.h, tsan.h) include nothing of TF's;
+# open_flows' tests use real loopback sockets.
+PURE_SOURCES = ("wire_format.cc", "send_order.cc", "open_flows.cc")
 _CFLAGS = ["-std=c++17", "-O1", "-g", "-Wall", "-Wextra", "-Wno-unused-parameter", "-pthread"]
 
 

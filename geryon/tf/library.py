@@ -163,6 +163,8 @@ def load(library: Path | None = None, progress: Progress | None = None) -> Libra
             ctypes.POINTER(ctypes.c_int),
             ctypes.POINTER(ctypes.c_int),
         ]
+        cdll.geryon_remark_open_flows.restype = ctypes.c_int
+        cdll.geryon_open_flows.restype = ctypes.c_int
         cdll.geryon_class_for_edge.argtypes = [ctypes.c_char_p]
         cdll.geryon_bench_class_lookup_ns.restype = ctypes.c_double
         cdll.geryon_bench_class_lookup_ns.argtypes = [ctypes.c_char_p, ctypes.c_long]
@@ -197,8 +199,11 @@ def c_text(fn: Any) -> str:
         size = needed
 
 
-def set_class_marks(dscp: Sequence[int], priority: Sequence[int] | None = None) -> None:
-    """DSCP (0-63) and SO_PRIORITY (0-7) of classes 0..n-1, for flows opened later.
+def set_class_marks(dscp: Sequence[int], priority: Sequence[int] | None = None, *, live: bool = False) -> int:
+    """DSCP (0-63) and SO_PRIORITY (0-7) of classes 0..n-1, for flows opened later; with `live`, the
+    flows open now are re-marked too (a setsockopt per socket: the segments they send from then on
+    carry the new marks; no reconnect, no step disturbed). Returns the number of open flows
+    re-marked (0 without `live`).
 
     The priority defaults to DEFAULT_CLASS_PRIORITY (by class, not derived from the DSCP): see there."""
     dscp = list(dscp)
@@ -214,6 +219,12 @@ def set_class_marks(dscp: Sequence[int], priority: Sequence[int] | None = None) 
     array = ctypes.c_int * len(dscp)
     if load().cdll.geryon_set_class_marks(array(*dscp), array(*prio), len(dscp)) != 0:
         raise UsageError(f"the library refused the class marks dscp={dscp} priority={prio}")
+    return int(load().cdll.geryon_remark_open_flows()) if live else 0
+
+
+def open_flows() -> int:
+    """The number of this process' open data-plane flows (consumer and producer sockets)."""
+    return int(load().cdll.geryon_open_flows())
 
 
 def class_marks() -> list[tuple[int, int]]:

@@ -16,6 +16,7 @@
 #include "tsl/platform/logging.h"
 #include "clock.h"
 #include "error_frame.h"
+#include "open_flows.h"
 #include "sockets.h"
 
 namespace geryon {
@@ -47,11 +48,15 @@ void PendingRecv::Abort(const absl::Status& status) {
 
 void ClientConn::Start() {
   fcntl(fd_, F_SETFL, fcntl(fd_, F_GETFL) | O_NONBLOCK);
+  // Listed before the loop reads it, so a change of the class marks re-marks it from now on.
+  OpenFlowRegistry().Add(fd_, cls_, [counters = counters_](int dscp) {
+    if (counters) counters->dscp = dscp;
+  });
   if (loop_->Add(shared_from_this())) return;
   Fail("the transport is shutting down");
   MutexLock w(write_mu_);
   fd_closed_ = true;
-  close(fd_);
+  OpenFlowRegistry().Close(fd_);
 }
 
 void ClientConn::OnReadable() {
@@ -296,7 +301,7 @@ void ClientConn::End(std::string error) TF_LOCKS_EXCLUDED(write_mu_, mu_) {
   MutexLock w(write_mu_);
   fd_closed_ = true;
   unsent_.clear();
-  close(fd_);
+  OpenFlowRegistry().Close(fd_);  // off the list of flows to re-mark before the number is free
 }
 
 bool ClientConn::ReadFrames(std::string* error) {

@@ -13,6 +13,7 @@
 #include "tsl/platform/logging.h"
 #include "classes.h"
 #include "clock.h"
+#include "open_flows.h"
 #include "sockets.h"
 
 namespace geryon {
@@ -188,6 +189,8 @@ void ServerConn::FinishHello(const std::string& host, const std::set<std::string
   counters_->connections += 1;
   counters_->dscp = DscpForClass(cls_);
   counters_->local_port = LocalPort(fd_);
+  // Listed for live re-marking (a change of the class marks reaches this open flow too).
+  OpenFlowRegistry().Add(fd_, cls_, [counters = counters_](int dscp) { counters->dscp = dscp; });
   // What a producing thread reads of it (Enqueue: counters_, push_, cls_) is published by the
   // locks and the loop's queue that bring it the request, all taken after this.
   auto self = shared_from_this();
@@ -243,7 +246,7 @@ void ServerConn::Release() {
   if (released_) return;
   released_ = true;
   MutexLock w(write_mu_);
-  close(fd_);
+  OpenFlowRegistry().Close(fd_);  // off the list of flows to re-mark before the number is free
   g_accepted -= 1;
 }
 

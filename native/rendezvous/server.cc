@@ -23,6 +23,7 @@
 #include "tensorflow/core/framework/device_base.h"
 #include "tensorflow/core/framework/types.h"
 #include "fallback.h"
+#include "open_flows.h"
 #include "staging.h"
 #include "transport.h"
 #include "tsan.h"
@@ -642,6 +643,13 @@ __attribute__((visibility("default"))) long geryon_staging_stats(char* buf, long
 __attribute__((visibility("default"))) int geryon_set_class_marks(const int* dscp, const int* priority, int n) {
   return geryon::SetClassMarks(dscp, priority, n) ? 0 : -1;
 }
+
+// Marks every open flow's socket again with its class's current marks (after geryon_set_class_marks,
+// so a change reaches flows already open): the number of sockets re-marked.
+__attribute__((visibility("default"))) int geryon_remark_open_flows() { return geryon::OpenFlowRegistry().Remark(); }
+
+// The number of open flows (consumer and producer sockets) a re-mark would reach.
+__attribute__((visibility("default"))) int geryon_open_flows() { return geryon::OpenFlowRegistry().size(); }
 
 __attribute__((visibility("default"))) int geryon_class_marks(int cls, int* dscp, int* priority) {
   if (cls < 0 || cls >= geryon::kMaxClasses) return -1;

@@ -8,15 +8,11 @@ receives gradients on class 1: both classes and both directions are on the wire.
 
 from __future__ import annotations
 
-import socket
-import struct
-import threading
 import time
 from collections import defaultdict
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import pytest
+from tf.loopback_capture import LoopbackCapture
 from tf.tf_cluster import CNN_BODY, TfCluster, data_port, run_script
 
 from geryon.agent.flows import FlowDiscovery
@@ -26,66 +22,12 @@ from geryon.tf.build import build
 
 pytestmark = pytest.mark.slow
 STEPS = 5
-ETH_P_ALL = 0x0003
-PACKET_OUTGOING = 4
 EF, AF31 = 46, 26  # the default DSCP of class 0 and class 1
 
 
 @pytest.fixture(scope="module", autouse=True)
 def _built() -> None:
     build()
-
-
-class LoopbackCapture:
-    """TCP payload bytes per (source port, destination port, DSCP) seen leaving on `lo`."""
-
-    def __init__(self) -> None:
-        self.bytes: dict[tuple[int, int, int], int] = defaultdict(int)
-        self._sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
-        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 32 << 20)
-        self._sock.bind(("lo", 0))
-        self._sock.settimeout(0.2)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        buf = bytearray(1 << 18)
-        while not self._stop.is_set():
-            try:
-                n, addr = self._sock.recvfrom_into(buf)
-            except TimeoutError:
-                continue
-            if addr[2] != PACKET_OUTGOING or n < 14 + 20 + 20:
-                continue  # loopback shows each packet twice: count it once, as it leaves
-            if struct.unpack_from("!H", buf, 12)[0] != 0x0800:
-                continue
-            ip = 14
-            ihl = (buf[ip] & 0x0F) * 4
-            if buf[ip + 9] != socket.IPPROTO_TCP:
-                continue
-            total = struct.unpack_from("!H", buf, ip + 2)[0]
-            tcp = ip + ihl
-            sport, dport = struct.unpack_from("!HH", buf, tcp)
-            payload = total - ihl - (buf[tcp + 12] >> 4) * 4
-            if payload > 0:
-                self.bytes[(sport, dport, buf[ip + 1] >> 2)] += payload
-
-    @contextmanager
-    def running(self) -> Iterator[LoopbackCapture]:
-        self._thread.start()
-        try:
-            yield self
-        finally:
-            self._stop.set()
-            self._thread.join(timeout=5)
-            self._sock.close()
-
-    def by_dscp(self, sport: int | None = None, dport: int | None = None) -> dict[int, int]:
-        out: dict[int, int] = defaultdict(int)
-        for (s, d, dscp), n in self.bytes.items():
-            if (sport is None or s == sport) and (dport is None or d == dport):
-                out[dscp] += n
-        return dict(out)
 
 
 def test_tensors_travel_on_their_class_flow_with_its_dscp_in_both_directions() -> None:
