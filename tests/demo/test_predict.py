@@ -283,8 +283,10 @@ def test_the_in_cluster_profile_is_used_cached_per_cluster_shape_with_alone_as_f
         "incluster:ps:worker0",
     )
     assert prof["compute_s"] == pytest.approx(2 * alone["profile"]["compute_s"])
-    for mode, m in p["modes"].items():  # slower compute, never a faster step
-        assert m["predicted_s"] >= alone["modes"][mode]["predicted_s"], mode
+    # Slower compute, never a faster step. A network-bound mode's step stays the same, summed
+    # in another order: equal up to float rounding (CI saw 0.12536458784530405 against ...041).
+    for mode, m in p["modes"].items():
+        assert m["predicted_s"] >= alone["modes"][mode]["predicted_s"] * (1 - 1e-12), mode
     keys = list(json.loads(cache.read_text())["profiles"])
     assert len(keys) == 2 and any(k.startswith("cluster|") and "|workers2|ps2|" in k for k in keys)
 
@@ -340,7 +342,9 @@ def test_the_single_mode_uses_the_profile_traced_in_its_own_one_worker_cluster(t
     assert p["modes"]["single"]["compute_s"] == pytest.approx(single["compute_s"])
     assert p["modes"]["single"]["predicted_s"] < before["modes"]["single"]["predicted_s"]
     for mode in ("vanilla", "ps", "geryon", "endhost"):  # the other modes keep the ps mode's profile
-        assert p["modes"][mode]["predicted_s"] == before["modes"][mode]["predicted_s"], mode
+        assert p["modes"][mode]["predicted_s"] == pytest.approx(
+            before["modes"][mode]["predicted_s"], rel=1e-12
+        )
         # (geryon and endhost: their own cluster's when it was traced, which it was not here)
         assert p["modes"][mode].get("profile", {"used": "other modes'"})["used"] == "other modes'"
     assert p["profile"]["source"] == "incluster:ps:worker0"
@@ -389,9 +393,13 @@ def test_the_paired_modes_use_the_profile_traced_in_their_own_cluster(tmp_path: 
             f"incluster:{traced}:worker0",
         )
         assert p["modes"][mode]["compute_s"] == pytest.approx(3.0 * before["modes"][mode]["compute_s"])
-        assert p["modes"][mode]["predicted_s"] > before["modes"][mode]["predicted_s"], mode
+        # Slower compute, never a faster step; a mode whose compute hides under its network
+        # reads the same step, up to float rounding.
+        assert p["modes"][mode]["predicted_s"] >= before["modes"][mode]["predicted_s"] * (1 - 1e-12), mode
     for mode in ("vanilla", "ps"):
-        assert p["modes"][mode]["predicted_s"] == before["modes"][mode]["predicted_s"], mode
+        assert p["modes"][mode]["predicted_s"] == pytest.approx(
+            before["modes"][mode]["predicted_s"], rel=1e-12
+        )
         assert "profile" not in p["modes"][mode]
     notes = prediction_notes(p)
     assert (
@@ -408,7 +416,9 @@ def test_the_paired_modes_use_the_profile_traced_in_their_own_cluster(tmp_path: 
     again = predict(failed, cache, quiet())
     own = again["modes"]["geryon"]["profile"]
     assert own["used"] == "cluster" and "no TRACED within 9 s" in own["from"]
-    assert again["modes"]["geryon"]["predicted_s"] == p["modes"]["geryon"]["predicted_s"]
+    assert again["modes"]["geryon"]["predicted_s"] == pytest.approx(
+        p["modes"]["geryon"]["predicted_s"], rel=1e-12
+    )
 
 
 def test_ps_costs_come_from_the_calibration_file_or_the_report_says_none(
