@@ -62,6 +62,12 @@ _OP_EVENT = re.compile(r"^(?P<name>[^:\s]+):(?P<type>[A-Za-z0-9_]+)$")
 # TraceMe names of the same "a:b" shape that are not op kernels: the remote eager service's
 # "EagerService:Enqueue" spans a whole function execution on the worker.
 _NOT_OPS = frozenset({"EagerService"})
+# Transfer kernels are not a layer's compute, though inside a step loop's body they carry its scope
+# ("while/body/_1/.../vggmini/conv1_2/..._Send"; a fit-path cluster trace: 68 of 83 ms of sends per
+# capture read as layer time). They are summed under this one key, which names no layer, so they land
+# in `meta.unattributed_s_per_step` as the docs say (geryon.demo.stepdecomp leaves them out too).
+TRANSFER_TYPES = frozenset({"_Send", "_Recv", "_HostSend", "_HostRecv"})
+TRANSFERS = "(transfer kernels: " + " ".join(sorted(TRANSFER_TYPES)) + ")"
 
 
 @dataclass(frozen=True)
@@ -108,7 +114,8 @@ def read_trace(xplane: str | Path) -> tuple[dict[str, OpTime], float]:
         m = _OP_EVENT.match(name)
         if not m or m.group("name") in _NOT_OPS:
             continue
-        entry = totals.setdefault(m.group("name"), [0.0, 0])
+        key = TRANSFERS if m.group("type") in TRANSFER_TYPES else m.group("name")
+        entry = totals.setdefault(key, [0.0, 0])
         entry[0] += duration * 1e-12
         entry[1] += 1
         spans.append((start, start + duration))

@@ -275,3 +275,36 @@ def test_overlap_across_threads_is_counted_once(tmp_path: Path) -> None:
     assert profile.meta["overlap"] == pytest.approx(0.75)
     with pytest.raises(ProfileError, match=r"overlap: expected a factor in \(0, 1\]"):
         profile_from_ops(ops, build_model("tiny", SHAPE), batch_size=1, source="x", overlap=1.5)
+
+
+def test_transfer_kernels_in_a_loop_body_are_not_layer_compute(tmp_path: Path) -> None:
+    """A step loop's _Send carries its layer's scope (a fit-path cluster trace); it stays out of the
+    layer and is counted among the unattributed ops."""
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    from geryon.cluster.models import build_model
+    from geryon.threshold.incluster import TRANSFERS, read_trace
+
+    space = xplane_pb2.XSpace()
+    plane = space.planes.add(name="/host:CPU", id=0)
+    names = {
+        1: "while/body/_1/while/tiny_1/conv1_1_1/Relu:_MklNativeFusedConv2D",
+        2: "while/body/_1/gradient_tape/while/tiny_1/conv1_1_1/ReluGrad/_42:_Send",
+        3: "while/body/_1/while/tiny_1/fc1_1/MatMul/ReadVariableOp/_7:_Recv",
+    }
+    for mid, name in names.items():
+        plane.event_metadata[mid].id = mid
+        plane.event_metadata[mid].name = name
+    line = plane.lines.add(id=0, name="tf_Compute/0", timestamp_ns=0)
+    for mid in names:
+        line.events.add(metadata_id=mid, offset_ps=mid * 200_000_000, duration_ps=100_000_000)
+    trace = tmp_path / "loop.xplane.pb"
+    trace.write_bytes(space.SerializeToString())
+    ops, overlap = read_trace(trace)
+    assert set(ops) == {names[1].split(":")[0], TRANSFERS} and ops[TRANSFERS].count == 2
+    profile = profile_from_ops(ops, build_model("tiny", SHAPE), batch_size=1, source="x", overlap=overlap)
+    by_name = {layer.name: layer for layer in profile.layers}
+    assert by_name["conv1_1"].forward_s == pytest.approx(100e-6)
+    assert by_name["conv1_1"].backward_s == 0 and by_name["fc1"].forward_s == 0
+    assert profile.compute_s == pytest.approx(100e-6)
+    assert profile.meta["unattributed_s_per_step"] == pytest.approx(200e-6)
