@@ -27,6 +27,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from geryon.threshold.incluster import TRANSFER_TYPES, host_events
+
 STEP, LAYER_OP, PULL, UPDATE_DONE = "step", "layer_op", "pull", "update_done"
 KINDS = (STEP, LAYER_OP, PULL, UPDATE_DONE)
 
@@ -34,9 +36,8 @@ _STEP_EVENT = re.compile(r"^EagerLocalExecute: __inference_train_step")
 _OP_EVENT = re.compile(r"^(?P<name>[^:\s]+):(?P<type>[A-Za-z0-9_]+)$")
 # Not compute: transfers, and the partitioned variables' gather/scatter (a layer's ConcatV2 of its
 # pulled parts runs as the parts arrive, long before the layer computes; Slice splits a gradient).
-_NOT_LAYER_TYPES = frozenset(
-    {"_Send", "_Recv", "_HostSend", "_HostRecv", "ConcatV2", "Concat", "Slice", "Split", "SplitV"}
-    | {"Reshape", "Identity", "Cast", "Pack", "Unpack"}
+_NOT_LAYER_TYPES = TRANSFER_TYPES | frozenset(
+    {"ConcatV2", "Concat", "Slice", "Split", "SplitV"} | {"Reshape", "Identity", "Cast", "Pack", "Unpack"}
 )
 _PULL_NODE = re.compile(r"/ReadVariableOp(_\d+)?/_\d+$")
 _UPDATE_NODE = re.compile(r"^GroupCrossDeviceControlEdges_\d+/")
@@ -163,8 +164,6 @@ def classify(name: str, stats: Mapping[str, Any]) -> str | None:
 def read_events(xplane: str | Path) -> list[Event]:
     """The events `decompose` uses from an XSpace trace's host planes (times in seconds), read with
     `geryon.threshold.incluster.host_events` (its ProfileError, a ValueError, for an unreadable file)."""
-    from geryon.threshold.incluster import host_events
-
     events: list[Event] = []
     for name, start_ps, duration_ps, stats in host_events(xplane, stats_for=frozenset({_ASYNC_DONE})):
         kind = classify(name, stats)

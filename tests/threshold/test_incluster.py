@@ -244,25 +244,38 @@ def test_bad_values_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     assert not (tmp_path / "p.json").exists()
 
 
-def test_overlap_across_threads_is_counted_once(tmp_path: Path) -> None:
-    """Two threads each running a 100 us op over the same 50 us: 150 us of wall time, 200 us summed."""
+def _write_trace(path: Path, lines: list[tuple[int, list[tuple[str, int, int]]]]) -> Path:
+    """An XSpace trace written with TensorFlow's own protobuf: one host plane, one line (thread) per
+    (start_ns, [(event name, offset_ps, duration_ps), ...])."""
     from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
+    space = xplane_pb2.XSpace()
+    plane = space.planes.add(name="/host:CPU", id=0)
+    ids: dict[str, int] = {}
+    for thread, (start_ns, events) in enumerate(lines):
+        line = plane.lines.add(id=thread, name=f"tf_Compute/{thread}", timestamp_ns=start_ns)
+        for name, offset_ps, duration_ps in events:
+            mid = ids.setdefault(name, len(ids) + 1)
+            plane.event_metadata[mid].id = mid
+            plane.event_metadata[mid].name = name
+            line.events.add(metadata_id=mid, offset_ps=offset_ps, duration_ps=duration_ps)
+    path.write_bytes(space.SerializeToString())
+    return path
+
+
+def test_overlap_across_threads_is_counted_once(tmp_path: Path) -> None:
+    """Two threads each running a 100 us op over the same 50 us: 150 us of wall time, 200 us summed."""
     from geryon.threshold.incluster import read_trace, union_length
 
     assert union_length([(0, 10), (5, 20), (30, 40), (32, 35)]) == 30
     assert union_length([]) == 0
-    space = xplane_pb2.XSpace()
-    plane = space.planes.add(name="/host:CPU", id=0)
-    plane.event_metadata[1].id = 1
-    plane.event_metadata[1].name = "tiny_1/conv1_1_1/Relu:_MklNativeFusedConv2D"
-    plane.event_metadata[2].id = 2
-    plane.event_metadata[2].name = "gradient_tape/tiny_1/fc1_1/MatMul:MatMul"
-    for thread, (start_ns, mid) in enumerate([(0, 1), (50_000, 2)]):
-        line = plane.lines.add(id=thread, name=f"tf_Compute/{thread}", timestamp_ns=start_ns)
-        line.events.add(metadata_id=mid, offset_ps=0, duration_ps=100_000_000)
-    trace = tmp_path / "two.xplane.pb"
-    trace.write_bytes(space.SerializeToString())
+    trace = _write_trace(
+        tmp_path / "two.xplane.pb",
+        [
+            (0, [("tiny_1/conv1_1_1/Relu:_MklNativeFusedConv2D", 0, 100_000_000)]),
+            (50_000, [("gradient_tape/tiny_1/fc1_1/MatMul:MatMul", 0, 100_000_000)]),
+        ],
+    )
     ops, overlap = read_trace(trace)
     assert overlap == pytest.approx(150 / 200)
     from geryon.cluster.models import build_model
@@ -280,28 +293,17 @@ def test_overlap_across_threads_is_counted_once(tmp_path: Path) -> None:
 def test_transfer_kernels_in_a_loop_body_are_not_layer_compute(tmp_path: Path) -> None:
     """A step loop's _Send carries its layer's scope (a fit-path cluster trace); it stays out of the
     layer and is counted among the unattributed ops."""
-    from tensorflow.tsl.profiler.protobuf import xplane_pb2
-
     from geryon.cluster.models import build_model
     from geryon.threshold.incluster import TRANSFERS, read_trace
 
-    space = xplane_pb2.XSpace()
-    plane = space.planes.add(name="/host:CPU", id=0)
-    names = {
-        1: "while/body/_1/while/tiny_1/conv1_1_1/Relu:_MklNativeFusedConv2D",
-        2: "while/body/_1/gradient_tape/while/tiny_1/conv1_1_1/ReluGrad/_42:_Send",
-        3: "while/body/_1/while/tiny_1/fc1_1/MatMul/ReadVariableOp/_7:_Recv",
-    }
-    for mid, name in names.items():
-        plane.event_metadata[mid].id = mid
-        plane.event_metadata[mid].name = name
-    line = plane.lines.add(id=0, name="tf_Compute/0", timestamp_ns=0)
-    for mid in names:
-        line.events.add(metadata_id=mid, offset_ps=mid * 200_000_000, duration_ps=100_000_000)
-    trace = tmp_path / "loop.xplane.pb"
-    trace.write_bytes(space.SerializeToString())
-    ops, overlap = read_trace(trace)
-    assert set(ops) == {names[1].split(":")[0], TRANSFERS} and ops[TRANSFERS].count == 2
+    names = [
+        "while/body/_1/while/tiny_1/conv1_1_1/Relu:_MklNativeFusedConv2D",
+        "while/body/_1/gradient_tape/while/tiny_1/conv1_1_1/ReluGrad/_42:_Send",
+        "while/body/_1/while/tiny_1/fc1_1/MatMul/ReadVariableOp/_7:_Recv",
+    ]
+    events = [(name, i * 200_000_000, 100_000_000) for i, name in enumerate(names)]
+    ops, overlap = read_trace(_write_trace(tmp_path / "loop.xplane.pb", [(0, events)]))
+    assert set(ops) == {names[0].split(":")[0], TRANSFERS} and ops[TRANSFERS].count == 2
     profile = profile_from_ops(ops, build_model("tiny", SHAPE), batch_size=1, source="x", overlap=overlap)
     by_name = {layer.name: layer for layer in profile.layers}
     assert by_name["conv1_1"].forward_s == pytest.approx(100e-6)
