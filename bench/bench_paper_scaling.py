@@ -3,7 +3,9 @@
     .venv/bin/python bench/bench_paper_scaling.py [--models alexnet vgg19 resnet50 yolo]
                                                   [--compute achieved|achieved-k80|peak] [--efficiency 1.0]
                                                   [--ps-costs FILE] [--no-barrier] [--separate]
+                                                  [--transport tf-verbs|tf-grpc|geryon]
                                                   [--geryon-interleave] [--endhost-gaps S ...]
+                                                  [--verbs-acks S ...]
                                                   [--out FILE]
 
 Settings (paper 002, Sec. V): 8 servers, each a worker and a PS (co-hosted, as the testbed; --separate
@@ -15,12 +17,15 @@ states every assumption); --compute achieved-k80 takes the K80 row for AlexNet t
 FLOP-derived at peak x --efficiency), batch 512 for AlexNet and 64 otherwise, 10 and 40 Gbit/s. Columns:
 - vanilla: fifo, every variable whole on one PS round-robin and no slicing (TF without a partitioner);
 - P+S: fifo with partition over the 8 PSes and 4 MiB slices (the paper's "1024K" elements);
-  both TF baselines replay TensorFlow's transfer order: a gRPC channel serves about 3.5 pulls at once
-  in a random order per iteration (simknobs.TF_INFLIGHT, measured on this machine);
 - P+S+Geryon: network mode (2 strict-priority classes, FIFO inside a class) at the best threshold over
-  every cut between distinct urgencies (what the adaptive search converges to). Geryon's RDMA data plane
-  sends each class's tensors one after another on its queue pair, so it runs with interleave=False;
-  --geryon-interleave gives it TF's gRPC window instead (interleave=True with the measured window);
+  every cut between distinct urgencies (what the adaptive search converges to).
+All three run on --transport (simknobs.TRANSPORTS cites each): tf-verbs by default, the paper's stack
+(TF r1.10's grpc+verbs: a channel writes one tensor at a time in posting order, one request per ACK
+round trip; Geryon one such channel per class); tf-grpc replays TF's gRPC order for the baselines (a
+channel serves about 3.5 pulls at once in a random order per iteration, simknobs.TF_INFLIGHT,
+measured on this machine) and sends Geryon's classes one tensor at a time in ready order
+(--geryon-interleave: in TF's window instead); --verbs-acks S ... adds a sensitivity table of the
+ACK round trip (not a calibration);
 - hybrid (issue 14's Geryon: urgency order with chunk preemption inside a class, best threshold too),
   end-host (TicTac-like, paying ByteScheduler's 300 us per transfer) and ideal, for reference.
 Scaling efficiency = C / T (the simulator's GPU utilization). PS costs are 0 unless --ps-costs gives a
@@ -51,7 +56,7 @@ from benchlib import print_table, write_json
 
 from geryon.threshold.calibration import paper_compute
 from geryon.threshold.profiles import profile_from_model
-from geryon.threshold.simknobs import TF_INFLIGHT, PsCosts
+from geryon.threshold.simknobs import TF_INFLIGHT, TRANSPORTS, VERBS_ACK_S, PsCosts
 from geryon.threshold.simulator import simulate
 
 PAPER = {  # scaling efficiency in %, (vanilla, P+S, P+S+Geryon), Tables II and III
@@ -86,13 +91,37 @@ def cut_points(profile) -> list[float]:
     return [(a + b) / 2 for a, b in itertools.pairwise(levels)] or [0.5]
 
 
+# The paper's own single-GPU figure where its text gives one (Fig. 8's bars are not in the text):
+# VGG-19 on 8 workers with Geryon at 1024K slicing trained 279.2 images/s (Table IV) at 94.6% scaling
+# efficiency (Table II), so one K40 alone trained 279.2 / 8 / 0.946 = 36.9 images/s at batch 64.
+PAPER_SINGLE_GPU = {"vgg19": PAPER_TABLE_IV["1024K"][0] / 8 / (PAPER[10]["vgg19"][2] / 100)}
+
+
 def build_profile(model: str, batch: int, args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
     """The model's profile and what its compute rests on: with achieved compute, the K40 at the
-    fraction of peak FLOP/s the cited run reached (calibration.paper_compute states every assumption)."""
+    fraction of peak FLOP/s the cited run reached (calibration.paper_compute states every assumption);
+    with paper compute, the paper's own single-GPU throughput where it gives one (else as achieved)."""
     if args.compute == "peak":
         profile = profile_from_model(model, batch_size=batch, device=args.device, efficiency=args.efficiency)
         return profile, {"compute": "peak", "efficiency": args.efficiency}
-    pc = paper_compute(model, "k40" if args.compute == "achieved" else "k80")
+    if args.compute == "paper" and model in PAPER_SINGLE_GPU:
+        pc = paper_compute(model, "k40")
+        achieved = profile_from_model(model, batch_size=batch, device=args.device, efficiency=pc.efficiency)
+        # Every layer's FLOP-derived time scaled alike, to the paper's throughput. The fraction of the
+        # K40's peak it implies (eff) may pass 1: the FLOP count is the model's, not cuDNN's (Winograd
+        # and FFT convolutions do fewer).
+        factor = batch / PAPER_SINGLE_GPU[model] / achieved.compute_s
+        eff = pc.efficiency / factor
+        profile = achieved.scaled(factor, source=f"paper002:{PAPER_SINGLE_GPU[model]:.2f}img/s")
+        return profile, {
+            "compute": "paper",
+            "cited": f"paper 002: {PAPER_SINGLE_GPU[model]:.1f} img/s on one K40 @ {batch}",
+            "source": "paper 002 Table IV (279.2 img/s, 8 workers, Geryon, 1024K) / Table II (94.6%)",
+            "assumption": "the paper's scaling efficiency is against this single-GPU throughput",
+            "efficiency": eff,
+            "img_per_s": batch / profile.compute_s,
+        }
+    pc = paper_compute(model, "k80" if args.compute == "achieved-k80" else "k40")
     if not 0 < pc.efficiency <= 1:
         raise SystemExit(f"{model}: the cited throughput implies {pc.efficiency:.2f} of peak; check it")
     profile = profile_from_model(model, batch_size=batch, device=args.device, efficiency=pc.efficiency)
@@ -123,10 +152,12 @@ def main() -> int:
     )
     ap.add_argument(
         "--compute",
-        choices=("achieved", "achieved-k80", "peak"),
+        choices=("achieved", "achieved-k80", "paper", "peak"),
         default="achieved",
         help="achieved: cited K40 throughput where TF published one (AlexNet), else the K80 rows; "
-        "achieved-k80: the K80 rows only; peak: the device's peak FLOP/s x --efficiency",
+        "achieved-k80: the K80 rows only; paper: the paper's own single-GPU throughput where its text "
+        "gives one (VGG-19, from Tables II and IV), else as achieved; peak: the device's peak FLOP/s x "
+        "--efficiency",
     )
     ap.add_argument(
         "--efficiency", type=float, default=1.0, help="with --compute peak: fraction of the device's peak"
@@ -134,7 +165,28 @@ def main() -> int:
     ap.add_argument("--ps-costs", metavar="FILE", help="PS costs (bench_ps_costs.py's JSON); default: free")
     ap.add_argument("--no-barrier", action="store_true")
     ap.add_argument("--separate", action="store_true", help="PSes on hosts of their own, not co-hosted")
-    ap.add_argument("--geryon-interleave", action="store_true", help="Geryon's flows interleave tensors")
+    ap.add_argument(
+        "--transport",
+        choices=TRANSPORTS,
+        default="tf-verbs",
+        help="what vanilla, P+S and Geryon run on (simknobs.TRANSPORTS): tf-verbs (default: the paper's "
+        "TF r1.10 grpc+verbs), tf-grpc (TF's gRPC window for the baselines; Geryon as --geryon-interleave "
+        "says) or geryon (this project's data plane)",
+    )
+    ap.add_argument(
+        "--geryon-interleave",
+        action="store_true",
+        help="with --transport tf-grpc: Geryon's flows interleave tensors in TF's window (default: one "
+        "at a time in ready order)",
+    )
+    ap.add_argument(
+        "--verbs-acks",
+        nargs="+",
+        type=float,
+        metavar="SECONDS",
+        help="with tf-verbs: a sensitivity table of Table II's VGG-19 row at each ACK round trip (the "
+        "model's value stays simknobs.VERBS_ACK_S)",
+    )
     ap.add_argument(
         "--endhost-gaps",
         nargs="+",
@@ -154,10 +206,17 @@ def main() -> int:
 
     sim_walls: list[float] = []
 
+    if args.geryon_interleave and args.transport != "tf-grpc":
+        ap.error(f"--geryon-interleave: only with --transport tf-grpc, not {args.transport}")
+    if args.verbs_acks and args.transport != "tf-verbs":
+        ap.error(f"--verbs-acks: only with --transport tf-verbs, not {args.transport}")
+
     def run(profile: Any, mode: str, common: dict[str, Any], **kw: Any) -> Any:
-        if mode == "fifo":
+        if args.transport != "tf-grpc":
+            kw.setdefault("transport", args.transport)
+        elif mode == "fifo":
             kw.setdefault("inflight", TF_INFLIGHT)
-        if mode == "network":
+        elif mode == "network":
             kw.setdefault("interleave", args.geryon_interleave)
             kw.setdefault("inflight", TF_INFLIGHT if kw["interleave"] else None)
         r = simulate(profile, mode=mode, ps_costs=costs, **common, **kw)
@@ -217,6 +276,8 @@ def main() -> int:
                 row["worst_rel_err"] = max(rels)
                 row["efficiency_target"] = verdict(max(rels) <= 0.10)
                 row["ratio_target"] = verdict(abs(row["geryon_vs_ps"] - row["paper_geryon_vs_ps"]) <= 0.05)
+            # The paper's order in every row (issue 38): vanilla <= P+S <= Geryon.
+            row["order_target"] = verdict(row["vanilla"] <= row["ps"] <= row["geryon"])
             rows.append(row)
 
     print("\nCompute per model (K40, per worker step):")
@@ -258,8 +319,46 @@ def main() -> int:
             ("ideal", "ideal", ".1f"),
             ("efficiency_target", "within 10%", "s"),
             ("ratio_target", "ratio +-0.05", "s"),
+            ("order_target", "v<=P+S<=G", "s"),
         ],
     )
+
+    # tf-verbs sensitivity: Table II's VGG-19 row at other ACK round trips (not a calibration).
+    ack_rows = []
+    if "vgg19" in profiles and args.verbs_acks:
+        profile = profiles["vgg19"]
+        common = {
+            "workers": args.workers,
+            "num_ps": args.ps,
+            "bandwidth_bps": 10e9,
+            "barrier": not args.no_barrier,
+            "colocate": not args.separate,
+        }
+        cuts = cut_points(profile)
+        for ack in args.verbs_acks:
+            v = run(profile, "fifo", common, partition=False, verbs_ack_s=ack)
+            q = run(profile, "fifo", common, slice_bytes=SLICE, verbs_ack_s=ack)
+            g = best_threshold(profile, "network", common, cuts, slice_bytes=SLICE, verbs_ack_s=ack)
+            ack_rows.append(
+                {
+                    "ack_us": ack * 1e6,
+                    "vanilla": v.gpu_utilization * 100,
+                    "ps": q.gpu_utilization * 100,
+                    "geryon": g.gpu_utilization * 100,
+                    "geryon_vs_ps": q.iteration_s / g.iteration_s,
+                }
+            )
+        print("\ntf-verbs sensitivity (not a calibration): VGG-19 at 10 Gbit/s against the ACK round trip")
+        print_table(
+            ack_rows,
+            [
+                ("ack_us", "ACK us", ".2f"),
+                ("vanilla", "vanilla", ".1f"),
+                ("ps", "P+S", ".1f"),
+                ("geryon", "Geryon", ".1f"),
+                ("geryon_vs_ps", "Geryon/P+S", ".3f"),
+            ],
+        )
 
     # Table IV: VGG-19, end-host (TicTac) against Geryon as slices shrink.
     table_iv = []
@@ -361,7 +460,7 @@ def main() -> int:
             "partition_gain": vanilla.iteration_s / partition.iteration_s - 1,
             "slicing_gain_max": partition.iteration_s / min(r.iteration_s for r in sliced.values()) - 1,
         }
-        print("\nFig. 7: VGG-19, 2 servers (worker + PS each), 10 Gbit/s, fifo with TF's order")
+        print(f"\nFig. 7: VGG-19, 2 servers (worker + PS each), 10 Gbit/s, fifo on {args.transport}")
         print_table(
             [
                 {"what": "partitioning over vanilla", "sim": fig7["partition_gain"] * 100, "paper": 11.3},
@@ -391,6 +490,14 @@ def main() -> int:
                     f"{r['geryon_vs_ps']:.3f} vs {r['paper_geryon_vs_ps']:.3f}",
                 )
             )
+        if "order_target" in r:
+            targets.append(
+                (
+                    f"Table {'II' if r['gbit'] == 10 else 'III'} {r['model']}: vanilla <= P+S <= Geryon",
+                    r["order_target"],
+                    f"{r['vanilla']:.1f} / {r['ps']:.1f} / {r['geryon']:.1f}",
+                )
+            )
     if table_iv_drop is not None:
         targets.append(
             (
@@ -410,7 +517,7 @@ def main() -> int:
     if fig7:
         g = fig7["partition_gain"]
         targets.append(("Fig. 7: partitioning gains 5-15%", verdict(0.05 <= g <= 0.15), f"{g:.1%}"))
-    print("\nTargets (issue 15):")
+    print("\nTargets (issues 15 and 38):")
     print_table(
         [{"target": t, "verdict": v, "value": x} for t, v, x in targets],
         [("target", "target", "s"), ("verdict", "", "s"), ("value", "simulator", "s")],
@@ -431,6 +538,9 @@ def main() -> int:
             "tf_inflight": TF_INFLIGHT,
             "barrier": not args.no_barrier,
             "geryon_interleave": args.geryon_interleave,
+            "transport": args.transport,
+            "verbs_ack_s": VERBS_ACK_S,
+            "verbs_ack_sensitivity": ack_rows,
             "colocate": not args.separate,
             "slice_bytes": SLICE,
             "rows": rows,

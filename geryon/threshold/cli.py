@@ -18,6 +18,7 @@ from geryon.errors import UsageError
 from geryon.progress import Progress
 from geryon.tagger.map_table import MAX_CLASSES, default_thresholds, validate_thresholds
 from geryon.tagger.partition import parse_size
+from geryon.threshold.simknobs import TRANSPORTS, VERBS_ACK_S
 from geryon.units import format_rate, parse_rate
 
 MODES = ("fifo", "end-host", "network", "hybrid", "ideal")  # geryon.threshold.simulator.MODES
@@ -117,6 +118,24 @@ def register(sub: Any) -> None:
         help="fifo and network modes: TensorFlow pulls in flight per channel, served in a random order per "
         "iteration (default 3.5 per PS connection, measured on this machine by bench/bench_tf_order.py), "
         "or 'all' for fair sharing of every pending transfer",
+    )
+    p.add_argument(
+        "--transport",
+        default=TRANSPORTS[0],
+        choices=TRANSPORTS,
+        help="what fifo and network connections run on: tf-grpc (default: TensorFlow's gRPC channel, "
+        "--tf-inflight's window), tf-verbs (TensorFlow 1.x's RDMA rendezvous, grpc+verbs, as its "
+        "contrib/verbs/README.md documents it: one control message in flight per channel, each waiting "
+        "for its ACK, and a channel's tensor writes one at a time in posting order; the paper's "
+        "Geryon is network mode on it) or geryon (this project's data plane: network runs as hybrid, "
+        "fifo as hybrid with one class). end-host, hybrid and ideal keep their own order",
+    )
+    p.add_argument(
+        "--verbs-ack",
+        type=float,
+        metavar="SECONDS",
+        help=f"tf-verbs: a control message's ACK round trip (default {VERBS_ACK_S:.3g}: twice "
+        "ib_send_lat's one-way 32-byte latency on an RC queue pair; geryon/threshold/simknobs.py cites it)",
     )
     p.add_argument("--seed", type=int, default=0, help="seed of the random TensorFlow order (default 0)")
     p.add_argument(
@@ -234,7 +253,13 @@ def parse_knobs(args: argparse.Namespace) -> dict[str, Any]:
     """simulate() keyword arguments of the cost and traffic flags, each checked and named."""
     from geryon.threshold.simknobs import ENDHOST_GAP_S, Background, PsCosts, check_chunk
 
-    out: dict[str, Any] = {"seed": args.seed}
+    out: dict[str, Any] = {"seed": args.seed, "transport": args.transport}
+    ack = VERBS_ACK_S if args.verbs_ack is None else args.verbs_ack
+    if not (ack >= 0 and ack < float("inf")):
+        raise UsageError(f"--verbs-ack: expected seconds >= 0, got {args.verbs_ack}")
+    if args.verbs_ack is not None and args.transport != "tf-verbs":
+        raise UsageError(f"--verbs-ack: only with --transport tf-verbs, not {args.transport}")
+    out["verbs_ack_s"] = ack
     try:
         out["chunk_bytes"] = check_chunk(parse_size(args.chunk_size), "--chunk-size")
     except ValueError as e:
@@ -600,8 +625,14 @@ def format_report(report: dict[str, Any], results: dict[str, Any]) -> str:
     ]
     k = report["knobs"]
     costs = k.get("ps_costs")
+    transport = k.get("transport", TRANSPORTS[0])
+    carried = {
+        "tf-grpc": f"TF pulls in flight: {k['inflight'] if k['inflight'] is not None else 'all'}",
+        "tf-verbs": f"transport tf-verbs (ACK round trip {k.get('verbs_ack_s', 0) * 1e6:.2f} us)",
+        "geryon": "transport geryon (fifo and network on this data plane)",
+    }[transport]
     lines.append(
-        f"TF pulls in flight: {k['inflight'] if k['inflight'] is not None else 'all'} (seed {k['seed']}); "
+        f"{carried} (seed {k['seed']}); "
         f"end-host gap {k['endhost_gap_s'] * 1e6:.0f} us; hybrid chunks {k['chunk_bytes']} B; "
         + ("PS costs " + ", ".join(f"{n}={v:g}" for n, v in costs.items()) if costs else "PS free")
         + "".join(

@@ -19,6 +19,8 @@ from geryon.threshold.simknobs import (
     ENDHOST_SCOPES,
     PUSH_ORDER_DEFAULT,
     SENDER_ORDERS,
+    TRANSPORTS,
+    VERBS_ACK_S,
     Background,
     Incast,
     PsCosts,
@@ -40,6 +42,8 @@ class Knobs:
     sender_order: str = SENDER_ORDERS[0]
     endhost_scope: str = ENDHOST_SCOPES[0]
     incast: Incast = field(default_factory=Incast)
+    transport: str = TRANSPORTS[0]
+    verbs_ack_s: float = VERBS_ACK_S
 
 
 class Cluster:
@@ -198,8 +202,10 @@ class Cluster:
         if self.fast and num_ps == 1:
             self.is_local[0][0] = True  # the co-hosted worker's only PS is its own
 
-        # fifo and network connections interleave their transfers, or send them in ready order.
-        self.shared = policy.shares(interleave)
+        # fifo and network connections interleave their transfers (a TF gRPC channel), or send them in
+        # ready order; on tf-verbs in posting order, one request per ACK round trip (simknobs).
+        self.verbs = policy.interleaves and knobs.transport == "tf-verbs"
+        self.shared = policy.shares(interleave) and not self.verbs
         # hybrid's urgency order across connections: per sending process ("host") or per NIC ("nic").
         self.process_order = policy.takes_chunk and knobs.sender_order == "host"
         self.nic_order = policy.takes_chunk and knobs.sender_order == "nic"
@@ -265,7 +271,8 @@ class Cluster:
         approximation: each connection draws a random order, and a stand-in's one draw stands for
         each of its group's hosts drawing its own; bench_simulator.py --cohost-window measures its
         error against every host over seeds (issue 38 item 1 asks for 1%; 2026-12-03: up to 2.2%
-        over 10 seeds, bench/results), and `symmetric=False` simulates every host. Not used (None)
+        over 10 seeds, bench/results), and `symmetric=False` simulates every host. The same holds for
+        tf-verbs' random request order among transfers ready at once. Not used (None)
         where it saves nothing or cannot apply: a trace shows every host's timeline; no two hosts
         alike."""
         if trace:

@@ -17,7 +17,7 @@ from geryon.threshold.sim_flows import Flow, FlowArrays
 
 # Event kinds on the heap: a flow's finish (void once its version moved on), a GPU op's end, an
 # end-host gap's end, a PS's update done, a transfer's per-message work done.
-FLOW_DONE, COMPUTE_DONE, RESUME, UPDATED, READY = 0, 1, 2, 3, 4
+FLOW_DONE, COMPUTE_DONE, RESUME, UPDATED, READY, POSTED = 0, 1, 2, 3, 4, 5
 # _quiet_rate's headroom: a port this close to full counts as full (the allocation's own SATURATED is 1e-12).
 _QUIET_MARGIN = 1e-9
 # Allocations of at least this many flows run on numpy arrays (network.allocate_arrays): faster above it,

@@ -12,7 +12,7 @@ from typing import Any
 from geryon.threshold.model import overlap_coefficient
 from geryon.threshold.sim_bound import lower_bound
 from geryon.threshold.sim_flows import PULL, PUSH, Flow
-from geryon.threshold.sim_rates import COMPUTE_DONE, READY, RESUME, UPDATED, Rates
+from geryon.threshold.sim_rates import COMPUTE_DONE, POSTED, READY, RESUME, UPDATED, Rates
 from geryon.threshold.sim_result import SimResult
 from geryon.threshold.trace import Span
 
@@ -34,6 +34,9 @@ class Replay(Rates):
         self.push_whole = self.policy.takes_chunk and self.knobs.push_order == "whole"
         self.inflight = self.knobs.inflight if self.shared else None
         self.rng = random.Random(self.knobs.seed)
+        # tf-verbs: a channel posts one tensor per ACK round trip, each at its flow's post_free or later.
+        self.ack = self.knobs.verbs_ack_s if self.verbs else 0.0
+        self.post_free: dict[int, float] = {}  # flow fid -> when its next request may be posted
         # end-host per sender: each sender's pending transfers (rank, shard, iteration, flow) and
         # the senders sending or in their gap.
         self.sender_q: dict[tuple[int, int], list[tuple[int, int, int, int]]] = {}
@@ -101,6 +104,8 @@ class Replay(Rates):
                 self._updated(what[0], what[1], t)
             elif kind == READY:
                 self._enqueue(what[0], what[1], what[2], t)
+            elif kind == POSTED:
+                self._enqueue(what[0], what[1], what[2], t, posted=True)
             elif version == what.version:  # else a finish that a later rate change made void
                 self._flow_done(what, t)
                 self.events += 1
@@ -152,7 +157,7 @@ class Replay(Rates):
         self.busy[wk] = False
         self.op[wk] = op + 1
         if pos >= L:
-            for j in self.layer_shards[layer]:
+            for j in self._request_order(self.layer_shards[layer]):
                 self._send(PUSH, j, it, wk, t)
             if layer == 0:
                 self.bwd_left[it] -= 1
@@ -178,9 +183,23 @@ class Replay(Rates):
             self.iteration_end[it] = t
 
     def _release_pulls(self, shards: Sequence[int], it: int, t: float) -> None:
+        if self.verbs and len(shards) > 1:
+            for wk in range(self.sim_workers):  # each worker's requests in an order of its own
+                for j in self._request_order(shards):
+                    self._send(PULL, j, it, wk, t)
+            return
         for j in shards:
             for wk in range(self.sim_workers):
                 self._send(PULL, j, it, wk, t)
+
+    def _request_order(self, shards: Sequence[int]) -> Sequence[int]:
+        """tf-verbs: transfers that become ready at once are posted in the order their requests came,
+        which TensorFlow's executor issues in no fixed order (a seeded shuffle); else as given."""
+        if not self.verbs or len(shards) < 2:
+            return shards
+        order = list(shards)
+        self.rng.shuffle(order)
+        return order
 
     def _flow_done(self, flow: Flow, t: float) -> None:
         self._advance(flow, t)
@@ -369,7 +388,15 @@ class Replay(Rates):
         self._activate(flow, j, t)
         self._set_head(flow, j, it, t, self.s_bytes[j])
 
-    def _enqueue(self, flow: Flow, j: int, it: int, t: float) -> None:
+    def _enqueue(self, flow: Flow, j: int, it: int, t: float, posted: bool = False) -> None:
+        if self.ack > 0 and not posted:
+            # tf-verbs: one control message in flight per channel, so its requests come one ACK round
+            # trip apart; a tensor is posted once its request is in (and it is ready).
+            post = max(t, self.post_free.get(flow.fid, 0.0))
+            self.post_free[flow.fid] = post + self.ack
+            if post > t:
+                self._at(post, POSTED, (flow, j, it))
+                return
         if flow.shared:
             if not flow.members:
                 self._activate(flow, j, t)
@@ -522,6 +549,8 @@ class Replay(Rates):
             ps_costs=self.knobs.ps_costs,
             background=self.knobs.background,
             incast=self.knobs.incast,
+            transport=self.knobs.transport,
+            verbs_ack_s=self.knobs.verbs_ack_s,
             background_bytes=background_bytes,
             push_order=self.knobs.push_order,
             sender_order=self.knobs.sender_order,

@@ -12,6 +12,8 @@ from geryon.threshold.simknobs import (
     ENDHOST_SCOPES,
     PUSH_ORDER_DEFAULT,
     SENDER_ORDERS,
+    TRANSPORTS,
+    VERBS_ACK_S,
     Background,
     Incast,
     PsCosts,
@@ -63,6 +65,8 @@ class SimResult:
     endhost_scope: str = ENDHOST_SCOPES[0]
     background: tuple[Background, ...] = ()
     incast: Incast = field(default_factory=Incast)
+    transport: str = TRANSPORTS[0]  # what fifo and network connections ran on (simknobs.TRANSPORTS)
+    verbs_ack_s: float = VERBS_ACK_S
     # Bytes the background moved over the run on each port or NIC it loads, keyed as link_bytes
     # ("switch->worker0" for direction "in"): its simulated share, next to what a testbed run's
     # switch counters measure (bench/bench_bg_share.py). Empty without background.
@@ -111,6 +115,8 @@ class SimResult:
             "endhost_scope": self.endhost_scope,
             "background": [b.to_dict() for b in self.background],
             "incast": self.incast.to_dict(),
+            "transport": self.transport,
+            "verbs_ack_s": self.verbs_ack_s,
             "background_bytes": dict(self.background_bytes),
             "bound": self.bound.to_dict() if self.bound is not None else None,
         }

@@ -38,6 +38,29 @@
   3.49 pulls in flight per PS connection ("in_flight_per_ps"; 7.2-7.4 over all its connections,
   "in_flight"), every iteration a different arrival order, Kendall tau -0.12 to 0.03 against
   consumption order. The simulator's window is per connection, so the default is 3.5.
+- `TRANSPORTS`: how a fifo or network connection carries its transfers (end-host, hybrid and ideal
+  define their own order and take none of these). "tf-grpc" (default): TensorFlow's gRPC channel,
+  its streams interleaved within the `TF_INFLIGHT` window below. "tf-verbs": TensorFlow 1.x's RDMA
+  rendezvous (`grpc+verbs`, what the paper ran: paper 002 Sec. IV "TensorFlow r1.10", "RDMA-based
+  rendezvous"), as tensorflow/contrib/verbs/README.md documents it: "the receive operation ... actually
+  initiates the tensor transfer" with an RDMA_MESSAGE_TENSOR_REQUEST; control messages go through
+  one fixed message buffer per channel, so "we cannot send on a specific channel more than one
+  message at a time" and the next one waits for the remote side's ACK; the sender then RDMA-writes
+  the tensor on the channel's queue pair, and a reliable-connected queue pair executes its work
+  requests in the order they were posted (the InfiniBand specification's RC service). So a
+  channel sends one tensor at a time in posting order: the order the tensors became ready, ties in
+  the order their requests came, which TensorFlow's executor issues in no fixed order (TicTac, paper
+  000, Sec. 1; drawn per iteration from `seed`); and a channel posts at most one tensor per
+  `VERBS_ACK_S` (its request's ACK round trip). Geryon's paper keeps one such channel per class
+  (Sec. IV: "two flows with different priorities") with strict priority between them: network mode
+  on tf-verbs. "geryon": this project's data plane (native/rendezvous/README.md, "Order inside a
+  class"): a connection per class sends its most urgent chunk first, which is hybrid mode: network
+  on geryon is hybrid, fifo on geryon is the data plane with one class (no map_table).
+- `VERBS_ACK_S`: a tf-verbs control message's round trip (the message write to the remote buffer,
+  the ACK write back), 2 x ib_send_lat's one-way latency of a 32-byte send on an RC queue pair,
+  0.83 us (D. Potter's master's thesis, table "mtu_performance": the median of 1000 iterations).
+  It leaves out the completion-channel wake-ups of TF's polling thread (rdma.cc's Process_CQ waits in
+  ibv_get_cq_event); bench/bench_paper_scaling.py --verbs-acks prints the tables for other values.
 - `PsCosts`: work on the parameter server. All zero by default (the PS is free, the behaviour before these
   knobs); a calibration (geryon/threshold/calibration.py's load_knobs, or `--ps-costs FILE`) supplies
   measured values.
@@ -71,6 +94,9 @@ SENDER_ORDERS = ("host", "nic", "connection")  # where hybrid's urgency order ho
 # Where end-host's stop-and-wait holds; the first is the default (see the module docstring).
 ENDHOST_SCOPES = ("connection", "sender")
 TF_INFLIGHT = 3.5  # bench/bench_tf_order.py on this machine: 3.49 pulls in flight per PS connection
+# How fifo and network connections carry their transfers; the first is the default (see the docstring).
+TRANSPORTS = ("tf-grpc", "tf-verbs", "geryon")
+VERBS_ACK_S = 2 * 0.83e-6  # 2 x ib_send_lat's one-way 32-byte RC latency (module docstring)
 
 BACKGROUND_HOSTS = ("workers", "ps", "all")
 BACKGROUND_DIRECTIONS = ("in", "out", "both")
@@ -205,6 +231,12 @@ def check_endhost_scope(value: Any, what: str = "endhost_scope") -> str:
 def check_sender_order(value: Any, what: str = "sender_order") -> str:
     if value not in SENDER_ORDERS:
         raise ValueError(f"{what}: unknown sender order {value!r}; allowed: {', '.join(SENDER_ORDERS)}")
+    return str(value)
+
+
+def check_transport(value: Any, what: str = "transport") -> str:
+    if value not in TRANSPORTS:
+        raise ValueError(f"{what}: unknown transport {value!r}; allowed: {', '.join(TRANSPORTS)}")
     return str(value)
 
 

@@ -94,6 +94,7 @@ gaps); `sim_flows` holds the connection type, `sim_result` the result.
 
 from __future__ import annotations
 
+import dataclasses
 import operator
 import time
 from collections.abc import Sequence
@@ -103,7 +104,7 @@ from geryon.tagger.map_table import validate_thresholds
 from geryon.threshold.model import check_bandwidth
 from geryon.threshold.profile import Profile
 from geryon.threshold.sim_cluster import Knobs
-from geryon.threshold.sim_modes import MODES, mode_policy
+from geryon.threshold.sim_modes import HYBRID, MODES, mode_policy
 from geryon.threshold.sim_replay import Replay
 from geryon.threshold.sim_result import SimResult
 from geryon.threshold.simknobs import (
@@ -112,6 +113,8 @@ from geryon.threshold.simknobs import (
     ENDHOST_SCOPES,
     PUSH_ORDER_DEFAULT,
     SENDER_ORDERS,
+    TRANSPORTS,
+    VERBS_ACK_S,
     Background,
     Incast,
     PsCosts,
@@ -121,6 +124,7 @@ from geryon.threshold.simknobs import (
     check_push_order,
     check_seconds,
     check_sender_order,
+    check_transport,
 )
 
 # The simulator's public names; the engine lives in sim_cluster, sim_rates and sim_replay.
@@ -154,6 +158,8 @@ def simulate(
     sender_order: str = SENDER_ORDERS[0],
     endhost_scope: str = ENDHOST_SCOPES[0],
     incast: Incast | None = None,
+    transport: str = TRANSPORTS[0],
+    verbs_ack_s: float = VERBS_ACK_S,
 ) -> SimResult:
     """Simulates `iterations` BSP iterations of `profile` on the cluster; see the module docstring.
 
@@ -176,6 +182,10 @@ def simulate(
     transfer at a time per sending process, every worker simulated), see `geryon.threshold.simknobs`.
     `incast` (separate hosts only): the share of a switch port's rate it delivers while >= 2 hosts send
     to it (simknobs.Incast; None: all of it, the fluid model).
+    `transport` (fifo and network only; simknobs.TRANSPORTS): "tf-grpc" as above, "tf-verbs" (TF 1.x's
+    RDMA rendezvous: one tensor at a time per channel in posting order, a request per `verbs_ack_s`;
+    `interleave` and `inflight` do not apply) or "geryon" (this project's data plane: network runs
+    as hybrid, fifo as hybrid with one class, so `thresholds` do not apply to fifo).
     Raises ValueError naming the argument when one is out of range.
     """
     if not isinstance(profile, Profile):
@@ -188,6 +198,13 @@ def simulate(
     check_bandwidth(bandwidth_bps)
     policy = mode_policy(mode)
     ts = validate_thresholds(thresholds, "thresholds")
+    transport = check_transport(transport)
+    verbs_ack_s = check_seconds(verbs_ack_s, "verbs_ack_s")
+    if transport == "geryon" and policy.interleaves:
+        # The data plane's connections are hybrid's; without a map_table (fifo) every tensor is in one class.
+        policy = dataclasses.replace(HYBRID, name=policy.name)
+        if mode == "fifo":
+            ts = ()
     for name, flag in (
         ("trace", trace),
         ("barrier", barrier),
@@ -258,6 +275,8 @@ def simulate(
             sender_order,
             endhost_scope,
             incast,
+            transport,
+            verbs_ack_s,
         ),
     )
     replay.run()
