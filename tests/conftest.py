@@ -58,6 +58,7 @@ TIERS: dict[str, str] = {
     "demo/test_demo_quick": "tf",
     "demo/test_fit_path": "tf",
     "demo/test_incastcal": "netns",
+    "demo/test_local": "tf",
     "demo/test_predict": "tf",
     "demo/test_runner": "tf",
     "demo/test_secondjob": "netns",

@@ -8,8 +8,11 @@ needs it reads "n/a". Nothing here raises on a partial result.
 Definitions (the paper's, section V-A):
 - throughput: images per second over all workers, the median over the repeats that completed;
 - speedup: a mode's throughput over vanilla's;
-- scaling efficiency: images/s per worker over the single-worker run's images/s, i.e.
-  images/s / (workers x single's images/s); "n/a" without a completed `single` run.
+- scaling efficiency: images/s per worker over single-worker training's images/s, i.e.
+  images/s / (workers x the baseline's images/s). The baseline is the paper's: one worker without a PS
+  and without the network (`result["local"]`, geryon.demo.local, the median over its repeats); a
+  result without a completed local run (older files) falls back to the `single` mode (one worker
+  against the PSes) and says so; "n/a" without either.
 """
 
 from __future__ import annotations
@@ -46,11 +49,14 @@ def summarize(result: Mapping[str, Any]) -> dict[str, Any]:
     def ips(mode: str) -> float | None:
         return modes[mode]["images_per_s"] if mode in modes else None
 
-    vanilla, single = ips("vanilla"), ips("single")
+    vanilla = ips("vanilla")
+    baseline, basis = local_baseline(result), "local"
+    if baseline is None:
+        baseline, basis = ips("single"), "single"
     for m in modes.values():
         m["speedup_vs_vanilla"] = _ratio(m["images_per_s"], vanilla)
         m["scaling_efficiency"] = (
-            _ratio(m["images_per_s"], m["workers"] * single) if single and m["workers"] else None
+            _ratio(m["images_per_s"], m["workers"] * baseline) if baseline and m["workers"] else None
         )
     ratios = {
         "geryon/ps": _ratio(ips("geryon"), ips("ps")),
@@ -63,11 +69,25 @@ def summarize(result: Mapping[str, Any]) -> dict[str, Any]:
     pairs = compare_result(result)
     return {
         "modes": modes,
+        "scaling_basis": basis if baseline else None,
+        "local_images_per_s": local_baseline(result),
         "ratios": ratios,
         "paired": pairs,
         "ordering": _ordering_note(runs),
         "targets": _targets(modes, ratios, config, result.get("prediction"), pairs),
     }
+
+
+def local_baseline(result: Mapping[str, Any]) -> float | None:
+    """The median images/s of the completed local runs (geryon.demo.local), or None."""
+    values = [
+        v
+        for r in _sequence(result.get("local"))
+        if isinstance(r, Mapping) and not r.get("error")
+        for v in [_number(r.get("images_per_s"))]
+        if v is not None and v > 0
+    ]
+    return statistics.median(values) if values else None
 
 
 def _ordering_note(runs: Sequence[Mapping[str, Any]]) -> str | None:
@@ -191,9 +211,16 @@ def format_table(result: Mapping[str, Any]) -> str:
     if summary["ordering"]:
         notes.append(summary["ordering"])
     out += [f"  note: {n}" for n in notes]
-    out.append(
-        "images/s over all workers; scaling = images/s / (workers x single's images/s); min-max over repeats"
-    )
+    if summary["scaling_basis"] == "local":
+        basis = (
+            f"single-worker training without PS or network, {summary['local_images_per_s']:.1f} images/s, "
+            "the paper's baseline"
+        )
+    elif summary["scaling_basis"] == "single":
+        basis = "single's images/s: no local run in this result, so against one worker WITH the PSes"
+    else:
+        basis = "a baseline: none completed"
+    out.append(f"images/s over all workers; scaling = images/s / (workers x {basis}); min-max over repeats")
     if any(_number(_mapping(p).get("bound_s")) for p in predicted.values()):
         out.append(
             "x bound = step / the simulator's lower bound for the mode's cluster: compute as profiled, or "

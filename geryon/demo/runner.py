@@ -80,6 +80,7 @@ from geryon.demo.defaults import (
     host_names,
     intent_for,
 )
+from geryon.demo.local import run_local
 from geryon.demo.secondjob import second_job
 from geryon.errors import UsageError
 from geryon.progress import Progress
@@ -782,6 +783,7 @@ def new_result(cfg: dict[str, Any]) -> dict[str, Any]:
         "prediction": None,
         "incluster": None,
         "incluster_single": None,
+        "local": [],  # geryon.demo.local's runs, one per repeat: the scaling efficiency's baseline
         "incluster_paired": None,
         "background": None,
         "second_job": None,
@@ -837,6 +839,11 @@ def run_modes(tb: Any, cfg: dict[str, Any], log_dir: Path, progress: Progress) -
             for run in runs:
                 result["runs"].append(run)
                 progress.say(f"mode {run['mode']}: {result_line(run)}")
+        # The paper's single-GPU baseline, once per repeat beside the modes (geryon.demo.local).
+        progress.say("single-worker training without PS or network (the scaling baseline)")
+        local = run_local(tb, cfg, log_dir, f"r{repeat}-local")
+        result["local"].append(local)
+        progress.say("local: " + (local["error"] if local.get("error") else result_line(local)))
     return result
 
 

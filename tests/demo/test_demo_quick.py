@@ -147,6 +147,23 @@ def captured_profile(result: dict[str, Any], field: str, mode: str) -> Any:
     return profile
 
 
+def test_the_scaling_baseline_trained_alone_without_ps_or_network(quick: dict[str, Any]) -> None:
+    # The paper's single-GPU baseline (geryon.demo.local), once per repeat beside the modes.
+    result = quick["result"]
+    cfg = result["config"]
+    assert len(result["local"]) == cfg["repeats"]
+    for local in result["local"]:
+        assert local["error"] is None, local
+        assert len(local["step_times"]) == cfg["steps"] and all(t > 0 for t in local["step_times"])
+        median = statistics.median(local["step_times"])
+        assert local["images_per_s"] == pytest.approx(cfg["batch_size"] / median)
+    summary = result["summary"]
+    assert summary["scaling_basis"] == "local"
+    single = summary["modes"]["single"]
+    baseline = summary["local_images_per_s"]
+    assert single["scaling_efficiency"] == pytest.approx(single["images_per_s"] / baseline)
+
+
 def test_the_prediction_used_worker_0s_profile_traced_in_the_ps_run(quick: dict[str, Any]) -> None:
     result = quick["result"]
     profile = captured_profile(result, "incluster", "ps")

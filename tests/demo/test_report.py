@@ -95,6 +95,31 @@ def test_without_a_single_run_scaling_efficiency_is_na() -> None:
     assert geryon[:end].endswith("n/a")
 
 
+def test_scaling_is_against_the_local_run_when_the_result_has_one() -> None:
+    # The paper's baseline: one worker without PS or network, median images/s over its repeats.
+    res = result(STEPS)
+    res["local"] = [
+        {"label": "r0-local", "error": None, "images_per_s": 160.0},
+        {"label": "r1-local", "error": "boom", "images_per_s": None},
+        {"label": "r2-local", "error": None, "images_per_s": 150.0},
+    ]
+    s = summarize(res)
+    assert s["scaling_basis"] == "local" and s["local_images_per_s"] == pytest.approx(155.0)
+    assert s["modes"]["geryon"]["scaling_efficiency"] == pytest.approx(100 / (2 * 155))
+    assert s["modes"]["single"]["scaling_efficiency"] == pytest.approx(128 / 155)
+    text = format_table(res)
+    assert "single-worker training without PS or network, 155.0 images/s, the paper's baseline" in text
+
+
+def test_without_a_local_run_scaling_falls_back_to_single_and_says_so() -> None:
+    res = result(STEPS)
+    res["local"] = [{"label": "r0-local", "error": "the local run exited without a result"}]
+    s = summarize(res)
+    assert s["scaling_basis"] == "single"
+    assert s["modes"]["geryon"]["scaling_efficiency"] == pytest.approx(100 / (2 * 128))
+    assert "no local run in this result, so against one worker WITH the PSes" in format_table(res)
+
+
 def test_a_failed_mode_is_shown_failed_and_its_targets_are_not_measured() -> None:
     steps = {**STEPS, "endhost": [None, None, None], "single": [None, 0.25, 0.25]}
     res = result(steps)
