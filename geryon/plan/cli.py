@@ -8,6 +8,7 @@ from typing import Any
 
 from geryon.plan.topology import BUILTINS
 from geryon.plan.training import CLASS_COUNTS
+from geryon.threshold.cli import add_transport_flags
 
 AGGREGATION_HELP = (
     "The optimal gradient aggregation schedule of paper 003 (Wang, Li, Liberty, Smola, SysML'18): a convex "
@@ -96,6 +97,7 @@ def _register_training(plan_sub: Any) -> None:
         metavar="N",
         help="TF pulls in flight per channel for the fifo and network modes (default 3.5), or all",
     )
+    add_transport_flags(t)
     t.add_argument("--endhost-gap", type=float, metavar="SECONDS", help="end-host's cost per transfer")
     t.add_argument("--ps-costs", metavar="FILE", help="JSON object of PS costs (as for geryon simulate)")
     t.add_argument("--json", action="store_true", help="print the plan as JSON")

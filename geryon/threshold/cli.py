@@ -119,24 +119,7 @@ def register(sub: Any) -> None:
         "iteration (default 3.5 per PS connection, measured on this machine by bench/bench_tf_order.py), "
         "or 'all' for fair sharing of every pending transfer",
     )
-    p.add_argument(
-        "--transport",
-        default=TRANSPORTS[0],
-        choices=TRANSPORTS,
-        help="what fifo and network connections run on: tf-grpc (default: TensorFlow's gRPC channel, "
-        "--tf-inflight's window), tf-verbs (TensorFlow 1.x's RDMA rendezvous, grpc+verbs, as its "
-        "contrib/verbs/README.md documents it: one control message in flight per channel, each waiting "
-        "for its ACK, and a channel's tensor writes one at a time in posting order; the paper's "
-        "Geryon is network mode on it) or geryon (this project's data plane: network runs as hybrid, "
-        "fifo as hybrid with one class). end-host, hybrid and ideal keep their own order",
-    )
-    p.add_argument(
-        "--verbs-ack",
-        type=float,
-        metavar="SECONDS",
-        help=f"tf-verbs: a control message's ACK round trip (default {VERBS_ACK_S:.3g}: twice "
-        "ib_send_lat's one-way 32-byte latency on an RC queue pair; geryon/threshold/simknobs.py cites it)",
-    )
+    add_transport_flags(p)
     p.add_argument("--seed", type=int, default=0, help="seed of the random TensorFlow order (default 0)")
     p.add_argument(
         "--ps-costs",
@@ -194,6 +177,29 @@ def register(sub: Any) -> None:
 
 
 # --- argument checks (pure) ----------------------------------------------------------------------
+def add_transport_flags(p: Any) -> None:
+    """--transport and --verbs-ack (what fifo and network connections run on), for every command that
+    simulates (geryon simulate, geryon plan training); parse_knobs reads them."""
+    p.add_argument(
+        "--transport",
+        default=TRANSPORTS[0],
+        choices=TRANSPORTS,
+        help="what fifo and network connections run on: tf-grpc (default: TensorFlow's gRPC channel, "
+        "--tf-inflight's window), tf-verbs (TensorFlow 1.x's RDMA rendezvous, grpc+verbs, as its "
+        "contrib/verbs/README.md documents it: one control message in flight per channel, each waiting "
+        "for its ACK, and a channel's tensor writes one at a time in posting order; the paper's "
+        "Geryon is network mode on it) or geryon (this project's data plane: network runs as hybrid, "
+        "fifo as hybrid with one class). end-host, hybrid and ideal keep their own order",
+    )
+    p.add_argument(
+        "--verbs-ack",
+        type=float,
+        metavar="SECONDS",
+        help=f"tf-verbs: a control message's ACK round trip (default {VERBS_ACK_S:.3g}: twice "
+        "ib_send_lat's one-way 32-byte latency on an RC queue pair; geryon/threshold/simknobs.py cites it)",
+    )
+
+
 def parse_modes(values: Sequence[str]) -> tuple[str, ...]:
     if list(values) == ["all"]:
         return MODES

@@ -137,6 +137,8 @@ def test_plan_training_recommends_settings_and_predicts_every_mode(tmp_path: Pat
         (["--workers", "0"], "--workers: must be at least 1, got 0"),
         (["--bandwidth", "fast"], "--bandwidth"),
         (["--tf-inflight", "0.5"], "--tf-inflight: expected a number >= 1 or 'all'"),
+        (["--transport", "rdma"], "--transport: invalid choice: 'rdma'"),
+        (["--verbs-ack", "1e-6"], "--verbs-ack: only with --transport tf-verbs, not tf-grpc"),
     ],
 )
 def test_plan_training_bad_flags_exit_2_naming_the_flag(
@@ -145,6 +147,14 @@ def test_plan_training_bad_flags_exit_2_naming_the_flag(
     r = geryon("plan", "training", "--profile", str(_profile_file(tmp_path)), *extra)
     assert r.returncode == 2, (r.stdout, r.stderr)
     assert message in r.stderr
+
+
+def test_plan_training_on_the_papers_transport(tmp_path: Path) -> None:
+    # The same plan with fifo and network on TF 1.x's RDMA rendezvous (the simulator's tf-verbs).
+    args = ("plan", "training", "--profile", str(_profile_file(tmp_path)), "--workers", "4", "--ps", "2")
+    r = geryon(*args, "--bandwidth", "1gbit", "--transport", "tf-verbs", "--json", "--quiet")
+    assert r.returncode == 0, r.stderr
+    assert set(json.loads(r.stdout)["modes"]) >= {"vanilla", "P+S", "paper", "geryon"}
 
 
 def test_plan_training_needs_a_model_or_a_profile() -> None:
