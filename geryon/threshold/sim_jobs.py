@@ -1,0 +1,526 @@
+"""Several training jobs sharing one fabric (issue 39 item 4): per-job BSP replays, one clock, one allocation.
+
+Every job is a parameter-server job as `geryon.threshold.simulator` replays it (its workers and PSes on
+separate hosts, every worker simulated, partitioned parameters, gRPC channels that interleave their
+transfers), placed on given hosts of one star switch: host h has a full-duplex link of `bandwidth_bps`,
+its NIC egress port 2h and the switch's port towards it 2h+1. Jobs meet where their placements share a
+host: two jobs' PSes on one host share its NIC (pulls) and its switch port (pushes), a worker of one job
+next to a PS of another shares the host's link both ways. A port serves fabric classes in strict
+priority and shares fairly within one (`geryon.threshold.network.allocate`, as for one job).
+
+The policies (`POLICIES`) differ only in the fabric class each transfer takes:
+
+- fifo: no classes anywhere, every port shares fairly among all connections (TensorFlow as it is);
+- geryon: each job runs Geryon's classes as today, its class c on fabric class c: one job's bulk
+  competes with every other job's bulk, its urgent tensors with the others' urgent ones;
+- job-priority: one class per job (no urgency inside a job), on the fabric class its rank gives it
+  (`geryon.jobs.bands` with one class per job: the more intense job higher), like Crux;
+- combined: `geryon.jobs.bands` with each job's classes: every job's urgent class above every bulk one,
+  the more intense job first at each level, compressed onto `queues` classes.
+
+GPU intensity (bands' ranking) is compute per iteration over iteration time, each job's taken from a
+run of that job ALONE on the same placement under the same policy; that run's step time is also the
+reference for its slowdown (shared step / alone step), so a slowdown measures what sharing costs under
+the policy, not what the policy costs a job alone (geryon's and combined's alone runs are the same).
+The metric Crux uses is the GPU utilisation weighted by GPUs: sum_j W_j * compute_j / step_j over
+sum_j W_j, W_j the job's workers (one GPU each).
+
+Why this design: the single-job engine (`sim_cluster` -> `sim_rates` -> `sim_replay`) already holds
+one job's shards, connections and BSP state; jobs interact only through the rates of the ports they
+share. So each job is a `Replay` of its own (`_JobReplay`: the same code, its connections' ports mapped
+onto the shared hosts, its class levels mapped through its band) and `_Fabric` drives them all off one
+clock (the earliest event of any job's heap) and re-allocates every active connection of every job
+together at once after all the events of an instant, as `Replay.run` does for one job. Nothing of the
+single-job engine is copied or changed beyond splitting `Replay.run` into steps, and one job through
+here gives `simulate`'s times (tests/threshold/test_sim_jobs.py checks it to 1e-9).
+
+Measuring: jobs run side by side from t=0 until every job has finished `iterations` iterations; a
+faster job keeps iterating meanwhile (its budget of iterations is grown and the run repeated if it
+would run out early, so no job ever runs with a partner gone quiet), and each job's step time is the
+mean over its iterations that ended in that window after its first (the single-job simulator's
+steady state).
+
+Left out: co-hosted tasks of one job (a job's worker and PS on one host), background traffic, the
+other single-job modes and knobs (end-host, hybrid, tf-verbs, the TF window, PS costs, incast) and
+more than one GPU per worker.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+import math
+import operator
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from geryon.jobs.bands import Demand, compute_bands
+from geryon.tagger.map_table import MAX_CLASSES, validate_thresholds
+from geryon.threshold.model import check_bandwidth
+from geryon.threshold.network import allocate
+from geryon.threshold.profile import Profile
+from geryon.threshold.sim_cluster import Knobs
+from geryon.threshold.sim_flows import Flow
+from geryon.threshold.sim_modes import FIFO, NETWORK, ModePolicy
+from geryon.threshold.sim_replay import Replay
+from geryon.threshold.simknobs import CHUNK_BYTES, ENDHOST_GAP_S, PsCosts
+
+POLICIES = ("fifo", "geryon", "job-priority", "combined")
+DEFAULT_QUEUES = 4
+# The single-job engine's mode each policy runs every job's connections in: fifo's one fair connection
+# per pair, or network's one connection per pair and class with its classes as port levels.
+_ENGINE: dict[str, ModePolicy] = {
+    "fifo": FIFO,
+    "geryon": NETWORK,
+    "job-priority": NETWORK,
+    "combined": NETWORK,
+}
+# A run repeats with doubled budgets at most this often (a job that keeps outrunning the others 2^k-fold).
+_MAX_RETRIES = 12
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """One job: its profile, its workers' hosts and its PSes' hosts (indices on the switch), and the
+    thresholds of its Geryon classes (k - 1 for k classes; () for one class)."""
+
+    name: str
+    profile: Profile
+    workers: tuple[int, ...]
+    ps: tuple[int, ...]
+    thresholds: tuple[float, ...] = (0.5,)
+
+    @property
+    def classes(self) -> int:
+        return len(self.thresholds) + 1
+
+
+@dataclass(frozen=True)
+class JobOutcome:
+    """One job's share of a run."""
+
+    name: str
+    workers: int
+    compute_s: float  # one iteration's GPU time (forward + backward)
+    step_s: float  # steady-state iteration time, sharing the fabric
+    alone_s: float  # the same, alone on its placement under the same policy
+    slowdown: float  # step_s / alone_s
+    utilization: float  # compute_s / step_s
+    intensity: float  # compute_s / alone_s: what the bands rank by
+    rank: int | None  # bands' rank (0: the most intense), None where the policy ranks no job
+    fabric_classes: tuple[int, ...]  # job class c -> fabric class; () where ports have no classes (fifo)
+    iterations: int  # iterations its step time is measured over (ends in the window)
+
+
+@dataclass(frozen=True)
+class JobsResult:
+    policy: str
+    queues: int
+    bandwidth_bps: float
+    iterations: int
+    jobs: tuple[JobOutcome, ...]
+    weighted_utilization: float  # sum of workers x compute / step over the sum of workers
+    window_s: float  # when the last job finished its `iterations`
+    events: int
+    wall_s: float
+
+    def job(self, name: str) -> JobOutcome:
+        for j in self.jobs:
+            if j.name == name:
+                return j
+        raise KeyError(name)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "policy": self.policy,
+            "queues": self.queues,
+            "bandwidth_bps": self.bandwidth_bps,
+            "iterations": self.iterations,
+            "weighted_utilization": self.weighted_utilization,
+            "window_s": self.window_s,
+            "events": self.events,
+            "wall_s": self.wall_s,
+            "jobs": [
+                {
+                    "name": j.name,
+                    "workers": j.workers,
+                    "compute_s": j.compute_s,
+                    "step_s": j.step_s,
+                    "alone_s": j.alone_s,
+                    "slowdown": j.slowdown,
+                    "utilization": j.utilization,
+                    "intensity": j.intensity,
+                    "rank": j.rank,
+                    "fabric_classes": list(j.fabric_classes),
+                    "iterations": j.iterations,
+                }
+                for j in self.jobs
+            ],
+        }
+
+
+def weighted_utilization(
+    workers: Sequence[int], compute_s: Sequence[float], step_s: Sequence[float]
+) -> float:
+    """Crux's metric: each job's GPU utilisation (compute / step, at most 1) weighted by its GPUs."""
+    total = sum(workers)
+    return sum(w * min(1.0, c / s) for w, c, s in zip(workers, compute_s, step_s, strict=True)) / total
+
+
+def simulate_jobs(
+    jobs: Sequence[JobSpec],
+    *,
+    hosts: int,
+    bandwidth_bps: float,
+    policy: str,
+    queues: int = DEFAULT_QUEUES,
+    iterations: int = 3,
+) -> JobsResult:
+    """Simulates `jobs` side by side on `hosts` hosts of one switch under `policy`; see the module
+    docstring. Raises ValueError naming the argument (or the job's field) that is out of range."""
+    return compare_policies(
+        jobs,
+        hosts=hosts,
+        bandwidth_bps=bandwidth_bps,
+        policies=(policy,),
+        queues=queues,
+        iterations=iterations,
+    )[policy]
+
+
+def compare_policies(
+    jobs: Sequence[JobSpec],
+    *,
+    hosts: int,
+    bandwidth_bps: float,
+    policies: Sequence[str] = POLICIES,
+    queues: int = DEFAULT_QUEUES,
+    iterations: int = 3,
+) -> dict[str, JobsResult]:
+    """`simulate_jobs` under each of `policies`, sharing the alone runs (geryon's are combined's)."""
+    specs = _check_jobs(jobs, _count(hosts, "hosts"))
+    bps = check_bandwidth(bandwidth_bps)
+    n_iter = _count(iterations, "iterations")
+    if isinstance(queues, bool) or not isinstance(queues, int) or not 1 <= queues <= MAX_CLASSES:
+        raise ValueError(f"queues: expected an integer from 1 to {MAX_CLASSES}, got {queues!r}")
+    if isinstance(policies, str):
+        policies = (policies,)
+    for p in policies:
+        if p not in POLICIES:
+            raise ValueError(f"policy: unknown policy {p!r}; allowed: {', '.join(POLICIES)}")
+    if not policies:
+        raise ValueError(f"policies: give at least one of {', '.join(POLICIES)}")
+    alone: dict[tuple[str, str], float] = {}
+    out: dict[str, JobsResult] = {}
+    for p in policies:
+        if p == "geryon":
+            for s in specs:
+                if s.classes > queues:
+                    raise ValueError(
+                        f"queues: job {s.name!r} has {s.classes} classes, more than the {queues} queues "
+                        "(geryon puts class c on fabric class c; combined compresses)"
+                    )
+        out[p] = _run_policy(specs, hosts, bps, p, queues, n_iter, alone)
+    return out
+
+
+def _run_policy(
+    specs: list[JobSpec],
+    hosts: int,
+    bps: float,
+    policy: str,
+    queues: int,
+    n_iter: int,
+    alone: dict[tuple[str, str], float],
+) -> JobsResult:
+    start = time.perf_counter()
+    # Each job alone on its placement, under the same policy (its band alone is what bands give one job).
+    # geryon and combined treat a lone job alike (bands keep class c on c): they share the run.
+    key_policy = "geryon" if policy == "combined" and all(s.classes <= queues for s in specs) else policy
+    for s in specs:
+        if (s.name, key_policy) not in alone:
+            bands = _bands([s], policy, queues, {s.name: 1.0})
+            steps, _, _ = _Fabric([s], hosts, bps, policy, bands, n_iter).measure()
+            alone[(s.name, key_policy)] = steps[0][0]
+    alone_s = [alone[(s.name, key_policy)] for s in specs]
+    compute = [s.profile.compute_s for s in specs]
+    intensity = {s.name: min(1.0, c / a) for s, c, a in zip(specs, compute, alone_s, strict=True)}
+    bands = _bands(specs, policy, queues, intensity)
+    steps, window, events = _Fabric(specs, hosts, bps, policy, bands, n_iter).measure()
+    ranked = policy in ("job-priority", "combined")
+    outcomes = tuple(
+        JobOutcome(
+            name=s.name,
+            workers=len(s.workers),
+            compute_s=compute[i],
+            step_s=steps[i][0],
+            alone_s=alone_s[i],
+            slowdown=steps[i][0] / alone_s[i],
+            utilization=min(1.0, compute[i] / steps[i][0]),
+            intensity=intensity[s.name],
+            rank=bands[s.name][0] if ranked else None,
+            fabric_classes=bands[s.name][1],
+            iterations=steps[i][1],
+        )
+        for i, s in enumerate(specs)
+    )
+    return JobsResult(
+        policy=policy,
+        queues=queues,
+        bandwidth_bps=bps,
+        iterations=n_iter,
+        jobs=outcomes,
+        weighted_utilization=weighted_utilization(
+            [o.workers for o in outcomes], compute, [o.step_s for o in outcomes]
+        ),
+        window_s=window,
+        events=events,
+        wall_s=time.perf_counter() - start,
+    )
+
+
+def _bands(
+    specs: Sequence[JobSpec], policy: str, queues: int, intensity: Mapping[str, float]
+) -> dict[str, tuple[int | None, tuple[int, ...]]]:
+    """Each job's (rank, class c -> fabric class) under the policy; fifo's map is empty (no classes)."""
+    if policy == "fifo":
+        return {s.name: (None, ()) for s in specs}
+    if policy == "geryon":
+        return {s.name: (None, tuple(range(s.classes))) for s in specs}
+    one = policy == "job-priority"  # one class per job: no urgency inside a job
+    demands = [Demand(s.name, 1 if one else s.classes, intensity[s.name]) for s in specs]
+    return {name: (b.rank, b.classes) for name, b in compute_bands(demands, queues).items()}
+
+
+class _JobReplay(Replay):
+    """One job's replay on the shared fabric: `Replay` with its class levels mapped through its band."""
+
+    # Neither the allocation memo nor end-host's quiet gaps apply: _Fabric allocates every job at once.
+    memo_allocations = False
+    quiet_gaps = False
+    band: tuple[int, ...] = ()
+
+    def _levels(self, flow: Flow, j: int) -> tuple[int | None, int | None, int | None]:
+        nic, switch, order = super()._levels(flow, j)
+        band = self.band
+        return (None if nic is None else band[nic]), (None if switch is None else band[switch]), order
+
+
+class _Fabric:
+    """Several jobs' replays on one star switch: one clock, one allocation (see the module docstring)."""
+
+    def __init__(
+        self,
+        specs: Sequence[JobSpec],
+        hosts: int,
+        bps: float,
+        policy: str,
+        bands: Mapping[str, tuple[int | None, tuple[int, ...]]],
+        iterations: int,
+    ) -> None:
+        self.specs = list(specs)
+        self.hosts = hosts
+        self.bps = bps
+        self.policy = policy
+        self.bands = bands
+        self.iterations = iterations
+
+    def _build(self, budgets: Sequence[int]) -> None:
+        self.capacity = [self.bps / 8.0] * (2 * self.hosts)
+        self.link_moved = [0.0] * (2 * self.hosts)
+        # Every job's connections in one allocation group: placements may put one job's pulls and
+        # another's pushes on one port, so the single-job split into pulls and pushes does not hold.
+        self.active: tuple[dict[Flow, None], dict[Flow, None]] = ({}, {})
+        self.dirty = [False, False]
+        self.owner: dict[Flow, _JobReplay] = {}
+        self.replays: list[_JobReplay] = []
+        engine = _ENGINE[self.policy]
+        for spec, budget in zip(self.specs, budgets, strict=True):
+            # job-priority: one class per job, so no thresholds; the others keep the job's classes.
+            ts = () if self.policy == "job-priority" else spec.thresholds
+            replay = _JobReplay(
+                spec.profile,
+                len(spec.workers),
+                len(spec.ps),
+                self.bps,
+                engine,
+                ts,
+                None,  # slice_bytes
+                budget,
+                False,  # trace
+                False,  # barrier
+                False,  # symmetric: every worker simulated
+                True,  # partition
+                True,  # interleave
+                False,  # colocate
+                Knobs(CHUNK_BYTES, ENDHOST_GAP_S, None, 0, PsCosts(), ()),
+            )
+            replay.band = self.bands[spec.name][1]
+            # The job's hosts are its workers, then its PSes (sim_cluster's order on separate hosts).
+            placed = list(spec.workers) + list(spec.ps)
+            for flow in replay.flow_list:
+                flow.up = 2 * placed[flow.src]
+                flow.down = 2 * placed[flow.dst] + 1
+                flow.group = 0
+                self.owner[flow] = replay
+            replay.capacity = self.capacity
+            replay.link_moved = self.link_moved
+            replay.active = self.active
+            replay.dirty = self.dirty
+            self.replays.append(replay)
+
+    def measure(self) -> tuple[list[tuple[float, int]], float, int]:
+        """Each job's (step time, iterations measured), the window's end and the events handled."""
+        n = self.iterations
+        alone = [s.profile.compute_s for s in self.specs]
+        slowest = max(alone)
+        # A first guess at how many iterations a job fits in the window: by compute alone (a floor on
+        # every step), against the slowest job's; doubled below while one would run out early.
+        budgets = [
+            n + 1 + math.ceil(n * slowest / max(c, 1e-12)) if len(self.specs) > 1 else n for c in alone
+        ]
+        for _ in range(_MAX_RETRIES):
+            self._build(budgets)
+            window = self._run()
+            short = [
+                k
+                for k, r in enumerate(self.replays)
+                if _ended(r) == r.iterations and r.iteration_end[-1] < window
+            ]
+            if not short:
+                break
+            for k in short:
+                budgets[k] *= 2
+        else:
+            raise RuntimeError("simulate_jobs: a job kept outrunning its iteration budget (a bug)")
+        steps = []
+        for r in self.replays:
+            ends = [e for e in r.iteration_end[: _ended(r)] if e <= window]
+            c = len(ends)
+            steps.append(((ends[-1] - ends[0]) / (c - 1) if c > 1 else ends[0], c))
+        return steps, window, sum(r.events for r in self.replays)
+
+    def _run(self) -> float:
+        """Runs until every job has finished `iterations` iterations; returns that time."""
+        replays = self.replays
+        n = self.iterations
+        for r in replays:
+            r._start()
+        self._settle(0.0)
+        heaps = [r.heap for r in replays]
+        dirty = self.dirty
+        t = 0.0
+        while True:
+            # The earliest event of any job (ties: the first job's first, each job's in its own order).
+            k = -1
+            best = math.inf
+            for i, h in enumerate(heaps):
+                if h and h[0][0] < best:
+                    best, k = h[0][0], i
+            if k < 0:
+                break
+            t, _, kind, what, version = heapq.heappop(heaps[k])
+            replays[k]._handle(t, kind, what, version)
+            if all(_ended(r) >= min(n, r.iterations) for r in replays):
+                return t
+            if dirty[0] and min((h[0][0] for h in heaps if h), default=math.inf) != t:
+                self._settle(t)
+        raise RuntimeError("simulate_jobs: the replay stalled before every job finished (a bug)")
+
+    def _settle(self, t: float) -> None:
+        """Rates.\\_settle for every job's connections at once, each finish on its own job's heap."""
+        self.dirty[0] = False
+        flows = list(self.active[0])
+        owner = self.owner
+        for flow in flows:
+            owner[flow]._advance(flow, t)
+        rates = allocate(
+            [f.up for f in flows],
+            [f.down for f in flows],
+            [f.level_up for f in flows],
+            [f.level_down for f in flows],
+            self.capacity,
+        )
+        for flow, rate in zip(flows, rates, strict=True):
+            if rate != flow.rate or flow.stale:
+                flow.rate = rate
+                flow.stale = False
+                owner[flow]._schedule(flow, t)
+
+
+def _ended(r: Replay) -> int:
+    """How many iterations of the replay have ended (they end in order)."""
+    count = 0
+    for a, b in zip(r.agg_left, r.bwd_left, strict=True):
+        if a or b:
+            break
+        count += 1
+    return count
+
+
+def _count(value: Any, what: str) -> int:
+    if isinstance(value, bool):
+        raise ValueError(f"{what}: expected an integer >= 1, got {value!r}")
+    try:
+        number = operator.index(value)
+    except TypeError:
+        raise ValueError(f"{what}: expected an integer >= 1, got {value!r}") from None
+    if number < 1:
+        raise ValueError(f"{what}: expected an integer >= 1, got {value!r}")
+    return number
+
+
+def _check_jobs(jobs: Sequence[JobSpec], hosts: int) -> list[JobSpec]:
+    specs = list(jobs)
+    if not specs:
+        raise ValueError("jobs: give at least one JobSpec")
+    seen: set[str] = set()
+    out = []
+    for i, s in enumerate(specs):
+        if not isinstance(s, JobSpec):
+            raise ValueError(f"jobs[{i}]: expected a JobSpec, got {type(s).__name__}")
+        where = f"jobs[{i}]"
+        if not isinstance(s.name, str) or not s.name:
+            raise ValueError(f"{where}.name: expected a non-empty string, got {s.name!r}")
+        where = f"jobs[{i}] ({s.name!r})"
+        if s.name in seen:
+            raise ValueError(f"{where}.name: listed twice")
+        seen.add(s.name)
+        if not isinstance(s.profile, Profile):
+            raise ValueError(f"{where}.profile: expected a Profile, got {type(s.profile).__name__}")
+        placed: dict[int, str] = {}
+        for role in ("workers", "ps"):
+            values = getattr(s, role)
+            if isinstance(values, str | bytes) or not isinstance(values, Sequence) or not values:
+                raise ValueError(
+                    f"{where}.{role}: expected a non-empty sequence of host indices, got {values!r}"
+                )
+            for h in values:
+                if isinstance(h, bool) or not isinstance(h, int) or not 0 <= h < hosts:
+                    raise ValueError(f"{where}.{role}: host {h!r} is not an index from 0 to {hosts - 1}")
+                if h in placed:
+                    # A job's worker and PS on one host would be co-hosted (not modelled here), two
+                    # workers on one host would share its GPU slot.
+                    raise ValueError(
+                        f"{where}.{role}: host {h} already holds its {placed[h]}; a job's tasks need "
+                        "hosts of their own (co-hosted tasks of one job are not modelled)"
+                    )
+                placed[h] = role
+        ts = tuple(s.thresholds)
+        ts = validate_thresholds(ts, f"{where}.thresholds") if ts else ()
+        out.append(dataclasses.replace(s, workers=tuple(s.workers), ps=tuple(s.ps), thresholds=ts))
+    return out
+
+
+__all__ = [
+    "DEFAULT_QUEUES",
+    "POLICIES",
+    "JobOutcome",
+    "JobSpec",
+    "JobsResult",
+    "compare_policies",
+    "simulate_jobs",
+    "weighted_utilization",
+]
