@@ -424,7 +424,14 @@ class _Fabric:
             t, _, kind, what, version = heapq.heappop(heaps[k])
             replays[k]._handle(t, kind, what, version)
             if all(_ended(r) >= min(n, r.iterations) for r in replays):
-                return t
+                # The window closes at t, after everything else that happens at t (another job's
+                # iteration that ends at the same instant is in it).
+                while True:
+                    k = min(range(len(heaps)), key=lambda i: heaps[i][0][0] if heaps[i] else math.inf)
+                    if not heaps[k] or heaps[k][0][0] != t:
+                        return t
+                    _, _, kind, what, version = heapq.heappop(heaps[k])
+                    replays[k]._handle(t, kind, what, version)
             if dirty[0] and min((h[0][0] for h in heaps if h), default=math.inf) != t:
                 self._settle(t)
         raise RuntimeError("simulate_jobs: the replay stalled before every job finished (a bug)")
