@@ -3,9 +3,12 @@ hand-computed two-job cases, what each policy promises, the metric, and bad inpu
 
 from __future__ import annotations
 
+import json
 import random
+from pathlib import Path
 
 import pytest
+from geryon_cli import geryon
 
 from geryon.threshold.profile import Profile, synthetic
 from geryon.threshold.sim_jobs import (
@@ -223,3 +226,68 @@ def test_bad_arguments_name_the_field(jobs: list[JobSpec], kwargs: dict[str, obj
 
 def test_policies_are_the_documented_four() -> None:
     assert POLICIES == ("fifo", "geryon", "job-priority", "combined")
+
+
+# --- geryon simulate-jobs ------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def profile_files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    root = tmp_path_factory.mktemp("profiles")
+    a, b = root / "a.json", root / "b.json"
+    synthetic([400_000, 800_000, 8_000_000], [0.004, 0.004, 0.002], [0.008, 0.008, 0.004]).save(a)
+    synthetic([200_000, 4_000_000], [0.002, 0.001], [0.004, 0.002]).save(b)
+    return a, b
+
+
+def test_cli_table_and_json(profile_files: tuple[Path, Path]) -> None:
+    a, b = profile_files
+    jobs = ["--job", f"A:{a}:0-1:4", "--job", f"B:{b}:2,3:4:0.3", "--bandwidth", "1gbit", "--quiet"]
+    table = geryon("simulate-jobs", *jobs)
+    assert table.returncode == 0, table.stderr
+    assert "weighted util" in table.stdout
+    for policy in POLICIES:
+        assert policy in table.stdout
+    out = geryon("simulate-jobs", *jobs, "--json", "--policy", "fifo", "combined")
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert list(report["policies"]) == ["fifo", "combined"]
+    assert report["hosts"] == 5 and report["jobs"][1]["thresholds"] == [0.3]
+    # The command runs what the API runs.
+    specs = [
+        JobSpec("A", Profile.load(a), (0, 1), (4,), (0.5,)),
+        JobSpec("B", Profile.load(b), (2, 3), (4,), (0.3,)),
+    ]
+    api = simulate_jobs(specs, hosts=5, bandwidth_bps=1e9, policy="combined")
+    got = report["policies"]["combined"]
+    assert got["weighted_utilization"] == pytest.approx(api.weighted_utilization, rel=1e-12)
+    assert [j["step_s"] for j in got["jobs"]] == pytest.approx([j.step_s for j in api.jobs], rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["--policy", "warp"],
+            "--policy: unknown policy 'warp'; allowed: fifo, geryon, job-priority, combined",
+        ),
+        (["--queues", "9"], "--queues: expected 1 to 8"),
+        (["--hosts", "2"], "--hosts: 2, but a job uses host 4"),
+        (["--bandwidth", "fast"], "--bandwidth:"),
+        (["--iterations", "0"], "--iterations: must be at least 1"),
+        (["--threshold", "0.9,0.1"], "--threshold must be strictly increasing"),
+        (["--job", "C:nowhere.json:5:6"], "--job: profile 'nowhere.json'"),
+        (["--job", "C:{a}:5"], "--job: 'C:"),
+        (["--job", "C:{a}:x:6"], "--job: C's workers 'x' is not a list of host indices"),
+        (["--job", "A:{a}:5:6"], "--job: jobs[2] ('A').name: listed twice"),
+        (["--job", "C:{a}:5:5"], "--job: jobs[2] ('C').ps: host 5 already holds its workers"),
+        (["--queues", "1", "--policy", "geryon"], "--queues: job 'A' has 2 classes"),
+    ],
+)
+def test_cli_bad_flags_exit_2_naming_the_flag(
+    profile_files: tuple[Path, Path], args: list[str], message: str
+) -> None:
+    a, b = profile_files
+    base = ["--job", f"A:{a}:0-1:4", "--job", f"B:{b}:2,3:4", "--quiet"]
+    out = geryon("simulate-jobs", *base, *[x.replace("{a}", str(a)) for x in args])
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert message in out.stderr
+    assert "Traceback" not in out.stderr
