@@ -34,11 +34,15 @@ together at once after all the events of an instant, as `Replay.run` does for on
 single-job engine is copied or changed beyond splitting `Replay.run` into steps, and one job through
 here gives `simulate`'s times (tests/threshold/test_sim_jobs.py checks it to 1e-9).
 
-Measuring: jobs run side by side from t=0 until every job has finished `iterations` iterations; a
-faster job keeps iterating meanwhile (its budget of iterations is grown and the run repeated if it
-would run out early, so no job ever runs with a partner gone quiet), and each job's step time is the
-mean over its iterations that ended in that window after its first (the single-job simulator's
-steady state).
+Measuring: jobs run side by side from t=0. The window opens when the last job's first iteration ends
+(before that one job's start-up weighs on the others') and closes once every job has finished
+`iterations` iterations in it; a faster job keeps iterating meanwhile (its budget of iterations is grown
+and the run repeated if it would run out early, so no job ever runs with a partner gone quiet). Each
+job's step time is the mean time between its iteration ends in the window (for one job: the single-job
+simulator's steady state, after its first iteration). Two jobs of different periods settle slowly, as
+their phases drift: VGG-19 and AlexNet (K40, batch 32, 4 workers each, both jobs' 2 PSes on the same two
+hosts, 10 Gbit/s) under fifo give AlexNet 1098, 1068 and 1050 ms at 3, 5 and 12 iterations, VGG-19
+2633, 2622 and 2607 ms; hence 5 by default, and more where a few percent matter.
 
 Left out: co-hosted tasks of one job (a job's worker and PS on one host), background traffic, the
 other single-job modes and knobs (end-host, hybrid, tf-verbs, the TF window, PS costs, incast) and
@@ -47,6 +51,7 @@ more than one GPU per worker.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import heapq
 import math
@@ -69,6 +74,7 @@ from geryon.threshold.simknobs import CHUNK_BYTES, ENDHOST_GAP_S, PsCosts
 
 POLICIES = ("fifo", "geryon", "job-priority", "combined")
 DEFAULT_QUEUES = 4
+DEFAULT_ITERATIONS = 5  # iterations of the slowest job in the window (see Measuring above)
 # The single-job engine's mode each policy runs every job's connections in: fifo's one fair connection
 # per pair, or network's one connection per pair and class with its classes as port levels.
 _ENGINE: dict[str, ModePolicy] = {
@@ -122,7 +128,8 @@ class JobsResult:
     iterations: int
     jobs: tuple[JobOutcome, ...]
     weighted_utilization: float  # sum of workers x compute / step over the sum of workers
-    window_s: float  # when the last job finished its `iterations`
+    window_start_s: float  # the measured window: from the end of the last job's first iteration...
+    window_s: float  # ... to when every job had finished `iterations` iterations in it
     events: int
     wall_s: float
 
@@ -139,6 +146,7 @@ class JobsResult:
             "bandwidth_bps": self.bandwidth_bps,
             "iterations": self.iterations,
             "weighted_utilization": self.weighted_utilization,
+            "window_start_s": self.window_start_s,
             "window_s": self.window_s,
             "events": self.events,
             "wall_s": self.wall_s,
@@ -176,7 +184,7 @@ def simulate_jobs(
     bandwidth_bps: float,
     policy: str,
     queues: int = DEFAULT_QUEUES,
-    iterations: int = 3,
+    iterations: int = DEFAULT_ITERATIONS,
 ) -> JobsResult:
     """Simulates `jobs` side by side on `hosts` hosts of one switch under `policy`; see the module
     docstring. Raises ValueError naming the argument (or the job's field) that is out of range."""
@@ -197,7 +205,7 @@ def compare_policies(
     bandwidth_bps: float,
     policies: Sequence[str] = POLICIES,
     queues: int = DEFAULT_QUEUES,
-    iterations: int = 3,
+    iterations: int = DEFAULT_ITERATIONS,
 ) -> dict[str, JobsResult]:
     """`simulate_jobs` under each of `policies`, sharing the alone runs (geryon's are combined's)."""
     specs = _check_jobs(jobs, _count(hosts, "hosts"))
@@ -248,7 +256,7 @@ def _run_policy(
     compute = [s.profile.compute_s for s in specs]
     intensity = {s.name: min(1.0, c / a) for s, c, a in zip(specs, compute, alone_s, strict=True)}
     bands = _bands(specs, policy, queues, intensity)
-    steps, window, events = _Fabric(specs, hosts, bps, policy, bands, n_iter).measure()
+    steps, (opened, window), events = _Fabric(specs, hosts, bps, policy, bands, n_iter).measure()
     ranked = policy in ("job-priority", "combined")
     outcomes = tuple(
         JobOutcome(
@@ -275,6 +283,7 @@ def _run_policy(
         weighted_utilization=weighted_utilization(
             [o.workers for o in outcomes], compute, [o.step_s for o in outcomes]
         ),
+        window_start_s=opened,
         window_s=window,
         events=events,
         wall_s=time.perf_counter() - start,
@@ -326,6 +335,7 @@ class _Fabric:
         self.policy = policy
         self.bands = bands
         self.iterations = iterations
+        self.done: list[int] = []  # iterations ended, per job, in the last run
 
     def _build(self, budgets: Sequence[int]) -> None:
         self.capacity = [self.bps / 8.0] * (2 * self.hosts)
@@ -371,23 +381,23 @@ class _Fabric:
             replay.dirty = self.dirty
             self.replays.append(replay)
 
-    def measure(self) -> tuple[list[tuple[float, int]], float, int]:
-        """Each job's (step time, iterations measured), the window's end and the events handled."""
+    def measure(self) -> tuple[list[tuple[float, int]], tuple[float, float], int]:
+        """Each job's (step time, iterations measured), the window and the events handled."""
         n = self.iterations
         alone = [s.profile.compute_s for s in self.specs]
         slowest = max(alone)
         # A first guess at how many iterations a job fits in the window: by compute alone (a floor on
         # every step), against the slowest job's; doubled below while one would run out early.
         budgets = [
-            n + 1 + math.ceil(n * slowest / max(c, 1e-12)) if len(self.specs) > 1 else n for c in alone
+            n + 2 + math.ceil((n + 1) * slowest / max(c, 1e-12)) if len(self.specs) > 1 else n for c in alone
         ]
         for _ in range(_MAX_RETRIES):
             self._build(budgets)
-            window = self._run()
+            start, window = self._run()
             short = [
                 k
                 for k, r in enumerate(self.replays)
-                if _ended(r) == r.iterations and r.iteration_end[-1] < window
+                if self.done[k] == r.iterations and r.iteration_end[-1] < window
             ]
             if not short:
                 break
@@ -396,14 +406,16 @@ class _Fabric:
         else:
             raise RuntimeError("simulate_jobs: a job kept outrunning its iteration budget (a bug)")
         steps = []
-        for r in self.replays:
-            ends = [e for e in r.iteration_end[: _ended(r)] if e <= window]
+        for k, r in enumerate(self.replays):
+            ends = [e for e in r.iteration_end[: self.done[k]] if start <= e <= window]
             c = len(ends)
             steps.append(((ends[-1] - ends[0]) / (c - 1) if c > 1 else ends[0], c))
-        return steps, window, sum(r.events for r in self.replays)
+        return steps, (start, window), sum(r.events for r in self.replays)
 
-    def _run(self) -> float:
-        """Runs until every job has finished `iterations` iterations; returns that time."""
+    def _run(self) -> tuple[float, float]:
+        """Runs until every job has finished `iterations` iterations since the window opened (when the
+        last job's first iteration ended: before it, one job's start-up would weigh on the others'
+        steps); returns when the window opened and when it closed."""
         replays = self.replays
         n = self.iterations
         for r in replays:
@@ -411,6 +423,7 @@ class _Fabric:
         self._settle(0.0)
         heaps = [r.heap for r in replays]
         dirty = self.dirty
+        self.done = done = [0] * len(replays)  # (iterations end in order)
         t = 0.0
         while True:
             # The earliest event of any job (ties: the first job's first, each job's in its own order).
@@ -422,16 +435,28 @@ class _Fabric:
             if k < 0:
                 break
             t, _, kind, what, version = heapq.heappop(heaps[k])
-            replays[k]._handle(t, kind, what, version)
-            if all(_ended(r) >= min(n, r.iterations) for r in replays):
-                # The window closes at t, after everything else that happens at t (another job's
-                # iteration that ends at the same instant is in it).
-                while True:
-                    k = min(range(len(heaps)), key=lambda i: heaps[i][0][0] if heaps[i] else math.inf)
-                    if not heaps[k] or heaps[k][0][0] != t:
-                        return t
-                    _, _, kind, what, version = heapq.heappop(heaps[k])
-                    replays[k]._handle(t, kind, what, version)
+            r = replays[k]
+            r._handle(t, kind, what, version)
+            before = done[k]
+            while done[k] < r.iterations and not r.agg_left[done[k]] and not r.bwd_left[done[k]]:
+                done[k] += 1
+            if done[k] != before and min(done) > 0:
+                start = max(q.iteration_end[0] for q in replays)
+                if all(
+                    d == q.iterations or d - bisect.bisect_left(q.iteration_end, start, 0, d) >= n
+                    for q, d in zip(replays, done, strict=True)
+                ):
+                    # The window closes at t, after everything else that happens at t (another job's
+                    # iteration that ends at the same instant is in it).
+                    while True:
+                        k = min(range(len(heaps)), key=lambda i: heaps[i][0][0] if heaps[i] else math.inf)
+                        if not heaps[k] or heaps[k][0][0] != t:
+                            return start, t
+                        _, _, kind, what, version = heapq.heappop(heaps[k])
+                        r = replays[k]
+                        r._handle(t, kind, what, version)
+                        while done[k] < r.iterations and not r.agg_left[done[k]] and not r.bwd_left[done[k]]:
+                            done[k] += 1
             if dirty[0] and min((h[0][0] for h in heaps if h), default=math.inf) != t:
                 self._settle(t)
         raise RuntimeError("simulate_jobs: the replay stalled before every job finished (a bug)")
@@ -455,16 +480,6 @@ class _Fabric:
                 flow.rate = rate
                 flow.stale = False
                 owner[flow]._schedule(flow, t)
-
-
-def _ended(r: Replay) -> int:
-    """How many iterations of the replay have ended (they end in order)."""
-    count = 0
-    for a, b in zip(r.agg_left, r.bwd_left, strict=True):
-        if a or b:
-            break
-        count += 1
-    return count
 
 
 def _count(value: Any, what: str) -> int:
@@ -522,6 +537,7 @@ def _check_jobs(jobs: Sequence[JobSpec], hosts: int) -> list[JobSpec]:
 
 
 __all__ = [
+    "DEFAULT_ITERATIONS",
     "DEFAULT_QUEUES",
     "POLICIES",
     "JobOutcome",

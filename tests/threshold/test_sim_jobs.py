@@ -47,7 +47,7 @@ def test_one_job_is_the_single_job_simulator(seed: int) -> None:
     ts = (rng.choice([0.3, 0.5, 0.8]),)
     spec = JobSpec("J", prof, tuple(hosts[:w]), tuple(hosts[w : w + p]), ts)
     bps = rng.choice([1e6, 1e7, 1e8])
-    results = compare_policies([spec], hosts=len(hosts), bandwidth_bps=bps)
+    results = compare_policies([spec], hosts=len(hosts), bandwidth_bps=bps, iterations=3)
     for policy, mode in SINGLE_MODE.items():
         ref = simulate(
             prof,
@@ -88,7 +88,7 @@ def test_two_equal_jobs_on_one_ps_host_by_hand() -> None:
     runs as alone, one second apart, 4 s each."""
     prof = synthetic([4], [1.0], [1.0])
     jobs = [JobSpec("A", prof, (0,), (2,), ()), JobSpec("B", prof, (1,), (2,), ())]
-    res = compare_policies(jobs, hosts=3, bandwidth_bps=BPS)
+    res = compare_policies(jobs, hosts=3, bandwidth_bps=BPS, iterations=3)
     for policy in ("fifo", "geryon"):
         for job in res[policy].jobs:
             assert (job.step_s, job.alone_s, job.slowdown) == pytest.approx((6.0, 4.0, 1.5), abs=1e-9)
@@ -98,7 +98,8 @@ def test_two_equal_jobs_on_one_ps_host_by_hand() -> None:
         assert (a.rank, a.fabric_classes, b.rank, b.fabric_classes) == (0, (0,), 1, (1,))
         assert (a.step_s, b.step_s, a.slowdown, b.slowdown) == pytest.approx((4.0, 4.0, 1.0, 1.0), abs=1e-9)
         assert res[policy].weighted_utilization == pytest.approx(0.5, abs=1e-12)
-        assert res[policy].window_s == pytest.approx(13.0, abs=1e-9)  # B's third iteration ends at 13
+        # The window opens when B's first iteration ends (5) and closes with A's third since (16).
+        assert (res[policy].window_start_s, res[policy].window_s) == pytest.approx((5.0, 16.0), abs=1e-9)
 
 
 def test_two_jobs_of_different_intensity_by_hand() -> None:
@@ -108,11 +109,12 @@ def test_two_jobs_of_different_intensity_by_hand() -> None:
     (4-5), pulls again at 5 (5-6), ... ends 5, 9, 13: 4 s, slowdown 4/3.
     fifo: pulls share the NIC (0-2); B pushes 3-4, A 4-5, then they alternate alone (B: pull 4-5, push
     6-7, pull 7-8, push 9-10; A: pull 5-6, push 8-9, pull 9-10) until both push at 12 and share (12-14).
-    A ends 5, 9, 14 (window 14, step 4.5); B ends 4, 7, 10, 14 (step 10/3)."""
+    A ends 5, 9, 14; B ends 4, 7, 10, 14. The window opens at A's first end (5) and closes at 14: A's
+    step 4.5, B's (14 - 7) / 2 = 3.5."""
     a_prof = synthetic([4], [1.0], [1.0])
     b_prof = synthetic([4], [0.5], [0.5])
     jobs = [JobSpec("A", a_prof, (0,), (2,), ()), JobSpec("B", b_prof, (1,), (2,), ())]
-    res = compare_policies(jobs, hosts=3, bandwidth_bps=BPS, policies=("fifo", "job-priority"))
+    res = compare_policies(jobs, hosts=3, bandwidth_bps=BPS, policies=("fifo", "job-priority"), iterations=3)
     prio = res["job-priority"]
     a, b = prio.jobs
     assert (a.intensity, b.intensity) == pytest.approx((0.5, 1 / 3))
@@ -122,9 +124,9 @@ def test_two_jobs_of_different_intensity_by_hand() -> None:
     assert prio.weighted_utilization == pytest.approx((0.5 + 0.25) / 2, abs=1e-12)
     fifo = res["fifo"]
     a, b = fifo.jobs
-    assert fifo.window_s == pytest.approx(14.0, abs=1e-9)
-    assert (a.step_s, a.iterations, b.step_s, b.iterations) == pytest.approx((4.5, 3, 10 / 3, 4), abs=1e-9)
-    assert fifo.weighted_utilization == pytest.approx((2 / 4.5 + 1 / (10 / 3)) / 2, abs=1e-12)
+    assert (fifo.window_start_s, fifo.window_s) == pytest.approx((5.0, 14.0), abs=1e-9)
+    assert (a.step_s, a.iterations, b.step_s, b.iterations) == pytest.approx((4.5, 3, 3.5, 3), abs=1e-9)
+    assert fifo.weighted_utilization == pytest.approx((2 / 4.5 + 1 / 3.5) / 2, abs=1e-12)
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -256,7 +258,7 @@ def test_cli_table_and_json(profile_files: tuple[Path, Path]) -> None:
         JobSpec("A", Profile.load(a), (0, 1), (4,), (0.5,)),
         JobSpec("B", Profile.load(b), (2, 3), (4,), (0.3,)),
     ]
-    api = simulate_jobs(specs, hosts=5, bandwidth_bps=1e9, policy="combined")
+    api = simulate_jobs(specs, hosts=5, bandwidth_bps=1e9, policy="combined")  # both 5 iterations
     got = report["policies"]["combined"]
     assert got["weighted_utilization"] == pytest.approx(api.weighted_utilization, rel=1e-12)
     assert [j["step_s"] for j in got["jobs"]] == pytest.approx([j.step_s for j in api.jobs], rel=1e-12)
