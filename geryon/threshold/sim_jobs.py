@@ -36,8 +36,8 @@ here gives `simulate`'s times (tests/threshold/test_sim_jobs.py checks it to 1e-
 
 Measuring: jobs run side by side from t=0. The window opens when the last job's first iteration ends
 (before that one job's start-up weighs on the others') and closes once every job has finished
-`iterations` iterations in it; a faster job keeps iterating meanwhile (its budget of iterations is grown
-and the run repeated if it would run out early, so no job ever runs with a partner gone quiet). Each
+`iterations` iterations in it; a faster job keeps iterating meanwhile, so no job ever runs with a
+partner gone quiet (`_JobReplay.extend` adds iterations to a job before it reaches its last). Each
 job's step time is the mean time between its iteration ends in the window (for one job: the single-job
 simulator's steady state, after its first iteration). Two jobs of different periods settle slowly, as
 their phases drift: VGG-19 and AlexNet (K40, batch 32, 4 workers each, both jobs' 2 PSes on the same two
@@ -83,8 +83,6 @@ _ENGINE: dict[str, ModePolicy] = {
     "job-priority": NETWORK,
     "combined": NETWORK,
 }
-# A run repeats with doubled budgets at most this often (a job that keeps outrunning the others 2^k-fold).
-_MAX_RETRIES = 12
 
 
 @dataclass(frozen=True)
@@ -220,18 +218,15 @@ def compare_policies(
             raise ValueError(f"policy: unknown policy {p!r}; allowed: {', '.join(POLICIES)}")
     if not policies:
         raise ValueError(f"policies: give at least one of {', '.join(POLICIES)}")
+    if "geryon" in policies:
+        for s in specs:
+            if s.classes > queues:
+                raise ValueError(
+                    f"queues: job {s.name!r} has {s.classes} classes, more than the {queues} queues "
+                    "(geryon puts class c on fabric class c; combined compresses)"
+                )
     alone: dict[tuple[str, str], float] = {}
-    out: dict[str, JobsResult] = {}
-    for p in policies:
-        if p == "geryon":
-            for s in specs:
-                if s.classes > queues:
-                    raise ValueError(
-                        f"queues: job {s.name!r} has {s.classes} classes, more than the {queues} queues "
-                        "(geryon puts class c on fabric class c; combined compresses)"
-                    )
-        out[p] = _run_policy(specs, hosts, bps, p, queues, n_iter, alone)
-    return out
+    return {p: _run_policy(specs, hosts, bps, p, queues, n_iter, alone) for p in policies}
 
 
 def _run_policy(
@@ -316,6 +311,25 @@ class _JobReplay(Replay):
         band = self.band
         return (None if nic is None else band[nic]), (None if switch is None else band[switch]), order
 
+    def extend(self, extra: int) -> None:
+        """`extra` more iterations, appended to the BSP state as __init__ lays it out (every worker
+        simulated, so no groups). Exact while the job has not yet aggregated a shard of its last
+        iteration, the first moment the iteration count is read (the next pulls' release, then the
+        next op's start): no push of iteration i + 1 can arrive before iteration i has ended (its
+        backward waits for every pull of i + 1, each released by an aggregation of i), so extending
+        when the next-to-last iteration ends is always in time."""
+        assert self.groups is None
+        per_layer = [len(shards) for shards in self.layer_shards]
+        for row in self.pending:
+            row.extend(per_layer * extra)
+        n = len(self.s_bytes)
+        self.agg.extend([0] * n for _ in range(extra))
+        self.agg_left.extend([len(self.live)] * extra)
+        self.bwd_left.extend([self.sim_workers] * extra)
+        self.iteration_end.extend([0.0] * extra)
+        self.iterations += extra
+        self.pull_rounds += extra
+
 
 class _Fabric:
     """Several jobs' replays on one star switch: one clock, one allocation (see the module docstring)."""
@@ -338,6 +352,7 @@ class _Fabric:
         self.done: list[int] = []  # iterations ended, per job, in the last run
 
     def _build(self, budgets: Sequence[int]) -> None:
+        """Every job's replay with `budgets` iterations, on the shared ports, levels and clock."""
         self.capacity = [self.bps / 8.0] * (2 * self.hosts)
         self.link_moved = [0.0] * (2 * self.hosts)
         # Every job's connections in one allocation group: placements may put one job's pulls and
@@ -381,30 +396,17 @@ class _Fabric:
             replay.dirty = self.dirty
             self.replays.append(replay)
 
-    def measure(self) -> tuple[list[tuple[float, int]], tuple[float, float], int]:
-        """Each job's (step time, iterations measured), the window and the events handled."""
+    def measure(
+        self, budgets: Sequence[int] | None = None
+    ) -> tuple[list[tuple[float, int]], tuple[float, float], int]:
+        """Each job's (step time, iterations measured), the window and the events handled. `budgets`:
+        the iterations each job starts with (tests: enough that none grows, for the same result)."""
         n = self.iterations
-        alone = [s.profile.compute_s for s in self.specs]
-        slowest = max(alone)
-        # A first guess at how many iterations a job fits in the window: by compute alone (a floor on
-        # every step), against the slowest job's; doubled below while one would run out early.
-        budgets = [
-            n + 2 + math.ceil((n + 1) * slowest / max(c, 1e-12)) if len(self.specs) > 1 else n for c in alone
-        ]
-        for _ in range(_MAX_RETRIES):
-            self._build(budgets)
-            start, window = self._run()
-            short = [
-                k
-                for k, r in enumerate(self.replays)
-                if self.done[k] == r.iterations and r.iteration_end[-1] < window
-            ]
-            if not short:
-                break
-            for k in short:
-                budgets[k] *= 2
-        else:
-            raise RuntimeError("simulate_jobs: a job kept outrunning its iteration budget (a bug)")
+        if budgets is None:
+            # One job runs exactly its iterations, as simulate does; several grow theirs as they go (_run).
+            budgets = [n if len(self.specs) == 1 else n + 2] * len(self.specs)
+        self._build(budgets)
+        start, window = self._run()
         steps = []
         for k, r in enumerate(self.replays):
             ends = [e for e in r.iteration_end[: self.done[k]] if start <= e <= window]
@@ -424,6 +426,7 @@ class _Fabric:
         heaps = [r.heap for r in replays]
         dirty = self.dirty
         self.done = done = [0] * len(replays)  # (iterations end in order)
+        grow = len(replays) > 1
         t = 0.0
         while True:
             # The earliest event of any job (ties: the first job's first, each job's in its own order).
@@ -440,6 +443,8 @@ class _Fabric:
             before = done[k]
             while done[k] < r.iterations and not r.agg_left[done[k]] and not r.bwd_left[done[k]]:
                 done[k] += 1
+            if done[k] != before and grow and done[k] >= r.iterations - 1:
+                r.extend(r.iterations)  # still running when the window closes (see extend)
             if done[k] != before and min(done) > 0:
                 start = max(q.iteration_end[0] for q in replays)
                 if all(

@@ -14,6 +14,7 @@ from geryon.threshold.profile import Profile, synthetic
 from geryon.threshold.sim_jobs import (
     POLICIES,
     JobSpec,
+    _Fabric,
     compare_policies,
     simulate_jobs,
     weighted_utilization,
@@ -157,6 +158,24 @@ def test_jobs_on_separate_hosts_do_not_meet() -> None:
         for job in res.jobs:
             assert job.slowdown == pytest.approx(1.0, rel=1e-9), policy
         assert res.job("fast").iterations > 3 * res.job("slow").iterations
+
+
+@pytest.mark.parametrize("policy", ["fifo", "combined"])
+def test_growing_iterations_is_exact(policy: str) -> None:
+    """A fast job's iterations are added as it nears its last (_JobReplay.extend): the same times, to
+    the bit, as giving it enough from the start."""
+    rng = random.Random(5)
+    slow = JobSpec("slow", synthetic([40000, 400000], [0.001, 0.001], [0.001, 0.002]), (0,), (2, 3), (0.5,))
+    fast = JobSpec("fast", random_profile(rng, 3), (1, 4), (2, 3), (0.5,))
+    bands = (
+        {"slow": (0, (0, 2)), "fast": (1, (1, 3))}
+        if policy == "combined"
+        else {"slow": (None, ()), "fast": (None, ())}
+    )
+    grown = _Fabric([slow, fast], 5, 1e7, policy, bands, 3).measure()
+    ample = _Fabric([slow, fast], 5, 1e7, policy, bands, 3).measure(budgets=[200, 200])
+    assert grown == ample
+    assert grown[0][1][1] > 5  # the fast job did grow past its first budget (3 + 2)
 
 
 def test_combined_band_layout() -> None:
