@@ -44,9 +44,13 @@ their phases drift: VGG-19 and AlexNet (K40, batch 32, 4 workers each, both jobs
 hosts, 10 Gbit/s) under fifo give AlexNet 1098, 1068 and 1050 ms at 3, 5 and 12 iterations, VGG-19
 2633, 2622 and 2607 ms; hence 5 by default, and more where a few percent matter.
 
+Transports (`transport`, as for one job): TF's gRPC channels (the default), TF 1.x's verbs rendezvous
+(the paper's stack) or Geryon's data plane (every policy's connections as hybrid: urgency order inside a
+class, chunked preemption; fifo there with one class, as `simulate` runs it).
+
 Left out: co-hosted tasks of one job (a job's worker and PS on one host), background traffic, the
-other single-job modes and knobs (end-host, hybrid, tf-verbs, the TF window, PS costs, incast) and
-more than one GPU per worker.
+other single-job modes and knobs (end-host, ideal, the TF window, PS costs, incast, hybrid's push and
+sender orders other than their defaults) and more than one GPU per worker.
 """
 
 from __future__ import annotations
@@ -68,21 +72,42 @@ from geryon.threshold.network import allocate
 from geryon.threshold.profile import Profile
 from geryon.threshold.sim_cluster import Knobs
 from geryon.threshold.sim_flows import Flow
-from geryon.threshold.sim_modes import FIFO, NETWORK, ModePolicy
+from geryon.threshold.sim_modes import FIFO, HYBRID, NETWORK, ModePolicy
 from geryon.threshold.sim_replay import Replay
-from geryon.threshold.simknobs import CHUNK_BYTES, ENDHOST_GAP_S, PsCosts
+from geryon.threshold.simknobs import (
+    CHUNK_BYTES,
+    ENDHOST_GAP_S,
+    TRANSPORTS,
+    VERBS_ACK_S,
+    PsCosts,
+    check_seconds,
+    check_transport,
+)
 
 POLICIES = ("fifo", "geryon", "job-priority", "combined")
 DEFAULT_QUEUES = 4
 DEFAULT_ITERATIONS = 5  # iterations of the slowest job in the window (see Measuring above)
 # The single-job engine's mode each policy runs every job's connections in: fifo's one fair connection
-# per pair, or network's one connection per pair and class with its classes as port levels.
+# per pair, or network's one connection per pair and class with its classes as port levels. On the
+# geryon transport every policy runs as hybrid (simulator.simulate does the same for one job).
 _ENGINE: dict[str, ModePolicy] = {
     "fifo": FIFO,
     "geryon": NETWORK,
     "job-priority": NETWORK,
     "combined": NETWORK,
 }
+
+
+@dataclass(frozen=True)
+class _Carrier:
+    """How every job's tensors travel (simknobs.TRANSPORTS) and the seed of tf-verbs' request order."""
+
+    transport: str
+    verbs_ack_s: float
+    seed: int
+
+    def engine(self, policy: str) -> ModePolicy:
+        return dataclasses.replace(HYBRID, name=policy) if self.transport == "geryon" else _ENGINE[policy]
 
 
 @dataclass(frozen=True)
@@ -183,9 +208,16 @@ def simulate_jobs(
     policy: str,
     queues: int = DEFAULT_QUEUES,
     iterations: int = DEFAULT_ITERATIONS,
+    transport: str = TRANSPORTS[0],
+    verbs_ack_s: float = VERBS_ACK_S,
+    seed: int = 0,
 ) -> JobsResult:
     """Simulates `jobs` side by side on `hosts` hosts of one switch under `policy`; see the module
-    docstring. Raises ValueError naming the argument (or the job's field) that is out of range."""
+    docstring. `transport` as `simulator.simulate`'s (simknobs.TRANSPORTS): "tf-grpc" (channels that
+    interleave their transfers), "tf-verbs" (one tensor at a time per channel in posting order, a
+    request per `verbs_ack_s`, ties in an order drawn from `seed`) or "geryon" (the data plane: every
+    policy's connections run as hybrid, urgency order inside a class and chunked preemption).
+    Raises ValueError naming the argument (or the job's field) that is out of range."""
     return compare_policies(
         jobs,
         hosts=hosts,
@@ -193,6 +225,9 @@ def simulate_jobs(
         policies=(policy,),
         queues=queues,
         iterations=iterations,
+        transport=transport,
+        verbs_ack_s=verbs_ack_s,
+        seed=seed,
     )[policy]
 
 
@@ -204,8 +239,14 @@ def compare_policies(
     policies: Sequence[str] = POLICIES,
     queues: int = DEFAULT_QUEUES,
     iterations: int = DEFAULT_ITERATIONS,
+    transport: str = TRANSPORTS[0],
+    verbs_ack_s: float = VERBS_ACK_S,
+    seed: int = 0,
 ) -> dict[str, JobsResult]:
     """`simulate_jobs` under each of `policies`, sharing the alone runs (geryon's are combined's)."""
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise ValueError(f"seed: expected an integer, got {seed!r}")
+    carrier = _Carrier(check_transport(transport), check_seconds(verbs_ack_s, "verbs_ack_s"), seed)
     specs = _check_jobs(jobs, _count(hosts, "hosts"))
     bps = check_bandwidth(bandwidth_bps)
     n_iter = _count(iterations, "iterations")
@@ -226,7 +267,7 @@ def compare_policies(
                     "(geryon puts class c on fabric class c; combined compresses)"
                 )
     alone: dict[tuple[str, str], float] = {}
-    return {p: _run_policy(specs, hosts, bps, p, queues, n_iter, alone) for p in policies}
+    return {p: _run_policy(specs, hosts, bps, p, queues, n_iter, carrier, alone) for p in policies}
 
 
 def _run_policy(
@@ -236,6 +277,7 @@ def _run_policy(
     policy: str,
     queues: int,
     n_iter: int,
+    carrier: _Carrier,
     alone: dict[tuple[str, str], float],
 ) -> JobsResult:
     start = time.perf_counter()
@@ -245,13 +287,13 @@ def _run_policy(
     for s in specs:
         if (s.name, key_policy) not in alone:
             bands = _bands([s], policy, queues, {s.name: 1.0})
-            steps, _, _ = _Fabric([s], hosts, bps, policy, bands, n_iter).measure()
+            steps, _, _ = _Fabric([s], hosts, bps, policy, bands, n_iter, carrier).measure()
             alone[(s.name, key_policy)] = steps[0][0]
     alone_s = [alone[(s.name, key_policy)] for s in specs]
     compute = [s.profile.compute_s for s in specs]
     intensity = {s.name: min(1.0, c / a) for s, c, a in zip(specs, compute, alone_s, strict=True)}
     bands = _bands(specs, policy, queues, intensity)
-    steps, (opened, window), events = _Fabric(specs, hosts, bps, policy, bands, n_iter).measure()
+    steps, (opened, window), events = _Fabric(specs, hosts, bps, policy, bands, n_iter, carrier).measure()
     ranked = policy in ("job-priority", "combined")
     outcomes = tuple(
         JobOutcome(
@@ -342,8 +384,10 @@ class _Fabric:
         policy: str,
         bands: Mapping[str, tuple[int | None, tuple[int, ...]]],
         iterations: int,
+        carrier: _Carrier = _Carrier(TRANSPORTS[0], VERBS_ACK_S, 0),
     ) -> None:
         self.specs = list(specs)
+        self.carrier = carrier
         self.hosts = hosts
         self.bps = bps
         self.policy = policy
@@ -361,10 +405,26 @@ class _Fabric:
         self.dirty = [False, False]
         self.owner: dict[Flow, _JobReplay] = {}
         self.replays: list[_JobReplay] = []
-        engine = _ENGINE[self.policy]
-        for spec, budget in zip(self.specs, budgets, strict=True):
-            # job-priority: one class per job, so no thresholds; the others keep the job's classes.
-            ts = () if self.policy == "job-priority" else spec.thresholds
+        carrier = self.carrier
+        engine = carrier.engine(self.policy)
+        knobs = Knobs(
+            CHUNK_BYTES,
+            ENDHOST_GAP_S,
+            None,  # inflight: all pending transfers share a gRPC channel
+            carrier.seed,
+            PsCosts(),
+            (),  # background
+            transport=carrier.transport,
+            verbs_ack_s=carrier.verbs_ack_s,
+        )
+        # hybrid's urgency order at a NIC is per sending process (sender_order "host"): a job's PS or
+        # worker there, so every job's processes are owners of their own (allocate's owner_up).
+        self.owner_id: dict[Flow, int] = {}
+        for index, (spec, budget) in enumerate(zip(self.specs, budgets, strict=True)):
+            # job-priority: one class per job, so no thresholds; the others keep the job's classes, but
+            # fifo on the geryon transport has one class (no map_table), as simulate runs it.
+            one = self.policy == "job-priority" or (self.policy == "fifo" and carrier.transport == "geryon")
+            ts = () if one else spec.thresholds
             replay = _JobReplay(
                 spec.profile,
                 len(spec.workers),
@@ -380,9 +440,10 @@ class _Fabric:
                 True,  # partition
                 True,  # interleave
                 False,  # colocate
-                Knobs(CHUNK_BYTES, ENDHOST_GAP_S, None, 0, PsCosts(), ()),
+                knobs,
             )
-            replay.band = self.bands[spec.name][1]
+            # fifo's connections have no levels; on hybrid (the geryon transport) its one class is 0.
+            replay.band = self.bands[spec.name][1] or (0,)
             # The job's hosts are its workers, then its PSes (sim_cluster's order on separate hosts).
             placed = list(spec.workers) + list(spec.ps)
             for flow in replay.flow_list:
@@ -390,11 +451,13 @@ class _Fabric:
                 flow.down = 2 * placed[flow.dst] + 1
                 flow.group = 0
                 self.owner[flow] = replay
+                self.owner_id[flow] = 2 * index + flow.side
             replay.capacity = self.capacity
             replay.link_moved = self.link_moved
             replay.active = self.active
             replay.dirty = self.dirty
             self.replays.append(replay)
+        self.ordered = any(r.process_order for r in self.replays)
 
     def measure(
         self, budgets: Sequence[int] | None = None
@@ -479,6 +542,10 @@ class _Fabric:
             [f.level_up for f in flows],
             [f.level_down for f in flows],
             self.capacity,
+            None,
+            None,
+            [f.order_up for f in flows] if self.ordered else None,
+            [self.owner_id[f] for f in flows] if self.ordered else None,
         )
         for flow, rate in zip(flows, rates, strict=True):
             if rate != flow.rate or flow.stale:

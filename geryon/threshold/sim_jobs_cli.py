@@ -18,6 +18,7 @@ from typing import Any
 from geryon.errors import UsageError
 from geryon.progress import Progress
 from geryon.tagger.map_table import MAX_CLASSES, validate_thresholds
+from geryon.threshold.simknobs import TRANSPORTS, VERBS_ACK_S
 from geryon.units import format_rate, parse_rate
 
 POLICIES = ("fifo", "geryon", "job-priority", "combined")  # geryon.threshold.sim_jobs.POLICIES
@@ -73,6 +74,21 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--device", default="k40", help="compute throughput of built-in models: a device name or FLOP/s"
     )
+    p.add_argument(
+        "--transport",
+        choices=TRANSPORTS,
+        default=TRANSPORTS[0],
+        help="how tensors travel, as in geryon simulate: tf-grpc (default), tf-verbs (TF 1.x's RDMA "
+        "rendezvous, the paper's stack) or geryon (the data plane: every policy's connections as hybrid)",
+    )
+    p.add_argument(
+        "--verbs-ack",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help=f"tf-verbs: one request per ACK round trip (default {VERBS_ACK_S * 1e6:.2f} us)",
+    )
+    p.add_argument("--seed", type=int, default=0, help="tf-verbs: the seed of its request order (default 0)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(run=run)
@@ -174,6 +190,11 @@ def run(args: argparse.Namespace) -> int:
     for flag, value in (("--iterations", args.iterations), ("--batch-size", args.batch_size)):
         if value < 1:
             raise UsageError(f"{flag}: must be at least 1, got {value}")
+    if args.verbs_ack is not None and args.transport != "tf-verbs":
+        raise UsageError(f"--verbs-ack: only with --transport tf-verbs, not {args.transport}")
+    verbs_ack = VERBS_ACK_S if args.verbs_ack is None else args.verbs_ack
+    if not verbs_ack >= 0:
+        raise UsageError(f"--verbs-ack: expected seconds >= 0, got {args.verbs_ack}")
     default_ts = parse_thresholds(args.threshold, "--threshold")
     parsed = [parse_job(text, default_ts) for text in args.job]
     used = max(max(w + p) for _, _, w, p, _ in parsed) + 1
@@ -198,6 +219,9 @@ def run(args: argparse.Namespace) -> int:
                 policies=policies,
                 queues=args.queues,
                 iterations=args.iterations,
+                transport=args.transport,
+                verbs_ack_s=verbs_ack,
+                seed=args.seed,
             )
     except ValueError as e:
         text = str(e)
@@ -214,6 +238,9 @@ def run(args: argparse.Namespace) -> int:
         "bandwidth_bps": bandwidth,
         "queues": args.queues,
         "iterations": args.iterations,
+        "transport": args.transport,
+        "verbs_ack_s": verbs_ack if args.transport == "tf-verbs" else None,
+        "seed": args.seed,
         "jobs": [
             {
                 "name": j.name,
@@ -237,7 +264,8 @@ def run(args: argparse.Namespace) -> int:
 def format_report(report: dict[str, Any]) -> str:
     lines = [
         f"{len(report['jobs'])} jobs on {report['hosts']} hosts at {format_rate(report['bandwidth_bps'])}, "
-        f"{report['queues']} queues, {report['iterations']} iterations measured"
+        f"{report['queues']} queues, {report['iterations']} iterations measured, "
+        f"transport {report['transport']}"
     ]
     for j in report["jobs"]:
         lines.append(

@@ -19,6 +19,7 @@ from geryon.threshold.sim_jobs import (
     simulate_jobs,
     weighted_utilization,
 )
+from geryon.threshold.simknobs import TRANSPORTS
 from geryon.threshold.simulator import simulate
 
 # One 4-byte parameter at 32 bit/s: a transfer alone on a link takes exactly 1 s.
@@ -38,8 +39,8 @@ def random_profile(rng: random.Random, layers: int | None = None) -> Profile:
 SINGLE_MODE = {"fifo": "fifo", "geryon": "network", "combined": "network", "job-priority": "fifo"}
 
 
-@pytest.mark.parametrize("seed", range(6))
-def test_one_job_is_the_single_job_simulator(seed: int) -> None:
+@pytest.mark.parametrize(("seed", "transport"), [(s, t) for s in range(6) for t in TRANSPORTS])
+def test_one_job_is_the_single_job_simulator(seed: int, transport: str) -> None:
     rng = random.Random(seed)
     prof = random_profile(rng)
     w, p = rng.randint(1, 3), rng.randint(1, 3)
@@ -48,7 +49,9 @@ def test_one_job_is_the_single_job_simulator(seed: int) -> None:
     ts = (rng.choice([0.3, 0.5, 0.8]),)
     spec = JobSpec("J", prof, tuple(hosts[:w]), tuple(hosts[w : w + p]), ts)
     bps = rng.choice([1e6, 1e7, 1e8])
-    results = compare_policies([spec], hosts=len(hosts), bandwidth_bps=bps, iterations=3)
+    results = compare_policies(
+        [spec], hosts=len(hosts), bandwidth_bps=bps, iterations=3, transport=transport, seed=seed
+    )
     for policy, mode in SINGLE_MODE.items():
         ref = simulate(
             prof,
@@ -63,12 +66,43 @@ def test_one_job_is_the_single_job_simulator(seed: int) -> None:
             colocate=False,
             symmetric=False,
             partition=True,
+            transport=transport,
+            seed=seed,
         )
         job = results[policy].jobs[0]
         assert job.step_s == pytest.approx(ref.iteration_s, rel=1e-9, abs=0), policy
         assert job.alone_s == pytest.approx(ref.iteration_s, rel=1e-9, abs=0), policy
         assert job.slowdown == pytest.approx(1.0, rel=1e-9)
         assert results[policy].weighted_utilization == pytest.approx(ref.gpu_utilization, rel=1e-9)
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_one_job_with_big_layers_on_the_data_plane(seed: int) -> None:
+    """Layers of MBs: hybrid's 256 KiB chunks preempt, tf-verbs posts many requests; still simulate's."""
+    rng = random.Random(seed)
+    n = rng.randint(2, 6)
+    prof = synthetic(
+        [4 * rng.randint(10_000, 400_000) for _ in range(n)],
+        [rng.uniform(1e-3, 1e-2) for _ in range(n)],
+        [rng.uniform(1e-3, 2e-2) for _ in range(n)],
+    )
+    w, p = rng.randint(1, 4), rng.randint(1, 3)
+    spec = JobSpec("J", prof, tuple(range(w)), tuple(range(w, w + p)), (0.5,))
+    for transport in ("geryon", "tf-verbs"):
+        got = simulate_jobs(
+            [spec], hosts=w + p, bandwidth_bps=1e9, policy="geryon", iterations=3, transport=transport
+        )
+        ref = simulate(
+            prof,
+            workers=w,
+            num_ps=p,
+            bandwidth_bps=1e9,
+            mode="network",
+            iterations=3,
+            symmetric=False,
+            transport=transport,
+        )
+        assert got.jobs[0].step_s == pytest.approx(ref.iteration_s, rel=1e-9, abs=0), transport
 
 
 def test_combined_with_one_job_is_geryon() -> None:
@@ -80,7 +114,8 @@ def test_combined_with_one_job_is_geryon() -> None:
     assert both["combined"].jobs[0].rank == 0 and both["geryon"].jobs[0].rank is None
 
 
-def test_two_equal_jobs_on_one_ps_host_by_hand() -> None:
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_two_equal_jobs_on_one_ps_host_by_hand(transport: str) -> None:
     """A and B: one 4-byte layer, 1 s forward, 1 s backward; workers on hosts 0 and 1, both PSes on host 2.
 
     Alone: pull 1 + compute 2 + push 1 = 4 s. fifo: both pulls share host 2's NIC (2 s), both pushes its
@@ -89,7 +124,10 @@ def test_two_equal_jobs_on_one_ps_host_by_hand() -> None:
     runs as alone, one second apart, 4 s each."""
     prof = synthetic([4], [1.0], [1.0])
     jobs = [JobSpec("A", prof, (0,), (2,), ()), JobSpec("B", prof, (1,), (2,), ())]
-    res = compare_policies(jobs, hosts=3, bandwidth_bps=BPS, iterations=3)
+    # One tensor per connection: every transport carries it alike (tf-verbs without its ACK delay).
+    res = compare_policies(
+        jobs, hosts=3, bandwidth_bps=BPS, iterations=3, transport=transport, verbs_ack_s=0.0
+    )
     for policy in ("fifo", "geryon"):
         for job in res[policy].jobs:
             assert (job.step_s, job.alone_s, job.slowdown) == pytest.approx((6.0, 4.0, 1.5), abs=1e-9)
@@ -225,6 +263,9 @@ def _job(**kw: object) -> JobSpec:
         ([_job()], {"hosts": 0}, "hosts"),
         ([_job()], {"bandwidth_bps": -1}, "bandwidth_bps"),
         ([_job()], {"iterations": 0}, "iterations"),
+        ([_job()], {"transport": "udp"}, "transport: unknown transport 'udp'"),
+        ([_job()], {"verbs_ack_s": -1.0}, "verbs_ack_s"),
+        ([_job()], {"seed": 1.5}, "seed"),
         ([], {}, "jobs"),
         (["A"], {}, r"jobs\[0\]"),
         ([_job(name="")], {}, r"jobs\[0\].name"),
@@ -267,7 +308,7 @@ def test_cli_table_and_json(profile_files: tuple[Path, Path]) -> None:
     assert "weighted util" in table.stdout
     for policy in POLICIES:
         assert policy in table.stdout
-    out = geryon("simulate-jobs", *jobs, "--json", "--policy", "fifo", "combined")
+    out = geryon("simulate-jobs", *jobs, "--json", "--policy", "fifo", "combined", "--transport", "geryon")
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)
     assert list(report["policies"]) == ["fifo", "combined"]
@@ -277,7 +318,7 @@ def test_cli_table_and_json(profile_files: tuple[Path, Path]) -> None:
         JobSpec("A", Profile.load(a), (0, 1), (4,), (0.5,)),
         JobSpec("B", Profile.load(b), (2, 3), (4,), (0.3,)),
     ]
-    api = simulate_jobs(specs, hosts=5, bandwidth_bps=1e9, policy="combined")  # both 5 iterations
+    api = simulate_jobs(specs, hosts=5, bandwidth_bps=1e9, policy="combined", transport="geryon")
     got = report["policies"]["combined"]
     assert got["weighted_utilization"] == pytest.approx(api.weighted_utilization, rel=1e-12)
     assert [j["step_s"] for j in got["jobs"]] == pytest.approx([j.step_s for j in api.jobs], rel=1e-12)
@@ -301,6 +342,8 @@ def test_cli_table_and_json(profile_files: tuple[Path, Path]) -> None:
         (["--job", "A:{a}:5:6"], "--job: jobs[2] ('A').name: listed twice"),
         (["--job", "C:{a}:5:5"], "--job: jobs[2] ('C').ps: host 5 already holds its workers"),
         (["--queues", "1", "--policy", "geryon"], "--queues: job 'A' has 2 classes"),
+        (["--verbs-ack", "1e-6"], "--verbs-ack: only with --transport tf-verbs"),
+        (["--transport", "tf-verbs", "--verbs-ack", "-1"], "--verbs-ack: expected seconds >= 0"),
     ],
 )
 def test_cli_bad_flags_exit_2_naming_the_flag(
