@@ -1,8 +1,8 @@
 """Several training jobs sharing one fabric (issue 39 item 4): per-job BSP replays, one clock, one allocation.
 
 Every job is a parameter-server job as `geryon.threshold.simulator` replays it (its workers and PSes on
-separate hosts, every worker simulated, partitioned parameters, gRPC channels that interleave their
-transfers), placed on given hosts of one star switch: host h has a full-duplex link of `bandwidth_bps`,
+separate hosts, every worker simulated, partitioned parameters, by default gRPC channels that interleave
+their transfers), placed on given hosts of one star switch: host h has a full-duplex link of `bandwidth_bps`,
 its NIC egress port 2h and the switch's port towards it 2h+1. Jobs meet where their placements share a
 host: two jobs' PSes on one host share its NIC (pulls) and its switch port (pushes), a worker of one job
 next to a PS of another shares the host's link both ways. A port serves fabric classes in strict
@@ -72,6 +72,7 @@ from geryon.threshold.network import allocate
 from geryon.threshold.profile import Profile
 from geryon.threshold.sim_cluster import Knobs
 from geryon.threshold.sim_flows import Flow
+from geryon.threshold.sim_jobs_result import JobOutcome, JobsResult, weighted_utilization
 from geryon.threshold.sim_modes import FIFO, HYBRID, NETWORK, ModePolicy
 from geryon.threshold.sim_replay import Replay
 from geryon.threshold.simknobs import (
@@ -124,80 +125,6 @@ class JobSpec:
     @property
     def classes(self) -> int:
         return len(self.thresholds) + 1
-
-
-@dataclass(frozen=True)
-class JobOutcome:
-    """One job's share of a run."""
-
-    name: str
-    workers: int
-    compute_s: float  # one iteration's GPU time (forward + backward)
-    step_s: float  # steady-state iteration time, sharing the fabric
-    alone_s: float  # the same, alone on its placement under the same policy
-    slowdown: float  # step_s / alone_s
-    utilization: float  # compute_s / step_s
-    intensity: float  # compute_s / alone_s: what the bands rank by
-    rank: int | None  # bands' rank (0: the most intense), None where the policy ranks no job
-    fabric_classes: tuple[int, ...]  # job class c -> fabric class; () where ports have no classes (fifo)
-    iterations: int  # iterations its step time is measured over (ends in the window)
-
-
-@dataclass(frozen=True)
-class JobsResult:
-    policy: str
-    queues: int
-    bandwidth_bps: float
-    iterations: int
-    jobs: tuple[JobOutcome, ...]
-    weighted_utilization: float  # sum of workers x compute / step over the sum of workers
-    window_start_s: float  # the measured window: from the end of the last job's first iteration...
-    window_s: float  # ... to when every job had finished `iterations` iterations in it
-    events: int
-    wall_s: float
-
-    def job(self, name: str) -> JobOutcome:
-        for j in self.jobs:
-            if j.name == name:
-                return j
-        raise KeyError(name)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "policy": self.policy,
-            "queues": self.queues,
-            "bandwidth_bps": self.bandwidth_bps,
-            "iterations": self.iterations,
-            "weighted_utilization": self.weighted_utilization,
-            "window_start_s": self.window_start_s,
-            "window_s": self.window_s,
-            "events": self.events,
-            "wall_s": self.wall_s,
-            "jobs": [
-                {
-                    "name": j.name,
-                    "workers": j.workers,
-                    "compute_s": j.compute_s,
-                    "step_s": j.step_s,
-                    "alone_s": j.alone_s,
-                    "slowdown": j.slowdown,
-                    "utilization": j.utilization,
-                    "intensity": j.intensity,
-                    "rank": j.rank,
-                    "fabric_classes": list(j.fabric_classes),
-                    "iterations": j.iterations,
-                }
-                for j in self.jobs
-            ],
-        }
-
-
-def weighted_utilization(
-    workers: Sequence[int], compute_s: Sequence[float], step_s: Sequence[float]
-) -> float:
-    """Crux's metric: each job's GPU utilisation (compute / step, at most 1) weighted by its GPUs."""
-    total = sum(workers)
-    return sum(w * min(1.0, c / s) for w, c, s in zip(workers, compute_s, step_s, strict=True)) / total
 
 
 def simulate_jobs(
