@@ -174,6 +174,10 @@ def register(sub: Any) -> None:
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(run=run)
+    # Several jobs on one fabric: its own command, next to the single-job one.
+    from geryon.threshold import sim_jobs_cli
+
+    sim_jobs_cli.register(sub)
 
 
 # --- argument checks (pure) ----------------------------------------------------------------------

@@ -80,38 +80,51 @@ class Replay(Rates):
         self.iteration_end = [0.0] * iterations
 
     def run(self) -> None:
-        for flow in self.bg_flows:
-            self._join(flow)
-            self.dirty[flow.group] = True
-        self._release_pulls(self.by_rank, 0, 0.0)
-        for wk in range(self.sim_workers):
-            self._try_start(wk, 0.0)
+        self._start()
         self._settle(0.0)
         heap = self.heap
         dirty = self.dirty
         t = 0.0
         while heap:
             t, _, kind, what, version = heapq.heappop(heap)
-            if kind == COMPUTE_DONE:
-                self._compute_done(what, t)
-                self.events += 1
-            elif kind == RESUME:
-                if self.sender_serial:
-                    self._sender_next(what, t)
-                else:
-                    self._resume(what, t)
-            elif kind == UPDATED:
-                self._updated(what[0], what[1], t)
-            elif kind == READY:
-                self._enqueue(what[0], what[1], what[2], t)
-            elif kind == POSTED:
-                self._enqueue(what[0], what[1], what[2], t, posted=True)
-            elif version == what.version:  # else a finish that a later rate change made void
-                self._flow_done(what, t)
-                self.events += 1
+            self._handle(t, kind, what, version)
             # Everything that happens at t first, then one re-allocation per group.
             if (dirty[0] or dirty[1]) and (not heap or heap[0][0] != t):
                 self._settle(t)
+        self._finish(t)
+
+    # run() in three steps, so that sim_jobs can drive several replays off one clock and one allocation.
+    def _start(self) -> None:
+        """Time 0: background flows on, the first pulls out, every worker's first op tried (no settle)."""
+        for flow in self.bg_flows:
+            self._join(flow)
+            self.dirty[flow.group] = True
+        self._release_pulls(self.by_rank, 0, 0.0)
+        for wk in range(self.sim_workers):
+            self._try_start(wk, 0.0)
+
+    def _handle(self, t: float, kind: int, what: Any, version: int) -> None:
+        """One event popped off the heap at time t."""
+        if kind == COMPUTE_DONE:
+            self._compute_done(what, t)
+            self.events += 1
+        elif kind == RESUME:
+            if self.sender_serial:
+                self._sender_next(what, t)
+            else:
+                self._resume(what, t)
+        elif kind == UPDATED:
+            self._updated(what[0], what[1], t)
+        elif kind == READY:
+            self._enqueue(what[0], what[1], what[2], t)
+        elif kind == POSTED:
+            self._enqueue(what[0], what[1], what[2], t, posted=True)
+        elif version == what.version:  # else a finish that a later rate change made void
+            self._flow_done(what, t)
+            self.events += 1
+
+    def _finish(self, t: float) -> None:
+        """After the last event (at t): background bytes counted, and a check that every iteration ended."""
         for flow in self.bg_flows:
             self._advance(flow, t)  # background bytes up to the last event, however few re-allocations
         unfinished = [i for i in range(self.iterations) if self.agg_left[i] or self.bwd_left[i]]
