@@ -8,7 +8,7 @@ from typing import Any
 
 from geryon.plan.topology import BUILTINS
 from geryon.plan.training import CLASS_COUNTS
-from geryon.threshold.cli import add_transport_flags
+from geryon.threshold.transport_flags import add_transport_flags
 
 AGGREGATION_HELP = (
     "The optimal gradient aggregation schedule of paper 003 (Wang, Li, Liberty, Smola, SysML'18): a convex "

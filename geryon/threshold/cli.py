@@ -18,7 +18,8 @@ from geryon.errors import UsageError
 from geryon.progress import Progress
 from geryon.tagger.map_table import MAX_CLASSES, default_thresholds, validate_thresholds
 from geryon.tagger.partition import parse_size
-from geryon.threshold.simknobs import TRANSPORTS, VERBS_ACK_S
+from geryon.threshold.simknobs import TRANSPORTS
+from geryon.threshold.transport_flags import add_transport_flags, parse_transport
 from geryon.units import format_rate, parse_rate
 
 MODES = ("fifo", "end-host", "network", "hybrid", "ideal")  # geryon.threshold.simulator.MODES
@@ -181,29 +182,6 @@ def register(sub: Any) -> None:
 
 
 # --- argument checks (pure) ----------------------------------------------------------------------
-def add_transport_flags(p: Any) -> None:
-    """--transport and --verbs-ack (what fifo and network connections run on), for every command that
-    simulates (geryon simulate, geryon plan training); parse_knobs reads them."""
-    p.add_argument(
-        "--transport",
-        default=TRANSPORTS[0],
-        choices=TRANSPORTS,
-        help="what fifo and network connections run on: tf-grpc (default: TensorFlow's gRPC channel, "
-        "--tf-inflight's window), tf-verbs (TensorFlow 1.x's RDMA rendezvous, grpc+verbs, as its "
-        "contrib/verbs/README.md documents it: one control message in flight per channel, each waiting "
-        "for its ACK, and a channel's tensor writes one at a time in posting order; the paper's "
-        "Geryon is network mode on it) or geryon (this project's data plane: network runs as hybrid, "
-        "fifo as hybrid with one class). end-host, hybrid and ideal keep their own order",
-    )
-    p.add_argument(
-        "--verbs-ack",
-        type=float,
-        metavar="SECONDS",
-        help=f"tf-verbs: a control message's ACK round trip (default {VERBS_ACK_S:.3g}: twice "
-        "ib_send_lat's one-way 32-byte latency on an RC queue pair; geryon/threshold/simknobs.py cites it)",
-    )
-
-
 def parse_modes(values: Sequence[str]) -> tuple[str, ...]:
     if list(values) == ["all"]:
         return MODES
@@ -263,13 +241,8 @@ def parse_knobs(args: argparse.Namespace) -> dict[str, Any]:
     """simulate() keyword arguments of the cost and traffic flags, each checked and named."""
     from geryon.threshold.simknobs import ENDHOST_GAP_S, Background, PsCosts, check_chunk
 
-    out: dict[str, Any] = {"seed": args.seed, "transport": args.transport}
-    ack = VERBS_ACK_S if args.verbs_ack is None else args.verbs_ack
-    if not (ack >= 0 and ack < float("inf")):
-        raise UsageError(f"--verbs-ack: expected seconds >= 0, got {args.verbs_ack}")
-    if args.verbs_ack is not None and args.transport != "tf-verbs":
-        raise UsageError(f"--verbs-ack: only with --transport tf-verbs, not {args.transport}")
-    out["verbs_ack_s"] = ack
+    out: dict[str, Any] = {"seed": args.seed}
+    out["transport"], out["verbs_ack_s"] = parse_transport(args)
     try:
         out["chunk_bytes"] = check_chunk(parse_size(args.chunk_size), "--chunk-size")
     except ValueError as e:

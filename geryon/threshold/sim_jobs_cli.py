@@ -18,7 +18,7 @@ from typing import Any
 from geryon.errors import UsageError
 from geryon.progress import Progress
 from geryon.tagger.map_table import MAX_CLASSES, validate_thresholds
-from geryon.threshold.simknobs import TRANSPORTS, VERBS_ACK_S
+from geryon.threshold.transport_flags import add_transport_flags, parse_transport
 from geryon.units import format_rate, parse_rate
 
 POLICIES = ("fifo", "geryon", "job-priority", "combined")  # geryon.threshold.sim_jobs.POLICIES
@@ -74,20 +74,7 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--device", default="k40", help="compute throughput of built-in models: a device name or FLOP/s"
     )
-    p.add_argument(
-        "--transport",
-        choices=TRANSPORTS,
-        default=TRANSPORTS[0],
-        help="how tensors travel, as in geryon simulate: tf-grpc (default), tf-verbs (TF 1.x's RDMA "
-        "rendezvous, the paper's stack) or geryon (the data plane: every policy's connections as hybrid)",
-    )
-    p.add_argument(
-        "--verbs-ack",
-        type=float,
-        default=None,
-        metavar="SECONDS",
-        help=f"tf-verbs: one request per ACK round trip (default {VERBS_ACK_S * 1e6:.2f} us)",
-    )
+    add_transport_flags(p, "every policy's connections")
     p.add_argument("--seed", type=int, default=0, help="tf-verbs: the seed of its request order (default 0)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
@@ -190,11 +177,7 @@ def run(args: argparse.Namespace) -> int:
     for flag, value in (("--iterations", args.iterations), ("--batch-size", args.batch_size)):
         if value < 1:
             raise UsageError(f"{flag}: must be at least 1, got {value}")
-    if args.verbs_ack is not None and args.transport != "tf-verbs":
-        raise UsageError(f"--verbs-ack: only with --transport tf-verbs, not {args.transport}")
-    verbs_ack = VERBS_ACK_S if args.verbs_ack is None else args.verbs_ack
-    if not verbs_ack >= 0:
-        raise UsageError(f"--verbs-ack: expected seconds >= 0, got {args.verbs_ack}")
+    _, verbs_ack = parse_transport(args)
     default_ts = parse_thresholds(args.threshold, "--threshold")
     parsed = [parse_job(text, default_ts) for text in args.job]
     used = max(max(w + p) for _, _, w, p, _ in parsed) + 1
