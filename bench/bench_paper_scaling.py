@@ -137,6 +137,18 @@ def build_profile(model: str, batch: int, args: argparse.Namespace) -> tuple[Any
     return profile, basis
 
 
+def cluster(args: argparse.Namespace, gbit: float, workers: int | None = None) -> dict[str, Any]:
+    """simulate()'s cluster arguments: the bench's shape at `gbit` Gbit/s (`workers` servers, each a
+    worker and a PS, where given: Fig. 7's two)."""
+    return {
+        "workers": workers or args.workers,
+        "num_ps": workers or args.ps,
+        "bandwidth_bps": gbit * 1e9,
+        "barrier": not args.no_barrier,
+        "colocate": not args.separate,
+    }
+
+
 def verdict(ok: bool) -> str:
     return "met" if ok else "NOT met"
 
@@ -238,13 +250,7 @@ def main() -> int:
         profiles[model] = profile
         cuts = cut_points(profile)
         for gbit in args.bandwidths:
-            common = {
-                "workers": args.workers,
-                "num_ps": args.ps,
-                "bandwidth_bps": gbit * 1e9,
-                "barrier": not args.no_barrier,
-                "colocate": not args.separate,
-            }
+            common = cluster(args, gbit)
             vanilla = run(profile, "fifo", common, partition=False)
             ps = run(profile, "fifo", common, slice_bytes=SLICE)
             print(f"  {model} @ {gbit} Gbit/s: trying {len(cuts)} thresholds", file=sys.stderr, flush=True)
@@ -327,13 +333,7 @@ def main() -> int:
     ack_rows = []
     if "vgg19" in profiles and args.verbs_acks:
         profile = profiles["vgg19"]
-        common = {
-            "workers": args.workers,
-            "num_ps": args.ps,
-            "bandwidth_bps": 10e9,
-            "barrier": not args.no_barrier,
-            "colocate": not args.separate,
-        }
+        common = cluster(args, 10)
         cuts = cut_points(profile)
         for ack in args.verbs_acks:
             v = run(profile, "fifo", common, partition=False, verbs_ack_s=ack)
@@ -364,13 +364,7 @@ def main() -> int:
     table_iv = []
     if "vgg19" in profiles:
         profile = profiles["vgg19"]
-        common = {
-            "workers": args.workers,
-            "num_ps": args.ps,
-            "bandwidth_bps": 10e9,
-            "barrier": not args.no_barrier,
-            "colocate": not args.separate,
-        }
+        common = cluster(args, 10)
         imgs = args.workers * profile.batch_size
         cuts = cut_points(profile)
         for label, slice_bytes in TABLE_IV_SLICES.items():
@@ -409,13 +403,7 @@ def main() -> int:
     gap_rows = []
     if "vgg19" in profiles and args.endhost_gaps:
         profile = profiles["vgg19"]
-        common = {
-            "workers": args.workers,
-            "num_ps": args.ps,
-            "bandwidth_bps": 10e9,
-            "barrier": not args.no_barrier,
-            "colocate": not args.separate,
-        }
+        common = cluster(args, 10)
         imgs = args.workers * profile.batch_size
         for gap in args.endhost_gaps:
             big, small = (
@@ -443,13 +431,7 @@ def main() -> int:
     fig7: dict[str, Any] = {}
     if "vgg19" in profiles:
         profile = profiles["vgg19"]
-        common = {
-            "workers": 2,
-            "num_ps": 2,
-            "bandwidth_bps": 10e9,
-            "barrier": not args.no_barrier,
-            "colocate": not args.separate,
-        }
+        common = cluster(args, 10, workers=2)
         vanilla = run(profile, "fifo", common, partition=False)
         partition = run(profile, "fifo", common)
         sliced = {label: run(profile, "fifo", common, slice_bytes=b) for label, b in FIG7_SLICES.items()}

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from geryon.cluster.protocol import MARKER
-from geryon.demo.session import LEARNING_RATE, Session, join_cluster, place_model
+from geryon.demo.session import Session, join_cluster, place_model, sgd_replica_step
 
 # Guided search ranks candidates with the simulator; only the ranking matters, so a rough FLOP rate
 # of one core here (about 20 GFLOP/s single-threaded with oneDNN) is enough.
@@ -134,19 +134,10 @@ def connect(spec: dict[str, Any]) -> Session:
         value = v.value
         shards.extend([value] if isinstance(value, tf.Variable) else list(value.variables))
     coordinator = tf.distribute.coordinator.ClusterCoordinator(ps_strategy)
-    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    replica = sgd_replica_step(model, shards, batch, shape, num_classes)
 
     @tf.function
     def train_step() -> Any:
-        def replica() -> Any:
-            x = tf.random.uniform([batch, *shape])
-            y = tf.random.uniform([batch], 0, num_classes, dtype=tf.int64)
-            with tf.GradientTape() as tape:
-                loss = loss_fn(y, model(x, training=True))
-            for shard, grad in zip(shards, tape.gradient(loss, shards), strict=True):
-                shard.assign_sub(LEARNING_RATE * grad)
-            return loss
-
         return ps_strategy.run(replica)
 
     workers = len(spec["cluster"]["worker"])

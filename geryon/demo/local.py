@@ -27,7 +27,7 @@ from typing import Any
 from geryon.cluster.procs import REPO_ROOT, LineReader, base_env, stop
 from geryon.cluster.protocol import MARKER
 from geryon.cluster.task import limit_threads
-from geryon.demo.session import LEARNING_RATE
+from geryon.demo.session import sgd_replica_step
 
 
 def train(spec: dict[str, Any]) -> list[float]:
@@ -46,18 +46,7 @@ def train(spec: dict[str, Any]) -> list[float]:
     shape = (h, w, c)
     batch, num_classes = int(spec["batch_size"]), int(spec.get("num_classes", 10))
     model = build_model(spec["model"], shape, num_classes)
-    variables = list(model.trainable_variables)
-    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-
-    @tf.function
-    def step() -> Any:
-        x = tf.random.uniform([batch, *shape])
-        y = tf.random.uniform([batch], 0, num_classes, dtype=tf.int64)
-        with tf.GradientTape() as tape:
-            loss = loss_fn(y, model(x, training=True))
-        for v, g in zip(variables, tape.gradient(loss, variables), strict=True):
-            v.assign_sub(LEARNING_RATE * g)
-        return loss
+    step = tf.function(sgd_replica_step(model, list(model.trainable_variables), batch, shape, num_classes))
 
     for _ in range(max(1, int(spec.get("warmup", 1)))):
         step().numpy()

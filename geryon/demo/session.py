@@ -15,6 +15,30 @@ from geryon.cluster.task import limit_threads
 LEARNING_RATE = 0.01
 
 
+def sgd_replica_step(
+    model: Any, variables: list[Any], batch: int, shape: tuple[int, int, int], num_classes: int
+) -> Callable[[], Any]:
+    """One worker's training step as a Python function to trace: a batch of random inputs made in the
+    step (so no data travels), the model's loss, and plain SGD on each of `variables` (Keras 3's tape
+    cannot differentiate its ShardedVariable wrappers, so the caller passes the variables or their
+    shards). The chief runs it on every worker through the strategy; geryon.demo.local alone."""
+    import keras
+    import tensorflow as tf
+
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+    def replica() -> Any:
+        x = tf.random.uniform([batch, *shape])
+        y = tf.random.uniform([batch], 0, num_classes, dtype=tf.int64)
+        with tf.GradientTape() as tape:
+            loss = loss_fn(y, model(x, training=True))
+        for v, grad in zip(variables, tape.gradient(loss, variables), strict=True):
+            v.assign_sub(LEARNING_RATE * grad)
+        return loss
+
+    return replica
+
+
 @dataclass
 class Session:
     """A connected cluster with its model, training step and (grpc+geryon) Geryon strategy.

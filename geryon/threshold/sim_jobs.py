@@ -59,11 +59,9 @@ import bisect
 import dataclasses
 import heapq
 import math
-import operator
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from geryon.jobs.bands import Demand, compute_bands
 from geryon.tagger.map_table import MAX_CLASSES, validate_thresholds
@@ -81,6 +79,7 @@ from geryon.threshold.simknobs import (
     TRANSPORTS,
     VERBS_ACK_S,
     PsCosts,
+    check_count,
     check_seconds,
     check_transport,
 )
@@ -174,9 +173,9 @@ def compare_policies(
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise ValueError(f"seed: expected an integer, got {seed!r}")
     carrier = _Carrier(check_transport(transport), check_seconds(verbs_ack_s, "verbs_ack_s"), seed)
-    specs = _check_jobs(jobs, _count(hosts, "hosts"))
+    specs = _check_jobs(jobs, check_count(hosts, "hosts"))
     bps = check_bandwidth(bandwidth_bps)
-    n_iter = _count(iterations, "iterations")
+    n_iter = check_count(iterations, "iterations")
     if isinstance(queues, bool) or not isinstance(queues, int) or not 1 <= queues <= MAX_CLASSES:
         raise ValueError(f"queues: expected an integer from 1 to {MAX_CLASSES}, got {queues!r}")
     if isinstance(policies, str):
@@ -479,18 +478,6 @@ class _Fabric:
                 flow.rate = rate
                 flow.stale = False
                 owner[flow]._schedule(flow, t)
-
-
-def _count(value: Any, what: str) -> int:
-    if isinstance(value, bool):
-        raise ValueError(f"{what}: expected an integer >= 1, got {value!r}")
-    try:
-        number = operator.index(value)
-    except TypeError:
-        raise ValueError(f"{what}: expected an integer >= 1, got {value!r}") from None
-    if number < 1:
-        raise ValueError(f"{what}: expected an integer >= 1, got {value!r}")
-    return number
 
 
 def _check_jobs(jobs: Sequence[JobSpec], hosts: int) -> list[JobSpec]:

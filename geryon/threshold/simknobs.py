@@ -80,6 +80,7 @@ from __future__ import annotations
 
 import json
 import math
+import operator
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
@@ -232,6 +233,19 @@ def check_sender_order(value: Any, what: str = "sender_order") -> str:
     if value not in SENDER_ORDERS:
         raise ValueError(f"{what}: unknown sender order {value!r}; allowed: {', '.join(SENDER_ORDERS)}")
     return str(value)
+
+
+def check_count(value: Any, what: str) -> int:
+    """An integer >= 1 (not a bool); ValueError naming `what` otherwise."""
+    if isinstance(value, bool):
+        raise ValueError(f"{what}: expected an integer >= 1, got {value!r}")
+    try:
+        number = operator.index(value)
+    except TypeError:
+        raise ValueError(f"{what}: expected an integer >= 1, got {value!r}") from None
+    if number < 1:
+        raise ValueError(f"{what}: expected an integer >= 1, got {value!r}")
+    return number
 
 
 def check_transport(value: Any, what: str = "transport") -> str:

@@ -95,10 +95,8 @@ gaps); `sim_flows` holds the connection type, `sim_result` the result.
 from __future__ import annotations
 
 import dataclasses
-import operator
 import time
 from collections.abc import Sequence
-from typing import Any
 
 from geryon.tagger.map_table import validate_thresholds
 from geryon.threshold.model import check_bandwidth
@@ -119,6 +117,7 @@ from geryon.threshold.simknobs import (
     Incast,
     PsCosts,
     check_chunk,
+    check_count,
     check_endhost_scope,
     check_inflight,
     check_push_order,
@@ -192,9 +191,9 @@ def simulate(
         raise ValueError(
             f"profile: expected a geryon.threshold.profile.Profile, got {type(profile).__name__}"
         )
-    w = _count(workers, "workers")
-    p = _count(num_ps, "num_ps")
-    n_iter = _count(iterations, "iterations")
+    w = check_count(workers, "workers")
+    p = check_count(num_ps, "num_ps")
+    n_iter = check_count(iterations, "iterations")
     check_bandwidth(bandwidth_bps)
     policy = mode_policy(mode)
     ts = validate_thresholds(thresholds, "thresholds")
@@ -222,7 +221,7 @@ def simulate(
             f"got workers={w}, num_ps={p}"
         )
     if slice_bytes is not None:
-        slice_bytes = _count(slice_bytes, "slice_bytes (bytes, or None for no slicing)")
+        slice_bytes = check_count(slice_bytes, "slice_bytes (bytes, or None for no slicing)")
     chunk_bytes = check_chunk(chunk_bytes)
     endhost_gap_s = check_seconds(endhost_gap_s, "endhost_gap_s")
     inflight = check_inflight(inflight)
@@ -282,15 +281,3 @@ def simulate(
     replay.run()
     wall = time.perf_counter() - start
     return replay.result(wall)
-
-
-def _count(value: Any, what: str) -> int:
-    if isinstance(value, bool):
-        raise ValueError(f"{what}: expected an integer >= 1, got {value!r}")
-    try:
-        number = operator.index(value)
-    except TypeError:
-        raise ValueError(f"{what}: expected an integer >= 1, got {value!r}") from None
-    if number < 1:
-        raise ValueError(f"{what}: expected an integer >= 1, got {value!r}")
-    return number

@@ -22,17 +22,10 @@ from geryon.threshold.sim_jobs import (
 from geryon.threshold.simknobs import TRANSPORTS
 from geryon.threshold.simulator import simulate
 
+from .test_simulator import random_profile
+
 # One 4-byte parameter at 32 bit/s: a transfer alone on a link takes exactly 1 s.
 BPS = 32.0
-
-
-def random_profile(rng: random.Random, layers: int | None = None) -> Profile:
-    n = layers or rng.randint(1, 6)
-    return synthetic(
-        [4 * rng.randint(50, 4000) for _ in range(n)],
-        [rng.uniform(1e-4, 3e-3) for _ in range(n)],
-        [rng.uniform(1e-4, 5e-3) for _ in range(n)],
-    )
 
 
 # The single-job simulator's mode each policy runs a lone job in (job-priority: one class, no levels).
