@@ -61,6 +61,15 @@ def register(sub: Any) -> None:
         "--hosts", default="", metavar="H[,H...]", help="hosts known besides those agents registered"
     )
     p.add_argument("--name", help="this controller's name in the election (default host:pid)")
+    p.add_argument(
+        "--hysteresis",
+        type=float,
+        default=bands.HYSTERESIS,
+        metavar="FRACTION",
+        help=f"a job passes one ranked above it only with an intensity this fraction higher (default "
+        f"{bands.HYSTERESIS}: 5%%; 0: rank by intensity alone), so jobs of nearly equal intensity do not "
+        "swap bands back and forth",
+    )
     p.set_defaults(run=run_controller)
 
     j = sub.add_parser("jobs", help="the cluster view in etcd: jobs, their intensities and bands")
@@ -103,9 +112,10 @@ def run_controller(args: argparse.Namespace) -> int:
             hosts=[h for h in args.hosts.split(",") if h],
             name=args.name,
             log=progress.say,
+            hysteresis=args.hysteresis,
         )
     except ValueError as e:
-        raise UsageError(str(e)) from None
+        raise UsageError(f"--{e!s}" if str(e).startswith("hysteresis:") else str(e)) from None
     stop = _stop_on_signals()
     progress.say(f"{controller.name}: {args.queues} queues, etcd {','.join(controller.client.endpoints)}")
     controller.run(stop)

@@ -22,7 +22,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,11 +42,17 @@ class Answer:
     refused: dict[str, str]
 
 
-def decide(registered: Iterable[Registered], known_hosts: Iterable[str], queues: int) -> Answer:
-    """Pure: the records as read -> the answer."""
+def decide(
+    registered: Iterable[Registered],
+    known_hosts: Iterable[str],
+    queues: int,
+    previous: Mapping[str, int] | None = None,
+    margin: float = 0.0,
+) -> Answer:
+    """Pure: the records as read (and the last generation's ranks, for hysteresis) -> the answer."""
     accepted, refused = check_cluster(registered, known_hosts)
     demands = [bands.Demand(r.job, r.classes, r.intensity.gpu) for r in accepted]
-    computed = bands.compute_bands(demands, queues)
+    computed = bands.compute_bands(demands, queues, previous, margin)
     jobs: dict[str, dict[str, Any]] = {}
     hosts: dict[str, dict[str, list[int]]] = {}
     for r in accepted:
@@ -60,6 +66,22 @@ def decide(registered: Iterable[Registered], known_hosts: Iterable[str], queues:
         for h in r.hosts:
             hosts.setdefault(h, {})[r.job] = list(b.classes)
     return Answer(queues=queues, jobs=jobs, hosts=hosts, refused=refused)
+
+
+def previous_ranks(stored: Any) -> dict[str, int]:
+    """Each job's rank in a stored bands record (read from etcd, so checked: what is not a job id with
+    an integer rank is left out, and hysteresis then treats that job as new)."""
+    jobs = stored.get("jobs") if isinstance(stored, dict) else None
+    if not isinstance(jobs, dict):
+        return {}
+    return {
+        j: v["rank"]
+        for j, v in jobs.items()
+        if isinstance(j, str)
+        and isinstance(v, dict)
+        and isinstance(v.get("rank"), int)
+        and not isinstance(v.get("rank"), bool)
+    }
 
 
 def _essence(answer: dict[str, Any]) -> Any:
@@ -78,8 +100,10 @@ class Controller:
         hosts: Iterable[str] = (),
         name: str | None = None,
         log: Callable[[str], None] | None = None,
+        hysteresis: float = bands.HYSTERESIS,
     ) -> None:
         bands.compute_bands([], queues)  # validates queues
+        self.hysteresis = bands.check_margin(hysteresis, "hysteresis")
         self.client = client
         self.queues = queues
         self.prefix = keys.norm_prefix(prefix)
@@ -160,9 +184,15 @@ class Controller:
     def reconcile(self) -> bool:
         """Leader only: computes the answer and writes it if it changed. True when it wrote."""
         registered, known, current, old_hosts, old_refused = self.read()
-        answer = decide(registered, known, self.queues)
-        stored = json.loads(current.value) if current is not None else {}
-        self.generation = int(stored.get("generation", 0))
+        try:
+            stored = json.loads(current.value) if current is not None else {}
+        except ValueError:
+            stored = {}  # not ours to trust: the answer below replaces it
+        if not isinstance(stored, dict):
+            stored = {}
+        answer = decide(registered, known, self.queues, previous_ranks(stored), self.hysteresis)
+        generation_stored = stored.get("generation", 0)
+        self.generation = generation_stored if isinstance(generation_stored, int) else 0
         if current is not None and _essence(stored) == _essence(answer.__dict__):
             return False  # same bands: intensities that moved without changing a band are not written
         generation = self.generation + 1

@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from geryon.jobs.bands import Band, Demand, compute_bands, describe, rank
-from geryon.jobs.controller import decide
+from geryon.jobs.bands import HYSTERESIS, Band, Demand, compute_bands, describe, rank
+from geryon.jobs.controller import decide, previous_ranks
 from geryon.jobs.registration import Registered, make_record
 
 
@@ -112,3 +112,60 @@ def test_decide_groups_bands_by_host_and_keeps_refusals_out() -> None:
     assert {j: v["classes"] for j, v in answer.jobs.items()} == {"a": [0, 2], "b": [1, 3]}
     assert answer.hosts == {"h1": {"a": [0, 2]}, "h2": {"a": [0, 2], "b": [1, 3]}}
     assert list(answer.refused) == ["c"] and "host 'h9' is unknown" in answer.refused["c"]
+
+
+# --- hysteresis: jobs of nearly equal intensity keep the last generation's order -----------------------
+
+
+def test_a_job_passes_another_only_with_more_than_the_margin() -> None:
+    previous = {"a": 0, "b": 1}
+    # b measures 4% above a: within 5%, a keeps its band; 6% above: b passes.
+    near = [Demand("a", 2, 0.50), Demand("b", 2, 0.52)]
+    far = [Demand("a", 2, 0.50), Demand("b", 2, 0.53)]
+    assert classes(compute_bands(near, 4, previous, 0.05)) == {"a": (0, 2), "b": (1, 3)}
+    assert classes(compute_bands(far, 4, previous, 0.05)) == {"a": (1, 3), "b": (0, 2)}
+    # Without the last generation's ranks, or with no margin, intensity alone decides.
+    assert classes(compute_bands(near, 4)) == {"a": (1, 3), "b": (0, 2)}
+    assert classes(compute_bands(near, 4, previous, 0.0)) == {"a": (1, 3), "b": (0, 2)}
+
+
+def test_measurements_that_wander_within_the_margin_never_swap_bands() -> None:
+    rng = random.Random(3)
+    previous = {"a": 0, "b": 1}
+    for _ in range(200):
+        a, b = 0.5 * (1 + rng.uniform(-0.02, 0.02)), 0.5 * (1 + rng.uniform(-0.02, 0.02))
+        bands = compute_bands([Demand("a", 2, a), Demand("b", 2, b)], 4, previous, HYSTERESIS)
+        assert bands["a"].rank == 0
+        previous = {j: band.rank for j, band in bands.items()}
+
+
+def test_a_new_job_ranks_by_intensity_alone_and_the_answer_ignores_input_order() -> None:
+    previous = {"a": 0, "b": 1}
+    demands = [Demand("a", 1, 0.50), Demand("b", 1, 0.51), Demand("c", 1, 0.505)]
+    ranks = {tuple(d.job for d in rank(list(p), previous, 0.05)) for p in itertools.permutations(demands)}
+    assert len(ranks) == 1
+    (order,) = ranks
+    # c is new: it sits where its intensity puts it (above a); b stays below a (within the margin).
+    assert order.index("c") < order.index("a") < order.index("b")
+
+
+@pytest.mark.parametrize("margin", [-0.1, 1.0, float("nan"), True])
+def test_a_bad_margin_names_itself(margin: float) -> None:
+    with pytest.raises(ValueError, match=r"margin: expected a fraction in \[0, 1\)"):
+        compute_bands([Demand("a", 2, 0.5)], 4, {"a": 0}, margin)
+
+
+def test_previous_ranks_read_from_a_stored_record_leave_out_what_is_not_a_rank() -> None:
+    stored = {"jobs": {"a": {"rank": 0}, "b": {"rank": "1"}, "c": [], "d": {"rank": True}, "e": {"rank": 2}}}
+    assert previous_ranks(stored) == {"a": 0, "e": 2}
+    assert previous_ranks([]) == {} and previous_ranks({"jobs": 3}) == {}
+
+
+def test_decide_keeps_the_last_order_within_the_margin() -> None:
+    a = make_record("a", {"worker:0": "h1:2222"}, 0.100, 0.2, 10)  # intensity 0.5
+    b = make_record("b", {"worker:0": "h1:2223"}, 0.102, 0.2, 10)  # 0.51: 2% above
+    regs = [Registered(r.job, r.dumps().encode(), i + 1) for i, r in enumerate((a, b))]
+    kept = decide(regs, {"h1"}, 4, {"a": 0, "b": 1}, HYSTERESIS)
+    assert {j: v["classes"] for j, v in kept.jobs.items()} == {"a": [0, 2], "b": [1, 3]}
+    fresh = decide(regs, {"h1"}, 4)
+    assert {j: v["classes"] for j, v in fresh.jobs.items()} == {"a": [1, 3], "b": [0, 2]}

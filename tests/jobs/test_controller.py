@@ -229,3 +229,28 @@ def test_a_controller_stopped_cleanly_hands_over_at_once(
         kill(first)
         kill(second)
     assert "leader (lease" in (tmp_path / "c2.log").read_text()
+
+
+def test_jobs_of_nearly_equal_intensity_keep_their_bands_until_one_leads_by_the_margin(
+    server: EtcdCluster, client: etcd.Client, hosts: None, tmp_path: Path
+) -> None:
+    # The controller's default hysteresis (5%): b measuring 2% above a moves nothing; 10% above does.
+    ctl = controller(server, "c1", tmp_path)
+    try:
+        with JobRegistration(client, record("a", 2250, 0.100)) as a:
+            assert a.wait_verdict(timeout=10)["classes"] == [0, 1]
+            with JobRegistration(client, record("b", 2251, 0.098)) as b:
+                wait_until("two bands", lambda: job_classes(client), lambda c: len(c) == 2, timeout=10)
+                assert job_classes(client) == {"a": [0, 2], "b": [1, 3]}
+                generation = bands(client)["generation"]
+                b.update(Intensity(0.102, 0.2, 1000))  # 0.51 against a's 0.50
+                time.sleep(1.5)  # several rounds of the controller (0.2 s each)
+                assert job_classes(client) == {"a": [0, 2], "b": [1, 3]}
+                assert bands(client)["generation"] == generation  # nothing written
+                b.update(Intensity(0.110, 0.2, 1000))  # 0.55: 10% above
+                wait_until(
+                    "b passes a", lambda: job_classes(client), lambda c: c.get("b") == [0, 2], timeout=5
+                )
+                assert job_classes(client) == {"a": [1, 3], "b": [0, 2]}
+    finally:
+        kill(ctl, signal.SIGTERM)
