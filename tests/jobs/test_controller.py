@@ -254,3 +254,29 @@ def test_jobs_of_nearly_equal_intensity_keep_their_bands_until_one_leads_by_the_
                 assert job_classes(client) == {"a": [1, 3], "b": [0, 2]}
     finally:
         kill(ctl, signal.SIGTERM)
+
+
+def test_a_chiefs_meter_moves_its_job_up_as_its_steps_get_faster(
+    server: EtcdCluster, client: etcd.Client, hosts: None, tmp_path: Path
+) -> None:
+    # The chief's side end to end: step times into IntensityMeter, its updates into etcd, the
+    # controller's bands out.
+    from geryon.jobs.meter import IntensityMeter
+
+    ctl = controller(server, "c1", tmp_path)
+    try:
+        with (
+            JobRegistration(client, record("a", 2260, 0.100)) as a,  # 0.5
+            JobRegistration(client, record("b", 2261, 0.060)) as b,  # 0.3
+        ):
+            wait_until("two bands", lambda: job_classes(client), lambda c: len(c) == 2, timeout=10)
+            assert job_classes(client) == {"a": [0, 2], "b": [1, 3]}
+            meter = IntensityMeter(
+                b, compute_s=0.06, bytes_per_iteration=1000, window=4, registered=b.record.intensity
+            )
+            wrote = [meter.step(0.08) for _ in range(4)]  # b's steps got faster: 0.06 / 0.08 = 0.75
+            assert wrote[-1] == Intensity(0.06, 0.08, 1000)
+            wait_until("b passes a", lambda: job_classes(client), lambda c: c.get("b") == [0, 2], timeout=5)
+            assert a.wait_verdict(timeout=1)["classes"] == [1, 3]
+    finally:
+        kill(ctl, signal.SIGTERM)
