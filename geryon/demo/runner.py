@@ -80,10 +80,12 @@ from geryon.demo.defaults import (
     host_names,
     intent_for,
 )
+from geryon.demo.lines import result_line, step_line
 from geryon.demo.local import run_local
 from geryon.demo.secondjob import second_job
 from geryon.errors import UsageError
 from geryon.progress import Progress
+from geryon.testbed.procs import cpu_per_round, cpu_snapshot
 from geryon.units import format_rate
 
 FORMAT = "geryon.demo"
@@ -157,6 +159,7 @@ class ModeRun:
         self._trace_asked = False
         self._capture_spec: dict[str, Any] = {}
         self._capture_ready = False
+        self._cpu_ready: dict[str, float] | None = None  # every process's CPU when the chief was ready
 
     def say(self, message: str) -> None:
         self.progress.say(f"mode {self.mode.name}: {message}")
@@ -449,6 +452,7 @@ class ModeRun:
                 return event
             if kind == "ready":
                 self.say(f"cluster connected, model built in {event['seconds']:.1f} s")
+                self._cpu_ready = cpu_snapshot(self._pids())
             if kind == "round":
                 self._on_round(event)
             if kind == "trace":
@@ -462,8 +466,16 @@ class ModeRun:
                     self.say(step_line(event))
                 last_trial = trial
 
+    def _pids(self) -> dict[str, int]:
+        return {h: p.pid for h, p in self.procs.items()}
+
+    def _cpu(self, rounds: int) -> dict[str, Any] | None:
+        """CPU of each process from the chief's ready to now (testbed.procs.cpu_per_round)."""
+        return cpu_per_round(self._cpu_ready, self._pids(), rounds) if self._cpu_ready else None
+
     def _fill(self, record: dict[str, Any], done: dict[str, Any]) -> None:
         times = [float(t) for t in done["step_times"]]
+        record["cpu"] = self._cpu(len(done.get("round_thresholds") or times))
         record["step_times"] = times
         record["warmup_times"] = done.get("warmup_times", [])
         record["round_thresholds"] = done.get("round_thresholds")
@@ -581,7 +593,10 @@ class PairedRun(ModeRun):
 
     def _fill_paired(self, records: dict[str, dict[str, Any]], done: dict[str, Any]) -> None:
         batch = self.cfg["batch_size"] * self.workers
+        # One cluster for the rotation: its CPU over every mode's rounds, the same in each record.
+        cpu = self._cpu(sum(len(done["modes"][n].get("round_thresholds") or ()) for n in records))
         for name, rec in records.items():
+            rec["cpu"] = cpu
             got = done["modes"][name]
             times = [float(t) for t in got["step_times"]]
             schedule = got.get("schedule") or {}
@@ -609,34 +624,6 @@ class PairedRun(ModeRun):
             rec["images_per_s"] = batch / median if median else None
         if done.get("params"):
             self.params = done["params"]
-
-
-def step_line(event: dict[str, Any]) -> str:
-    if event.get("mode"):  # a paired round
-        text = f"round {event['step']} {event['mode']} ({event.get('phase')}), {event['seconds']:.2f} s"
-    else:
-        text = f"step {event['step']}/{event['of']}, {event['seconds']:.2f} s/step"
-    if event.get("warmup"):
-        text += " (warm-up)"
-    if event.get("thresholds") is not None:
-        text += ", threshold " + ",".join(f"{t:.3g}" for t in event["thresholds"])
-        if event.get("trial"):
-            text += f" (search trial {event['trial']})"
-    return text
-
-
-def result_line(run: dict[str, Any]) -> str:
-    if run["error"]:
-        return f"FAILED after {run['wall_s']:.0f} s: {run['error']}"
-    text = f"{run['median_step_s']:.3f} s/step median"
-    if run.get("search") and run.get("median_all_s") is not None:
-        text += f" after the search (whole run {run['median_all_s']:.3f})"
-    text += f", {run['images_per_s']:.1f} images/s"
-    if run.get("thresholds") is not None:
-        text += ", threshold " + ",".join(f"{t:.3g}" for t in run["thresholds"])
-        if run.get("search"):
-            text += f" after {run['search']['live_iterations']} search iterations"
-    return text + f", {run['wall_s']:.0f} s"
 
 
 # ---------------------------------------------------------------------------------------------

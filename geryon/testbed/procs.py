@@ -35,6 +35,41 @@ def start_time(pid: int) -> int | None:
     return int(fields[19])
 
 
+def cpu_seconds(pid: int) -> float | None:
+    """CPU time (user + system, every thread) the process has used so far; None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
+            stat = fh.read()
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+    fields = stat[stat.rfind(")") + 2 :].split()
+    if len(fields) < 13:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_snapshot(pids: Mapping[str, int]) -> dict[str, float]:
+    """cpu_seconds of each named process that is still there."""
+    out = {}
+    for name, pid in pids.items():
+        seconds = cpu_seconds(pid)
+        if seconds is not None:
+            out[name] = seconds
+    return out
+
+
+def cpu_per_round(before: Mapping[str, float], pids: Mapping[str, int], rounds: int) -> dict[str, Any]:
+    """What each process (named in `before`) used since `before`, in all and per round: on a shared
+    machine, which process's CPU the step times share (the chief's polling, a worker's input pipeline)."""
+    after = cpu_snapshot(pids)
+    spent = {n: round(after[n] - before[n], 3) for n in before if n in after}
+    return {
+        "rounds": rounds,
+        "seconds": spent,
+        "per_round": {n: round(s / rounds, 4) for n, s in spent.items()} if rounds > 0 else {},
+    }
+
+
 def alive(pid: int, start: int) -> bool:
     return start_time(pid) == start
 

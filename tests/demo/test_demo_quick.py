@@ -164,6 +164,15 @@ def test_the_scaling_baseline_trained_alone_without_ps_or_network(quick: dict[st
     assert single["scaling_efficiency"] == pytest.approx(single["images_per_s"] / baseline)
 
 
+def test_every_run_says_what_cpu_each_process_used_per_round(quick: dict[str, Any]) -> None:
+    # From the chief's ready to its result (testbed.procs.cpu_per_round): what shares the 2 cores.
+    for run in quick["result"]["runs"]:
+        cpu = run["cpu"]
+        assert cpu["rounds"] >= quick["result"]["config"]["steps"], run["mode"]
+        assert {"chief", "worker0", "ps0"} <= set(cpu["seconds"]), (run["mode"], cpu)
+        assert cpu["seconds"]["worker0"] > 0 and cpu["per_round"]["worker0"] > 0
+
+
 def test_the_prediction_used_worker_0s_profile_traced_in_the_ps_run(quick: dict[str, Any]) -> None:
     result = quick["result"]
     profile = captured_profile(result, "incluster", "ps")

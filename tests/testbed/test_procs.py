@@ -94,3 +94,29 @@ def test_pids_in_finds_processes_by_namespace_inode() -> None:
     assert os.getpid() not in [pid for pid, _ in me]  # never this process itself
     assert os.getppid() in [pid for pid, _ in me] or os.getppid() == 1
     assert procs.pids_in(["/nonexistent"]) == []
+
+
+def test_cpu_seconds_count_a_busy_childs_time_and_none_when_gone() -> None:
+    busy = (
+        "import time\nend = time.process_time() + 0.3\nwhile time.process_time() < end: pass\n"
+        "print('done', flush=True)\ninput()"
+    )
+    p = subprocess.Popen(
+        [sys.executable, "-c", busy], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        before = procs.cpu_snapshot({"idle-parent": os.getpid(), "child": p.pid})
+        assert p.stdout is not None and p.stdout.readline().strip() == "done"
+        spent = procs.cpu_per_round(before, {"child": p.pid, "idle-parent": os.getpid()}, rounds=3)
+        assert spent["rounds"] == 3
+        assert spent["seconds"]["child"] >= 0.25  # its 0.3 s busy loop, less what ran before `before`
+        assert spent["per_round"]["child"] == pytest.approx(spent["seconds"]["child"] / 3, abs=1e-3)
+    finally:
+        p.kill()
+        p.wait()
+    assert procs.cpu_seconds(p.pid) is None
+    assert procs.cpu_per_round({"child": 1.0}, {"child": p.pid}, 1) == {
+        "rounds": 1,
+        "seconds": {},
+        "per_round": {},
+    }
