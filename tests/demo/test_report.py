@@ -109,6 +109,9 @@ def test_scaling_is_against_the_local_run_when_the_result_has_one() -> None:
     assert s["modes"]["single"]["scaling_efficiency"] == pytest.approx(128 / 155)
     text = format_table(res)
     assert "single-worker training without PS or network, 155.0 images/s, the paper's baseline" in text
+    assert "note: one worker with its PSes" not in text  # single at 83% of alone: nothing to explain
+    res["local"] = [{"label": "r0-local", "error": None, "images_per_s": 760.0}]
+    assert "note: one worker with its PSes (single) trains at 17% of one worker alone" in format_table(res)
 
 
 def test_without_a_local_run_scaling_falls_back_to_single_and_says_so() -> None:
