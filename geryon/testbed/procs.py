@@ -21,29 +21,29 @@ from typing import Any
 GRACE_S = 2.0
 
 
-def start_time(pid: int) -> int | None:
-    """The process's start time in clock ticks since boot; None when it is gone or a zombie."""
+def _stat(pid: int) -> list[str] | None:
+    """/proc/PID/stat's fields from the third (the state) on; None when the process is gone."""
     try:
         with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
             stat = fh.read()
     except (FileNotFoundError, ProcessLookupError, PermissionError):
         return None
     # The command name (field 2) may hold spaces and parentheses: split after its last ')'.
-    fields = stat[stat.rfind(")") + 2 :].split()
-    if len(fields) < 20 or fields[0] in ("Z", "X"):
+    return stat[stat.rfind(")") + 2 :].split()
+
+
+def start_time(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot; None when it is gone or a zombie."""
+    fields = _stat(pid)
+    if fields is None or len(fields) < 20 or fields[0] in ("Z", "X"):
         return None
     return int(fields[19])
 
 
 def cpu_seconds(pid: int) -> float | None:
     """CPU time (user + system, every thread) the process has used so far; None when it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
-            stat = fh.read()
-    except (FileNotFoundError, ProcessLookupError, PermissionError):
-        return None
-    fields = stat[stat.rfind(")") + 2 :].split()
-    if len(fields) < 13:
+    fields = _stat(pid)
+    if fields is None or len(fields) < 13:
         return None
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
