@@ -6,5 +6,15 @@ A task (geryon.cluster.task) prints "READY <pid> <target>" once its server liste
 
 from __future__ import annotations
 
+import json
+import sys
+from typing import Any
+
 READY = "READY"
 MARKER = "GERYON_DEMO "
+
+
+def emit(event: dict[str, Any]) -> None:
+    """One event line on stdout, MARKER first, flushed at once (the runner reads it as it comes)."""
+    sys.stdout.write(MARKER + json.dumps(event) + "\n")
+    sys.stdout.flush()

@@ -35,7 +35,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from geryon.cluster.protocol import MARKER
+from geryon.cluster.protocol import emit
 from geryon.demo.session import Session, join_cluster, place_model, sgd_replica_step
 
 # Guided search ranks candidates with the simulator; only the ranking matters, so a rough FLOP rate
@@ -43,11 +43,6 @@ from geryon.demo.session import Session, join_cluster, place_model, sgd_replica_
 GUIDED_FLOPS = 2e10
 
 Emit = Callable[[dict[str, Any]], None]
-
-
-def emit_line(event: dict[str, Any]) -> None:
-    sys.stdout.write(MARKER + json.dumps(event) + "\n")
-    sys.stdout.flush()
 
 
 def param_rows(model: Any, input_shape: tuple[int, ...]) -> list[dict[str, Any]]:
@@ -446,10 +441,10 @@ def main(argv: list[str]) -> int:
         return 2
     code = 0
     try:
-        train(json.loads(Path(argv[0]).read_text()), emit_line)
+        train(json.loads(Path(argv[0]).read_text()), emit)
     except BaseException as e:
         message = str(e).strip().splitlines()
-        emit_line({"event": "error", "error": f"{type(e).__name__}: {message[0] if message else ''}"[:500]})
+        emit({"event": "error", "error": f"{type(e).__name__}: {message[0] if message else ''}"[:500]})
         traceback.print_exc()
         code = 1
     sys.stdout.flush()

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from geryon.cluster.procs import REPO_ROOT, LineReader, base_env, stop
-from geryon.cluster.protocol import MARKER
+from geryon.cluster.protocol import MARKER, emit
 from geryon.cluster.task import limit_threads
 from geryon.demo.session import sgd_replica_step
 
@@ -109,14 +109,20 @@ def run_local(tb: Any, cfg: dict[str, Any], log_dir: Path, label: str) -> dict[s
             median_step_s=median,
             images_per_s=cfg["batch_size"] / median if median else None,
         )
-    except Exception as e:
+    except LocalError as e:
+        record["error"] = str(e)  # the run's own message
+    except Exception as e:  # it died, hung or never started: its log says why
         tail = log_path.read_text(errors="replace")[-800:] if log_path.exists() else ""
-        record["error"] = f"{e}" + (f": {tail}" if tail and "error" not in str(e) else "")
+        record["error"] = f"{e}: {tail}" if tail else str(e)
     finally:
         if proc is not None:
             stop(proc)
         record["wall_s"] = round(time.monotonic() - started, 3)
     return record
+
+
+class LocalError(RuntimeError):
+    """The local run reported its own error."""
 
 
 def _wait_done(reader: LineReader) -> dict[str, Any]:
@@ -131,14 +137,9 @@ def _wait_done(reader: LineReader) -> dict[str, Any]:
         if line.startswith(MARKER):
             event = json.loads(line[len(MARKER) :])
             if event.get("event") == "error":
-                raise RuntimeError(f"local run: {event['error']}")
+                raise LocalError(f"local run: {event['error']}")
             if event.get("event") == "done":
                 return event
-
-
-def emit(event: dict[str, Any]) -> None:
-    sys.stdout.write(MARKER + json.dumps(event) + "\n")
-    sys.stdout.flush()
 
 
 def main(argv: list[str]) -> int:

@@ -50,9 +50,8 @@ def summarize(result: Mapping[str, Any]) -> dict[str, Any]:
         return modes[mode]["images_per_s"] if mode in modes else None
 
     vanilla = ips("vanilla")
-    baseline, basis = local_baseline(result), "local"
-    if baseline is None:
-        baseline, basis = ips("single"), "single"
+    local = local_baseline(result)
+    baseline, basis = (local, "local") if local is not None else (ips("single"), "single")
     for m in modes.values():
         m["speedup_vs_vanilla"] = _ratio(m["images_per_s"], vanilla)
         m["scaling_efficiency"] = (
@@ -70,7 +69,7 @@ def summarize(result: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "modes": modes,
         "scaling_basis": basis if baseline else None,
-        "local_images_per_s": local_baseline(result),
+        "local_images_per_s": local,
         "ratios": ratios,
         "paired": pairs,
         "ordering": _ordering_note(runs),

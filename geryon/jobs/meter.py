@@ -49,12 +49,7 @@ class IntensityMeter:
         min_change: float = 0.02,
         registered: Intensity | None = None,
     ) -> None:
-        if (
-            isinstance(compute_s, bool)
-            or not isinstance(compute_s, int | float)
-            or not (math.isfinite(compute_s) and compute_s > 0)
-        ):
-            raise RegistrationError(f"compute_s: {compute_s!r}; compute per iteration must be a number > 0")
+        compute_s = _positive(compute_s, "compute_s", "compute per iteration")
         if isinstance(bytes_per_iteration, bool) or not isinstance(bytes_per_iteration, int):
             raise RegistrationError(f"bytes_per_iteration: {bytes_per_iteration!r} is not a whole number")
         if bytes_per_iteration < 0:
@@ -64,7 +59,7 @@ class IntensityMeter:
         if not (isinstance(min_change, int | float) and 0 <= min_change < 1):
             raise RegistrationError(f"min_change: {min_change!r}; give a fraction in [0, 1)")
         self.registration = registration
-        self.compute_s = float(compute_s)
+        self.compute_s = compute_s
         self.bytes = bytes_per_iteration
         self.window = window
         self.min_change = float(min_change)
@@ -74,13 +69,7 @@ class IntensityMeter:
 
     def step(self, seconds: float) -> Intensity | None:
         """One iteration's wall time; returns the intensity it registered, or None when it wrote nothing."""
-        if (
-            isinstance(seconds, bool)
-            or not isinstance(seconds, int | float)
-            or not (math.isfinite(seconds) and seconds > 0)
-        ):
-            raise RegistrationError(f"seconds: {seconds!r}; an iteration's wall time must be a number > 0")
-        self._times.append(float(seconds))
+        self._times.append(_positive(seconds, "seconds", "an iteration's wall time"))
         self._since_write += 1
         if len(self._times) < self.window or self._since_write < self.window:
             return None
@@ -102,3 +91,14 @@ class IntensityMeter:
 
     def _moved(self, old: Intensity, new: Intensity) -> bool:
         return abs(new.gpu - old.gpu) > self.min_change * old.gpu
+
+
+def _positive(value: float, what: str, meaning: str) -> float:
+    """A finite number of seconds > 0 (not a bool); RegistrationError naming `what` otherwise."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not (math.isfinite(value) and value > 0)
+    ):
+        raise RegistrationError(f"{what}: {value!r}; {meaning} must be a number > 0")
+    return float(value)

@@ -196,8 +196,10 @@ class Replay(Rates):
             self.iteration_end[it] = t
 
     def _release_pulls(self, shards: Sequence[int], it: int, t: float) -> None:
+        # tf-verbs: each worker's requests in an order of its own. The other transports keep the
+        # shard-major loop below, so their events (and results) stay as they were, bit for bit.
         if self.verbs and len(shards) > 1:
-            for wk in range(self.sim_workers):  # each worker's requests in an order of its own
+            for wk in range(self.sim_workers):
                 for j in self._request_order(shards):
                     self._send(PULL, j, it, wk, t)
             return
