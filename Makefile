@@ -34,8 +34,10 @@ cpp-test: $(STAMP)
 
 # The whole suite on TEST_WORKERS pytest-xdist workers (tests/conftest.py: each module runs whole on
 # one worker, so its module fixtures are set up once; the longest modules start first).
-# TEST_WORKERS=0: one process.
-TEST_WORKERS ?= 2
+# TEST_WORKERS=0: one process. The default is one more worker than cores (at most 8): the TF tests
+# wait on their processes' start, sockets and timeouts, so with one worker a core the 2-core machine
+# was busy 1.4 cores on average; with 3 workers 1.8 (bench/results/2026-12-04-make-test-workers.md).
+TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ $$n -gt 7 ] && n=7; echo $$((n + 1)))
 test: lint native
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope $(PYTEST_ARGS)
 

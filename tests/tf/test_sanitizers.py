@@ -328,7 +328,7 @@ def test_an_annotated_handoff_is_ordered_and_hides_no_other_race(
 
 
 # Tensor bytes reused through TF's allocator pool (tsan.h, ReleaseBytes/ClaimBytes), issue 16's chunk
-# memcpy report: a writer thread reads a 1 MiB block (sendmsg of a tensor) and gives it back to a
+# memcpy report: a writer thread reads a 256 KiB block (sendmsg of a tensor) and gives it back to a
 # "pool" (the uninstrumented mailbox, as MklCPUAllocator's BFC keeps memory without free/malloc);
 # the reader thread gets the memory back as a new buffer, at an offset BFC's splitting could give,
 # and fills it (a chunk's memcpy).
@@ -339,13 +339,15 @@ _REUSE = """
 #include "tsan.h"
 extern "C" void mailbox_put(void*);
 extern "C" void* mailbox_take();
-extern "C" char reuse_sink[64 << 10];  // exported: the copies into it cannot be optimized away
-char reuse_sink[64 << 10];
+extern "C" char reuse_sink[4 << 10];  // exported: the copies into it cannot be optimized away
+char reuse_sink[4 << 10];
 static void Send(const char* p, size_t n) {
   for (size_t i = 0; i < n; i += sizeof(reuse_sink)) std::memcpy(reuse_sink, p + i, sizeof(reuse_sink));
 }
 extern "C" int reuse(int annotate, long offset, long size, int late_read) {
-  constexpr size_t kOld = 1 << 20;
+  // Four of tsan.h's 64 KiB grains, not a real chunk's 1 MiB: TSAN checks a reported race's every
+  // 8-byte cell against the reports it has, so a 1 MiB raced fill took 15 s (1.4 s when not raced).
+  constexpr size_t kOld = 256 << 10;
   char* block = static_cast<char*>(std::malloc(2 * kOld));
   std::memset(block, 7, 2 * kOld);
   std::thread writer([=] {
@@ -368,10 +370,10 @@ extern "C" int reuse(int annotate, long offset, long size, int late_read) {
 @pytest.mark.parametrize(
     ("annotate", "offset", "size", "late_read", "reported"),
     [
-        (0, 0, 1 << 20, 0, True),  # TSAN cannot see the pool: the new buffer's fill looks raced
-        (1, 0, 1 << 20, 0, False),  # same start: released and claimed there
-        (1, (300 << 10) + 256, 512 << 10, 0, False),  # starts mid-block, off the grain: a shared grain
-        (1, 0, 1 << 20, 1, True),  # a read after the release is still a race
+        (0, 0, 256 << 10, 0, True),  # TSAN cannot see the pool: the new buffer's fill looks raced
+        (1, 0, 256 << 10, 0, False),  # same start: released and claimed there
+        (1, (75 << 10) + 256, 128 << 10, 0, False),  # starts mid-block, off the grain: a shared grain
+        (1, 0, 256 << 10, 1, True),  # a read after the release is still a race
     ],
 )
 def test_tensor_bytes_reused_through_an_uninstrumented_pool_are_ordered_by_their_release(

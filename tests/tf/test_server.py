@@ -127,9 +127,19 @@ def test_a_data_port_candidate_that_is_another_tasks_grpc_port_is_left_to_it() -
         """
     )
     assert "RESULT 1000.0 2000.0" in result.stdout, result.stdout + result.stderr[-3000:]
-    flows = {line for line in result.stdout.splitlines() if line.startswith("FLOW")}
-    assert f"FLOW /job:ps/replica:0/task:0 /job:worker/replica:0/task:0 {second}" in flows, flows
-    assert f"FLOW /job:worker/replica:0/task:0 /job:ps/replica:0/task:0 {ps + DATA_OFFSET}" in flows, flows
+    flows = [line.split() for line in result.stdout.splitlines() if line.startswith("FLOW")]
+    ports = {(local, peer): int(port) for _, local, peer, port in flows}
+    ps_task, worker_task = "/job:ps/replica:0/task:0", "/job:worker/replica:0/task:0"
+    # The worker left its first candidate (the PS's gRPC port) and listens on a later one: the second,
+    # unless another test's process took that port between the check above and the bind (the suite runs
+    # in parallel), when the data plane rightly moves on to the third, and so on.
+    assert ports[(ps_task, worker_task)] in _candidates(ps)[1:], flows
+    assert ports[(worker_task, ps_task)] in _candidates(ps + DATA_OFFSET), flows
+
+
+def _candidates(first: int, count: int = 8) -> list[int]:
+    """A task's first `count` data-port candidates (native/rendezvous/sockets.cc DataPortCandidate)."""
+    return [1024 + (first - 1024 + i * 1009) % (65536 - 1024) for i in range(count)]
 
 
 def _bindable(port: int) -> bool:
