@@ -50,9 +50,11 @@ TIERS: dict[str, str] = {
     "agent/test_vlan": "netns",
     "bench/test_bench_bg_share": "external",
     "bench/test_bench_calibration": "tf",
+    "bench/test_bench_fit_step": "tf",
     "bench/test_bench_incast": "netns",
     "bench/test_bench_search": "external",
     "bench/test_bench_switch_priority": "netns",
+    "bench/test_bench_tf_import": "external",
     "dashboard/test_grafana": "tf",
     "demo/test_chart": "external",
     "demo/test_demo_quick": "tf",
@@ -157,14 +159,14 @@ def tier_of(module: Path) -> str:
     return "unit"
 
 
-# `make test` runs the suite on 2 pytest-xdist workers with `--dist loadscope`: each module runs whole
-# on one worker, so a module fixture (a quick demo, a TF cluster) is set up once. (`--dist loadgroup`
-# with xdist_group marks did not group anything under pytest 9: xdist 3.8 renames the test ids it
-# schedules by through `item._nodeid`, which pytest 9 no longer reads; the quick demo ran on both
-# workers, 2026-12-03.) Workers overlap on 2 cores because most of a TF test's time is its processes
-# starting and waiting on each other. The longest modules go first, so that none of them starts last
-# and holds up the end of the run: module totals with --durations on 2 workers (2026-12-03, a fresh
-# clone, 26 min in all), longest first; the rest keep their order.
+# `make test` runs the suite on cores + 1 pytest-xdist workers (Makefile), `--dist loadscope`: each module
+# runs whole on one worker, so a module fixture (a quick demo, a TF cluster) is set up once. (`--dist
+# loadgroup` with xdist_group marks did not group anything under pytest 9: xdist 3.8 renames the test ids it
+# schedules by through `item._nodeid`, which pytest 9 no longer reads; the quick demo ran on both workers,
+# 2026-12-03.) Workers overlap on 2 cores because most of a TF test's time is its processes starting and
+# waiting on each other. The longest modules go first, so that none of them starts last and holds up the end
+# of the run: module totals with --durations on 2 workers (2026-12-03, a fresh clone, 26 min in all),
+# longest first; the rest keep their order.
 LONGEST_FIRST = (
     "tf/test_sanitizers",  # the ASAN and TSAN runs, 100-200 s each (and their builds, when not cached)
     "demo/test_demo_quick",  # a quick demo, ~110 s

@@ -47,6 +47,13 @@ def chief_spec(
     }
 
 
+def chief_env() -> dict[str, str]:
+    """The environment of a demo chief started from here: this checkout's geryon first, TF quiet."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
+    return env
+
+
 @contextmanager
 def training_chief(
     lc: LocalCluster,
@@ -63,8 +70,7 @@ def training_chief(
         raise ValueError("training_chief needs a cluster started with chief=True")
     spec_file, log = workdir / "chief.json", workdir / "chief.log"
     spec_file.write_text(json.dumps(chief_spec(lc.cluster, model, input_shape, batch_size, steps=1_000_000)))
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
+    env = chief_env()
     # stdout to a file: a pipe nobody reads would fill up and stall the training loop.
     with log.open("wb") as log_file:
         proc = subprocess.Popen(
