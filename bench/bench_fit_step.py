@@ -10,8 +10,9 @@ chief (`python -m geryon.demo.chief`, a vanilla run: no partitioning, no classes
 variant and round, alternating A B C A B C: the custom loop (one Keras 3 step per scheduled
 function) and tf_keras' train function with each `--spe` (steps_per_execution; the chief reports a
 round's time / N, a step's). Per variant: the median step time of its rounds, the paired ratio to
-the custom loop round by round (95% bootstrap interval of the median ratio), and the CPU seconds per
-step of the worker and PS processes (from /proc, over the chief's whole run, warm-up included).
+the custom loop round by round (95% bootstrap interval of the median ratio), and the CPU seconds of
+a worker per step it trains and of the PSes together per step any worker trains (from /proc, over
+the chief's whole run, warm-up included).
 Writes JSON (default out/bench/fit_step.json).
 """
 
@@ -100,9 +101,17 @@ def main() -> int:
                 before = {role: cpu_seconds(pid) or 0.0 for role, pid in pids.items()}
                 times = run_chief(lc.cluster, extra, args.steps, Path(tmp))
                 after = {role: cpu_seconds(pid) or 0.0 for role, pid in pids.items()}
-                steps_run = (args.steps + WARMUP) * int(extra.get("steps_per_execution", 1)) * args.workers
+                # A round trains one function of N steps on every worker: a worker's CPU over its own
+                # steps, the PSes' over all workers' steps (what they serve).
+                per_worker = (args.steps + WARMUP) * int(extra.get("steps_per_execution", 1))
                 medians[name].append(statistics.median(times))
-                cpu[name].append({role: (after[role] - before[role]) / steps_run for role in pids})
+                cpu[name].append(
+                    {
+                        role: (after[role] - before[role])
+                        / (per_worker * (1 if role.startswith("worker") else args.workers))
+                        for role in pids
+                    }
+                )
     rows = []
     for name in chosen:
         ratios = [m / c for m, c in zip(medians[name], medians["custom"], strict=True)]
@@ -128,7 +137,7 @@ def main() -> int:
             ("ratio", "/ custom", ".3f"),
             ("ci", "95% interval", "s"),
             ("worker_cpu", "worker CPU s/step", ".3f"),
-            ("ps_cpu", "PS CPU s/step", ".3f"),
+            ("ps_cpu", "PS CPU s/worker step", ".3f"),
         ],
     )
     write_json(
