@@ -5,6 +5,7 @@ Only this module (and the model builders) import TensorFlow; the analysis itself
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -50,26 +51,33 @@ def parameters_of(variables: Sequence[Any]) -> tuple[list[Parameter], list[Any]]
     """
     params: list[Parameter] = []
     handles: list[Any] = []
-    for v in variables:
+    keys = [getattr(v, "path", None) or _runtime_name(_tf_variable(v)) for v in variables]
+    loose = _loose_shards(keys)
+    for v, key in zip(variables, keys, strict=True):
         tv = _tf_variable(v)
-        key = getattr(v, "path", None) or _runtime_name(tv)
         shards = _shards(tv)
         parent = key if len(shards) > 1 or shards[0] is not tv else None
         layer = scope_of(key)
+        index: int | None = None
+        count: int | None = None
+        if key in loose:  # one shard of a variable handed over shard by shard: its parent's layer
+            parent, index, count = loose[key]
+            layer = scope_of(parent)
         for j, s in enumerate(shards):
             if not s.shape.is_fully_defined():
                 raise TaggerInputError(f"variable {key!r} has a shape that is not fully defined: {s.shape}")
+            sharded = parent is not None and index is None
             params.append(
                 Parameter(
-                    name=f"{key}/part_{j}" if parent is not None else key,
+                    name=f"{key}/part_{j}" if sharded else key,
                     runtime_name=_runtime_name(s),
                     shape=tuple(int(d) for d in s.shape),
                     dtype=s.dtype.name,
                     element_size=s.dtype.size,
                     layer=layer,
                     parent=parent,
-                    shard_index=j if parent is not None else None,
-                    num_shards=len(shards) if parent is not None else None,
+                    shard_index=j if sharded else index,
+                    num_shards=len(shards) if sharded else count,
                 )
             )
             handles.append(s)
@@ -87,6 +95,32 @@ def _nodes(graph: tf.Graph) -> tuple[list[GraphNode], dict[str, int]]:
     index = {op.name: i for i, op in enumerate(ops)}
     nodes = [GraphNode(op.name, op.type, tuple(index[t.op.name] for t in op.inputs)) for op in ops]
     return nodes, index
+
+
+_PART = re.compile(r"^(?P<parent>.+)/part_(?P<index>\d+)$")
+
+
+def _loose_shards(keys: Sequence[str]) -> dict[str, tuple[str, int, int]]:
+    """Shards listed one by one: key -> (parent, shard index, shard count).
+
+    tf_keras lists a ShardedVariable's shards in `model.trainable_variables` as variables of their
+    own, named as ParameterServerStrategy names them (`<name>/part_<i>`, TF's sharded_variable.py);
+    Keras 3 lists the ShardedVariable. Grouped by `<name>`, a complete run 0..n-1 is one variable's
+    shards, so that they take the layer of `<name>` (not a layer `<name>` of their own, which would
+    split the kernel from its bias under the `layer` urgency). Anything else is left as it is.
+    """
+    groups: dict[str, dict[int, str]] = {}
+    for key in keys:
+        m = _PART.match(key)
+        if m is not None:
+            groups.setdefault(m["parent"], {})[int(m["index"])] = key
+    out: dict[str, tuple[str, int, int]] = {}
+    for parent, by_index in groups.items():
+        n = len(by_index)
+        if sorted(by_index) == list(range(n)) and parent not in keys:
+            for i, key in by_index.items():
+                out[key] = (parent, i, n)
+    return out
 
 
 def graph_of_function(fn: Any, params: Sequence[Parameter], handles: Sequence[Any]) -> ForwardGraph:

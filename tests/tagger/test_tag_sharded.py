@@ -62,3 +62,49 @@ def test_each_shard_is_a_parameter_keeping_its_parent() -> None:
     assert by_name["net/conv/kernel/part_0"]["shape"] == [2, 3, 3, 8]
     assert by_name["net/conv/kernel/part_1"]["shape"] == [1, 3, 3, 8]
     assert rows[0]["name"] == "net/conv/kernel/part_0"
+
+
+# tf_keras (TF's PS tutorial for TF >= 2.16) lists a sharded variable's shards in
+# `model.trainable_variables` one by one, named `<name>/part_<i>`, where Keras 3 lists the ShardedVariable.
+_TF_KERAS_BODY = """
+import tf_keras
+from geryon.tagger import tag_model
+from geryon.tagger.tf_partitioner import GeryonPartitioner
+
+strategy = tf.distribute.experimental.ParameterServerStrategy(
+    cluster_resolver, variable_partitioner=GeryonPartitioner(NUM_PS, ARGS["slice_bytes"])
+)
+with strategy.scope():
+    model = tf_keras.Sequential(
+        [
+            tf_keras.Input((16, 16, 3)),
+            tf_keras.layers.Conv2D(8, 3, name="conv"),
+            tf_keras.layers.Flatten(name="flat"),
+            tf_keras.layers.Dense(64, name="fc1"),
+            tf_keras.layers.Dense(10, name="fc2"),
+        ],
+        name="net",
+    )
+t = tag_model(model)
+table = t.map_table([0.5])
+emit({"rows": t.rows(table), "listed": [v.name for v in model.trainable_variables]})
+"""
+
+
+def test_tf_keras_shards_listed_one_by_one_keep_their_layer() -> None:
+    result = run_in_ps_cluster(_TF_KERAS_BODY, num_ps=2, args={"slice_bytes": 64 * 1024}, timeout=180)
+    assert "fc1/kernel/part_0:0" in result["listed"]  # what tf_keras hands the tagger
+    rows = result["rows"]
+    fc1 = [r for r in rows if r["name"].startswith("fc1/kernel/")]
+    assert [r["name"] for r in fc1] == [f"fc1/kernel/part_{i}" for i in range(7)]
+    assert {r["parent"] for r in fc1} == {"fc1/kernel"}
+    # The shards are fc1's, with its bias: one layer, one urgency (before the fix each shard group was
+    # a layer of its own, so the `layer` urgency had more levels than the model has layers).
+    assert {r["layer"] for r in rows if r["name"].startswith("fc1/")} == {"fc1"}
+    assert len({r["urgency"] for r in rows if r["name"].startswith("fc1/")}) == 1
+    layers = []
+    for r in rows:
+        if not layers or layers[-1] != r["layer"]:
+            layers.append(r["layer"])
+    assert layers == ["conv", "fc1", "fc2"]
+    assert sorted({r["urgency"] for r in rows}) == [0.0, pytest.approx(1 / 3), pytest.approx(2 / 3)]
