@@ -54,6 +54,7 @@ TIERS: dict[str, str] = {
     "bench/test_bench_incast": "netns",
     "bench/test_bench_search": "external",
     "bench/test_bench_switch_priority": "netns",
+    "bench/test_bench_tac": "tf",
     "bench/test_bench_tf_import": "external",
     "dashboard/test_grafana": "tf",
     "demo/test_chart": "external",

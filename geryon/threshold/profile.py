@@ -14,7 +14,7 @@ import math
 import os
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,10 @@ class LayerSpec:
     # Forward FLOPs of one iteration (the batch), when known: lets a profile be re-timed for
     # another device throughput without re-measuring.
     flops: float | None = None
+    # The layers whose forward must end before this one's starts (indices into Profile.layers), when
+    # the profile carries the model's dataflow (`geryon.threshold.forward_dag`); None: a chain, each
+    # layer after the one before it. Either every layer has it or none does.
+    after: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -80,6 +84,11 @@ class Profile:
         return sum(p.bytes for p in self.params)
 
     @property
+    def is_dag(self) -> bool:
+        """Whether the forward pass is the model's dataflow (LayerSpec.after) rather than a chain."""
+        return self.layers[0].after is not None
+
+    @property
     def compute_s(self) -> float:
         """C: forward plus backward compute of one iteration."""
         return sum(layer.forward_s + layer.backward_s for layer in self.layers)
@@ -96,7 +105,7 @@ class Profile:
         if not (isinstance(factor, int | float) and math.isfinite(factor) and factor > 0):
             raise ProfileError(f"scale factor must be a positive number, got {factor!r}")
         layers = tuple(
-            LayerSpec(layer.name, layer.forward_s * factor, layer.backward_s * factor, layer.flops)
+            replace(layer, forward_s=layer.forward_s * factor, backward_s=layer.backward_s * factor)
             for layer in self.layers
         )
         return Profile(
@@ -121,6 +130,7 @@ class Profile:
             "meta": dict(self.meta),
             "layers": [
                 {"name": la.name, "forward_s": la.forward_s, "backward_s": la.backward_s, "flops": la.flops}
+                | ({} if la.after is None else {"after": list(la.after)})
                 for la in self.layers
             ],
             "params": [
@@ -165,16 +175,18 @@ class Profile:
             w = f"{where}.layers[{i}]"
             if not isinstance(raw, Mapping):
                 raise ProfileError(f"{w}: expected an object")
-            _no_unknown(raw, {"name", "forward_s", "backward_s", "flops"}, w)
+            _no_unknown(raw, {"name", "forward_s", "backward_s", "flops", "after"}, w)
             flops = raw.get("flops")
             if flops is not None:
                 flops = _number(flops, f"{w}.flops")
+            after = _after_field(raw.get("after"), w)
             layers.append(
                 LayerSpec(
                     _require(raw, "name", str, w),
                     _number(_require(raw, "forward_s", (int, float), w), f"{w}.forward_s"),
                     _number(_require(raw, "backward_s", (int, float), w), f"{w}.backward_s"),
                     flops,
+                    after,
                 )
             )
         params = []
@@ -257,6 +269,7 @@ def _validate(p: Profile) -> None:
                 raise ProfileError(f"profile.layers[{i}].{attr}: expected a time in seconds >= 0, got {v!r}")
         if layer.flops is not None and not (math.isfinite(layer.flops) and layer.flops >= 0):
             raise ProfileError(f"profile.layers[{i}].flops: expected a number >= 0, got {layer.flops!r}")
+    _validate_after(p.layers)
     names: set[str] = set()
     for i, param in enumerate(p.params):
         w = f"profile.params[{i}]"
@@ -277,6 +290,50 @@ def _validate(p: Profile) -> None:
             raise ProfileError(
                 f"{w}.layer: expected a layer index in [0, {len(p.layers) - 1}], got {param.layer!r}"
             )
+
+
+def _after_field(after: Any, where: str) -> tuple[int, ...] | None:
+    if after is None:
+        return None
+    if not isinstance(after, list) or any(isinstance(a, bool) or not isinstance(a, int) for a in after):
+        raise ProfileError(f"{where}.after: expected a list of layer indices, got {after!r}")
+    return tuple(after)
+
+
+def _validate_after(layers: Sequence[LayerSpec]) -> None:
+    """Every layer's `after` or none; indices of other layers; no cycle (the forward pass must end)."""
+    dag = layers[0].after is not None
+    n = len(layers)
+    for i, layer in enumerate(layers):
+        w = f"profile.layers[{i}].after"
+        if (layer.after is not None) != dag:
+            raise ProfileError(
+                f"{w}: layer 0 {'has' if dag else 'has no'} 'after' list and this layer "
+                f"{'none' if dag else 'one'}: every layer has one, or none does"
+            )
+        for a in layer.after or ():
+            if isinstance(a, bool) or not isinstance(a, int) or not 0 <= a < n or a == i:
+                raise ProfileError(f"{w}: {a!r} is not the index of another layer in [0, {n - 1}]")
+    if not dag:
+        return
+    # Kahn: a cycle leaves layers that never become ready.
+    indegree = [len(set(layer.after or ())) for layer in layers]
+    users: list[list[int]] = [[] for _ in range(n)]
+    for i, layer in enumerate(layers):
+        for a in set(layer.after or ()):
+            users[a].append(i)
+    ready = [i for i in range(n) if not indegree[i]]
+    seen = 0
+    while ready:
+        i = ready.pop()
+        seen += 1
+        for u in users[i]:
+            indegree[u] -= 1
+            if not indegree[u]:
+                ready.append(u)
+    if seen < n:
+        stuck = next(i for i in range(n) if indegree[i])
+        raise ProfileError(f"profile.layers[{stuck}].after: the layers' 'after' lists form a cycle")
 
 
 def synthetic(

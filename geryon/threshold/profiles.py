@@ -26,7 +26,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from geryon.threshold.profile import LayerSpec, ParamSpec, Profile, ProfileError
@@ -182,7 +182,7 @@ def retime(profile: Profile, *, device: str | float, efficiency: float = 1.0) ->
         )
     rate = peak * efficiency
     layers = tuple(
-        LayerSpec(layer.name, layer.flops / rate, BACKWARD_FACTOR * layer.flops / rate, layer.flops)
+        replace(layer, forward_s=layer.flops / rate, backward_s=BACKWARD_FACTOR * layer.flops / rate)
         for layer in profile.layers
         if layer.flops is not None
     )

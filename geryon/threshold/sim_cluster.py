@@ -155,6 +155,11 @@ class Cluster:
             self.layer_shards[s_layer[j]].append(j)
         self.fwd = [layer.forward_s for layer in profile.layers]
         self.bwd = [layer.backward_s for layer in profile.layers]
+        # A dataflow profile (geryon.threshold.forward_dag): per layer, the mask of layers its forward waits
+        # for; None: the chain, forward in layer order.
+        self.after_mask: list[int] | None = None
+        if profile.is_dag:
+            self.after_mask = [sum(1 << a for a in set(layer.after or ())) for layer in profile.layers]
 
         # Hosts: simulated workers first, then PSes; ports 2h (NIC egress) and 2h+1 (switch egress to h).
         # Colocated, host h holds worker h and (for h < P) PS h, so PS k's ports are worker k's.

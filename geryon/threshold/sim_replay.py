@@ -72,6 +72,10 @@ class Replay(Rates):
                     per_layer[wk][s_layer[j]] += need[j][wk]
             self.pending = [per_layer[wk] * self.pull_rounds for wk in range(W)]
         self.op = [0] * W  # next GPU op: iteration * 2L + position (forward 0..L-1, then backward L-1..0)
+        # A dataflow forward pass (after_mask): position k is the k-th forward a worker runs, the layer
+        # picked when the GPU frees (_pick); these are the layers done this iteration and the one running.
+        self.fwd_done = [0] * W
+        self.running = [0] * W
         self.busy = [False] * W
         self.op_start = [0.0] * W
         self.agg = [[0] * n for _ in range(iterations)]
@@ -140,20 +144,46 @@ class Replay(Rates):
         if it >= self.iterations:
             return
         if pos < self.L:
-            if self.pending[wk][it * self.L + pos]:
+            if self.after_mask is not None:
+                layer = self._pick(wk, it)
+                if layer < 0:
+                    return  # every layer it may run waits for parameters; an arrival tries again
+                self.running[wk] = layer
+                duration = self.fwd[layer]
+            elif self.pending[wk][it * self.L + pos]:
                 return  # waits for its parameters; the last pull to arrive starts it
-            duration = self.fwd[pos]
+            else:
+                duration = self.fwd[pos]
         else:
             duration = self.bwd[L2 - 1 - pos]
         self.busy[wk] = True
         self.op_start[wk] = t
         self._at(t + duration, COMPUTE_DONE, wk)
 
+    def _pick(self, wk: int, it: int) -> int:
+        """The first layer (in profile order) worker wk may start now: its predecessors' forwards done,
+        its parameters in; -1 if none. One op at a time per worker, as on one GPU stream."""
+        done = self.fwd_done[wk]
+        pending = self.pending[wk]
+        base = it * self.L
+        assert self.after_mask is not None
+        for layer, mask in enumerate(self.after_mask):
+            if not (done >> layer) & 1 and not mask & ~done and not pending[base + layer]:
+                return layer
+        return -1
+
     def _compute_done(self, wk: int, t: float) -> None:
         op = self.op[wk]
         L = self.L
         it, pos = divmod(op, 2 * L)
-        layer = pos if pos < L else 2 * L - 1 - pos
+        if pos >= L:
+            layer = 2 * L - 1 - pos
+        elif self.after_mask is None:
+            layer = pos
+        else:
+            layer = self.running[wk]
+            # The last forward resets the mask for the next iteration's.
+            self.fwd_done[wk] = 0 if pos == L - 1 else self.fwd_done[wk] | (1 << layer)
         if self.trace:
             kind = "forward" if pos < L else "backward"
             self.spans.append(
@@ -283,8 +313,13 @@ class Replay(Rates):
         if side == PULL:
             index = it * self.L + self.s_layer[j]
             self.pending[wk][index] -= 1
-            if not self.pending[wk][index] and self.op[wk] == it * 2 * self.L + self.s_layer[j]:
-                self._try_start(wk, t)
+            if not self.pending[wk][index]:
+                op = self.op[wk]
+                if self.after_mask is None:
+                    if op == it * 2 * self.L + self.s_layer[j]:
+                        self._try_start(wk, t)
+                elif it * 2 * self.L <= op < it * 2 * self.L + self.L:
+                    self._try_start(wk, t)  # busy or not: _try_start checks
         else:
             self.agg[it][j] += 1
             if self.agg[it][j] == self.agg_need[j]:

@@ -5,11 +5,13 @@ switch; every host has a full-duplex link of `bandwidth_bps`, with an egress que
 on the switch port towards it. Parameters are partitioned and sliced exactly as
 `geryon.tagger.partition.plan_partitions` says, each shard on its PS task, each in the class its
 parameter's urgency gets from the thresholds. Per iteration every worker pulls every shard (PS ->
-worker); forward layer l starts once layer l-1 is done and the shards layer l consumes have arrived;
-backward runs in reverse; after layer l's backward the worker pushes the gradient shards of layer l's
-parameters (worker -> PS); a PS aggregates a shard once all W pushes arrived (aggregation time is
-hidden, as in the paper), and the next iteration's pull of that shard starts then (or, with
-`barrier=True`, once the whole iteration is aggregated, like TF's SyncReplicasOptimizer).
+worker); forward layer l starts once layer l-1 is done and the shards layer l consumes have arrived
+(with a dataflow profile, `geryon.threshold.forward_dag`, once the layers it reads from are done: the
+worker then runs the first such layer whose shards are in, one at a time); backward runs in reverse;
+after layer l's backward the worker pushes the gradient shards of layer l's parameters (worker -> PS);
+a PS aggregates a shard once all W pushes arrived (aggregation time is hidden, as in the paper), and
+the next iteration's pull of that shard starts then (or, with `barrier=True`, once the whole
+iteration is aggregated, like TF's SyncReplicasOptimizer).
 
 Transfers are fluid (see `geryon.threshold.network` for how ports share). Each sender-receiver pair
 has one connection (per class in `network` mode); rates change only when a connection starts, stops

@@ -5,8 +5,10 @@ and sizes vary by tower. TAC's op times come from the profile (`tac_times.tac_pr
 (threshold 1.0) so only the order differs. In `end-host` mode (TicTac's own enforcement: the PS
 sends in priority order, paper 000 Sec. 5.1) TAC is never slower over the grid. Not asserted, and
 reported in docs/scheduling.md: in `ideal` mode one cell (2 workers x 2 PSes at 1 Gbit/s) is 1.9%
-slower with TAC, because the simulator runs layers as a chain in consumption order, so a tower TAC
-pulls early still computes in its consumption turn.
+slower with TAC, with the forward pass as a chain and as the model's dataflow alike
+(test_forward_dag.py), so not because a tower TAC pulls early must wait for its consumption turn:
+TAC plans one transfer at a time per worker (the paper's algorithm with one channel), while with 2
+PSes two of them are under way at once.
 """
 
 from __future__ import annotations
