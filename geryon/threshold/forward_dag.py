@@ -24,25 +24,14 @@ from dataclasses import replace
 from geryon.tagger.dag import topological_order
 from geryon.tagger.tagging import Tagging
 from geryon.threshold.profile import Profile, ProfileError
+from geryon.threshold.tac_times import first_consumed
 
 
 def layer_nodes(profile: Profile, tagging: Tagging) -> list[int | None]:
     """Per profile layer, the graph node that first consumes one of its parameters (None: none is)."""
-    by_name = {p.name: i for i, p in enumerate(tagging.params)}
-    missing = [q.name for q in profile.params if q.name not in by_name]
-    if missing:
-        names = ", ".join(missing[:5])
-        raise ProfileError(f"profile {profile.model!r}: parameters the tagging lacks: {names}")
-    consumption = tagging.consumption
-    position = {p: k for k, p in enumerate(consumption.order)}
-    first: dict[int, int] = {}  # profile layer -> its earliest-consumed tagger parameter
-    for q in profile.params:
-        i = by_name[q.name]
-        if consumption.consumer[i] is None:
-            continue
-        if q.layer not in first or position[i] < position[first[q.layer]]:
-            first[q.layer] = i
-    return [consumption.consumer[first[la]] if la in first else None for la in range(profile.num_layers)]
+    first = first_consumed(profile, tagging)
+    consumer = tagging.consumption.consumer
+    return [consumer[first[la]] if la in first else None for la in range(profile.num_layers)]
 
 
 def layer_after(profile: Profile, tagging: Tagging) -> list[tuple[int, ...]]:
@@ -84,9 +73,5 @@ def with_forward_dag(profile: Profile, tagging: Tagging) -> Profile:
 
 
 def _bits(mask: int) -> list[int]:
-    out = []
-    while mask:
-        low = mask & -mask
-        out.append(low.bit_length() - 1)
-        mask ^= low
-    return out
+    """The indices of the bits set in `mask`, lowest first."""
+    return [i for i in range(mask.bit_length()) if mask >> i & 1]

@@ -25,20 +25,7 @@ def op_times_from_profile(profile: Profile, tagging: Tagging, bandwidth_bps: flo
     """TAC's op times for `tagging`'s graph from `profile`'s layer times and `bandwidth_bps`."""
     if not (isinstance(bandwidth_bps, int | float) and bandwidth_bps > 0):
         raise ProfileError(f"bandwidth_bps: expected a positive number of bit/s, got {bandwidth_bps!r}")
-    by_name = {p.name: i for i, p in enumerate(tagging.params)}
-    missing = [q.name for q in profile.params if q.name not in by_name]
-    if missing:
-        names = ", ".join(missing[:5])
-        raise ProfileError(f"profile {profile.model!r}: parameters the tagging lacks: {names}")
-    consumption = tagging.consumption
-    position = {p: k for k, p in enumerate(consumption.order)}
-    first: dict[int, int] = {}  # profile layer -> its earliest-consumed tagger parameter
-    for q in profile.params:
-        i = by_name[q.name]
-        if consumption.consumer[i] is None:
-            continue
-        if q.layer not in first or position[i] < position[first[q.layer]]:
-            first[q.layer] = i
+    first = first_consumed(profile, tagging)
     compute: dict[str, float] = {}
     for layer, i in first.items():
         op = tagging.consumer_ops[i]
@@ -52,6 +39,27 @@ def op_times_from_profile(profile: Profile, tagging: Tagging, bandwidth_bps: flo
         f"profile {profile.source} ({kind}), transfers at {bandwidth_bps:g} bit/s",
         {"model": profile.model, "batch_size": profile.batch_size, "bandwidth_bps": bandwidth_bps},
     )
+
+
+def first_consumed(profile: Profile, tagging: Tagging) -> dict[int, int]:
+    """Profile layer -> its earliest-consumed tagger parameter (index into `tagging.params`); layers
+    none of whose parameters the forward pass consumes are left out. The op that consumes that
+    parameter stands for the layer (here and in geryon.threshold.forward_dag)."""
+    by_name = {p.name: i for i, p in enumerate(tagging.params)}
+    missing = [q.name for q in profile.params if q.name not in by_name]
+    if missing:
+        names = ", ".join(missing[:5])
+        raise ProfileError(f"profile {profile.model!r}: parameters the tagging lacks: {names}")
+    consumption = tagging.consumption
+    position = {p: k for k, p in enumerate(consumption.order)}
+    first: dict[int, int] = {}
+    for q in profile.params:
+        i = by_name[q.name]
+        if consumption.consumer[i] is None:
+            continue
+        if q.layer not in first or position[i] < position[first[q.layer]]:
+            first[q.layer] = i
+    return first
 
 
 def with_urgency(profile: Profile, tagging: Tagging) -> Profile:
