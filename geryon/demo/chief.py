@@ -21,6 +21,8 @@ Paired (spec "rotation": the modes geryon/paper/endhost, see train_paired): one 
 mode of the rotation, round by round. Before each round the chief prints a "round" event naming
 the mode and its switch mode, and waits for "go" on stdin: the runner changes the testbed switch's
 queues between rounds, which only it can do (the switch is outside the chief's namespace).
+With spec "variants" instead (geryon.demo.variants: a mode at thresholds and a chunk size of its
+own, bench/bench_plan_testbed.py's sweep) the rotation is the variants, without the search.
 """
 
 from __future__ import annotations
@@ -286,20 +288,26 @@ def train_paired(session: Session, emit: Emit, wait_go: Callable[[], None]) -> N
     unmeasured rounds, default 1) and "measure" (one round; round i of each mode is paired with
     round i of the others in the report).
     """
-    from geryon.demo import modes as modes_mod
+    from geryon.demo import variants as variants_mod
     from geryon.demo.schedule import apply_chunk, apply_schedule
 
     spec, g = session.spec, session.g
     if g is None:
         raise RuntimeError("paired modes need the grpc+geryon protocol with classes")
-    chunk = apply_chunk(g, spec.get("chunk_bytes"))  # once: every mode of the rotation shares it
-    rotation = [modes_mod.mode(name) for name in spec["rotation"]]
+    base_chunk = spec.get("chunk_bytes")
+    chunk = apply_chunk(g, base_chunk)  # every mode of the rotation shares it, unless a variant sets its own
+    # The rotation: the modes of spec["rotation"], or spec["variants"] (modes at settings of their
+    # own: geryon.demo.variants), each named in the events and records by its own name.
+    if spec.get("variants"):
+        rotation = variants_mod.parse(spec["variants"], len(g.thresholds) + 1)
+    else:
+        rotation = variants_mod.from_modes(spec["rotation"])
     warmup, steps = int(spec["warmup"]), int(spec["steps"])
     chosen: list[float] = [float(t) for t in spec["thresholds"]]
     searcher = hook = None
     local_model = None
-    searching_mode = next((m for m in rotation if m.search), None)
-    if searching_mode is not None and spec.get("search"):
+    searching_mode = next((m for m in rotation if m.mode.search), None)
+    if searching_mode is not None and spec.get("search") and not spec.get("variants"):
         from geryon.tf.strategy import ThresholdHook
 
         local_model = session.make_model()
@@ -323,17 +331,20 @@ def train_paired(session: Session, emit: Emit, wait_go: Callable[[], None]) -> N
     rounds = 0
     last: list[Any] = []
 
-    def one(m: Any, phase: str, searching: bool = False) -> float:
-        nonlocal rounds, last
-        emit({"event": "round", "mode": m.name, "switch": m.switch, "phase": phase, "round": rounds})
+    def one(m: variants_mod.Variant, phase: str, searching: bool = False) -> float:
+        nonlocal rounds, last, chunk
+        emit({"event": "round", "mode": m.name, "switch": m.mode.switch, "phase": phase, "round": rounds})
         wait_go()
+        wanted_chunk = m.chunk_bytes if m.chunk_bytes is not None else base_chunk
+        if wanted_chunk is not None and wanted_chunk != chunk:
+            chunk = apply_chunk(g, wanted_chunk)
         if searching:
             assert hook is not None
-            apply_schedule(g, m, list(g.thresholds))  # the mode's order; the search sets the classes
+            apply_schedule(g, m.mode, list(g.thresholds))  # the mode's order; the search sets the classes
             hook.begin()
-            applied = {"thresholds": list(g.thresholds), "order": m.order}
+            applied = {"thresholds": list(g.thresholds), "order": m.mode.order}
         else:
-            applied = apply_schedule(g, m, chosen)
+            applied = apply_schedule(g, m.mode, list(m.thresholds) if m.thresholds is not None else chosen)
         seconds, results = session.round()
         if searching:
             assert hook is not None

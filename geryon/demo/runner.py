@@ -537,11 +537,23 @@ class PairedRun(ModeRun):
     def _capture_mode(self) -> str:
         return "+".join(m.name for m in self.rotation)  # its trace rounds rotate through them all
 
+    def _new_records(self) -> dict[str, dict[str, Any]]:
+        """One record per member of the rotation, by the name its rounds carry."""
+        return {m.name: self.new_record(m) for m in self.rotation}
+
+    def _mode_named(self, name: str) -> modes_mod.Mode:
+        return modes_mod.mode(name)
+
+    def _spec(self, cluster: dict[str, list[str]]) -> dict[str, Any]:
+        return chief_spec(
+            self.cfg, self.mode, cluster, self.thresholds, self.want_params, [m.name for m in self.rotation]
+        )
+
     def run_all(self) -> list[dict[str, Any]]:
         started = time.monotonic()
-        records = {m.name: self.new_record(m) for m in self.rotation}
+        records = self._new_records()
         for rec in records.values():
-            rec["paired"] = {"rotation": [m.name for m in self.rotation], "alternation": "round"}
+            rec["paired"] = {"rotation": list(records), "alternation": "round"}
         try:
             self._run_paired(records)
         except Exception as e:
@@ -551,10 +563,10 @@ class PairedRun(ModeRun):
             for proc in self.procs.values():
                 stop(proc)
             wall = round(time.monotonic() - started, 3)
-            for rec in records.values():
+            for name, rec in records.items():
                 rec["pids"] = {h: proc.pid for h, proc in self.procs.items()}
                 rec["wall_s"] = wall
-                rec["switch_counters"] = self.counters[rec["mode"]]
+                rec["switch_counters"] = self.counters[name]
         return list(records.values())
 
     def _run_paired(self, records: dict[str, dict[str, Any]]) -> None:
@@ -562,12 +574,10 @@ class PairedRun(ModeRun):
         tb.set_switch(self.rotation[0].switch)
         cluster = cluster_for(tb, cfg, self.workers)
         self._start_tasks(cluster)
-        spec = chief_spec(
-            cfg, self.mode, cluster, self.thresholds, self.want_params, [m.name for m in self.rotation]
-        )
+        spec = self._spec(cluster)
         if self.capture:
             spec["trace_tail_s"] = CAPTURE_MS / 1000 + TRACE_MARGIN_S
-        done = self._chief(spec, records[self.mode.name])
+        done = self._chief(spec, next(iter(records.values())))
         self._account()
         self._fill_paired(records, done)
         self._finish_capture()
@@ -616,7 +626,7 @@ class PairedRun(ModeRun):
             rec["paired"]["switch_changes"] = self.switch_changes
             if name == done.get("search_mode") and done.get("search") is not None:
                 rec["search"] = done["search"]
-            elif not modes_mod.mode(name).single_class:
+            elif not self._mode_named(name).single_class:
                 rec["thresholds_from"] = "geryon" if done.get("search") else "initial"
             median = _median(times)
             rec["median_all_s"] = median
@@ -624,6 +634,51 @@ class PairedRun(ModeRun):
             rec["images_per_s"] = batch / median if median else None
         if done.get("params"):
             self.params = done["params"]
+
+
+class VariantRun(PairedRun):
+    """Variants of the paired modes (geryon.demo.variants: a mode at thresholds and a chunk size of
+    its own) in ONE cluster, alternating round by round like PairedRun's modes, without the search;
+    one record per variant (its "mode" the variant's mode, "variant" its settings)."""
+
+    def __init__(
+        self,
+        tb: Any,
+        cfg: dict[str, Any],
+        variants: list[Any],
+        repeat: int,
+        log_dir: Path,
+        progress: Progress,
+    ) -> None:
+        names = list(dict.fromkeys(v.mode.name for v in variants))
+        super().__init__(tb, cfg, names, repeat, [], False, log_dir, progress)
+        self.variants = list(variants)
+        self.counters = {v.name: {} for v in self.variants}
+
+    def say(self, message: str) -> None:
+        self.progress.say(f"variants ({len(self.variants)}): {message}")
+
+    def _label(self) -> str:
+        return f"r{self.repeat}-variants"
+
+    def _new_records(self) -> dict[str, dict[str, Any]]:
+        records = {}
+        for v in self.variants:
+            rec = self.new_record(v.mode)
+            rec["variant"] = v.to_dict()
+            records[v.name] = rec
+        return records
+
+    def _mode_named(self, name: str) -> modes_mod.Mode:
+        return next(v.mode for v in self.variants if v.name == name)
+
+    def _spec(self, cluster: dict[str, list[str]]) -> dict[str, Any]:
+        spec = super()._spec(cluster)
+        spec["variants"] = [v.to_dict() for v in self.variants]
+        spec["search"] = None
+        first = self.variants[0].thresholds
+        spec["thresholds"] = list(first or modes_mod.initial_thresholds(self.cfg["classes"]))
+        return spec
 
 
 # ---------------------------------------------------------------------------------------------

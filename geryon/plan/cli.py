@@ -97,6 +97,13 @@ def _register_training(plan_sub: Any) -> None:
         metavar="N",
         help="TF pulls in flight per channel for the fifo and network modes (default 3.5), or all",
     )
+    t.add_argument(
+        "--background",
+        action="append",
+        metavar="RATE[:HOSTS[:DIR[:QUEUE]]]",
+        help="constant background traffic on the links, as for geryon simulate (the demo's testbed: "
+        "100mbit:workers:in:lowest, half its 200 Mbit/s link into every worker); repeatable",
+    )
     add_transport_flags(t)
     t.add_argument("--endhost-gap", type=float, metavar="SECONDS", help="end-host's cost per transfer")
     t.add_argument("--ps-costs", metavar="FILE", help="JSON object of PS costs (as for geryon simulate)")
@@ -136,7 +143,6 @@ def _run_training(args: argparse.Namespace) -> int:
         ("measure", False),
         ("seed", 0),
         ("chunk_size", "256KiB"),
-        ("background", None),
     ):
         setattr(args, name, value)
     check_counts(args)

@@ -131,10 +131,11 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--background",
         action="append",
-        metavar="RATE[:HOSTS[:DIR]]",
-        help="constant background traffic on every chosen host's link, in a class below all training "
-        "traffic: RATE (e.g. 5gbit), HOSTS workers (default), ps or all, DIR in (default), out or both; "
-        "repeatable",
+        metavar="RATE[:HOSTS[:DIR[:QUEUE]]]",
+        help="constant background traffic on every chosen host's link: RATE (e.g. 5gbit), HOSTS workers "
+        "(default), ps or all, DIR in (default), out or both, QUEUE below (default: a class below all "
+        "training traffic) or lowest (in the least urgent class's queue, as the demo's testbed switch "
+        "queues its unmarked background); repeatable",
     )
     p.add_argument(
         "--device", default="k40", help="compute throughput: a device name (k40, v100, ...) or FLOP/s"
@@ -269,14 +270,15 @@ def parse_knobs(args: argparse.Namespace) -> dict[str, Any]:
     background = []
     for text in args.background or ():
         parts = text.split(":")
-        if len(parts) > 3:
-            raise UsageError(f"--background: {text!r} is not RATE[:HOSTS[:DIR]]")
+        if len(parts) > 4:
+            raise UsageError(f"--background: {text!r} is not RATE[:HOSTS[:DIR[:QUEUE]]]")
         rate = parts[0]
         hosts = parts[1] if len(parts) > 1 else "workers"
         direction = parts[2] if len(parts) > 2 else "in"
+        queue = parts[3] if len(parts) > 3 else "below"
         try:
             bps = parse_rate(rate, "--background")
-            background.append(Background(bps, hosts, direction))
+            background.append(Background(bps, hosts, direction, queue))
         except ValueError as e:
             raise UsageError(f"--background: {str(e).removeprefix('--background: ')}") from None
     out["background"] = tuple(background)

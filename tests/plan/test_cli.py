@@ -139,6 +139,9 @@ def test_plan_training_recommends_settings_and_predicts_every_mode(tmp_path: Pat
         (["--tf-inflight", "0.5"], "--tf-inflight: expected a number >= 1 or 'all'"),
         (["--transport", "rdma"], "--transport: invalid choice: 'rdma'"),
         (["--verbs-ack", "1e-6"], "--verbs-ack: only with --transport tf-verbs, not tf-grpc"),
+        (["--background", "1gbit:x"], "--background: background.hosts: unknown 'x'"),
+        (["--background", "1gbit:workers:in:top"], "--background: background.queue: unknown 'top'"),
+        (["--background", "1:2:3:4:5"], "is not RATE[:HOSTS[:DIR[:QUEUE]]]"),
     ],
 )
 def test_plan_training_bad_flags_exit_2_naming_the_flag(
@@ -147,6 +150,18 @@ def test_plan_training_bad_flags_exit_2_naming_the_flag(
     r = geryon("plan", "training", "--profile", str(_profile_file(tmp_path)), *extra)
     assert r.returncode == 2, (r.stdout, r.stderr)
     assert message in r.stderr
+
+
+def test_plan_training_with_background_traffic_predicts_slower_baselines(tmp_path: Path) -> None:
+    # The demo's testbed: half the link into every worker, in the least urgent class's queue (as the
+    # testbed switch queues unmarked traffic). P+S shares the link with it; the plan says so.
+    args = ("plan", "training", "--profile", str(_profile_file(tmp_path)), "--workers", "2", "--ps", "2")
+    args += ("--bandwidth", "200mbit", "--json", "--quiet")
+    quiet = json.loads(geryon(*args).stdout)
+    r = geryon(*args, "--background", "100mbit:workers:in:lowest")
+    assert r.returncode == 0, r.stderr
+    loaded = json.loads(r.stdout)
+    assert loaded["modes"]["P+S"] > quiet["modes"]["P+S"] * 1.2
 
 
 def test_plan_training_on_the_papers_transport(tmp_path: Path) -> None:
