@@ -140,6 +140,7 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--device", default="k40", help="compute throughput: a device name (k40, v100, ...) or FLOP/s"
     )
+    p.add_argument("--barrier", action="store_true", help=BARRIER_HELP)
     p.add_argument(
         "--colocate",
         action="store_true",
@@ -238,11 +239,18 @@ def parse_slice(text: str | None, no_partition: bool = False) -> int | None:
         raise UsageError(f"--slice-size: {e}") from None
 
 
+BARRIER_HELP = (
+    "synchronous rounds: every worker's next iteration waits for the whole update of the last one "
+    "(a coordinator that joins every step, as the demo's rounds do); default: each shard's next pull "
+    "starts once that shard is updated (ClusterCoordinator scheduling steps ahead)"
+)
+
+
 def parse_knobs(args: argparse.Namespace) -> dict[str, Any]:
     """simulate() keyword arguments of the cost and traffic flags, each checked and named."""
     from geryon.threshold.simknobs import ENDHOST_GAP_S, Background, PsCosts, check_chunk
 
-    out: dict[str, Any] = {"seed": args.seed}
+    out: dict[str, Any] = {"seed": args.seed, "barrier": bool(getattr(args, "barrier", False))}
     out["transport"], out["verbs_ack_s"] = parse_transport(args)
     try:
         out["chunk_bytes"] = check_chunk(parse_size(args.chunk_size), "--chunk-size")

@@ -36,9 +36,19 @@ def test_tf_order_small(run_bench: RunBench, tmp_path: Path) -> None:
 def test_ps_costs_small_is_read_by_load_knobs(run_bench: RunBench, tmp_path: Path) -> None:
     out = tmp_path / "costs.json"
     # 14 repeats, the demo's own budget (geryon/demo/pscosts.py): at 5-7 a paired-difference knob came out
-    # negative in about 1 of 6 runs on the loaded 2-core machine (a failure beside a demo); 0 of 10 at 14.
-    done = run_bench("bench_ps_costs.py", "--runs", "1", "--repeats", "14", "--out", str(out))
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    # negative in about 1 of 6 runs on the loaded 2-core machine (a failure beside a demo); 0 of 10 at 14
+    # alone, but CI's run beside the other xdist worker's TF clusters once drew per_message_s = -134 us
+    # (2026-12-05). A knob below the noise floor is the bench's own refusal (exit 1, nothing written, and
+    # the demo predicts without PS costs then), not what this test checks: the pipeline from a run that
+    # measured to load_knobs. So a refusal, and only that refusal, is retried, at most twice.
+    for attempt in range(1, 4):
+        tried = f"attempt {attempt} of 3: "
+        done = run_bench("bench_ps_costs.py", "--runs", "1", "--repeats", "14", "--out", str(out))
+        refused = done.returncode == 1 and "came out negative (noise larger than the effect)" in done.stdout
+        if not refused:
+            break
+        assert not out.exists(), "a refused measurement writes nothing"
+    assert done.returncode == 0, tried + done.stdout[-2000:] + done.stderr[-3000:]
     knobs = load_knobs(out)
     assert tuple(knobs) == KNOBS
     # Loose physical bounds, orders of magnitude around what this machine measures: a byte through

@@ -1,19 +1,14 @@
-"""geryon.demo.variants (pure: parsing, padding) and, on a real testbed, a rotation of variants in one
-paired cluster: each variant's rounds run at its own thresholds and chunk size."""
+"""geryon.demo.variants, pure: parsing, padding (the testbed run is test_variants_testbed.py)."""
 
 from __future__ import annotations
 
-import os
 from itertools import pairwise
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from geryon.demo import config, modes, variants
+from geryon.demo import modes, variants
 from geryon.errors import UsageError
-
-needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the testbed needs root")
 
 
 def test_padded_leaves_the_extra_classes_empty_with_rising_thresholds() -> None:
@@ -72,45 +67,3 @@ def test_from_modes_is_the_plain_rotation() -> None:
         ("geryon", modes.mode("geryon"), None, None),
         ("endhost", modes.mode("endhost"), None, None),
     ]
-
-
-@needs_root
-@pytest.mark.netns
-@pytest.mark.slow
-def test_variants_alternate_in_one_cluster_each_at_its_own_settings(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from geryon.demo import runner
-    from geryon.progress import Progress
-    from geryon.testbed import namespaces
-
-    monkeypatch.setenv("GERYON_TESTBED_STATE", str(tmp_path / "state"))
-    cfg = config.validate(config.make_config({"steps": 2, "warmup": 1, "classes": 3}, quick=True))
-    rotation = variants.parse(
-        [
-            {"name": "low", "thresholds": [0.2]},
-            {"name": "two-cuts", "thresholds": [0.2, 0.6], "chunk_bytes": 16 << 10},
-        ],
-        cfg["classes"],
-    )
-    progress = Progress("test", enabled=False)
-    log_dir = tmp_path / "logs"
-    log_dir.mkdir()
-    with runner.testbed(cfg, progress) as tb:
-        run_id = tb.run_id
-        records = runner.VariantRun(tb, cfg, rotation, 0, log_dir, progress).run_all()
-    assert namespaces.listed(f"gtb-{run_id}-") == []
-    by = {r["variant"]["name"]: r for r in records}
-    assert set(by) == {"low", "two-cuts"}
-    for v in rotation:
-        rec = by[v.name]
-        assert rec["error"] is None, rec["error"]
-        assert rec["mode"] == "geryon" and rec["paired"]["rotation"] == ["low", "two-cuts"]
-        assert len(rec["step_times"]) == 2 and all(t > 0 for t in rec["step_times"])
-        # Every round of the variant (warm-up, settling, measured) ran at its own thresholds.
-        assert {tuple(t) for t in rec["round_thresholds"]} == {v.thresholds}
-        assert rec["thresholds"] == list(v.thresholds)
-        assert rec["switch_counters"], "each variant's rounds counted apart"
-    assert by["low"]["classes_used"] == 2 and by["two-cuts"]["classes_used"] == 3
-    assert by["two-cuts"]["chunk_bytes"] == 16 << 10
-    assert by["low"]["chunk_bytes"] == cfg["chunk_bytes"]  # back to the cluster's own between rounds

@@ -164,6 +164,22 @@ def test_plan_training_with_background_traffic_predicts_slower_baselines(tmp_pat
     assert loaded["modes"]["P+S"] > quiet["modes"]["P+S"] * 1.2
 
 
+def test_plan_training_with_a_barrier_predicts_the_joined_rounds(tmp_path: Path) -> None:
+    # --barrier: every iteration waits for the whole last update (the demo's rounds, a coordinator that
+    # joins every step), so no pull of the next iteration overlaps this one's pushes: slower, never faster.
+    args = ("plan", "training", "--profile", str(_profile_file(tmp_path)), "--workers", "2", "--ps", "2")
+    args += ("--bandwidth", "200mbit", "--max-classes", "2", "--slices", "none", "--json", "--quiet")
+    free = json.loads(geryon(*args).stdout)
+    r = geryon(*args, "--barrier")
+    assert r.returncode == 0, r.stderr
+    joined = json.loads(r.stdout)
+    for mode in ("vanilla", "P+S", "geryon"):
+        assert joined["modes"][mode] >= free["modes"][mode] * 0.999, mode
+    assert joined["modes"]["P+S"] > free["modes"]["P+S"] * 1.05  # 0.780 s against 0.713 s
+    shown = geryon("simulate", "--help")
+    assert "--barrier" in shown.stdout and "synchronous rounds" in shown.stdout
+
+
 def test_plan_training_on_the_papers_transport(tmp_path: Path) -> None:
     # The same plan with fifo and network on TF 1.x's RDMA rendezvous (the simulator's tf-verbs).
     args = ("plan", "training", "--profile", str(_profile_file(tmp_path)), "--workers", "4", "--ps", "2")
