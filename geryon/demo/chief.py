@@ -75,6 +75,8 @@ def make_searcher(spec: dict[str, Any], tagging: Any, local_model: Any) -> Any:
         "warmup": s.get("search_warmup", 1),
         "drift": None,
     }
+    if s.get("chunk_sizes"):
+        options["chunk_sizes"] = [int(c) for c in s["chunk_sizes"]]
     predictor = None
     if s["strategy"] in ("sweep", "guided"):
         options["urgencies"] = [float(u) for u in tagging.urgency]
@@ -89,16 +91,20 @@ def make_searcher(spec: dict[str, Any], tagging: Any, local_model: Any) -> Any:
             local_model, batch_size=spec["batch_size"], device=GUIDED_FLOPS, input_shape=spec["input_shape"]
         )
 
-        def predictor(ts: Any) -> float:
+        def predictor(ts: Any, chunk_bytes: int | None = None) -> float:
+            # Joint over chunk sizes: hybrid, the simulator's mode that preempts at chunk boundaries
+            # (geryon.threshold.joint); the thresholds alone rank in network mode as before.
+            chunked: dict[str, Any] = {} if chunk_bytes is None else {"chunk_bytes": int(chunk_bytes)}
             return simulate(
                 profile,
                 workers=len(spec["cluster"]["worker"]),
                 num_ps=len(spec["cluster"]["ps"]),
                 bandwidth_bps=spec["rate_bits"],
-                mode="network",
+                mode="network" if chunk_bytes is None else "hybrid",
                 thresholds=tuple(ts),
                 slice_bytes=spec["slice_bytes"],
                 partition=True,
+                **chunked,
             ).iteration_s
 
     return make(s["strategy"], spec["classes"], predictor=predictor, **options)
@@ -330,18 +336,25 @@ def train_paired(session: Session, emit: Emit, wait_go: Callable[[], None]) -> N
     deadline = time.monotonic() + float(spec.get("max_seconds", 1e9))
     rounds = 0
     last: list[Any] = []
+    chosen_chunk: int | None = None
 
     def one(m: variants_mod.Variant, phase: str, searching: bool = False) -> float:
         nonlocal rounds, last, chunk
         emit({"event": "round", "mode": m.name, "switch": m.mode.switch, "phase": phase, "round": rounds})
         wait_go()
         wanted_chunk = m.chunk_bytes if m.chunk_bytes is not None else base_chunk
-        if wanted_chunk is not None and wanted_chunk != chunk:
+        if m is searching_mode and chosen_chunk is not None:
+            wanted_chunk = chosen_chunk  # what a search joint over chunk sizes chose
+        if searching and hook is not None and hook.searches_chunk:
+            hook.chunk_bytes = chunk  # the hook sets the trial's chunk where the one in force differs
+        elif wanted_chunk is not None and wanted_chunk != chunk:
             chunk = apply_chunk(g, wanted_chunk)
         if searching:
             assert hook is not None
             apply_schedule(g, m.mode, list(g.thresholds))  # the mode's order; the search sets the classes
             hook.begin()
+            if hook.searches_chunk:
+                chunk = hook.chunk_bytes
             applied = {"thresholds": list(g.thresholds), "order": m.mode.order}
         else:
             applied = apply_schedule(g, m.mode, list(m.thresholds) if m.thresholds is not None else chosen)
@@ -385,10 +398,15 @@ def train_paired(session: Session, emit: Emit, wait_go: Callable[[], None]) -> N
             if searcher.converged:
                 break
             seconds = one(searching_mode, "search", searching=True)
-            trials.append({"step": len(trials), "thresholds": list(g.thresholds), "step_s": seconds})
+            trial = {"step": len(trials), "thresholds": list(g.thresholds), "step_s": seconds}
+            if hook is not None and hook.searches_chunk:
+                trial["chunk_bytes"] = chunk
+            trials.append(trial)
         converged_round = len(trials)
         if searcher.best is not None:
             chosen = [float(t) for t in searcher.best]
+        if hook is not None and hook.searches_chunk and searcher.best_chunk_bytes is not None:
+            chosen_chunk = int(searcher.best_chunk_bytes)
     # Settling rounds: a mode's first round after another mode ran pays for the change (the classes'
     # connections idle through the other modes' rounds restart from TCP's initial window, the switch's
     # queues were rebuilt), and in a fixed rotation that cost always falls on the same mode: measured on
@@ -424,6 +442,7 @@ def train_paired(session: Session, emit: Emit, wait_go: Callable[[], None]) -> N
             "converged": bool(searcher.converged),
             "converged_step": converged_round,
             "best": list(searcher.best) if searcher.best is not None else None,
+            "best_chunk_bytes": chosen_chunk,  # a search joint over chunk sizes only, else None
             "trials": trials,
             "median_converged_s": None,  # the measured rounds all run on the chosen thresholds
         }

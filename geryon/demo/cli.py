@@ -118,6 +118,12 @@ def add_bench(sub: Any) -> None:
     p.add_argument("--repeats", metavar="N", help="repeats of every mode (default 1)")
     p.add_argument("--search", metavar="S", help="sweep|guided|bayes|fixed:T (default sweep)")
     p.add_argument(
+        "--search-chunk",
+        action="store_true",
+        help="search the chunk size inside a class with the thresholds (16KiB..4MiB; with --search "
+        "guided or bayes)",
+    )
+    p.add_argument(
         "--background",
         metavar="RATE",
         help="background traffic per worker port, or none (default half the link rate)",
@@ -242,6 +248,7 @@ def bench_config(args: argparse.Namespace) -> dict[str, Any]:
         "warmup": _one(args.warmup, "--warmup", _int),
         "repeats": _one(args.repeats, "--repeats", _int),
         "search": args.search,
+        "search_chunk": True if args.search_chunk else None,
         "modes": args.modes,
         "background_bits": _one(args.background, "--background", _background),
         "second_job": args.second_job,

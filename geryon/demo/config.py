@@ -93,7 +93,24 @@ def validate(cfg: dict[str, Any]) -> dict[str, Any]:
     cfg["modes"] = list(modes_mod.parse_modes(cfg["modes"]))
     search = modes_mod.parse_search(str(cfg["search"]), cfg["classes"])
     cfg["search"] = search.label()
+    check_search_chunk(cfg, search.strategy)
     return cfg
+
+
+# The searchers that take chunk_sizes (geryon.threshold.search: guided ranks the pairs with the
+# simulator, bayes fits them); the sweep fits a curve over thresholds alone.
+CHUNK_SEARCHES = ("guided", "bayes")
+
+
+def check_search_chunk(cfg: dict[str, Any], strategy: str) -> None:
+    value = cfg.get("search_chunk", False)
+    if not isinstance(value, bool):
+        raise UsageError(f"--search-chunk: expected true or false, got {value!r}")
+    if value and strategy not in CHUNK_SEARCHES:
+        raise UsageError(
+            f"--search-chunk: the {strategy!r} search sets thresholds only; use --search "
+            f"{' or '.join(CHUNK_SEARCHES)} to search the chunk size with them"
+        )
 
 
 def check_api(cfg: dict[str, Any]) -> None:

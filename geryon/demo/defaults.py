@@ -64,6 +64,9 @@ DEFAULTS: dict[str, Any] = {
     "search_budget": 20,
     "search_repeats": 3,
     "search_points": 5,
+    # Search the chunk size inside a class with the thresholds (issue 40 item 3; guided and bayes,
+    # over geryon.threshold.joint.CHUNK_CANDIDATES); off: the chunk stays at chunk_bytes.
+    "search_chunk": False,
     "modes": list(modes_mod.MODES),
     "threads": 1,
     # Background traffic toward every worker's switch port, bits/s (0: none; None: BACKGROUND_SHARE
@@ -193,6 +196,8 @@ def chief_spec(
     rotation: list[str] | None = None,
 ) -> dict[str, Any]:
     """The chief's spec for `mode`, or with `rotation` for the paired modes it names (mode: the first)."""
+    from geryon.threshold.joint import CHUNK_CANDIDATES
+
     searches = any(modes_mod.mode(n).search for n in rotation) if rotation else mode.search
     search = None
     if searches and not cfg["search"].startswith("fixed"):
@@ -202,6 +207,7 @@ def chief_spec(
             "repeats": cfg["search_repeats"],
             "points": cfg["search_points"],
             "search_warmup": 1,
+            "chunk_sizes": list(CHUNK_CANDIDATES) if cfg.get("search_chunk") else None,
         }
     return {
         "cluster": cluster,

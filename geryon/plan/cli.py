@@ -8,7 +8,7 @@ from typing import Any
 
 from geryon.plan.topology import BUILTINS
 from geryon.plan.training import CLASS_COUNTS
-from geryon.threshold.cli import BARRIER_HELP
+from geryon.threshold.cli import BARRIER_HELP, FORWARD_HELP, FORWARDS
 from geryon.threshold.transport_flags import add_transport_flags
 
 AGGREGATION_HELP = (
@@ -76,6 +76,7 @@ def _register_training(plan_sub: Any) -> None:
     t.add_argument("--bandwidth", default="10gbit", help="link rate of every host (default 10gbit)")
     t.add_argument("--colocate", action="store_true", help="PS i on worker i's host (the paper's testbed)")
     t.add_argument("--barrier", action="store_true", help=BARRIER_HELP)
+    t.add_argument("--forward", choices=FORWARDS, default="chain", help=FORWARD_HELP)
     t.add_argument(
         "--device", default="k40", help="compute throughput: a device name or FLOP/s (default k40)"
     )

@@ -469,20 +469,35 @@ class ThresholdHook:
             hook.end()                   # reports the step's wall time (or pass iteration_time=)
 
     `searcher` is anything with `next_threshold()` and `report(thresholds, seconds)`, such as
-    geryon.threshold.search.make_searcher(...). `reporter` (a geryon.tf.agent_report.AgentReporter):
-    `end()` also reports the iteration time and thresholds to the host agent, with this process's
-    unresolved flows (the ps and worker tasks report theirs themselves: GERYON_AGENT_JOB).
+    geryon.threshold.search.make_searcher(...). A searcher made with `chunk_sizes` (issue 40 item 3:
+    the threshold and the chunk size inside a class searched together at run time) is driven by its
+    `next_trial()`: `begin()` also puts the trial's chunk size in force on every task
+    (`set_chunk_bytes`) when it changed, and `end()` reports it. `reporter` (a
+    geryon.tf.agent_report.AgentReporter): `end()` also reports the iteration time and thresholds to
+    the host agent, with this process's unresolved flows (the ps and worker tasks report theirs
+    themselves: GERYON_AGENT_JOB).
     """
 
     def __init__(self, searcher: Any, geryon_strategy: GeryonStrategy, reporter: Any = None) -> None:
         self.searcher = searcher
         self.strategy = geryon_strategy
         self.reporter = reporter
+        # Joint over chunk sizes: the searcher says so by its options (geryon.threshold.search).
+        options = getattr(searcher, "options", None)
+        self.searches_chunk = isinstance(options, dict) and options.get("chunk_sizes") is not None
+        self.chunk_bytes: int | None = None  # the chunk size this hook last put in force
         self._started: float | None = None
         self._running: tuple[float, ...] | None = None
 
     def begin(self) -> tuple[float, ...]:
-        wanted = tuple(float(t) for t in self.searcher.next_threshold())
+        if self.searches_chunk:
+            trial = self.searcher.next_trial()
+            wanted = tuple(float(t) for t in trial.thresholds)
+            if trial.chunk_bytes != self.chunk_bytes:
+                self.strategy.set_chunk_bytes(int(trial.chunk_bytes))
+                self.chunk_bytes = int(trial.chunk_bytes)
+        else:
+            wanted = tuple(float(t) for t in self.searcher.next_threshold())
         if wanted != self.strategy.thresholds:
             self.strategy.set_thresholds(wanted)
         self._running = self.strategy.thresholds
@@ -493,7 +508,10 @@ class ThresholdHook:
         if self._started is None or self._running is None:
             raise RuntimeError("ThresholdHook.end() called without begin()")
         seconds = time.perf_counter() - self._started if iteration_time is None else iteration_time
-        self.searcher.report(self._running, seconds)
+        if self.searches_chunk:
+            self.searcher.report(self._running, seconds, chunk_bytes=self.chunk_bytes)
+        else:
+            self.searcher.report(self._running, seconds)
         if self.reporter is not None:
             self.reporter.report(iteration_time_s=seconds, thresholds=self._running)
         self._started = None

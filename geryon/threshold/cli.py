@@ -141,6 +141,7 @@ def register(sub: Any) -> None:
         "--device", default="k40", help="compute throughput: a device name (k40, v100, ...) or FLOP/s"
     )
     p.add_argument("--barrier", action="store_true", help=BARRIER_HELP)
+    p.add_argument("--forward", choices=FORWARDS, default="chain", help=FORWARD_HELP)
     p.add_argument(
         "--colocate",
         action="store_true",
@@ -246,6 +247,14 @@ BARRIER_HELP = (
 )
 
 
+FORWARDS = ("chain", "dag")
+FORWARD_HELP = (
+    "the forward pass: chain (default: every layer after the one before it, in profile order) or dag "
+    "(the model's dataflow from the tagger's traced graph: a branch whose parameters are in runs while "
+    "another waits, as in Inception towers and ResNet shortcuts; needs --model, or a profile saved with it)"
+)
+
+
 def parse_knobs(args: argparse.Namespace) -> dict[str, Any]:
     """simulate() keyword arguments of the cost and traffic flags, each checked and named."""
     from geryon.threshold.simknobs import ENDHOST_GAP_S, Background, PsCosts, check_chunk
@@ -310,6 +319,54 @@ def check_counts(args: argparse.Namespace) -> None:
 
 # --- running -------------------------------------------------------------------------------------
 def load_profile(args: argparse.Namespace, progress: Progress) -> Any:
+    """The profile the flags name: a saved one, a profiler trace's, or the model's (FLOPs or measured);
+    with `--forward dag` its forward pass is the model's dataflow."""
+    dag = getattr(args, "forward", "chain") == "dag"
+    if not dag:
+        return _load_profile(args, progress, None)
+    if args.profile is not None and is_trace(args.profile):
+        raise UsageError(
+            "--forward dag: not with a profiler trace (its layers are the demo model's, which the tagger "
+            "does not trace here); use --model M --forward dag, or a profile saved with it"
+        )
+    if args.profile is not None:
+        profile = _load_profile(args, progress, None)
+        if not profile.is_dag:
+            raise UsageError(
+                f"--forward dag: {args.profile} is a chain profile (its layers have no 'after' lists, and "
+                "a saved profile cannot be traced again); write one with --model M --forward dag "
+                "--save-profile FILE"
+            )
+        return profile
+    from geryon.tagger import tag_model
+    from geryon.tagger.cli import parse_input_shape
+    from geryon.tagger.models import ModelLoadError, build_model, check_model_spec
+    from geryon.threshold.forward_dag import with_forward_dag
+    from geryon.threshold.profile import ProfileError
+
+    if args.model is None:
+        raise UsageError("--model or --profile: one is required")
+    try:
+        check_model_spec(args.model)
+    except ModelLoadError as e:
+        raise UsageError(f"--model: {e}") from None
+    shape = parse_input_shape(args.input_shape)
+    # One model object for the profile and the tagging: a second build would name its layers anew.
+    progress.say(f"building and tracing {args.model} for its dataflow (--forward dag)")
+    try:
+        model = build_model(args.model, shape)
+        tagging = tag_model(model, "layer", input_shape=shape)
+    except (ModelLoadError, ValueError) as e:
+        raise UsageError(f"--model: {e}") from None
+    profile = _load_profile(args, progress, model)
+    try:
+        return with_forward_dag(profile, tagging)
+    except ProfileError as e:
+        raise UsageError(f"--forward dag: {e}") from None
+
+
+def _load_profile(args: argparse.Namespace, progress: Progress, model: Any) -> Any:
+    """load_profile's chain profile; `model`, where given, is args.model already built."""
     from geryon.threshold.profile import Profile, ProfileError
 
     if args.profile is None and args.model is None:
@@ -341,7 +398,9 @@ def load_profile(args: argparse.Namespace, progress: Progress) -> Any:
 
         progress.say(f"measuring per-layer compute of {args.model} on this machine (batch {args.batch_size})")
         try:
-            return measure_profile(args.model, batch_size=args.batch_size, input_shape=input_shape)
+            return measure_profile(
+                args.model if model is None else model, batch_size=args.batch_size, input_shape=input_shape
+            )
         except (ValueError, ModelLoadError) as e:
             raise UsageError(f"--model: {e}") from None
     from geryon.threshold.profiles import profile_from_model
@@ -352,7 +411,10 @@ def load_profile(args: argparse.Namespace, progress: Progress) -> Any:
     progress.say(f"building {args.model} and deriving compute times for {args.device}")
     try:
         return profile_from_model(
-            args.model, batch_size=args.batch_size, device=device, input_shape=input_shape
+            args.model if model is None else model,
+            batch_size=args.batch_size,
+            device=device,
+            input_shape=input_shape,
         )
     except ModelLoadError as e:
         raise UsageError(f"--model: {e}") from None
@@ -590,6 +652,7 @@ def cluster_report(profile: Any, args: argparse.Namespace, bandwidth: float) -> 
         "model": profile.model,
         "profile_source": profile.source,
         "batch_size": profile.batch_size,
+        "forward": "dag" if profile.is_dag else "chain",
         "workers": args.workers,
         "ps": args.ps,
         "bandwidth_bps": bandwidth,

@@ -23,3 +23,26 @@ def test_an_unknown_mode_names_the_flag_and_what_is_allowed() -> None:
         UsageError, match=r"--modes: unknown mode 'hybrid'; allowed: vanilla, ps, geryon, paper"
     ):
         config.make_config({"modes": "geryon,hybrid"})
+
+
+def test_search_chunk_needs_a_search_that_takes_chunk_sizes() -> None:
+    assert config.make_config({})["search_chunk"] is False
+    cfg = config.make_config({"search": "bayes", "search_chunk": True})
+    assert cfg["search_chunk"] is True
+    with pytest.raises(UsageError, match=r"--search-chunk: the 'sweep' search sets thresholds only; use"):
+        config.make_config({"search_chunk": True})
+    with pytest.raises(UsageError, match="--search-chunk: the 'fixed' search"):
+        config.make_config({"search": "fixed:0.5", "search_chunk": True})
+    with pytest.raises(UsageError, match="--search-chunk: expected true or false, got 'yes'"):
+        config.make_config({"search": "guided", "search_chunk": "yes"})
+
+
+def test_the_chiefs_spec_carries_the_chunk_candidates_only_when_asked() -> None:
+    from geryon.demo import defaults, modes
+    from geryon.threshold.joint import CHUNK_CANDIDATES
+
+    cluster = {"ps": ["a:1"], "worker": ["b:1"], "chief": ["c:1"]}
+    for asked, want in ((False, None), (True, list(CHUNK_CANDIDATES))):
+        cfg = config.make_config({"search": "bayes", "search_chunk": asked})
+        spec = defaults.chief_spec(cfg, modes.mode("geryon"), cluster, None, False)
+        assert spec["search"]["chunk_sizes"] == want

@@ -1,4 +1,5 @@
-"""The demo's variant rotation on a real testbed: namespaces, switch queues and a TF cluster (issue 40)."""
+"""The demo's paired cluster at settings of its own on a real testbed (namespaces, switch queues, a TF
+cluster; issue 40): a rotation of variants, and a search joint over the chunk size."""
 
 from __future__ import annotations
 
@@ -51,3 +52,36 @@ def test_variants_alternate_in_one_cluster_each_at_its_own_settings(
     assert by["low"]["classes_used"] == 2 and by["two-cuts"]["classes_used"] == 3
     assert by["two-cuts"]["chunk_bytes"] == 16 << 10
     assert by["low"]["chunk_bytes"] == cfg["chunk_bytes"]  # back to the cluster's own between rounds
+
+
+@needs_root
+@pytest.mark.slow
+def test_a_search_joint_over_chunk_sizes_sets_each_trials_chunk_and_keeps_the_best(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue 40 item 3 at run time: the geryon mode's search (bayes, joint over the chunk sizes) in the
+    # paired cluster: each trial round runs at its own chunk size, and the measured rounds at the best.
+    from geryon.demo import runner
+    from geryon.progress import Progress
+    from geryon.threshold.joint import CHUNK_CANDIDATES
+
+    monkeypatch.setenv("GERYON_TESTBED_STATE", str(tmp_path / "state"))
+    overrides = {"steps": 2, "warmup": 1, "search": "bayes", "search_chunk": True, "search_budget": 6}
+    cfg = config.validate(config.make_config(overrides, quick=True))
+    progress = Progress("test", enabled=False)
+    log_dir = tmp_path / "logs"
+    log_dir.mkdir()
+    with runner.testbed(cfg, progress) as tb:
+        paired = runner.PairedRun(tb, cfg, ["geryon", "endhost"], 0, [0.5], True, log_dir, progress)
+        records = paired.run_all()
+    by = {r["mode"]: r for r in records}
+    geryon = by["geryon"]
+    assert geryon["error"] is None, geryon["error"]
+    search = geryon["search"]
+    trials = search["trials"]
+    assert trials and all(t["chunk_bytes"] in CHUNK_CANDIDATES for t in trials)
+    assert len({t["chunk_bytes"] for t in trials}) >= 2, "the search tried more than one chunk size"
+    assert search["best_chunk_bytes"] in {t["chunk_bytes"] for t in trials}
+    # The measured rounds ran at the chosen chunk; the other mode at the cluster's own.
+    assert geryon["chunk_bytes"] == search["best_chunk_bytes"]
+    assert by["endhost"]["chunk_bytes"] == cfg["chunk_bytes"]

@@ -142,6 +142,7 @@ def test_plan_training_recommends_settings_and_predicts_every_mode(tmp_path: Pat
         (["--background", "1gbit:x"], "--background: background.hosts: unknown 'x'"),
         (["--background", "1gbit:workers:in:top"], "--background: background.queue: unknown 'top'"),
         (["--background", "1:2:3:4:5"], "is not RATE[:HOSTS[:DIR[:QUEUE]]]"),
+        (["--forward", "dag"], "--forward dag: "),
     ],
 )
 def test_plan_training_bad_flags_exit_2_naming_the_flag(

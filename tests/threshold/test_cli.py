@@ -176,6 +176,40 @@ def test_builtin_model_with_flops_profile_and_saved_profile(tmp_path: Path) -> N
     assert json.loads(saved.read_text())["format"] == "geryon.profile"
 
 
+def test_forward_dag_needs_a_model_or_a_profile_saved_with_it(tmp_path: Path, profile_file: Path) -> None:
+    r = geryon("simulate", "--profile", str(profile_file), "--forward", "dag")
+    assert r.returncode == 2
+    assert "--forward dag: " in r.stderr and "is a chain profile" in r.stderr and "--save-profile" in r.stderr
+    trace = tmp_path / "trace"
+    trace.mkdir()
+    r = geryon("simulate", "--profile", str(trace), "--model", "tiny", "--batch-size", "8", "--forward=dag")
+    assert r.returncode == 2 and "--forward dag: not with a profiler trace" in r.stderr
+    r = geryon("simulate", "--profile", str(profile_file), "--forward", "tree")
+    assert r.returncode == 2 and "--forward: invalid choice: 'tree'" in r.stderr
+
+
+@pytest.mark.slow
+def test_forward_dag_runs_a_branching_models_dataflow_and_saves_it(tmp_path: Path) -> None:
+    saved = tmp_path / "inception.json"
+    args = ("simulate", "--workers", "2", "--ps", "1", "--bandwidth", "10gbit", "--mode", "hybrid", "--json")
+    dag = geryon(*args, "--model", "inceptionv3", "--forward", "dag", "--save-profile", str(saved))
+    assert dag.returncode == 0, dag.stderr
+    layers = json.loads(saved.read_text())["layers"]
+    assert all("after" in la for la in layers)
+    # A branching model: some layer waits on two or more others (a concatenation of towers).
+    assert any(len(la["after"]) >= 2 for la in layers)
+    report = json.loads(dag.stdout)
+    assert report["forward"] == "dag"
+    # The saved profile is the dataflow again, with or without the flag, and simulates the same.
+    for extra in ((), ("--forward", "dag")):
+        again = geryon(*args, "--profile", str(saved), *extra)
+        assert again.returncode == 0, again.stderr
+        same = json.loads(again.stdout)["modes"]["hybrid"]  # all but the run's own wall time:
+        assert {**same, "wall_s": 0} == {**report["modes"]["hybrid"], "wall_s": 0}
+    chain = json.loads(geryon(*args, "--model", "inceptionv3").stdout)
+    assert chain["forward"] == "chain"
+
+
 def test_a_reader_that_goes_away_is_not_a_traceback(profile_file: Path) -> None:
     import subprocess
     import sys
