@@ -8,9 +8,10 @@ best of a measured sweep over the same settings, in paired rounds.
 1. **The plan.** The user's command on the demo's shape: `geryon plan training --profile PROFILE
    --workers 2 --ps 2 --bandwidth 200mbit --background 100mbit:workers:in:lowest --barrier
    [--ps-costs F]` (the CLI, run as a subprocess; its defaults otherwise; `--barrier` because the
-   demo joins every round, 2026-12-07: without it the plan predicted 331 ms against 0.66 s measured). Beside it the same search in process with
-   the demo's own prediction terms (geryon.demo.predict.sim_setting for the geryon mode: the payload
-   share of the link, the measured incast factor, gRPC's request order), printed as "demo terms".
+   demo joins every round: without it the plan predicted 331 ms against 0.66 s measured, 2026-12-05).
+   Beside it the same search in process with the demo's own prediction terms
+   (geryon.demo.predict.sim_setting for the geryon mode: the payload share of the link, the
+   measured incast factor, gRPC's request order), printed as "demo terms".
    PROFILE is an in-cluster profile of the demo's paired modes: every `geryon demo` or
    `bench_e2e.py` run leaves one as `logs-*/r0-paired-capture-profile.json` under its output.
 2. **The sweep.** For each slice size the planner searches (none, 4 MiB, 1 MiB, 256 KiB: no slicing
