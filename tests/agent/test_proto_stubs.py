@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -37,9 +38,36 @@ def test_committed_stubs_match_the_proto(tmp_path: Path) -> None:
     for name in GENERATED:
         fresh = (tmp_path / "geryon/agent/proto" / name).read_bytes()
         committed = (REPO / "geryon/agent/proto" / name).read_bytes()
-        assert fresh == committed, (
+        assert _unstamped(fresh) == _unstamped(committed), (
             f"geryon/agent/proto/{name} is stale; regenerate from the repo root:\n{REGENERATE}"
         )
+
+
+# grpc_tools stamps its own release into the service stub (GRPC_GENERATED_VERSION, the least grpcio the
+# stub imports under), so a patch release of grpcio-tools (1.85.1 -> 1.85.4 on the registry, 2026-12)
+# changes that line and nothing else. The stamp is not the proto's content: it is left out here, and
+# the committed one is checked against the package's grpcio floor below.
+_STAMP = re.compile(rb"^GRPC_GENERATED_VERSION = '[^']*'$", re.MULTILINE)
+
+
+def _unstamped(source: bytes) -> bytes:
+    return _STAMP.sub(b"GRPC_GENERATED_VERSION = ''", source)
+
+
+def test_the_stubs_version_stamps_are_the_packages_floors() -> None:
+    # An older grpcio or protobuf runtime than the stubs were generated with refuses to import them
+    # (grpc's first_version_is_lower check; protobuf's ValidateProtobufRuntimeVersion: "Runtime version
+    # cannot be older than the linked gencode version"), so the agent extra must not allow one.
+    pyproject = (REPO / "pyproject.toml").read_text()
+    stub = (REPO / "geryon/agent/proto/agent_pb2_grpc.py").read_text()
+    grpc_stamp = re.search(r"^GRPC_GENERATED_VERSION = '([^']*)'$", stub, re.MULTILINE)
+    assert grpc_stamp is not None
+    assert f'"grpcio>={grpc_stamp.group(1)},' in pyproject, f"the stubs need grpcio>={grpc_stamp.group(1)}"
+    messages = (REPO / "geryon/agent/proto/agent_pb2.py").read_text()
+    pb_stamp = re.search(r"ValidateProtobufRuntimeVersion\(\s*[\w.]+,\s*(\d+),\s*(\d+),\s*(\d+),", messages)
+    assert pb_stamp is not None
+    floor = ".".join(pb_stamp.groups())
+    assert f'"protobuf>={floor}' in pyproject, f"the stubs need protobuf>={floor}"
 
 
 def test_stubs_import_inside_the_package() -> None:
