@@ -321,8 +321,9 @@ def check_counts(args: argparse.Namespace) -> None:
 def load_profile(args: argparse.Namespace, progress: Progress) -> Any:
     """The profile the flags name: a saved one, a profiler trace's, or the model's (FLOPs or measured);
     with `--forward dag` its forward pass is the model's dataflow."""
-    dag = getattr(args, "forward", "chain") == "dag"
-    if not dag:
+    if args.profile is None and args.model is None:
+        raise UsageError("--model or --profile: one is required")
+    if getattr(args, "forward", "chain") != "dag":
         return _load_profile(args, progress, None)
     if args.profile is not None and is_trace(args.profile):
         raise UsageError(
@@ -340,16 +341,10 @@ def load_profile(args: argparse.Namespace, progress: Progress) -> Any:
         return profile
     from geryon.tagger import tag_model
     from geryon.tagger.cli import parse_input_shape
-    from geryon.tagger.models import ModelLoadError, build_model, check_model_spec
+    from geryon.tagger.models import ModelLoadError, build_model
     from geryon.threshold.forward_dag import with_forward_dag
     from geryon.threshold.profile import ProfileError
 
-    if args.model is None:
-        raise UsageError("--model or --profile: one is required")
-    try:
-        check_model_spec(args.model)
-    except ModelLoadError as e:
-        raise UsageError(f"--model: {e}") from None
     shape = parse_input_shape(args.input_shape)
     # One model object for the profile and the tagging: a second build would name its layers anew.
     progress.say(f"building and tracing {args.model} for its dataflow (--forward dag)")
@@ -369,8 +364,6 @@ def _load_profile(args: argparse.Namespace, progress: Progress, model: Any) -> A
     """load_profile's chain profile; `model`, where given, is args.model already built."""
     from geryon.threshold.profile import Profile, ProfileError
 
-    if args.profile is None and args.model is None:
-        raise UsageError("--model or --profile: one is required")
     if args.profile is not None and is_trace(args.profile):
         return load_trace_profile(args, progress)
     if args.profile is not None:
