@@ -120,8 +120,8 @@ def add_bench(sub: Any) -> None:
     p.add_argument(
         "--search-chunk",
         action="store_true",
-        help="search the chunk size inside a class with the thresholds (16KiB..4MiB; with --search "
-        "guided or bayes)",
+        help="search the chunk size inside a class with the thresholds (16KiB..4MiB; not with --search "
+        "fixed:T)",
     )
     p.add_argument(
         "--background",

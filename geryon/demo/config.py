@@ -97,19 +97,21 @@ def validate(cfg: dict[str, Any]) -> dict[str, Any]:
     return cfg
 
 
-# The searchers that take chunk_sizes (geryon.threshold.search: guided ranks the pairs with the
-# simulator, bayes fits them); the sweep fits a curve over thresholds alone.
-CHUNK_SEARCHES = ("guided", "bayes")
-
-
 def check_search_chunk(cfg: dict[str, Any], strategy: str) -> None:
+    """search_chunk: a bool, and only with a search whose searcher takes chunk_sizes (every one of the
+    demo's but fixed, which sets nothing: geryon.threshold.search's OPTIONS say which)."""
     value = cfg.get("search_chunk", False)
     if not isinstance(value, bool):
         raise UsageError(f"--search-chunk: expected true or false, got {value!r}")
-    if value and strategy not in CHUNK_SEARCHES:
+    if not value:
+        return
+    from geryon.threshold.search import SEARCHERS  # only here: validating a config needs no searcher
+
+    takes = [s for s in modes_mod.SEARCHES if "chunk_sizes" in SEARCHERS[s].OPTIONS]
+    if strategy not in takes:
         raise UsageError(
-            f"--search-chunk: the {strategy!r} search sets thresholds only; use --search "
-            f"{' or '.join(CHUNK_SEARCHES)} to search the chunk size with them"
+            f"--search-chunk: the {strategy!r} search sets no chunk size; use --search "
+            f"{' or '.join(takes)} to search the chunk size with the thresholds"
         )
 
 

@@ -27,11 +27,9 @@ def test_an_unknown_mode_names_the_flag_and_what_is_allowed() -> None:
 
 def test_search_chunk_needs_a_search_that_takes_chunk_sizes() -> None:
     assert config.make_config({})["search_chunk"] is False
-    cfg = config.make_config({"search": "bayes", "search_chunk": True})
-    assert cfg["search_chunk"] is True
-    with pytest.raises(UsageError, match=r"--search-chunk: the 'sweep' search sets thresholds only; use"):
-        config.make_config({"search_chunk": True})
-    with pytest.raises(UsageError, match="--search-chunk: the 'fixed' search"):
+    for search in ("sweep", "guided", "bayes"):  # each one's searcher takes chunk_sizes
+        assert config.make_config({"search": search, "search_chunk": True})["search_chunk"] is True
+    with pytest.raises(UsageError, match=r"--search-chunk: the 'fixed' search sets no chunk size; use"):
         config.make_config({"search": "fixed:0.5", "search_chunk": True})
     with pytest.raises(UsageError, match="--search-chunk: expected true or false, got 'yes'"):
         config.make_config({"search": "guided", "search_chunk": "yes"})
