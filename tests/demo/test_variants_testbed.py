@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -13,16 +14,24 @@ from geryon.demo import config, variants
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the testbed needs root")
 
 
-@needs_root
-@pytest.mark.slow
-def test_variants_alternate_in_one_cluster_each_at_its_own_settings(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from geryon.demo import runner
+@pytest.fixture
+def run_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Path]:
+    """What a testbed run here needs: its state under tmp_path, a silent Progress, a log folder."""
     from geryon.progress import Progress
-    from geryon.testbed import namespaces
 
     monkeypatch.setenv("GERYON_TESTBED_STATE", str(tmp_path / "state"))
+    log_dir = tmp_path / "logs"
+    log_dir.mkdir()
+    return Progress("test", enabled=False), log_dir
+
+
+@needs_root
+@pytest.mark.slow
+def test_variants_alternate_in_one_cluster_each_at_its_own_settings(run_dirs: tuple[Any, Path]) -> None:
+    from geryon.demo import runner
+    from geryon.testbed import namespaces
+
+    progress, log_dir = run_dirs
     cfg = config.validate(config.make_config({"steps": 2, "warmup": 1, "classes": 3}, quick=True))
     rotation = variants.parse(
         [
@@ -31,9 +40,6 @@ def test_variants_alternate_in_one_cluster_each_at_its_own_settings(
         ],
         cfg["classes"],
     )
-    progress = Progress("test", enabled=False)
-    log_dir = tmp_path / "logs"
-    log_dir.mkdir()
     with runner.testbed(cfg, progress) as tb:
         run_id = tb.run_id
         records = runner.VariantRun(tb, cfg, rotation, 0, log_dir, progress).run_all()
@@ -57,20 +63,16 @@ def test_variants_alternate_in_one_cluster_each_at_its_own_settings(
 @needs_root
 @pytest.mark.slow
 def test_a_search_joint_over_chunk_sizes_sets_each_trials_chunk_and_keeps_the_best(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    run_dirs: tuple[Any, Path],
 ) -> None:
     # Issue 40 item 3 at run time: the geryon mode's search (bayes, joint over the chunk sizes) in the
     # paired cluster: each trial round runs at its own chunk size, and the measured rounds at the best.
     from geryon.demo import runner
-    from geryon.progress import Progress
     from geryon.threshold.joint import CHUNK_CANDIDATES
 
-    monkeypatch.setenv("GERYON_TESTBED_STATE", str(tmp_path / "state"))
+    progress, log_dir = run_dirs
     overrides = {"steps": 2, "warmup": 1, "search": "bayes", "search_chunk": True, "search_budget": 6}
     cfg = config.validate(config.make_config(overrides, quick=True))
-    progress = Progress("test", enabled=False)
-    log_dir = tmp_path / "logs"
-    log_dir.mkdir()
     with runner.testbed(cfg, progress) as tb:
         paired = runner.PairedRun(tb, cfg, ["geryon", "endhost"], 0, [0.5], True, log_dir, progress)
         records = paired.run_all()
