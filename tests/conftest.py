@@ -78,6 +78,7 @@ TIERS: dict[str, str] = {
     "jobs/test_cluster3": "external",
     "jobs/test_controller": "external",
     "jobs/test_etcd": "external",
+    "jobs/test_etcd_tls": "external",
     "jobs/test_watch": "external",
     "fabric/test_render": "external",
     "fabric/test_render_cumulus": "external",

@@ -117,6 +117,51 @@ def parse_endpoints(spec: str | Sequence[str]) -> tuple[str, ...]:
     return urls
 
 
+TLS_FLAGS = ("--cacert", "--cert", "--key")  # the CLIs' names of cafile, certfile, keyfile
+
+
+def tls_context(
+    endpoints: Sequence[str],
+    cafile: str | None,
+    certfile: str | None,
+    keyfile: str | None,
+    flags: Sequence[str] = TLS_FLAGS,
+) -> ssl.SSLContext | None:
+    """The TLS context for https endpoints (None when every endpoint is loopback http).
+
+    The server is verified against `cafile` (else the system's CAs) and by host name, as any https
+    client does; `certfile` (with `keyfile`, unless the key is in the same PEM) is the client
+    certificate etcd asks for with --client-cert-auth. TLS files given for http-only endpoints are
+    refused rather than ignored (a user who gave a CA expects it to be used). UsageError names the
+    option by its flag in `flags` (cafile, certfile, keyfile) and says what is wrong."""
+    ca_flag, cert_flag, key_flag = flags
+    https = any(u.startswith("https:") for u in endpoints)
+    given = [flag for flag, v in zip(flags, (cafile, certfile, keyfile), strict=True) if v]
+    if not https:
+        if given:
+            raise UsageError(
+                f"etcd TLS: {', '.join(given)} given, but no endpoint is https:// (plain http to loopback "
+                "uses no TLS); give https:// endpoints or drop the TLS files"
+            )
+        return None
+    if keyfile and not certfile:
+        raise UsageError(f"etcd TLS: {key_flag} given without {cert_flag} (the certificate it is the key of)")
+    try:
+        context = ssl.create_default_context(cafile=cafile)
+    except (OSError, ssl.SSLError) as e:
+        raise UsageError(f"etcd TLS: {ca_flag} {cafile!r}: not a readable PEM CA bundle ({e})") from None
+    if certfile:
+        try:
+            context.load_cert_chain(certfile, keyfile)
+        except (OSError, ssl.SSLError) as e:
+            raise UsageError(
+                f"etcd TLS: {cert_flag} {certfile!r}"
+                + (f" / {key_flag} {keyfile!r}" if keyfile else "")
+                + f": not a readable PEM certificate with its matching key ({e})"
+            ) from None
+    return context
+
+
 class Client:
     """etcd v3 over the JSON gateway. Thread-safe: each call opens its own HTTP request."""
 
@@ -127,16 +172,13 @@ class Client:
         cafile: str | None = None,
         certfile: str | None = None,
         keyfile: str | None = None,
+        tls_flags: Sequence[str] = TLS_FLAGS,
     ) -> None:
         self.endpoints = parse_endpoints(endpoints)
         self.timeout = timeout
         self._preferred = 0
         self._lock = threading.Lock()
-        self._ssl: ssl.SSLContext | None = None
-        if any(u.startswith("https:") for u in self.endpoints):
-            self._ssl = ssl.create_default_context(cafile=cafile)
-            if certfile:
-                self._ssl.load_cert_chain(certfile, keyfile)
+        self._ssl = tls_context(self.endpoints, cafile, certfile, keyfile, tls_flags)
 
     # -- transport ------------------------------------------------------------------------------------
 
@@ -165,6 +207,10 @@ class Client:
                 raise EtcdError(f"etcd {url}: HTTP {e.code}: {msg}") from None
             except (urllib.error.URLError, OSError) as e:
                 reason = getattr(e, "reason", e)
+                # A certificate refused either way (the server's by our CA, ours by etcd's) is no network
+                # trouble: say so, so the user looks at the TLS files rather than the network.
+                if isinstance(e, ssl.SSLError) or isinstance(reason, ssl.SSLError):
+                    reason = f"TLS handshake failed, check the CA and client certificate: {reason}"
                 failures.append(f"{self.endpoints[i]} ({reason})")
                 continue
             with self._lock:

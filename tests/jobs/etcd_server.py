@@ -11,6 +11,7 @@ import os
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -52,6 +53,7 @@ class Member:
     log: str
     args: list[str]
     proc: subprocess.Popen[bytes] | None = None
+    tls: ssl.SSLContext | None = None  # how the health check reaches an https member
 
     def start(self) -> None:
         with open(self.log, "ab") as log:
@@ -65,7 +67,7 @@ class Member:
 
     def healthy(self) -> bool:
         try:
-            with urllib.request.urlopen(self.client_url + "/health", timeout=1) as r:
+            with urllib.request.urlopen(self.client_url + "/health", timeout=1, context=self.tls) as r:
                 return json.loads(r.read()).get("health") == "true"
         except (OSError, ValueError):
             return False
@@ -101,16 +103,34 @@ class EtcdCluster:
         shutil.rmtree(self.base, ignore_errors=True)
 
 
-def start_cluster(size: int = 1) -> EtcdCluster:
+@dataclass(frozen=True)
+class EtcdTls:
+    """Client TLS for start_cluster: the CA the server's certificate chains to, and the certificate
+    (and key) every client must show (etcd's --client-cert-auth)."""
+
+    ca: str
+    server_cert: str
+    server_key: str
+
+
+def start_cluster(size: int = 1, tls: EtcdTls | None = None) -> EtcdCluster:
+    """`size` members on loopback; with `tls`, clients talk https and must show a certificate signed by
+    tls.ca (peers stay plain http on loopback)."""
     etcd = need_etcd()
     base = tempfile.mkdtemp(prefix="geryon-etcd-")
+    scheme = "https" if tls else "http"
+    health: ssl.SSLContext | None = None
+    if tls:
+        # The health check shows the server's own certificate (it is issued for client auth too).
+        health = ssl.create_default_context(cafile=tls.ca)
+        health.load_cert_chain(tls.server_cert, tls.server_key)
     ports = free_ports(2 * size)
     names = [f"m{i}" for i in range(size)]
     peers = [f"http://127.0.0.1:{ports[2 * i + 1]}" for i in range(size)]
     initial = ",".join(f"{n}={p}" for n, p in zip(names, peers, strict=True))
     members = []
     for i, name in enumerate(names):
-        client = f"http://127.0.0.1:{ports[2 * i]}"
+        client = f"{scheme}://127.0.0.1:{ports[2 * i]}"
         data = os.path.join(base, name)
         args = [
             etcd,
@@ -126,7 +146,11 @@ def start_cluster(size: int = 1) -> EtcdCluster:
             "--heartbeat-interval", "100",
             "--election-timeout", "1000",
         ]  # fmt: skip
-        members.append(Member(name, client, peers[i], data, os.path.join(base, f"{name}.log"), args))
+        if tls:
+            args += ["--cert-file", tls.server_cert, "--key-file", tls.server_key]
+            args += ["--trusted-ca-file", tls.ca, "--client-cert-auth"]
+        log = os.path.join(base, f"{name}.log")
+        members.append(Member(name, client, peers[i], data, log, args, tls=health))
     cluster = EtcdCluster(members, base)
     try:
         for m in members:
