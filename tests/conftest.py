@@ -34,6 +34,7 @@ TIERS: dict[str, str] = {
     "agent/test_api": "tf",
     "agent/test_cli": "netns",
     "agent/test_config": "netns",
+    "agent/test_cluster_view": "external",
     "agent/test_daemon": "netns",
     "agent/test_dcbnl": "netns",
     "agent/test_engine": "netns",

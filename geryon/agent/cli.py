@@ -104,6 +104,30 @@ def daemon_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--tls-client-ca", metavar="FILE", help="CA (PEM) that client certificates must chain to (mTLS)"
     )
+    cluster = p.add_argument_group(
+        "cluster view (docs/jobs.md)",
+        "with --etcd the agent registers its host in etcd under a lease it keeps alive (only registered "
+        "hosts may carry jobs' tasks) and logs the bands the controller gives the host's jobs",
+    )
+    cluster.add_argument("--etcd", metavar="URL[,URL...]", help="etcd endpoints; http only to loopback")
+    cluster.add_argument(
+        "--cluster-host",
+        metavar="NAME",
+        help="this host's name in the jobs' task addresses (default: the system's host name)",
+    )
+    cluster.add_argument(
+        "--etcd-prefix", default=None, metavar="PREFIX", help="key prefix (default /geryon/)"
+    )
+    cluster.add_argument(
+        "--cluster-ttl",
+        type=int,
+        default=5,
+        metavar="S",
+        help="the host's lease, seconds: a dead agent's host leaves the view this long after (default 5)",
+    )
+    cluster.add_argument("--etcd-cacert", metavar="FILE", help="CA (PEM) of etcd's server certificate")
+    cluster.add_argument("--etcd-cert", metavar="FILE", help="client certificate (PEM) for etcd")
+    cluster.add_argument("--etcd-key", metavar="FILE", help="the client certificate's key (PEM)")
     p.add_argument(
         "--metrics",
         default="127.0.0.1:9477",

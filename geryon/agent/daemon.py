@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import signal
+import socket
 import sys
 import threading
 import time
@@ -316,6 +317,7 @@ def run(args: argparse.Namespace) -> int:
         _host_port(args.api_tcp, "--api-tcp")
         if not (args.tls_cert and args.tls_key):
             raise UsageError("--api-tcp: TCP is served only with TLS; give --tls-cert and --tls-key")
+    make_view = check_cluster_args(args)
     try:
         journal = Journal.load(args.journal)
     except JournalError as e:
@@ -356,6 +358,7 @@ def run(args: argparse.Namespace) -> int:
         dcb_ready = threading.Event()
         threading.Thread(target=watch_dcb, args=(args.netns, wake, log, dcb_ready), daemon=True).start()
         dcb_ready.wait(10)
+    view = None if make_view is None else _start_cluster_view(make_view, log)
     services = _start_services(agent, args, log)
     agent.reconcile("start")
     try:
@@ -376,6 +379,8 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if services is not None:
             services.stop()
+        if view is not None:
+            view.close()
         agent.close()
         log("stop", reason="signal")
     return 0
@@ -386,6 +391,57 @@ def _host_port(text: str, flag: str) -> tuple[str, int]:
     if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:
         raise UsageError(f"{flag}: {text!r} is not HOST:PORT (e.g. 127.0.0.1:9477; port 0 = any free port)")
     return host.strip("[]"), int(port)
+
+
+def check_cluster_args(args: argparse.Namespace) -> Any:
+    """The cluster-view flags, checked before anything is applied: None without --etcd (then none of
+    them may be given), else an unstarted geryon.agent.cluster_view.ClusterView. UsageError names the
+    flag. The view's own errors (etcd away) never stop the agent: it retries in the background."""
+    given = [
+        flag
+        for flag, value in (
+            ("--cluster-host", args.cluster_host),
+            ("--etcd-prefix", args.etcd_prefix),
+            ("--etcd-cacert", args.etcd_cacert),
+            ("--etcd-cert", args.etcd_cert),
+            ("--etcd-key", args.etcd_key),
+        )
+        if value is not None
+    ]
+    if not args.etcd:
+        if given:
+            raise UsageError(f"{given[0]}: only with --etcd (the cluster view lives in etcd)")
+        return None
+    from geryon.agent.cluster_view import ClusterView
+    from geryon.jobs import etcd, keys
+    from geryon.jobs.registration import RegistrationError, check_host
+
+    prefix = args.etcd_prefix if args.etcd_prefix is not None else keys.DEFAULT_PREFIX
+    try:
+        keys.norm_prefix(prefix)
+    except ValueError as e:
+        raise UsageError(f"--etcd-prefix: {e}") from None
+    try:
+        host = check_host(args.cluster_host or socket.gethostname(), "--cluster-host")
+    except RegistrationError as e:
+        hint = "" if args.cluster_host else " (the system's host name; give --cluster-host)"
+        raise UsageError(f"{e}{hint}") from None
+    if not 2 <= args.cluster_ttl <= 60:
+        raise UsageError(f"--cluster-ttl: {args.cluster_ttl} s; give 2 to 60")
+    client = etcd.Client(
+        args.etcd,
+        cafile=args.etcd_cacert,
+        certfile=args.etcd_cert,
+        keyfile=args.etcd_key,
+        tls_flags=("--etcd-cacert", "--etcd-cert", "--etcd-key"),
+    )
+    return lambda log: ClusterView(client, host, log, prefix=prefix, ttl=args.cluster_ttl)
+
+
+def _start_cluster_view(make: Callable[[Log], Any], log: Log) -> Any:
+    view = make(log).start()
+    log("cluster", etcd=",".join(view.client.endpoints), host=view.host)
+    return view
 
 
 def _start_services(agent: Agent, args: argparse.Namespace, log: Log) -> Any:

@@ -17,6 +17,9 @@ from pathlib import Path
 import pytest
 from agent.agent_netns import VethNs, htb_classes, ns_exec, read_sysctl, root_qdisc, veth_ns
 from geryon_cli import geryon
+from jobs.etcd_server import start_cluster
+
+from geryon.jobs import etcd, keys
 
 
 class Daemon:
@@ -135,6 +138,29 @@ def test_daemon_applies_repairs_reloads_and_exits_cleanly(ns: VethNs, tmp_path: 
     assert (root["kind"], root["handle"], root["options"]["limit"]) == ("pfifo", "3:", 55)
     assert root_qdisc(ns.name, "ga1")["kind"] == "noqueue"
     assert read_sysctl(ns.name, "net.ipv4.tcp_reflect_tos") == "0"
+
+
+def test_daemon_registers_its_host_in_the_cluster_view(ns: VethNs, tmp_path: Path) -> None:
+    """With --etcd the daemon puts agents/<host> under its lease beside applying the host config, and
+    SIGTERM revokes it (the host leaves the view at once, not after the ttl)."""
+    cluster = start_cluster(1)
+    config = tmp_path / "agent.yaml"
+    config.write_text("interfaces: [ga0, ga1]\n")
+    args = daemon_args(ns, config, tmp_path / "journal.json")
+    d = Daemon(*args, "--etcd", cluster.endpoints[0], "--cluster-host", "gdm-host", "--cluster-ttl", "3")
+    try:
+        client = etcd.Client(cluster.endpoints)
+        d.wait_log("event=applied", "reason=start")
+        d.wait_log("event=cluster_registered", "host=gdm-host")
+        kv = client.get(keys.agent(keys.DEFAULT_PREFIX, "gdm-host"))
+        assert kv is not None and kv.lease != 0
+        d.wait_log("event=cluster_view", "live")
+        d.proc.send_signal(signal.SIGTERM)
+        assert d.proc.wait(10) == 0
+        assert client.get(keys.agent(keys.DEFAULT_PREFIX, "gdm-host")) is None
+    finally:
+        d.stop()
+        cluster.stop()
 
 
 def test_periodic_verify_repairs_drift_that_sends_no_netlink_event(ns: VethNs, tmp_path: Path) -> None:
