@@ -9,6 +9,9 @@ the environment names the store and the job (the launcher sets them, like the ch
     GERYON_JOB=job-17            the job id the chief registered (geryon.jobs.chief.JobRegistration)
     GERYON_BANDS_HOST=hostA      the host name in the job's registration (default: the host name)
     GERYON_BANDS_PREFIX=/geryon/ the controller's key prefix (default /geryon/)
+    GERYON_BANDS_CACERT=ca.pem   with https:// endpoints: the CA (PEM) of etcd's server certificate
+    GERYON_BANDS_CERT=c.pem      and the client certificate (PEM) etcd's --client-cert-auth asks for,
+    GERYON_BANDS_KEY=c-key.pem   with its key (plain http is allowed only to a loopback address)
 
 The fabric's classes are the data plane's marks when the follower starts (geryon.tf.class_marks():
 its defaults, or what the launcher set with set_class_marks, e.g. the marks the agent's DCB config
@@ -39,6 +42,7 @@ ENV_ETCD = "GERYON_BANDS_ETCD"
 ENV_JOB = "GERYON_JOB"
 ENV_HOST = "GERYON_BANDS_HOST"
 ENV_PREFIX = "GERYON_BANDS_PREFIX"
+ENV_TLS = ("GERYON_BANDS_CACERT", "GERYON_BANDS_CERT", "GERYON_BANDS_KEY")  # etcd's cafile, certfile, keyfile
 
 
 @dataclass(frozen=True)
@@ -149,10 +153,13 @@ def follower_from_env(
     endpoints = env.get(ENV_ETCD, "").strip()
     if not endpoints:
         return None
+    cafile, certfile, keyfile = (env.get(name, "").strip() or None for name in ENV_TLS)
     try:
-        client = etcd.Client(endpoints)
+        client = etcd.Client(endpoints, cafile=cafile, certfile=certfile, keyfile=keyfile, tls_flags=ENV_TLS)
     except (ValueError, UsageError, etcd.EtcdError) as e:
-        raise UsageError(f"{ENV_ETCD}: {e}") from None
+        message = str(e)
+        # The TLS checks name their variable (ENV_TLS) already; the rest is about the endpoints.
+        raise UsageError(message if "etcd TLS:" in message else f"{ENV_ETCD}: {message}") from None
     job = env.get(ENV_JOB, "").strip()
     if not job:
         raise UsageError(f"{ENV_JOB}: set it to the job id the chief registered, to follow its band")

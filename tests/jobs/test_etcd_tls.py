@@ -171,3 +171,31 @@ def test_cli_list_over_tls(server: EtcdCluster, pki: Pki) -> None:
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("leader:")
+
+
+def test_a_task_follows_its_band_over_tls(server: EtcdCluster, pki: Pki) -> None:
+    """geryon.tf.band_follow from its environment (GERYON_BANDS_CACERT/_CERT/_KEY): the band written
+    over https reaches the task's apply callback."""
+    from geryon.tf.band_follow import follower_from_env
+
+    client = tls_client(server, pki)
+    value = {"generation": 7, "queues": 4, "jobs": {"tls-task-job": [1, 3]}}
+    client.put(keys.host(P, "tls-host"), json.dumps(value))
+    calls: list[tuple[list[int], list[int]]] = []
+    env = {
+        "GERYON_BANDS_ETCD": server.endpoints[0],
+        "GERYON_JOB": "tls-task-job",
+        "GERYON_BANDS_HOST": "tls-host",
+        "GERYON_BANDS_CACERT": pki.ca.pem.cert,
+        "GERYON_BANDS_CERT": pki.client.cert,
+        "GERYON_BANDS_KEY": pki.client.key,
+    }
+    fabric = [(46, 6), (26, 0), (18, 2), (10, 2)]
+    follower = follower_from_env(lambda d, p: calls.append((d, p)) or 0, fabric, env)
+    assert follower is not None
+    follower.start()
+    try:
+        wait_until("the band applied", lambda: calls, timeout=10)
+    finally:
+        follower.stop()
+    assert calls[0][0][:2] == [26, 10]

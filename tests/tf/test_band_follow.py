@@ -73,6 +73,26 @@ FABRIC = [(46, 6), (26, 0), (18, 2), (10, 2)]
             {"GERYON_BANDS_ETCD": "http://127.0.0.1:2379", "GERYON_JOB": "a", "GERYON_BANDS_PREFIX": "x"},
             "prefix",
         ),
+        (
+            {
+                "GERYON_BANDS_ETCD": "http://127.0.0.1:2379",
+                "GERYON_JOB": "a",
+                "GERYON_BANDS_CACERT": "/ca.pem",
+            },
+            "GERYON_BANDS_CACERT given, but no endpoint is https",
+        ),
+        (
+            {
+                "GERYON_BANDS_ETCD": "https://10.0.0.1:2379",
+                "GERYON_JOB": "a",
+                "GERYON_BANDS_CACERT": "/no/ca.pem",
+            },
+            "GERYON_BANDS_CACERT '/no/ca.pem': not a readable PEM CA bundle",
+        ),
+        (
+            {"GERYON_BANDS_ETCD": "https://10.0.0.1:2379", "GERYON_JOB": "a", "GERYON_BANDS_KEY": "/k.pem"},
+            "GERYON_BANDS_KEY given without GERYON_BANDS_CERT",
+        ),
     ],
 )
 def test_a_bad_environment_is_refused_naming_the_variable(env: dict[str, str], names: str) -> None:
