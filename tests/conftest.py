@@ -96,6 +96,7 @@ TIERS: dict[str, str] = {
     "testbed/test_cli": "netns",
     "testbed/test_counters": "netns",
     "testbed/test_procs": "netns",
+    "testbed/test_pki": "external",
     "testbed/test_queues": "netns",
     "testbed/test_spec": "netns",
     "testbed/test_state": "netns",

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 from jobs.etcd_server import ROOT, EtcdCluster, EtcdTls, geryon, kill, start_cluster
-from jobs.tls_certs import Authority, Pem
 from waiting import wait_until
 
 from geryon.cli import main
@@ -23,6 +22,7 @@ from geryon.errors import UsageError
 from geryon.jobs import etcd, keys
 from geryon.jobs.chief import HostRegistration, JobRegistration
 from geryon.jobs.registration import make_record
+from geryon.testbed.pki import Authority, Pem
 
 P = keys.DEFAULT_PREFIX
 

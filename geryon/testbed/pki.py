@@ -1,20 +1,31 @@
-"""A throwaway PKI for the TLS tests: a CA, and certificates it signs for 127.0.0.1 (server) or a client.
+"""A throwaway PKI for emulated clusters and tests: a CA, and certificates it signs for a server (its IP
+addresses) or a client.
 
-Made with `cryptography` (the dev extra), EC P-256 keys, valid for a day, written as PEM files into a
-directory the test owns.
+The testbed's tasks live in network namespaces of their own, so a store they share (etcd) is on a
+namespace's address, not on loopback, and Geryon's etcd client speaks plain http only to loopback:
+the benches and tests that run etcd there use https with these certificates. Real clusters bring their
+own PKI. Made with `cryptography` (the dev extra; imported when a CA is made), EC P-256 keys, valid for
+a day, written as PEM files into a directory the caller owns (keys mode 0600).
 """
 
 from __future__ import annotations
 
 import datetime
 import ipaddress
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+try:
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+except ImportError as e:  # pragma: no cover - the dev extra has it
+    raise ImportError(
+        f"geryon.testbed.pki needs the 'cryptography' package (pip install -e '.[dev]'): {e}"
+    ) from e
 
 
 @dataclass(frozen=True)
@@ -27,7 +38,7 @@ def _name(cn: str) -> x509.Name:
     return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
 
 
-def _write(directory: Path, stem: str, cert: x509.Certificate, key: ec.EllipticCurvePrivateKey) -> Pem:
+def _write(directory: Path, stem: str, cert: Any, key: Any) -> Pem:
     cert_path, key_path = directory / f"{stem}.pem", directory / f"{stem}-key.pem"
     cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
     key_path.write_bytes(
@@ -40,7 +51,8 @@ def _write(directory: Path, stem: str, cert: x509.Certificate, key: ec.EllipticC
 
 
 class Authority:
-    """A CA in `directory`; `issue` signs a server certificate for 127.0.0.1 or a client certificate."""
+    """A CA in `directory`; `issue` signs a server certificate (for 127.0.0.1, localhost and `ips`) or a
+    client certificate."""
 
     def __init__(self, directory: Path, name: str = "geryon-test-ca") -> None:
         self.directory = directory
@@ -67,7 +79,7 @@ class Authority:
         )  # fmt: skip
         self.pem = _write(directory, name, self.cert, self.key)
 
-    def issue(self, stem: str, server: bool) -> Pem:
+    def issue(self, stem: str, server: bool, ips: Sequence[str] = ()) -> Pem:
         key = ec.generate_private_key(ec.SECP256R1())
         now = datetime.datetime.now(datetime.UTC)
         builder = (
@@ -91,7 +103,10 @@ class Authority:
         if server:
             builder = builder.add_extension(
                 x509.SubjectAlternativeName(
-                    [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]
+                    [
+                        *(x509.IPAddress(ipaddress.ip_address(ip)) for ip in ("127.0.0.1", *ips)),
+                        x509.DNSName("localhost"),
+                    ]
                 ),
                 critical=False,
             )
