@@ -1,0 +1,314 @@
+"""Two training jobs of different intensity on the same testbed hosts and links, the four policies of
+issue 39 alternating window by window in one run (geryon.demo.twojobs).
+
+    .venv/bin/python bench/bench_jobs_testbed.py [--job-a vggmini:64] [--job-b vggmini:16]
+                                                 [--cycles 6] [--window 8] [--settle 1.0]
+                                                 [--alone-windows 3] [--rate 200mbit] [--out FILE]
+
+Needs root (network namespaces), like `geryon demo`. One testbed (ps0, worker0, chief; links at
+--rate; the switch and host queues of the 4-class intent, geryon.demo.defaults.intent_for(4)); both
+jobs put their PS on ps0 and their worker on worker0 (job B on ports of its own), so their pulls share
+ps0's uplink and worker0's switch port, their pushes the other way; each job's chief runs on chief.
+etcd runs in chief's namespace over https; every task follows its job's band there
+(GERYON_BANDS_*), so a policy is one transaction of bands and the open flows re-mark within ms.
+
+Phases, in one run: each job's compute alone (geryon.demo.local: the step in worker0's host, no PS,
+no network: C); job A alone for --alone-windows windows (its own classes); both jobs, one window under
+"geryon" to measure their GPU intensities (C / step) and rank them, as a chief's meter would; then
+--cycles cycles of the four policies, each cycle in a rotated order (cycle c starts at policy c mod 4),
+each policy in force for --window seconds; then job A stopped and job B alone. A step counts in a
+window when it began at least --settle after the window's bands were written and ended inside it.
+
+Prints per policy each job's median step (over the cycles' window medians), its slowdown against
+running alone, and the GPU-weighted utilisation (Crux's metric: sum of workers x C / step over the
+workers); then paired comparisons per cycle: combined's utilisation over each other policy's, and
+each job's step under combined over its step under job-priority, as medians with a bootstrap 95%
+interval (geryon.demo.paired). The targets (issue 39): combined ahead of the best other policy on
+utilisation by >= 5%, significant; no job slower under combined than under job-priority by > 5%.
+
+The 2 cores: each job alone has the CPU to itself; shared, six TF processes (and etcd) take turns on
+two cores, so a step is slower for CPU reasons under every policy alike; the policies differ only
+in the marks. Writes JSON to --out (default out/bench/jobs_testbed.json) and the logs beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from benchlib import print_table, write_json
+
+from geryon.units import parse_rate
+
+
+def parse_job(text: str, flag: str) -> tuple[str, int]:
+    model, _, batch = text.partition(":")
+    try:
+        size = int(batch)
+    except ValueError:
+        raise SystemExit(f"{flag} {text!r}: expected MODEL:BATCH") from None
+    from geryon.cluster.models import MODELS
+
+    if model not in MODELS or not 1 <= size <= 4096:
+        raise SystemExit(f"{flag} {text!r}: MODEL one of {', '.join(MODELS)}, BATCH 1..4096")
+    return model, size
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--job-a", default="vggmini:64", help="the first job, MODEL:BATCH (default vggmini:64)")
+    ap.add_argument("--job-b", default="vggmini:16", help="the second job, MODEL:BATCH (default vggmini:16)")
+    ap.add_argument("--cycles", type=int, default=6, help="cycles of the four policies (default 6)")
+    ap.add_argument("--window", type=float, default=8.0, help="seconds each policy is in force (default 8)")
+    ap.add_argument("--settle", type=float, default=1.0, help="seconds after a change before steps count")
+    ap.add_argument("--alone-windows", type=int, default=3, help="windows of each job alone (default 3)")
+    ap.add_argument("--rate", default="200mbit", help="link rate (default 200mbit, the demo's)")
+    ap.add_argument(
+        "--first-step", type=float, default=300.0, help="seconds a job may take to its first step"
+    )
+    ap.add_argument("--out", default="out/bench/jobs_testbed.json")
+    args = ap.parse_args()
+    if args.cycles < 2 or args.window <= args.settle or args.alone_windows < 1:
+        ap.error("--cycles >= 2, --window > --settle, --alone-windows >= 1")
+    try:
+        rate = parse_rate(args.rate, "--rate")
+    except ValueError as e:
+        ap.error(str(e))
+    model_a, batch_a = parse_job(args.job_a, "--job-a")
+    model_b, batch_b = parse_job(args.job_b, "--job-b")
+
+    from geryon.demo import twojobs
+    from geryon.demo.defaults import DEFAULTS, class_dscp, intent_for
+    from geryon.demo.local import run_local
+    from geryon.demo.runner import check_privileges, testbed
+    from geryon.progress import Progress
+
+    check_privileges()
+    out = Path(args.out)
+    log_dir = out.with_suffix("")
+    log_dir.mkdir(parents=True, exist_ok=True)
+    progress = Progress("bench_jobs_testbed")
+    cfg = {
+        **DEFAULTS,
+        "workers": 1,
+        "ps": 1,
+        "classes": twojobs.QUEUES,
+        "rate_bits": int(rate),
+        "background_bits": 0,
+    }
+    intent = intent_for(twojobs.QUEUES)
+    marks = {"class_dscp": class_dscp(twojobs.QUEUES), "class_priority": [c.priority for c in intent.classes]}
+    specs = {
+        "a": twojobs.JobSpec("a", model_a, batch_a, 2222, ("ps0",), ("worker0",)),
+        "b": twojobs.JobSpec("b", model_b, batch_b, 2322, ("ps0",), ("worker0",)),
+    }
+    hosts = {name: s.hosts for name, s in specs.items()}
+    record: dict[str, Any] = {
+        "bench": "jobs_testbed",
+        "args": vars(args),
+        "jobs": {n: {"model": s.model, "batch_size": s.batch_size} for n, s in specs.items()},
+        "windows": [],
+    }
+    started = time.monotonic()
+    with testbed(cfg, progress) as tb:
+        # C: each job's step alone, no PS and no network, in worker0's host.
+        compute = {}
+        for name, s in specs.items():
+            local_cfg = {
+                **cfg,
+                "model": s.model,
+                "input_shape": None,
+                "batch_size": s.batch_size,
+                "steps": 8,
+                "warmup": 2,
+            }
+            from geryon.cluster.models import check_model
+
+            local_cfg["input_shape"] = list(check_model(s.model))
+            local = run_local(tb, local_cfg, log_dir, f"local-{name}")
+            if local["error"]:
+                raise SystemExit(f"job {name}'s local step failed: {local['error']}")
+            compute[name] = local["median_step_s"]
+            progress.say(f"job {name} ({s.model}, batch {s.batch_size}): compute alone {compute[name]:.3f} s")
+        record["compute_s"] = compute
+        with twojobs.cluster_store(tb, "chief", log_dir) as store:
+            jobs: dict[str, twojobs.Job] = {}  # the jobs training now
+            every: dict[str, twojobs.Job] = {}  # every job started (their steps stay after a stop)
+            windows: list[twojobs.Window] = []
+
+            def window(label: str, cycle: int, bands: dict[str, list[int]]) -> twojobs.Window:
+                t0 = store.write_bands(bands, {n: hosts[n] for n in jobs})
+                time.sleep(args.window)
+                w = twojobs.Window(label, cycle, t0, time.monotonic())
+                windows.append(w)
+                for name, job in jobs.items():
+                    if not job.alive():
+                        raise SystemExit(f"job {name} died: {job.error or 'see ' + str(log_dir)}")
+                return w
+
+            def start(name: str) -> None:
+                jobs[name] = every[name] = twojobs.Job(tb, specs[name], cfg, store, log_dir, marks)
+                jobs[name].start(args.first_step)
+
+            try:
+                geryon_bands = twojobs.policy_bands("geryon", ["a", "b"])
+                start("a")
+                progress.say("job a: training; alone windows")
+                for i in range(args.alone_windows):
+                    window("alone-a", i, geryon_bands)
+                start("b")
+                progress.say("job b: training; ranking window")
+                w = window("rank", 0, geryon_bands)
+                intensity = {}
+                for name, job in jobs.items():
+                    steps = job.steps_between(w.start, w.end, args.settle)
+                    intensity[name] = compute[name] / statistics.median(steps) if steps else 0.0
+                ranked = sorted(jobs, key=lambda n: (-intensity[n], n))
+                record["intensity"] = intensity
+                record["ranked"] = ranked
+                progress.say(f"intensities {intensity}: ranked {ranked}")
+                for cycle in range(args.cycles):
+                    order = twojobs.POLICIES[cycle % 4 :] + twojobs.POLICIES[: cycle % 4]
+                    for policy in order:
+                        window(policy, cycle, twojobs.policy_bands(policy, ranked))
+                    progress.say(f"cycle {cycle + 1}/{args.cycles} done ({time.monotonic() - started:.0f} s)")
+                jobs.pop("a").stop()
+                progress.say("job a stopped; job b alone")
+                for i in range(args.alone_windows):
+                    window("alone-b", i, geryon_bands)
+            finally:
+                for job in jobs.values():
+                    job.stop()
+    record["wall_s"] = time.monotonic() - started
+    for w in windows:
+        record["windows"].append(
+            {
+                "label": w.label,
+                "cycle": w.cycle,
+                "start": w.start - started,
+                "end": w.end - started,
+                "steps": {n: job.steps_between(w.start, w.end, args.settle) for n, job in every.items()},
+            }
+        )
+    return report(record, compute, out)
+
+
+def report(record: dict[str, Any], compute: dict[str, float], out: Path) -> int:
+    from geryon.demo.paired import bootstrap_ci
+    from geryon.demo.twojobs import POLICIES
+
+    windows = record["windows"]
+    names = sorted(compute)
+
+    def med(label: str, name: str, cycle: int | None = None) -> list[float]:
+        """Window medians of `name`'s steps under `label` (one per window with steps)."""
+        return [
+            statistics.median(w["steps"][name])
+            for w in windows
+            if w["label"] == label and (cycle is None or w["cycle"] == cycle) and w["steps"].get(name)
+        ]
+
+    alone = {n: statistics.median(med(f"alone-{n}", n)) if med(f"alone-{n}", n) else None for n in names}
+    cycles = sorted({w["cycle"] for w in windows if w["label"] in POLICIES})
+    # Per cycle and policy: each job's window median and the weighted utilisation (one worker each).
+    per_cycle: dict[int, dict[str, dict[str, float]]] = {}
+    for c in cycles:
+        per_cycle[c] = {}
+        for p in POLICIES:
+            steps = {n: med(p, n, c) for n in names}
+            if all(steps.values()):
+                row = {n: steps[n][0] for n in names}
+                row["utilisation"] = statistics.fmean(min(1.0, compute[n] / row[n]) for n in names)
+                per_cycle[c][p] = row
+    rows = []
+    for p in POLICIES:
+        cells = [per_cycle[c][p] for c in cycles if p in per_cycle[c]]
+        row: dict[str, Any] = {"policy": p, "windows": len(cells)}
+        for n in names:
+            step = statistics.median(x[n] for x in cells) if cells else None
+            row[f"{n}_step_s"] = step
+            row[f"{n}_slowdown"] = step / alone[n] if step and alone[n] else None
+        row["utilisation"] = statistics.median(x["utilisation"] for x in cells) if cells else None
+        rows.append(row)
+    columns = [("policy", "policy", "s"), ("windows", "windows", "d")]
+    for n in names:
+        columns += [(f"{n}_step_s", f"job {n} step s", ".3f"), (f"{n}_slowdown", f"{n} slowdown", ".2f")]
+    columns.append(("utilisation", "weighted util.", ".1%"))
+    jobs = record["jobs"]
+    print(
+        "jobs: "
+        + ", ".join(
+            f"{n} = {jobs[n]['model']} batch {jobs[n]['batch_size']} (compute alone {compute[n]:.3f} s, "
+            f"alone step {alone[n]:.3f} s)"
+            if alone[n]
+            else f"{n} = {jobs[n]['model']} batch {jobs[n]['batch_size']}"
+            for n in names
+        )
+        + f"; ranked {record.get('ranked')} by intensity {record.get('intensity')}"
+    )
+    print_table(rows, columns)
+
+    def paired(a: str, b: str, key: str, invert: bool = False) -> dict[str, Any]:
+        ratios = [
+            (per_cycle[c][b][key] / per_cycle[c][a][key])
+            if invert
+            else (per_cycle[c][a][key] / per_cycle[c][b][key])
+            for c in cycles
+            if a in per_cycle[c] and b in per_cycle[c]
+        ]
+        ci = bootstrap_ci(ratios)
+        return {
+            "a": a,
+            "b": b,
+            "what": key,
+            "pairs": len(ratios),
+            "median": statistics.median(ratios) if ratios else None,
+            "low": ci[0] if ci else None,
+            "high": ci[1] if ci else None,
+            "ratios": ratios,
+        }
+
+    comparisons = [paired("combined", p, "utilisation") for p in POLICIES if p != "combined"]
+    # Each job's step under combined over its step under job-priority (above 1: slower under combined).
+    comparisons += [paired("combined", "job-priority", n) for n in names]
+    print("\nPaired by cycle (median ratio, bootstrap 95% interval):")
+    print_table(
+        comparisons,
+        [
+            ("a", "A", "s"),
+            ("b", "B", "s"),
+            ("what", "of", "s"),
+            ("pairs", "pairs", "d"),
+            ("median", "A/B", ".3f"),
+            ("low", "95% low", ".3f"),
+            ("high", "95% high", ".3f"),
+        ],
+    )
+    util = {c["b"]: c for c in comparisons if c["what"] == "utilisation"}
+    best_other = max(
+        (p for p in util), key=lambda p: next(r["utilisation"] or 0 for r in rows if r["policy"] == p)
+    )
+    u = util[best_other]
+    met_util = u["low"] is not None and u["low"] >= 1.05
+    step_ok = all(c["median"] is not None and c["median"] <= 1.05 for c in comparisons if c["what"] in names)
+    print(
+        f"\ntarget: combined ahead of the best other policy ({best_other}) on utilisation by >= 5%, "
+        f"significant: {'met' if met_util else 'NOT met'} "
+        f"(median {u['median']}, interval [{u['low']}, {u['high']}])"
+    )
+    print(
+        "target: no job slower under combined than under job-priority by > 5%: "
+        + ("met" if step_ok else "NOT met")
+    )
+    record.update(alone_s=alone, rows=rows, per_cycle=per_cycle, comparisons=comparisons)
+    record["targets"] = {"utilisation": met_util, "best_other": best_other, "no_job_slower": step_ok}
+    write_json(out, record)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
