@@ -68,6 +68,7 @@ TIERS: dict[str, str] = {
     "demo/test_runner": "tf",
     "demo/test_secondjob": "netns",
     "demo/test_stepdecomp": "tf",
+    "demo/test_twojobs_testbed": "netns",
     "demo/test_variants_testbed": "netns",
     "deploy/test_ansible_lint": "external",
     "deploy/test_check_mode": "netns",

@@ -187,6 +187,26 @@ def host_names(workers: int, ps: int, background: bool = False) -> tuple[str, ..
     return (*hosts, BACKGROUND_HOST) if background else hosts
 
 
+def task_spec(
+    cluster: dict[str, list[str]], role: str, index: int, protocol: str, threads: int, **extra: Any
+) -> dict[str, Any]:
+    """A PS or worker task's spec (geryon.cluster.task): its place in the cluster, its protocol and
+    thread limits (TASK_INTER_THREADS), and `extra` (class marks, profiler port)."""
+    return {
+        "cluster": cluster,
+        "job": role,
+        "index": index,
+        "protocol": protocol,
+        "intra_threads": threads,
+        "inter_threads": TASK_INTER_THREADS,
+        **extra,
+    }
+
+
+# Every task's and chief's inter-op pool: two, so one op can wait on a recv while another computes.
+TASK_INTER_THREADS = 2
+
+
 def chief_spec(
     cfg: dict[str, Any],
     mode: modes_mod.Mode,
@@ -228,7 +248,7 @@ def chief_spec(
         "rate_bits": cfg["rate_bits"],
         "want_params": want_params,
         "intra_threads": cfg["threads"],
-        "inter_threads": 2,
+        "inter_threads": TASK_INTER_THREADS,
         "rotation": list(rotation) if rotation else None,
         "settle_rounds": cfg["settle_rounds"],
         "api": cfg["api"],

@@ -79,6 +79,7 @@ from geryon.demo.defaults import (
     class_dscp,
     host_names,
     intent_for,
+    task_spec,
 )
 from geryon.demo.lines import result_line, step_line
 from geryon.demo.local import run_local
@@ -230,15 +231,14 @@ class ModeRun:
         for job in ("ps", "worker"):
             for index in range(len(cluster[job])):
                 host = f"{job}{index}"
-                spec = {
-                    "cluster": cluster,
-                    "job": job,
-                    "index": index,
-                    "protocol": self.mode.protocol,
-                    "intra_threads": cfg["threads"],
-                    "inter_threads": 2,
-                    "class_dscp": class_dscp(cfg["classes"]) if self.mode.classes else None,
-                }
+                spec = task_spec(
+                    cluster,
+                    job,
+                    index,
+                    self.mode.protocol,
+                    cfg["threads"],
+                    class_dscp=class_dscp(cfg["classes"]) if self.mode.classes else None,
+                )
                 if self.capture and job == "worker" and index == 0:
                     spec["profiler_port"] = PROFILER_PORT
                 self.procs[host] = self._popen(

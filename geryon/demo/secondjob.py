@@ -35,7 +35,7 @@ from geryon.cluster.models import MODELS, ModelError, check_model
 from geryon.cluster.procs import REPO_ROOT, LineReader, base_env, stop, wait_ready
 from geryon.cluster.protocol import MARKER
 from geryon.demo import modes as modes_mod
-from geryon.demo.defaults import TASK_START_S, chief_spec
+from geryon.demo.defaults import TASK_START_S, chief_spec, task_spec
 from geryon.errors import UsageError
 
 PORT = 2322  # the measured job's tasks use defaults.GRPC_PORT (2222) in the same hosts
@@ -133,15 +133,7 @@ def second_job(tb: Any, cfg: dict[str, Any], log_dir: Path, progress: Any) -> It
         readers = {}
         for job, hosts in (("ps", ["ps0"]), ("worker", workers)):
             for index, host in enumerate(hosts):
-                spec = {
-                    "cluster": cluster,
-                    "job": job,
-                    "index": index,
-                    "protocol": MODE.protocol,
-                    "intra_threads": cfg["threads"],
-                    "inter_threads": 2,
-                    **marks,
-                }
+                spec = task_spec(cluster, job, index, MODE.protocol, cfg["threads"], **marks)
                 procs[host] = popen(host, [sys.executable, "-m", "geryon.cluster.task", json.dumps(spec)])
                 readers[host] = LineReader(procs[host])
         record["pids"] = {h: p.pid for h, p in procs.items()}

@@ -262,7 +262,7 @@ class Job:
         from geryon.cluster.models import check_model
         from geryon.cluster.procs import LineReader, base_env, wait_ready
         from geryon.demo import modes as modes_mod
-        from geryon.demo.defaults import TASK_START_S, chief_spec
+        from geryon.demo.defaults import TASK_START_S, chief_spec, task_spec
         from geryon.demo.secondjob import MODE
 
         s, tb = self.spec, self.tb
@@ -274,15 +274,7 @@ class Job:
         readers = {}
         for role, hosts in (("ps", s.ps_hosts), ("worker", s.worker_hosts)):
             for index, host in enumerate(hosts):
-                spec = {
-                    "cluster": cluster,
-                    "job": role,
-                    "index": index,
-                    "protocol": MODE.protocol,
-                    "intra_threads": self.cfg["threads"],
-                    "inter_threads": 2,
-                    **self.marks,
-                }
+                spec = task_spec(cluster, role, index, MODE.protocol, self.cfg["threads"], **self.marks)
                 env = {**base_env(), **self.store.task_env(s.name, host)}
                 label = f"{role}{index}"
                 self.procs[label] = self._popen(
