@@ -70,6 +70,7 @@ TIERS: dict[str, str] = {
     "demo/test_stepdecomp": "tf",
     "demo/test_twojobs_testbed": "netns",
     "demo/test_variants_testbed": "netns",
+    "deploy/test_agent_unit": "external",
     "deploy/test_ansible_lint": "external",
     "deploy/test_check_mode": "netns",
     "deploy/test_prometheus_rules": "tf",
