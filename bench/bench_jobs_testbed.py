@@ -83,15 +83,24 @@ def main() -> int:
     )
     ap.add_argument("--out", default="out/bench/jobs_testbed.json")
     ap.add_argument("--report", metavar="JSON", help="print the tables of a saved run's JSON; run nothing")
+    ap.add_argument(
+        "--predict",
+        action="store_true",
+        help="also print the simulator's prediction of every policy's steps (geryon.threshold.sim_jobs, "
+        "transport geryon: this project's data plane) beside the measured ones",
+    )
     args = ap.parse_args()
     if args.report:
         import json
 
         try:
             saved = json.loads(Path(args.report).read_text())
-            return report(saved, saved["compute_s"], None)
+            status = report(saved, saved["compute_s"], None)
         except (OSError, ValueError, KeyError) as e:
             ap.error(f"--report {args.report}: not a saved run of this bench ({e})")
+        if args.predict:
+            predict(saved)
+        return status
     if args.cycles < 2 or args.window <= args.settle or args.alone_windows < 1:
         ap.error("--cycles >= 2, --window > --settle, --alone-windows >= 1")
     try:
@@ -242,7 +251,78 @@ def main() -> int:
                 "steps": {n: job.steps_between(w.start, w.end, args.settle) for n, job in every.items()},
             }
         )
-    return report(record, compute, out)
+    status = report(record, compute, None if args.predict else out)
+    if args.predict:
+        predict(record)
+        write_json(out, record)
+    return status
+
+
+def predict(record: dict[str, Any]) -> None:
+    """The simulator's steps for the run's jobs, placement and rate, per policy, beside the measured
+    ones (record["prediction"]). Each job's profile: the model's layers with their FLOPs shares
+    (geryon.threshold.profiles, K40 FLOP/s), scaled so that its compute is the C this run measured: a
+    measured input, nothing fitted to the steps. Not modelled: CPU shared between the jobs' processes
+    (the shared steps here are CPU-bound in part), and PS costs."""
+    from geryon.cluster.models import build_model, check_model
+    from geryon.tfenv import import_tensorflow
+    from geryon.threshold.sim_jobs import JobSpec, compare_policies
+
+    import_tensorflow()
+    from geryon.threshold.profiles import profile_from_model
+
+    names = sorted(record["compute_s"])
+    specs = []
+    for name in names:
+        job = record["jobs"][name]
+        model = build_model(job["model"], check_model(job["model"]))
+        profile = profile_from_model(model, batch_size=job["batch_size"], device="k40")
+        c = record["compute_s"][name]
+        profile = profile.scaled(
+            c / profile.compute_s, source=f"FLOPs shares, scaled to the measured {c:.3f} s"
+        )
+        # Host 0 is ps0 and host 1 worker0, as in the run; the chief's initial thresholds (2 classes).
+        specs.append(JobSpec(name, profile, workers=(1,), ps=(0,), thresholds=(0.5,)))
+    policies = [p for p in record.get("policies") or POLICIES_SIM if p in POLICIES_SIM]
+    rate = parse_rate(record["args"]["rate"], "rate")
+    results = compare_policies(specs, hosts=2, bandwidth_bps=rate, policies=policies, transport="geryon")
+    measured = {r["policy"]: r for r in record["rows"]}
+    rows = []
+    for p, res in results.items():
+        for o in res.jobs:
+            m = measured.get(p, {}).get(f"{o.name}_step_s")
+            rows.append(
+                {
+                    "policy": p,
+                    "job": o.name,
+                    "measured_s": m,
+                    "predicted_s": o.step_s,
+                    "error": (m - o.step_s) / m if m else None,
+                    "predicted_alone_s": o.alone_s,
+                    "measured_alone_s": record["alone_s"].get(o.name),
+                }
+            )
+    print(
+        "\nThe simulator's prediction (transport geryon, profiles scaled to the measured C; no CPU sharing):"
+    )
+    print_table(
+        rows,
+        [
+            ("policy", "policy", "s"),
+            ("job", "job", "s"),
+            ("measured_s", "measured s", ".3f"),
+            ("predicted_s", "predicted s", ".3f"),
+            ("error", "(m - p) / m", "+.1%"),
+            ("measured_alone_s", "alone measured", ".3f"),
+            ("predicted_alone_s", "alone predicted", ".3f"),
+        ],
+    )
+    within = sum(r["error"] is not None and abs(r["error"]) <= 0.10 for r in rows)
+    print(f"target: every policy's per-job step within 10% of the testbed's: {within} of {len(rows)} within")
+    record["prediction"] = {"rows": rows, "within_10pct": within}
+
+
+POLICIES_SIM = ("fifo", "geryon", "job-priority", "combined")
 
 
 def report(record: dict[str, Any], compute: dict[str, float], out: Path | None) -> int:
