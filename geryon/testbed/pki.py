@@ -50,6 +50,21 @@ def _write(directory: Path, stem: str, cert: Any, key: Any) -> Pem:
     return Pem(str(cert_path), str(key_path))
 
 
+def _builder(subject: Any, issuer: Any, public_key: Any, ca: bool) -> Any:
+    """A certificate of `subject` signed by `issuer`, valid from 5 minutes ago for a day."""
+    now = datetime.datetime.now(datetime.UTC)
+    return (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(issuer)
+        .public_key(public_key)
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+    )
+
+
 class Authority:
     """A CA in `directory`; `issue` signs a server certificate (for 127.0.0.1, localhost and `ips`) or a
     client certificate."""
@@ -57,16 +72,8 @@ class Authority:
     def __init__(self, directory: Path, name: str = "geryon-test-ca") -> None:
         self.directory = directory
         self.key = ec.generate_private_key(ec.SECP256R1())
-        now = datetime.datetime.now(datetime.UTC)
         self.cert = (
-            x509.CertificateBuilder()
-            .subject_name(_name(name))
-            .issuer_name(_name(name))
-            .public_key(self.key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            _builder(_name(name), _name(name), self.key.public_key(), ca=True)
             .add_extension(
                 x509.KeyUsage(
                     digital_signature=True, key_cert_sign=True, crl_sign=True, content_commitment=False,
@@ -81,24 +88,13 @@ class Authority:
 
     def issue(self, stem: str, server: bool, ips: Sequence[str] = ()) -> Pem:
         key = ec.generate_private_key(ec.SECP256R1())
-        now = datetime.datetime.now(datetime.UTC)
-        builder = (
-            x509.CertificateBuilder()
-            .subject_name(_name(stem))
-            .issuer_name(self.cert.subject)
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(
-                x509.ExtendedKeyUsage(
-                    [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
-                    if server
-                    else [ExtendedKeyUsageOID.CLIENT_AUTH]
-                ),
-                critical=False,
-            )
+        builder = _builder(_name(stem), self.cert.subject, key.public_key(), ca=False).add_extension(
+            x509.ExtendedKeyUsage(
+                [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
+                if server
+                else [ExtendedKeyUsageOID.CLIENT_AUTH]
+            ),
+            critical=False,
         )
         if server:
             builder = builder.add_extension(
