@@ -110,12 +110,15 @@ def main() -> int:
     model_a, batch_a = parse_job(args.job_a, "--job-a")
     single = args.job_b.strip().lower() == "none"
     model_b, batch_b = parse_job("vggmini:1" if single else args.job_b, "--job-b")
-    from geryon.demo.twojobs import POLICIES
+    from geryon.demo.twojobs import POLICIES, PROBES
 
     policies = tuple(p.strip() for p in args.policies.split(",") if p.strip())
-    bad = [p for p in policies if p not in POLICIES]
+    bad = [p for p in policies if p not in POLICIES and p not in PROBES]
     if bad or not policies or len(set(policies)) != len(policies):
-        ap.error(f"--policies {args.policies!r}: give distinct ones of {', '.join(POLICIES)}")
+        ap.error(
+            f"--policies {args.policies!r}: give distinct ones of {', '.join(POLICIES)} "
+            f"(or the probes {', '.join(PROBES)}: geryon.demo.twojobs.PROBES)"
+        )
 
     from geryon.demo import twojobs
     from geryon.demo.defaults import DEFAULTS, class_dscp, intent_for
@@ -229,7 +232,7 @@ def main() -> int:
                     k = cycle % len(policies)
                     order = policies[k:] + policies[:k]
                     for policy in order:
-                        window(policy, cycle, twojobs.policy_bands(policy, ranked))
+                        window(policy, cycle, twojobs.bands_for(policy, ranked))
                     progress.say(f"cycle {cycle + 1}/{args.cycles} done ({time.monotonic() - started:.0f} s)")
                 if not single:
                     jobs.pop("a").stop()

@@ -72,6 +72,19 @@ def policy_bands(
     return {job: list(bands[job].classes) * (classes if one else 1) for job in ranked}
 
 
+# Probes beside the four policies, for what a difference between them comes from (every job alike):
+# strict-one puts all of every job in one strict queue (class 1: geryon's bulk queue), geryon-low is
+# geryon one level down (urgent in strict class 2, bulk in the DWRR class 3 that fifo uses).
+PROBES = {"strict-one": (1, 1), "geryon-low": (2, 3)}
+
+
+def bands_for(policy: str, ranked: Sequence[str]) -> dict[str, list[int]]:
+    """policy_bands for the four policies, and the PROBES (the same band for every job)."""
+    if policy in PROBES:
+        return {job: list(PROBES[policy]) for job in ranked}
+    return policy_bands(policy, ranked)
+
+
 @dataclass(frozen=True)
 class Window:
     """One policy in force from `start` (the bands written, monotonic s) to `end`."""

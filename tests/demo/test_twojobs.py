@@ -31,3 +31,11 @@ def test_steps_count_when_they_ran_wholly_inside_the_window_after_the_settle() -
     assert steps_in(steps, 10.0, 15.0, 0.5) == [1.0, 1.0, 1.0]
     assert steps_in(steps, 10.0, 15.0, 1.0) == [1.0, 1.0]
     assert steps_in([], 0.0, 1.0, 0.0) == []
+
+
+def test_probes_give_every_job_the_same_band() -> None:
+    from geryon.demo.twojobs import bands_for
+
+    assert bands_for("strict-one", ["a", "b"]) == {"a": [1, 1], "b": [1, 1]}
+    assert bands_for("geryon-low", ["b", "a"]) == {"b": [2, 3], "a": [2, 3]}
+    assert bands_for("combined", ["a", "b"]) == policy_bands("combined", ["a", "b"])
