@@ -79,6 +79,14 @@ def main() -> int:
     ap.add_argument("--alone-windows", type=int, default=3, help="windows of each job alone (default 3)")
     ap.add_argument("--rate", default="200mbit", help="link rate (default 200mbit, the demo's)")
     ap.add_argument(
+        "--unmatched",
+        type=int,
+        choices=range(4),
+        metavar="CLASS",
+        help="the fabric class of traffic no class matches (TF's gRPC control: the chief's step calls; "
+        "etcd); default the last, 3, as the demo's intent",
+    )
+    ap.add_argument(
         "--first-step", type=float, default=300.0, help="seconds a job may take to its first step"
     )
     ap.add_argument("--out", default="out/bench/jobs_testbed.json")
@@ -138,8 +146,9 @@ def main() -> int:
         "classes": twojobs.QUEUES,
         "rate_bits": int(rate),
         "background_bits": 0,
+        "unmatched_class": args.unmatched,
     }
-    intent = intent_for(twojobs.QUEUES)
+    intent = intent_for(twojobs.QUEUES, args.unmatched)
     marks = {"class_dscp": class_dscp(twojobs.QUEUES), "class_priority": [c.priority for c in intent.classes]}
     specs = {
         "a": twojobs.JobSpec("a", model_a, batch_a, 2222, ("ps0",), ("worker0",)),

@@ -143,12 +143,13 @@ def class_dscp(classes: int) -> list[int]:
     return [46, 26] if classes == 2 else list(CLASS_DSCP[:classes])
 
 
-def intent_for(classes: int) -> Any:
+def intent_for(classes: int, unmatched: int | None = None) -> Any:
     """The switch's QoS intent: the default for 2 classes, else one strict queue per class but the
-    last (DWRR), DSCPs from CLASS_DSCP."""
+    last (DWRR), DSCPs from CLASS_DSCP. Traffic no class matches (TF's own gRPC: the chief's step
+    calls; etcd) goes to the last class, or to class `unmatched`."""
     from geryon.fabric.intent import default_intent, parse_intent
 
-    if classes == 2:
+    if classes == 2 and unmatched is None:
         return default_intent()
     dscps = class_dscp(classes)
     data = {
@@ -167,7 +168,7 @@ def intent_for(classes: int) -> Any:
             }
             for i, d in enumerate(dscps)
         ],
-        "unmatched": f"c{classes - 1}",
+        "unmatched": f"c{classes - 1 if unmatched is None else unmatched}",
     }
     return parse_intent(data)
 
