@@ -79,6 +79,14 @@ def main() -> int:
     ap.add_argument("--alone-windows", type=int, default=3, help="windows of each job alone (default 3)")
     ap.add_argument("--rate", default="200mbit", help="link rate (default 200mbit, the demo's)")
     ap.add_argument(
+        "--priority",
+        type=int,
+        choices=range(8),
+        metavar="P",
+        help="every fabric class's SO_PRIORITY on the tasks' sockets (default: the intent's, 5 4 3 2), to "
+        "tell the sockets' priority apart from the DSCP and the queue",
+    )
+    ap.add_argument(
         "--unmatched",
         type=int,
         choices=range(4),
@@ -149,7 +157,8 @@ def main() -> int:
         "unmatched_class": args.unmatched,
     }
     intent = intent_for(twojobs.QUEUES, args.unmatched)
-    marks = {"class_dscp": class_dscp(twojobs.QUEUES), "class_priority": [c.priority for c in intent.classes]}
+    priorities = [c.priority if args.priority is None else args.priority for c in intent.classes]
+    marks = {"class_dscp": class_dscp(twojobs.QUEUES), "class_priority": priorities}
     specs = {
         "a": twojobs.JobSpec("a", model_a, batch_a, 2222, ("ps0",), ("worker0",)),
         "b": twojobs.JobSpec("b", model_b, batch_b, 2322, ("ps0",), ("worker0",)),
