@@ -89,7 +89,7 @@ class ClusterView:
             return
 
     def _changed(self, bands: dict[str, dict[int, int]], generation: int) -> None:
-        shown = {job: [band[c] for c in sorted(band)] for job, band in sorted(bands.items())}
+        shown = _as_lists(bands)
         self.log(
             "cluster_bands",
             host=self.host,
@@ -115,7 +115,7 @@ class ClusterView:
             "generation": watch.generation,
             "message": watch.message,
             "since": watch.since,
-            "bands": {job: [band[c] for c in sorted(band)] for job, band in sorted(bands.items())},
+            "bands": _as_lists(bands),
         }
 
     def close(self) -> None:
@@ -127,3 +127,8 @@ class ClusterView:
         if self._registered.is_set():
             with contextlib.suppress(etcd.EtcdError):
                 self.registration.close()
+
+
+def _as_lists(bands: dict[str, dict[int, int]]) -> dict[str, list[int]]:
+    """{job: {class: fabric class}} -> {job: [fabric class of class 0, 1, ...]}, jobs sorted."""
+    return {job: [band[c] for c in sorted(band)] for job, band in sorted(bands.items())}

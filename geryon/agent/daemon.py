@@ -395,8 +395,9 @@ def _host_port(text: str, flag: str) -> tuple[str, int]:
 
 def check_cluster_args(args: argparse.Namespace) -> Any:
     """The cluster-view flags, checked before anything is applied: None without --etcd (then none of
-    them may be given), else an unstarted geryon.agent.cluster_view.ClusterView. UsageError names the
-    flag. The view's own errors (etcd away) never stop the agent: it retries in the background."""
+    them may be given), else a function of the agent's log that makes the (unstarted)
+    geryon.agent.cluster_view.ClusterView. UsageError names the flag. The view's own errors (etcd
+    away) never stop the agent: it retries in the background."""
     given = [
         flag
         for flag, value in (

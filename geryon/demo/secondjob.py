@@ -27,6 +27,7 @@ import statistics
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -64,8 +65,9 @@ def parse(text: str | None) -> str | None:
     return f"{model}:{size}"
 
 
-class _Events(threading.Thread):
-    """Reads the job's chief's JSON lines: counts its rounds, keeps their times and its error."""
+class ChiefEvents(threading.Thread):
+    """Reads a job's chief's JSON lines: counts its rounds, keeps their times and its error, and the
+    measured (not warm-up) rounds as (when their line arrived, monotonic s; seconds)."""
 
     def __init__(self, proc: Any, marker: str) -> None:
         super().__init__(daemon=True)
@@ -73,7 +75,15 @@ class _Events(threading.Thread):
         self.times: list[float] = []
         self.error: str | None = None
         self.first = threading.Event()
+        # Set at the first measured round (or an error, or the chief's end), as `first` is at any.
+        self.first_measured = threading.Event()
         self.stopping = False
+        self._lock = threading.Lock()
+        self._measured: list[tuple[float, float]] = []
+
+    def measured(self) -> list[tuple[float, float]]:
+        with self._lock:
+            return list(self._measured)
 
     def run(self) -> None:
         for line in self.proc.stdout:
@@ -81,12 +91,19 @@ class _Events(threading.Thread):
                 continue
             event = json.loads(line[len(self.marker) :])
             if event.get("event") == "step":
-                self.times.append(float(event["seconds"]))
+                seconds = float(event["seconds"])
+                self.times.append(seconds)
+                if not event.get("warmup"):
+                    with self._lock:
+                        self._measured.append((time.monotonic(), seconds))
+                    self.first_measured.set()
                 self.first.set()
             elif event.get("event") == "error" and not self.stopping:
                 self.error = str(event.get("error"))
                 self.first.set()
+                self.first_measured.set()
         self.first.set()  # the chief ended (killed, or failed)
+        self.first_measured.set()
 
 
 @contextlib.contextmanager
@@ -128,7 +145,7 @@ def second_job(tb: Any, cfg: dict[str, Any], log_dir: Path, progress: Any) -> It
         finally:
             log.close()
 
-    events: _Events | None = None
+    events: ChiefEvents | None = None
     try:
         readers = {}
         for job, hosts in (("ps", ["ps0"]), ("worker", workers)):
@@ -151,7 +168,7 @@ def second_job(tb: Any, cfg: dict[str, Any], log_dir: Path, progress: Any) -> It
         spec_path = log_dir / "second-job-chief.json"
         spec_path.write_text(json.dumps(spec, indent=1))
         procs["chief"] = popen("chief", [sys.executable, "-m", "geryon.demo.chief", str(spec_path)])
-        events = _Events(procs["chief"], MARKER)
+        events = ChiefEvents(procs["chief"], MARKER)
         events.start()
         if not events.first.wait(FIRST_STEP_S) or not events.times:
             raise RuntimeError(

@@ -31,10 +31,8 @@ from __future__ import annotations
 import contextlib
 import json
 import queue
-import statistics
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -119,7 +117,7 @@ class Store:
         self.generation = 0
         self._etcd: subprocess.Popen[Any] | None = None
         self._writer: subprocess.Popen[str] | None = None
-        self._lines: queue.Queue[str | None] = queue.Queue()
+        self._lines: Any = None  # geryon.cluster.procs.LineReader of the band writer's answers
 
     def task_env(self, job: str, host: str) -> dict[str, str]:
         """What a task of `job` on `host` needs to follow its band (geryon.tf.band_follow)."""
@@ -135,7 +133,7 @@ class Store:
     def start(self) -> Store:
         import shutil
 
-        from geryon.cluster.procs import REPO_ROOT, base_env
+        from geryon.cluster.procs import REPO_ROOT, LineReader, base_env
 
         etcd = shutil.which("etcd")
         if etcd is None:
@@ -155,17 +153,18 @@ class Store:
         ]  # fmt: skip
         with (self.log_dir / "etcd.log").open("w") as log:
             self._etcd = self.tb.popen(self.host, argv, stdout=log, stderr=subprocess.STDOUT)
-        self._writer = self.tb.popen(
-            self.host,
-            [sys.executable, "-m", "geryon.demo.bandwriter", local],
-            env=base_env(),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=(self.log_dir / "bandwriter.log").open("w"),
-            cwd=str(REPO_ROOT),
-            text=True,
-        )
-        threading.Thread(target=self._read, daemon=True).start()
+        with (self.log_dir / "bandwriter.log").open("w") as log:
+            self._writer = self.tb.popen(
+                self.host,
+                [sys.executable, "-m", "geryon.demo.bandwriter", local],
+                env=base_env(),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                cwd=str(REPO_ROOT),
+                text=True,
+            )
+        self._lines = LineReader(self._writer)
         line = self._next(STORE_START_S)
         if line != "ready":
             raise RuntimeError(
@@ -173,17 +172,12 @@ class Store:
             )
         return self
 
-    def _read(self) -> None:
-        assert self._writer is not None and self._writer.stdout is not None
-        for line in self._writer.stdout:
-            self._lines.put(line.strip())
-        self._lines.put(None)
-
     def _next(self, timeout: float) -> str | None:
         try:
-            return self._lines.get(timeout=timeout)
+            line = self._lines.get(timeout)
         except queue.Empty:
             return f"no answer in {timeout:.0f} s"
+        return None if line is None else line.strip()
 
     def write_bands(self, bands: Mapping[str, Sequence[int]], hosts: Mapping[str, Sequence[str]]) -> float:
         """Writes one generation: for every host, the bands of the jobs with a task there (`hosts`: job
@@ -257,11 +251,7 @@ class Job:
             marks,
         )
         self.procs: dict[str, Any] = {}
-        self.steps: list[tuple[float, float]] = []
-        self.error: str | None = None
-        self._lock = threading.Lock()
-        self._first = threading.Event()
-        self._stopping = False
+        self.events: Any = None  # geryon.demo.secondjob.ChiefEvents of its chief, once started
 
     def _popen(self, label: str, host: str, argv: list[str], env: dict[str, str]) -> Any:
         from geryon.cluster.procs import REPO_ROOT
@@ -274,9 +264,10 @@ class Job:
     def start(self, first_step_s: float) -> Job:
         from geryon.cluster.models import check_model
         from geryon.cluster.procs import LineReader, base_env, wait_ready
+        from geryon.cluster.protocol import MARKER
         from geryon.demo import modes as modes_mod
         from geryon.demo.defaults import TASK_START_S, chief_spec, task_spec
-        from geryon.demo.secondjob import MODE
+        from geryon.demo.secondjob import MODE, ChiefEvents
 
         s, tb = self.spec, self.tb
         cluster = {
@@ -311,34 +302,21 @@ class Job:
         self.procs["chief"] = self._popen(
             "chief", s.chief_host, [sys.executable, "-m", "geryon.demo.chief", str(path)], base_env()
         )
-        threading.Thread(target=self._read, daemon=True).start()
-        if not self._first.wait(first_step_s) or not self.steps:
+        self.events = ChiefEvents(self.procs["chief"], MARKER)
+        self.events.start()
+        if not self.events.first_measured.wait(first_step_s) or not self.events.measured():
             raise RuntimeError(
-                f"job {s.name}: no step within {first_step_s:.0f} s: " + (self.error or f"see {self.log_dir}")
+                f"job {s.name}: no step within {first_step_s:.0f} s: "
+                + (self.events.error or f"see {self.log_dir}")
             )
         return self
 
-    def _read(self) -> None:
-        from geryon.cluster.protocol import MARKER
-
-        proc = self.procs["chief"]
-        for line in proc.stdout:
-            if not line.startswith(MARKER):
-                continue
-            event = json.loads(line[len(MARKER) :])
-            if event.get("event") == "step" and not event.get("warmup"):
-                with self._lock:
-                    self.steps.append((time.monotonic(), float(event["seconds"])))
-                self._first.set()
-            elif event.get("event") == "error" and not self._stopping:
-                self.error = str(event.get("error"))
-                self._first.set()
-        self._first.set()
+    @property
+    def error(self) -> str | None:
+        return None if self.events is None else self.events.error
 
     def steps_between(self, start: float, end: float, settle: float) -> list[float]:
-        with self._lock:
-            steps = list(self.steps)
-        return steps_in(steps, start, end, settle)
+        return steps_in(self.events.measured() if self.events else [], start, end, settle)
 
     def alive(self) -> bool:
         return all(p.poll() is None for p in self.procs.values()) and self.error is None
@@ -346,10 +324,7 @@ class Job:
     def stop(self) -> None:
         from geryon.cluster.procs import stop
 
-        self._stopping = True
+        if self.events is not None:
+            self.events.stopping = True  # what the chief says while its cluster goes down is not its error
         for label in sorted(self.procs, key=lambda name: name != "chief"):  # the chief first
             stop(self.procs[label])
-
-
-def median_or_none(values: Sequence[float]) -> float | None:
-    return statistics.median(values) if values else None
