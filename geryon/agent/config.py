@@ -136,6 +136,17 @@ class AgentConfig:
     # VLAN device -> {skb priority: PCP}: the entries of its egress priority map Geryon owns (PCP trust,
     # RoCEv1); empty = leave every VLAN map alone
     vlan_egress_qos: Mapping[str, Mapping[int, int]] = field(default_factory=lambda: MappingProxyType({}))
+    # The class (by name) of egress traffic no class DSCP matches (the HTB default): None = the last,
+    # least urgent class. TF's own gRPC (the chief's step calls) is such traffic: where jobs share a
+    # fabric it must not wait below another job's bulk, so the intent's `unmatched` is followed here.
+    unmatched: str | None = None
+
+    @property
+    def unmatched_index(self) -> int:
+        """The index of the class unmatched traffic goes to."""
+        if self.unmatched is None:
+            return len(self.classes) - 1
+        return next(i for i, c in enumerate(self.classes) if c.name == self.unmatched)
 
     def prio2buffer(self) -> tuple[int, ...] | None:
         """The NIC's priority -> receive buffer map, when a class or buffer_sizes asks for one: each class
@@ -237,6 +248,7 @@ _TOP_KEYS = (
     "pfc_storm_timeout",
     "dcqcn",
     "vlan_egress_qos",
+    "unmatched",
 )
 _CLASS_KEYS = (
     "name",
@@ -299,6 +311,7 @@ def _parse(data: Any) -> AgentConfig:
                 "dcbx: host"
             )
     vlan_egress_qos = _vlan_egress_qos(m.get("vlan_egress_qos"))
+    unmatched = _unmatched(m.get("unmatched"), classes)
     _check_classes(classes, cnp, max_lossless)
     _check_rates(classes, egress)
     lossless = tuple(sorted(c.priority for c in classes if c.lossless))
@@ -324,6 +337,7 @@ def _parse(data: Any) -> AgentConfig:
         pfc_storm_timeout=storm,
         dcqcn=dcqcn,
         vlan_egress_qos=vlan_egress_qos,
+        unmatched=unmatched,
     )
     _check_ets(cfg)
     return cfg
@@ -448,6 +462,15 @@ def _classes(value: Any) -> tuple[ClassSpec, ...]:
             )
         )
     return tuple(out)
+
+
+def _unmatched(value: Any, classes: tuple[ClassSpec, ...]) -> str | None:
+    if value is None:
+        return None
+    names = [c.name for c in classes]
+    if not isinstance(value, str) or value not in names:
+        raise ConfigError(f"unmatched: {_kind(value)} is not a class; allowed: {', '.join(names)}")
+    return value
 
 
 def _maxrate(value: Any, name: str) -> int:

@@ -5,9 +5,9 @@ Targets:
                     root HTB 1:, one parent class 1:1 at the egress rate (rate = ceil), and under it
                     class 1:(0x10 + c) with HTB prio c per Geryon class c (8 kbit guaranteed, ceil =
                     the class rate), a bfifo leaf per class, u32 filters on the DS field (IPv4 and
-                    IPv6) per class DSCP; unmatched traffic goes to the least urgent class (HTB
-                    default). None = the kernel's default root (what a link has before anyone
-                    configures it).
+                    IPv6) per class DSCP; unmatched traffic goes to the config's `unmatched`
+                    class, by default the least urgent (HTB default). None = the kernel's default
+                    root (what a link has before anyone configures it).
   "sysctl/<name>"   a sysctl, read and written through /proc/sys inside the namespace.
 
 Values are what the kernel reports back, in the exact shape `desired` builds, so drift is plain `!=`.
@@ -98,7 +98,7 @@ def desired_tree(config: AgentConfig) -> dict[str, Any]:
                 filters.append({"protocol": proto, "dscp": dscp, "classid": classid(minor)})
     return {
         "kind": "htb",
-        "default": classid(FIRST_MINOR + len(config.classes) - 1),
+        "default": classid(FIRST_MINOR + config.unmatched_index),
         "classes": classes,
         "filters": sorted(filters, key=_filter_key),
     }

@@ -64,6 +64,8 @@ def host_config(spec: TestbedSpec) -> AgentConfig:
         ),
         dcb="off",
         rdma="off",
+        # the switch's rendering sends unmatched DSCPs to the intent's `unmatched` class: so do hosts
+        unmatched=intent.unmatched,
     )
 
 

@@ -178,6 +178,8 @@ def test_a_class_rate_up_to_the_egress_rate() -> None:
             RX + r"\.class: .* is not a class; allowed: urgent, bulk",
         ),
         ({"roce_tos": [{"device": "mlx5_0"}]}, RX + r": give exactly one of tos"),
+        ({"unmatched": "best"}, r"unmatched: a string \('best'\) is not a class; allowed: urgent, bulk"),
+        ({"unmatched": 1}, r"unmatched: .* is not a class; allowed: urgent, bulk"),
         ({"ecn_priorities": [9]}, r"ecn_priorities\[0\]: 9 is out of range"),
     ],
 )

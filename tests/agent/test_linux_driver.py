@@ -94,6 +94,37 @@ def test_marked_packets_land_in_their_class(ns: VethNs) -> None:
     assert packets["1:11"] >= 8
 
 
+def test_unmarked_packets_go_to_the_unmatched_class(ns: VethNs) -> None:
+    # TF's own gRPC carries no DSCP: `unmatched: urgent` keeps it above the bulk (and above other
+    # jobs' bulk on a shared fabric), as the switch's rendering of the same intent does.
+    cfg = parse_config({"interfaces": ["ga0"], "unmatched": "urgent"})
+    tree = desired_tree(cfg)
+    assert tree["default"] == "1:10"
+    with LinuxDriver(ns.name) as d:
+        d.write("ga0/qdisc", tree)
+        assert d.observe(["ga0/qdisc"]) == {"ga0/qdisc": tree}
+    assert root_qdisc(ns.name, "ga0")["options"]["default"] == "0x10"
+    ns_exec(ns.name, "ip", "neigh", "replace", "10.77.0.2", "lladdr", "02:00:00:00:00:02", "dev", "ga0")
+    send = (
+        "import socket\n"
+        "for tos, n in ((26 << 2, 3), (0, 5)):\n"
+        "    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+        "    s.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, tos)\n"
+        "    for _ in range(n):\n"
+        "        s.sendto(b'x' * 100, ('10.77.0.2', 9))\n"
+    )
+    ns_exec(ns.name, "python3", "-c", send)
+    packets = {}
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        packets = {h: c["packets"] for h, c in htb_classes(ns.name, "ga0").items()}
+        if packets.get("1:10", 0) >= 5 and packets.get("1:11", 0) >= 3:
+            break
+        time.sleep(0.05)
+    assert packets["1:11"] == 3  # DSCP 26 only
+    assert packets["1:10"] >= 5  # the unmarked ones (and the link's own neighbour discovery)
+
+
 def test_observe_reports_the_kernel_default_as_none_and_deletion_as_drift(ns: VethNs) -> None:
     cfg = parse_config(CFG)
     with LinuxDriver(ns.name) as d:
