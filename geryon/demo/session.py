@@ -95,6 +95,8 @@ def join_cluster(spec: dict[str, Any]) -> Cluster:
         geryon.tf.load()
         if spec.get("class_dscp"):
             geryon.tf.set_class_marks(list(spec["class_dscp"]), spec.get("class_priority"))
+        # With GERYON_BANDS_ETCD set (a job among others): the step calls follow the job's band.
+        geryon.tf.follow_band(spec["cluster"])
     cluster_spec = tf.train.ClusterSpec(spec["cluster"])
     resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(cluster_spec, rpc_layer=protocol)
     partitioner = None

@@ -227,7 +227,8 @@ class JobSpec:
 
     @property
     def hosts(self) -> tuple[str, ...]:
-        return (*self.ps_hosts, *self.worker_hosts)
+        """Every host with a task of the job, the chief's too (its step calls follow the band)."""
+        return tuple(dict.fromkeys((*self.ps_hosts, *self.worker_hosts, self.chief_host)))
 
 
 class Job:
@@ -299,8 +300,9 @@ class Job:
         chief = {**chief_spec(job_cfg, MODE, cluster, thresholds, False), **self.marks}
         path = self.log_dir / f"{s.name}-chief.json"
         path.write_text(json.dumps(chief, indent=1))
+        env = {**base_env(), **self.store.task_env(s.name, s.chief_host)}
         self.procs["chief"] = self._popen(
-            "chief", s.chief_host, [sys.executable, "-m", "geryon.demo.chief", str(path)], base_env()
+            "chief", s.chief_host, [sys.executable, "-m", "geryon.demo.chief", str(path)], env
         )
         self.events = ChiefEvents(self.procs["chief"], MARKER)
         self.events.start()

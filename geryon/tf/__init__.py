@@ -45,6 +45,8 @@ __all__ = [
     "class_marks",
     "classification_report",
     "flow_counters",
+    "follow_band",
+    "grpc_addresses",
     "is_loaded",
     "load",
     "open_flows",
@@ -75,7 +77,8 @@ def server(
     here, before the server starts).
 
     With GERYON_BANDS_ETCD and GERYON_JOB set, the task follows its job's band from the cluster
-    controller (geryon.tf.band_follow): its classes' marks change live, on the flows open too.
+    controller (geryon.tf.band_follow): its classes' marks change live, on the flows open too, and
+    TF's own gRPC connections to the cluster's tasks carry the band's class 0 marks.
     """
     if data_port_offset is not None:
         if not isinstance(data_port_offset, int) or data_port_offset == 0 or abs(data_port_offset) > 65535:
@@ -91,11 +94,32 @@ def server(
 
     # Its first report comes one interval later, from the running server's flows.
     start_from_env(_task_identity(tf, cluster_spec, job_name, task_index))
-    # With GERYON_BANDS_ETCD set: the job's band from the cluster controller, applied live.
-    band_follow.start_from_env()
+    # With GERYON_BANDS_ETCD set: the job's band from the cluster controller, applied live (TF's own
+    # gRPC connections to the cluster's tasks too).
+    band_follow.start_from_env(grpc_addresses(cluster_spec))
     return tf.distribute.Server(
         cluster_spec, job_name=job_name, task_index=task_index, protocol=PROTOCOL, config=config, start=start
     )
+
+
+def follow_band(cluster_spec: Any) -> Any:
+    """For a process that starts no geryon.tf.server() (the chief, the coordinator): follow the job's
+    band as the environment says (GERYON_BANDS_ETCD, GERYON_JOB, ...; geryon.tf.band_follow), so its
+    own gRPC connections to the cluster's tasks (the step calls) carry the band's class 0 marks.
+    Returns the follower, or None when GERYON_BANDS_ETCD is unset. Call it after load()."""
+    from geryon.tf import band_follow
+
+    load()
+    return band_follow.start_from_env(grpc_addresses(cluster_spec))
+
+
+def grpc_addresses(cluster_spec: Any) -> list[str]:
+    """Every task address of `cluster_spec` (a tf.train.ClusterSpec, or its dict form)."""
+    spec = cluster_spec.as_dict() if hasattr(cluster_spec, "as_dict") else cluster_spec
+    out: list[str] = []
+    for tasks in dict(spec).values():
+        out += list(tasks.values()) if isinstance(tasks, dict) else list(tasks)
+    return [str(a) for a in out]
 
 
 def _task_identity(tf: Any, cluster_spec: Any, job_name: str, task_index: int) -> Any:

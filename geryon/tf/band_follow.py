@@ -19,6 +19,11 @@ maps to traffic classes): fabric class q carries those of class q. A band {c: q}
 class c fabric class q's DSCP and SO_PRIORITY, for the flows open now (re-marked, no reconnect) and
 those opened later (set_class_marks(live=True)). With no band known yet, or etcd unreachable, the
 task keeps the marks it has (BandWatcher's rule: the last bands stay in force) and logs why.
+
+TensorFlow's own gRPC connections to the cluster's tasks (the chief's step calls and their replies)
+follow too: they carry the job's class 0 marks (geryon.tf.control_marks), so that no job's step calls
+wait below another job's bulk. GERYON_CONTROL_MARKS=off leaves them unmarked (the fabric's unmatched
+class). The chief, which starts no geryon.tf.server(), calls geryon.tf.follow_band(cluster_spec).
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from geryon.errors import UsageError
 from geryon.jobs import etcd, keys
 from geryon.jobs.registration import RegistrationError, check_host
 from geryon.jobs.watch import BandWatcher
+from geryon.tf.control_marks import ControlMarker
 
 log = logging.getLogger("geryon.tf.band_follow")
 
@@ -43,6 +49,7 @@ ENV_JOB = "GERYON_JOB"
 ENV_HOST = "GERYON_BANDS_HOST"
 ENV_PREFIX = "GERYON_BANDS_PREFIX"
 ENV_TLS = ("GERYON_BANDS_CACERT", "GERYON_BANDS_CERT", "GERYON_BANDS_KEY")  # etcd's cafile, certfile, keyfile
+ENV_CONTROL = "GERYON_CONTROL_MARKS"  # on (default) | off: TF's gRPC connections carry class 0's marks
 
 
 @dataclass(frozen=True)
@@ -86,6 +93,7 @@ class BandFollower:
         classes: int | None = None,
         prefix: str = keys.DEFAULT_PREFIX,
         read_timeout: float = 1.0,
+        control: ControlMarker | None = None,
     ) -> None:
         if not job or not isinstance(job, str):
             raise UsageError(f"{ENV_JOB}: a job id is needed to follow its band, got {job!r}")
@@ -93,6 +101,7 @@ class BandFollower:
         self.fabric = list(fabric)
         self.classes = classes or len(self.fabric)
         self._apply = apply
+        self.control = control  # TF's gRPC connections' marker, started and stopped with the follower
         self._lock = threading.Lock()
         self.applied: list[Applied] = []
         self.watcher = BandWatcher(
@@ -131,11 +140,15 @@ class BandFollower:
         )
 
     def start(self) -> BandFollower:
+        if self.control is not None:
+            self.control.start()
         self.watcher.start()
         return self
 
     def stop(self) -> None:
         self.watcher.stop()
+        if self.control is not None:
+            self.control.stop()
 
 
 _env_lock = threading.Lock()
@@ -146,6 +159,7 @@ def follower_from_env(
     apply: Callable[[list[int], list[int]], int],
     fabric: Sequence[tuple[int, int]],
     env: Mapping[str, str] | None = None,
+    control: ControlMarker | None = None,
 ) -> BandFollower | None:
     """The follower the environment asks for (not started), or None when GERYON_BANDS_ETCD is unset.
     A bad value raises UsageError naming the variable."""
@@ -171,18 +185,39 @@ def follower_from_env(
         prefix = keys.norm_prefix(env.get(ENV_PREFIX, "").strip() or keys.DEFAULT_PREFIX)
     except ValueError as e:
         raise UsageError(f"{ENV_PREFIX}: {e}") from None
-    return BandFollower(client, host, job, fabric, apply, prefix=prefix)
+    return BandFollower(client, host, job, fabric, apply, prefix=prefix, control=control)
 
 
-def start_from_env() -> BandFollower | None:
-    """Starts the environment's follower once per process (geryon.tf.server() calls it, after load())."""
+def control_from_env(env: Mapping[str, str] | None = None) -> bool:
+    """Whether TF's gRPC connections follow the band too (GERYON_CONTROL_MARKS, default on)."""
+    env = os.environ if env is None else env
+    value = env.get(ENV_CONTROL, "").strip().lower() or "on"
+    if value not in ("on", "off"):
+        raise UsageError(f"{ENV_CONTROL}: {value!r}; allowed: on, off")
+    return value == "on"
+
+
+def start_from_env(grpc_addresses: Sequence[str] = ()) -> BandFollower | None:
+    """Starts the environment's follower once per process (geryon.tf.server() calls it, after load()).
+    `grpc_addresses`: the cluster spec's task addresses, whose gRPC connections carry the band's
+    class 0 marks (geryon.tf.control_marks) unless GERYON_CONTROL_MARKS=off."""
     global _env_follower
     from geryon.tf.library import MAX_CLASSES, class_marks, set_class_marks
 
     with _env_lock:
         if _env_follower is None:
             fabric = class_marks()[:MAX_CLASSES]
-            follower = follower_from_env(lambda d, p: set_class_marks(d, p, live=True), fabric)
+            control = None
+            if grpc_addresses and control_from_env():
+                control = ControlMarker(grpc_addresses, *fabric[0])
+
+            def apply(dscp: list[int], prio: list[int]) -> int:
+                remarked = set_class_marks(dscp, prio, live=True)
+                if control is not None:
+                    remarked += control.set_marks(dscp[0], prio[0])
+                return remarked
+
+            follower = follower_from_env(apply, fabric, control=control)
             if follower is not None:
                 _env_follower = follower.start()
         return _env_follower

@@ -6,7 +6,7 @@ trains, the test writes the host's bands key as `geryon controller` does, moving
 [0, 1] to fabric classes [1, 2]; loopback packets are captured as they leave (AF_PACKET, root). Each
 of the four directions (pulls PS -> worker and their requests, gradients worker -> PS and theirs)
 must carry the new class's DSCP within 1 s of the write and never the old one after that, with no
-failed step and no flow reconnected.
+failed step and no flow reconnected; the tasks' own gRPC packets carry class 0's new DSCP too.
 """
 
 from __future__ import annotations
@@ -186,6 +186,15 @@ def test_a_band_change_re_marks_every_open_flow_of_the_job_within_a_second(tmp_p
         print(f"{what}: DSCP {before} -> {after}, first new packet {first_new * 1e3:.0f} ms after the write")
         assert first_new <= REACH_S, f"{what}: first packet with DSCP {after} at {first_new:.2f} s"
         assert not late_old, f"{what}: {len(late_old)} packets with the old marks after {REACH_S} s"
+    # TF's own gRPC (the step calls' replies, the tasks' channels to each other) follows the band's
+    # class 0 too (geryon.tf.control_marks): EF before the change (or unmarked until the first scan),
+    # AF31 once the new band is applied.
+    grpc_ports = {int(a.rsplit(":", 1)[1]) for tasks in cluster.cluster.values() for a in tasks}
+    control = [(t - changed, dscp) for t, s, d, dscp, _ in capture.packets if s in grpc_ports]
+    assert {dscp for t, dscp in control if t < 0} <= {0, EF}, sorted({x for _, x in control})
+    assert EF in {dscp for t, dscp in control if t < 0}, "no control packet carried class 0's marks"
+    after = [dscp for t, dscp in control if t > REACH_S]
+    assert after and set(after) == {AF31}, sorted(set(after))
     for name, rows in counters.items():
         assert all(c["errors"] == 0 for c in rows), (name, rows)
         # Re-marked in place: one connection per flow, its counters' DSCP the new class's.
