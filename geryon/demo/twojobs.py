@@ -73,13 +73,23 @@ def policy_bands(
 # Probes beside the four policies, for what a difference between them comes from (every job alike):
 # strict-one puts all of every job in one strict queue (class 1: geryon's bulk queue), geryon-low is
 # geryon one level down (urgent in strict class 2, bulk in the DWRR class 3 that fifo uses).
-PROBES = {"strict-one": (1, 1), "geryon-low": (2, 3)}
+PROBES: dict[str, tuple[int, int] | None] = {
+    "strict-one": (1, 1),
+    "geryon-low": (2, 3),
+    # Combined with the bulks sharing one queue: every job's urgent tensors above every bulk, by rank
+    # (the most intense job's on 0, the next's on 1, ...), all bulk in the last (DWRR) queue, FIFO among
+    # jobs. What combined gives the less intense job back, and what it costs the other.
+    "shared-bulk": None,
+}
 
 
 def bands_for(policy: str, ranked: Sequence[str]) -> dict[str, list[int]]:
-    """policy_bands for the four policies, and the PROBES (the same band for every job)."""
-    if policy in PROBES:
-        return {job: list(PROBES[policy]) for job in ranked}
+    """policy_bands for the four policies, and the PROBES."""
+    if policy == "shared-bulk":
+        return {job: [min(i, QUEUES - 2), QUEUES - 1] for i, job in enumerate(ranked)}
+    band = PROBES.get(policy)
+    if band is not None:
+        return {job: list(band) for job in ranked}
     return policy_bands(policy, ranked)
 
 

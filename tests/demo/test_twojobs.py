@@ -38,4 +38,5 @@ def test_probes_give_every_job_the_same_band() -> None:
 
     assert bands_for("strict-one", ["a", "b"]) == {"a": [1, 1], "b": [1, 1]}
     assert bands_for("geryon-low", ["b", "a"]) == {"b": [2, 3], "a": [2, 3]}
+    assert bands_for("shared-bulk", ["b", "a"]) == {"b": [0, 3], "a": [1, 3]}
     assert bands_for("combined", ["a", "b"]) == policy_bands("combined", ["a", "b"])
