@@ -95,6 +95,13 @@ def main() -> int:
         "etcd); default the last, 3, as the demo's intent",
     )
     ap.add_argument(
+        "--dwrr",
+        metavar="W,...",
+        help="weights of the last classes, shared by weight (DWRR on hosts and switch) instead of "
+        "strictly: e.g. 75,25 makes classes 2 and 3 (combined's two bulks) share 3:1; default: only "
+        "class 3 is DWRR",
+    )
+    ap.add_argument(
         "--ps",
         type=int,
         default=1,
@@ -129,6 +136,14 @@ def main() -> int:
         return status
     if args.cycles < 2 or args.window <= args.settle or args.alone_windows < 1:
         ap.error("--cycles >= 2, --window > --settle, --alone-windows >= 1")
+    weights = None
+    if args.dwrr is not None:
+        try:
+            weights = [int(w) for w in args.dwrr.split(",")]
+        except ValueError:
+            ap.error(f"--dwrr {args.dwrr!r}: give integer weights, comma-separated (e.g. 75,25)")
+        if not 1 <= len(weights) <= 3 or not all(1 <= w <= 100 for w in weights) or sum(weights) > 100:
+            ap.error(f"--dwrr {args.dwrr!r}: 1 to 3 weights of 1-100 summing to at most 100")
     try:
         rate = parse_rate(args.rate, "--rate")
     except ValueError as e:
@@ -165,8 +180,9 @@ def main() -> int:
         "rate_bits": int(rate),
         "background_bits": 0,
         "unmatched_class": args.unmatched,
+        "dwrr_weights": weights,
     }
-    intent = intent_for(twojobs.QUEUES, args.unmatched)
+    intent = intent_for(twojobs.QUEUES, args.unmatched, weights)
     priorities = [c.priority if args.priority is None else args.priority for c in intent.classes]
     marks = {"class_dscp": class_dscp(twojobs.QUEUES), "class_priority": priorities}
     ps_hosts = tuple(f"ps{i}" for i in range(args.ps))

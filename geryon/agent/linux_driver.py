@@ -3,8 +3,9 @@
 Targets:
   "<ifname>/qdisc"  the interface's egress tree (the shared layout, see geryon/agent/schema.md):
                     root HTB 1:, one parent class 1:1 at the egress rate (rate = ceil), and under it
-                    class 1:(0x10 + c) with HTB prio c per Geryon class c (8 kbit guaranteed, ceil =
-                    the class rate), a bfifo leaf per class, u32 filters on the DS field (IPv4 and
+                    class 1:(0x10 + c) with HTB prio c per strict Geryon class c (ETS classes, when
+                    more than one, share one prio, weighted by bandwidth), 8 kbit guaranteed, ceil =
+                    the class rate, a bfifo leaf per class, u32 filters on the DS field (IPv4 and
                     IPv6) per class DSCP; unmatched traffic goes to the config's `unmatched`
                     class, by default the least urgent (HTB default). None = the kernel's default
                     root (what a link has before anyone configures it).
@@ -77,22 +78,24 @@ def desired_tree(config: AgentConfig) -> dict[str, Any]:
         {"classid": parent, "prio": 0, "rate_bits": link, "ceil_bits": link, "leaf": None}
     ]
     filters = []
+    quanta = ets_quanta(config)
     for c, spec in enumerate(config.classes):
         minor = FIRST_MINOR + c
         ceil = spec.rate_bits if spec.rate_bits is not None else eg.rate_bits
-        classes.append(
-            {
-                "classid": classid(minor),
-                "parent": parent,
-                "prio": c,
-                "rate_bits": GUARANTEED_BYTES_S * 8,
-                "ceil_bits": (ceil // 8) * 8,  # the kernel keeps bytes/s
-                "leaf": {
-                    "kind": "bfifo",
-                    "limit": spec.buffer_bytes if spec.buffer_bytes is not None else eg.buffer_bytes,
-                },
-            }
-        )
+        entry: dict[str, Any] = {
+            "classid": classid(minor),
+            "parent": parent,
+            "prio": class_prio(config, c),
+            "rate_bits": GUARANTEED_BYTES_S * 8,
+            "ceil_bits": (ceil // 8) * 8,  # the kernel keeps bytes/s
+            "leaf": {
+                "kind": "bfifo",
+                "limit": spec.buffer_bytes if spec.buffer_bytes is not None else eg.buffer_bytes,
+            },
+        }
+        if c in quanta:
+            entry["quantum"] = quanta[c]
+        classes.append(entry)
         for dscp in spec.dscps:
             for proto in ("ip", "ipv6"):
                 filters.append({"protocol": proto, "dscp": dscp, "classid": classid(minor)})
@@ -102,6 +105,41 @@ def desired_tree(config: AgentConfig) -> dict[str, Any]:
         "classes": classes,
         "filters": sorted(filters, key=_filter_key),
     }
+
+
+def class_prio(config: AgentConfig, c: int) -> int:
+    """Class c's HTB prio: c, so classes are served in order, except that two or more ETS classes
+    after every strict class share one prio (the first of theirs), round-robin by quantum
+    (ets_quanta), as the NIC's ETS shares a link and the software switch renders DWRR classes
+    (geryon.fabric.render.linux). The default layouts (one ETS class, last) keep prio c throughout."""
+    ets = _shared_ets(config)
+    return ets[0] if c in ets else c
+
+
+def _shared_ets(config: AgentConfig) -> list[int]:
+    """The ETS classes that share a prio: the tail of ETS classes after the last strict one, when it
+    holds every ETS class and more than one; else none (an ETS class between strict ones keeps its
+    place in the order)."""
+    ets = [i for i, s in enumerate(config.classes) if s.tsa != "strict"]
+    strict = [i for i, s in enumerate(config.classes) if s.tsa == "strict"]
+    if len(ets) < 2 or (strict and max(strict) > min(ets)):
+        return []
+    return ets
+
+
+# The lightest ETS class's quantum where shares differ (bytes a turn; the switch rendering's value).
+LIGHTEST_QUANTUM = 64 * 1024
+
+
+def ets_quanta(config: AgentConfig) -> dict[int, int]:
+    """{class index: HTB quantum} for the ETS classes sharing a prio, proportional to their
+    `bandwidth` (the lightest LIGHTEST_QUANTUM); {} when none share, or a share is 0, or all are
+    equal (then HTB's default quantum shares equally)."""
+    shares = {i: config.classes[i].bandwidth for i in _shared_ets(config)}
+    if len(shares) < 2 or 0 in shares.values() or len(set(shares.values())) == 1:
+        return {}
+    lightest = min(shares.values())
+    return {i: round(LIGHTEST_QUANTUM * w / lightest) for i, w in shares.items()}
 
 
 def recreatable(tree: dict[str, Any]) -> bool:

@@ -31,6 +31,7 @@ ports and hosts, the classes' DSCPs and QoS intent, and the chief's spec for a m
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from geryon.demo import modes as modes_mod
@@ -143,19 +144,24 @@ def class_dscp(classes: int) -> list[int]:
     return [46, 26] if classes == 2 else list(CLASS_DSCP[:classes])
 
 
-def intent_for(classes: int, unmatched: int | None = None) -> Any:
+def intent_for(classes: int, unmatched: int | None = None, weights: Sequence[int] | None = None) -> Any:
     """The switch's QoS intent: the default for 2 classes, else one strict queue per class but the
     last (DWRR), DSCPs from CLASS_DSCP. Traffic no class matches (TF's own gRPC: the chief's step
-    calls; etcd) goes to the last class, or to class `unmatched`."""
+    calls; etcd) goes to the last class, or to class `unmatched`. `weights`: the last len(weights)
+    classes are DWRR with these weights (shared by weight instead of strictly), the rest strict."""
     from geryon.fabric.intent import default_intent, parse_intent
 
-    if classes == 2 and unmatched is None:
+    if classes == 2 and unmatched is None and weights is None:
         return default_intent()
+    weights = list(weights) if weights is not None else [100]
+    if not 1 <= len(weights) < classes:
+        raise ValueError(f"weights: give 1 to {classes - 1} (the strict class 0 stays), got {len(weights)}")
+    first_dwrr = classes - len(weights)
     dscps = class_dscp(classes)
     data = {
         "version": 1,
         "name": f"demo-{classes}class",
-        "description": f"geryon demo: {classes} classes, strict priority but the last",
+        "description": f"geryon demo: {classes} classes, strict priority but the last {len(weights)}",
         "classes": [
             {
                 "name": f"c{i}",
@@ -163,8 +169,8 @@ def intent_for(classes: int, unmatched: int | None = None) -> Any:
                 "priority": 5 - i if 5 - i >= 0 else 7,
                 "queue": 5 - i if 5 - i >= 0 else 7,
                 "lossless": False,
-                "scheduler": "strict" if i < classes - 1 else "dwrr",
-                **({"weight": 100} if i == classes - 1 else {}),
+                "scheduler": "strict" if i < first_dwrr else "dwrr",
+                **({"weight": weights[i - first_dwrr]} if i >= first_dwrr else {}),
             }
             for i, d in enumerate(dscps)
         ],

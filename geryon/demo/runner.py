@@ -729,7 +729,7 @@ def testbed_spec(cfg: dict[str, Any]) -> Any:
         buffer_bytes=cfg["buffer_bytes"],
         switch="priority",
         host_queues=True,
-        intent=intent_for(cfg["classes"], cfg.get("unmatched_class")),
+        intent=intent_for(cfg["classes"], cfg.get("unmatched_class"), cfg.get("dwrr_weights")),
     )
 
 

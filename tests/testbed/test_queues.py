@@ -71,3 +71,35 @@ def test_switch_trees_are_the_fabric_renderers() -> None:
     leaves = [c for c in fifo["p-ps0"]["classes"] if c["leaf"]]
     assert len(leaves) == 1 and leaves[0]["ceil_bits"] == 30_000_000 and fifo["p-ps0"]["filters"] == []
     assert host_fifo_tree(spec) == fifo["p-ps0"]
+
+
+def test_host_and_switch_share_out_two_dwrr_classes_alike() -> None:
+    # Two weighted bulk queues (issue 39: bands' bulks shared by weight, not strictly): on the hosts
+    # as on the switch, both classes at one HTB prio after the strict ones, quanta 3:1.
+    intent = parse_intent(
+        {
+            "name": "weighted",
+            "classes": [
+                {"name": "c0", "dscp": 46, "priority": 5, "scheduler": "strict"},
+                {"name": "c1", "dscp": 34, "priority": 4, "scheduler": "strict"},
+                {"name": "c2", "dscp": 26, "priority": 3, "weight": 75},
+                {"name": "c3", "dscp": 18, "priority": 2, "weight": 25},
+            ],
+            "unmatched": "c0",
+        }
+    )
+    spec = TestbedSpec(hosts=("a", "b"), intent=intent)
+    host = desired_tree(host_config(spec))
+    switch = switch_trees(spec, "priority")[switch_port("a")]
+
+    def sched(tree: dict) -> list[tuple[str, int, int | None]]:
+        return [(c["classid"], c["prio"], c.get("quantum")) for c in tree["classes"] if "parent" in c]
+
+    assert sched(host) == sched(switch)
+    assert sched(host) == [
+        ("1:10", 0, None),
+        ("1:11", 1, None),
+        ("1:12", 2, 3 * 64 * 1024),
+        ("1:13", 2, 64 * 1024),
+    ]
+    assert host["default"] == switch["default"] == "1:10"
