@@ -402,3 +402,39 @@ def test_an_unknown_root_kind_is_refused_before_anything_changes(ns: VethNs) -> 
         with pytest.raises(DriverError, match=r"cannot re-create a root qdisc of kind 'cake'"):
             d.write("ga0/qdisc", {"kind": "cake", "handle": "1:"})
         assert d.observe(["ga0/qdisc"]) == {"ga0/qdisc": first}
+
+
+def test_two_ets_classes_share_the_link_by_their_bandwidth() -> None:
+    # Jobs sharing a fabric (docs/jobs.md): their bulk classes share by weight on the hosts as on the
+    # switch, not strictly; both backlogged, 3:1 of what they get.
+    with veth_pair(prefix="gle") as (a, b, ifname):
+        cfg = parse_config(
+            {
+                "interfaces": [ifname],
+                "egress": {"rate": "100mbit"},
+                "best_effort_bandwidth": 20,  # the NIC's ETS shares sum to 100
+                "classes": [
+                    {"name": "urgent", "dscp": 46, "priority": 5},
+                    {"name": "bulk-a", "dscp": 26, "priority": 3, "tsa": "ets", "bandwidth": 60},
+                    {"name": "bulk-b", "dscp": 18, "priority": 2, "tsa": "ets", "bandwidth": 20},
+                ],
+            }
+        )
+        with LinuxDriver(a) as d:
+            slots = [Slot(d)]
+            apply_plan(make_plan(slots, cfg), slots, None)
+        classes = htb_classes(a, ifname, inner=True)
+        assert (classes["1:11"]["prio"], classes["1:12"]["prio"]) == (1, 1)
+        flows = [Flow(1 << 30, timeout=20).start(a, SRC, b, DST, dscp) for dscp in (26, 18)]
+        try:
+            time.sleep(1.0)  # both flows past slow start
+            first = htb_classes(a, ifname)
+            time.sleep(2.0)
+            second = htb_classes(a, ifname)
+        finally:
+            for f in flows:
+                f.stop()
+    heavy, light = (second[m]["bytes"] - first[m]["bytes"] for m in ("1:11", "1:12"))
+    print(f"both saturating: bulk-a {heavy} bytes, bulk-b {light} bytes, ratio {heavy / max(light, 1):.2f}")
+    assert light > 0, "the lighter class was starved: the classes are strict, not shared"
+    assert 2.0 < heavy / light < 4.5, f"bulk-a:bulk-b {heavy / light:.2f}, weights 60:20"
