@@ -68,6 +68,7 @@ TIERS: dict[str, str] = {
     "demo/test_runner": "tf",
     "demo/test_secondjob": "netns",
     "demo/test_stepdecomp": "tf",
+    "demo/test_jobmeter": "external",
     "demo/test_twojobs_testbed": "netns",
     "demo/test_variants_testbed": "netns",
     "deploy/test_agent_unit": "external",

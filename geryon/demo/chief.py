@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from geryon.cluster.protocol import emit
+from geryon.demo import jobmeter
 from geryon.demo.session import Session, join_cluster, place_model, sgd_replica_step
 
 # Guided search ranks candidates with the simulator; only the ranking matters, so a rough FLOP rate
@@ -156,7 +157,6 @@ def train(spec: dict[str, Any], emit: Emit, wait_go: Callable[[], None] | None =
         train_paired(session, emit, wait_go or _stdin_go)
         return
     g, workers = session.g, session.workers
-    warmup, steps = int(spec["warmup"]), int(spec["steps"])
     searcher = hook = None
     local_model = None
     if g is not None and spec.get("search"):
@@ -165,8 +165,28 @@ def train(spec: dict[str, Any], emit: Emit, wait_go: Callable[[], None] | None =
         local_model = session.make_model()  # outside the strategy: only traced, never trained
         searcher = make_searcher(spec, g.tagging, local_model)
         hook = ThresholdHook(searcher, g)
+    # With spec["register"]: the job in the cluster view, its intensity measured step by step.
+    meter = jobmeter.from_spec(spec, jobmeter.param_bytes(session.model))
     emit({"event": "ready", "seconds": time.perf_counter() - session.started, "workers": workers})
+    try:
+        _train_steps(spec, session, emit, wait_go, searcher, hook, local_model, meter)
+    finally:
+        if meter is not None:
+            meter.close()
 
+
+def _train_steps(
+    spec: dict[str, Any],
+    session: Session,
+    emit: Emit,
+    wait_go: Callable[[], None] | None,
+    searcher: Any,
+    hook: Any,
+    local_model: Any,
+    meter: jobmeter.JobMeter | None,
+) -> None:
+    g = session.g
+    warmup, steps = int(spec["warmup"]), int(spec["steps"])
     step_times: list[float] = []
     warmup_times: list[float] = []
     round_thresholds: list[list[float] | None] = []
@@ -177,7 +197,7 @@ def train(spec: dict[str, Any], emit: Emit, wait_go: Callable[[], None] | None =
     deadline = time.monotonic() + float(spec.get("max_seconds", 1e9))
     for i in range(warmup + steps):
         measured = i >= warmup
-        searching = hook is not None and measured and not searcher.converged  # type: ignore[union-attr]
+        searching = hook is not None and measured and not searcher.converged
         if hook is not None and measured:
             hook.begin()
         thresholds = list(g.thresholds) if g is not None else None
@@ -192,6 +212,8 @@ def train(spec: dict[str, Any], emit: Emit, wait_go: Callable[[], None] | None =
         round_thresholds.append(thresholds)
         if measured:
             step_times.append(seconds)
+            if meter is not None:
+                meter.step(seconds / session.steps_per_round)
             if searching:
                 trials.append({"step": len(step_times) - 1, "thresholds": thresholds, "step_s": seconds})
             if converged_step is None and searcher is not None and searcher.converged:

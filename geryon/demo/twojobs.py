@@ -128,13 +128,44 @@ class Store:
         self._etcd: subprocess.Popen[Any] | None = None
         self._writer: subprocess.Popen[str] | None = None
         self._lines: Any = None  # geryon.cluster.procs.LineReader of the band writer's answers
+        self._controller: subprocess.Popen[Any] | None = None
+
+    def register_spec(self, job: str, compute_s: float) -> dict[str, Any]:
+        """A chief's spec["register"] (geryon.demo.jobmeter) for this store."""
+        return {
+            "etcd": self.url,
+            "cacert": self.ca,
+            "cert": self.client.cert,
+            "key": self.client.key,
+            "job": job,
+            "compute_s": compute_s,
+            "window": 10,
+            "ttl": 3,
+        }
+
+    def start_controller(self, hosts: Sequence[str]) -> None:
+        """`geryon controller` beside etcd (its loopback endpoint), knowing the testbed `hosts`: it
+        bands the jobs the chiefs register, from their measured intensities, instead of the writer."""
+        from geryon.cluster.procs import REPO_ROOT, base_env
+
+        argv = [
+            sys.executable, "-m", "geryon", "controller",
+            "--etcd", f"http://127.0.0.1:{ETCD_LOCAL_PORT}", "--queues", str(QUEUES),
+            "--hosts", ",".join(self.tb.address(h) for h in hosts), "--name", "testbed",
+        ]  # fmt: skip
+        with (self.log_dir / "controller.log").open("w") as log:
+            self._controller = self.tb.popen(
+                self.host, argv, env=base_env(), stdout=log, stderr=subprocess.STDOUT, cwd=str(REPO_ROOT)
+            )
 
     def task_env(self, job: str, host: str) -> dict[str, str]:
-        """What a task of `job` on `host` needs to follow its band (geryon.tf.band_follow)."""
+        """What a task of `job` on `host` needs to follow its band (geryon.tf.band_follow). The band's
+        host is the testbed host's address: what the job's registration names its tasks by (the
+        cluster spec's host:port), so the controller writes its bands under that key."""
         return {
             "GERYON_BANDS_ETCD": self.url,
             "GERYON_JOB": job,
-            "GERYON_BANDS_HOST": host,
+            "GERYON_BANDS_HOST": self.tb.address(host),
             "GERYON_BANDS_CACERT": self.ca,
             "GERYON_BANDS_CERT": self.client.cert,
             "GERYON_BANDS_KEY": self.client.key,
@@ -197,7 +228,7 @@ class Store:
         per_host: dict[str, dict[str, list[int]]] = {}
         for job, job_hosts in hosts.items():
             for h in job_hosts:
-                per_host.setdefault(h, {})[job] = list(bands[job])
+                per_host.setdefault(self.tb.address(h), {})[job] = list(bands[job])
         values = {
             h: {"generation": self.generation, "queues": QUEUES, "jobs": jobs} for h, jobs in per_host.items()
         }
@@ -211,7 +242,7 @@ class Store:
     def stop(self) -> None:
         from geryon.cluster.procs import stop
 
-        for proc in (self._writer, self._etcd):
+        for proc in (self._controller, self._writer, self._etcd):
             if proc is not None:
                 stop(proc)
 
@@ -252,6 +283,7 @@ class Job:
         store: Store,
         log_dir: Path,
         marks: dict[str, list[int]],
+        register_compute_s: float | None = None,
     ) -> None:
         self.tb, self.spec, self.cfg, self.store, self.log_dir, self.marks = (
             tb,
@@ -261,6 +293,9 @@ class Job:
             log_dir,
             marks,
         )
+        # Given: the chief registers the job in the store and meters its intensity with this compute
+        # per step (geryon.demo.jobmeter), for a controller to band it.
+        self.register_compute_s = register_compute_s
         self.procs: dict[str, Any] = {}
         self.events: Any = None  # geryon.demo.secondjob.ChiefEvents of its chief, once started
 
@@ -308,6 +343,8 @@ class Job:
         }
         thresholds = list(modes_mod.initial_thresholds(JOB_CLASSES))
         chief = {**chief_spec(job_cfg, MODE, cluster, thresholds, False), **self.marks}
+        if self.register_compute_s is not None:
+            chief["register"] = self.store.register_spec(s.name, self.register_compute_s)
         path = self.log_dir / f"{s.name}-chief.json"
         path.write_text(json.dumps(chief, indent=1))
         env = {**base_env(), **self.store.task_env(s.name, s.chief_host)}
