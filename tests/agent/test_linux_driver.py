@@ -67,27 +67,34 @@ def test_apply_builds_the_shared_layout_in_the_kernel(ns: VethNs) -> None:
     assert read_sysctl(ns.name, "net.ipv4.tcp_reflect_tos") == "1"
 
 
-def test_marked_packets_land_in_their_class(ns: VethNs) -> None:
-    cfg = parse_config({"interfaces": ["ga0"]})
-    with LinuxDriver(ns.name) as d:
-        d.write("ga0/qdisc", d.desired(cfg)["ga0/qdisc"])
-    ns_exec(ns.name, "ip", "neigh", "replace", "10.77.0.2", "lladdr", "02:00:00:00:00:02", "dev", "ga0")
+def send_marked(ns: str, counts: tuple[tuple[int, int], ...], want: dict[str, int]) -> dict[str, int]:
+    """Sends `counts` ((DSCP, packets), ...) of UDP out of ga0 and returns each class's packets, once
+    `want` ({classid: at least}) is reached or 5 s have passed."""
+    ns_exec(ns, "ip", "neigh", "replace", "10.77.0.2", "lladdr", "02:00:00:00:00:02", "dev", "ga0")
     send = (
         "import socket\n"
-        "for tos, n in ((46 << 2, 7), (26 << 2, 3), (0, 5)):\n"
+        f"for tos, n in {tuple((d << 2, n) for d, n in counts)!r}:\n"
         "    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
         "    s.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, tos)\n"
         "    for _ in range(n):\n"
         "        s.sendto(b'x' * 100, ('10.77.0.2', 9))\n"
     )
-    ns_exec(ns.name, "python3", "-c", send)
-    packets = {}
+    ns_exec(ns, "python3", "-c", send)
+    packets: dict[str, int] = {}
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline:
-        packets = {h: c["packets"] for h, c in htb_classes(ns.name, "ga0").items()}
-        if packets.get("1:10", 0) >= 7 and packets.get("1:11", 0) >= 8:
+        packets = {h: c["packets"] for h, c in htb_classes(ns, "ga0").items()}
+        if all(packets.get(h, 0) >= n for h, n in want.items()):
             break
         time.sleep(0.05)
+    return packets
+
+
+def test_marked_packets_land_in_their_class(ns: VethNs) -> None:
+    cfg = parse_config({"interfaces": ["ga0"]})
+    with LinuxDriver(ns.name) as d:
+        d.write("ga0/qdisc", d.desired(cfg)["ga0/qdisc"])
+    packets = send_marked(ns.name, ((46, 7), (26, 3), (0, 5)), {"1:10": 7, "1:11": 8})
     # DSCP 46 -> urgent; DSCP 26 and unmarked -> bulk (the HTB default), where the kernel's own
     # IPv6 neighbour discovery on the fresh link also goes.
     assert packets["1:10"] == 7
@@ -104,23 +111,7 @@ def test_unmarked_packets_go_to_the_unmatched_class(ns: VethNs) -> None:
         d.write("ga0/qdisc", tree)
         assert d.observe(["ga0/qdisc"]) == {"ga0/qdisc": tree}
     assert root_qdisc(ns.name, "ga0")["options"]["default"] == "0x10"
-    ns_exec(ns.name, "ip", "neigh", "replace", "10.77.0.2", "lladdr", "02:00:00:00:00:02", "dev", "ga0")
-    send = (
-        "import socket\n"
-        "for tos, n in ((26 << 2, 3), (0, 5)):\n"
-        "    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
-        "    s.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, tos)\n"
-        "    for _ in range(n):\n"
-        "        s.sendto(b'x' * 100, ('10.77.0.2', 9))\n"
-    )
-    ns_exec(ns.name, "python3", "-c", send)
-    packets = {}
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        packets = {h: c["packets"] for h, c in htb_classes(ns.name, "ga0").items()}
-        if packets.get("1:10", 0) >= 5 and packets.get("1:11", 0) >= 3:
-            break
-        time.sleep(0.05)
+    packets = send_marked(ns.name, ((26, 3), (0, 5)), {"1:10": 5, "1:11": 3})
     assert packets["1:11"] == 3  # DSCP 26 only
     assert packets["1:10"] >= 5  # the unmarked ones (and the link's own neighbour discovery)
 

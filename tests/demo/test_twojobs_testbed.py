@@ -26,14 +26,10 @@ def bytes_per_class(before: Any, after: Any, hosts: tuple[str, ...]) -> dict[int
     return out
 
 
-@needs_root
-@pytest.mark.slow
-def test_bands_written_to_the_store_move_both_jobs_classes_live(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from geryon.demo import runner, twojobs
+def setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, dict[str, Any], dict[str, Any]]:
+    """(log dir, the testbed's cfg, the tasks' marks) for two jobs on the 4-class intent."""
+    from geryon.demo import twojobs
     from geryon.demo.defaults import DEFAULTS, class_dscp, intent_for
-    from geryon.progress import Progress
 
     monkeypatch.setenv("GERYON_TESTBED_STATE", str(tmp_path / "state"))
     log_dir = tmp_path / "logs"
@@ -41,6 +37,18 @@ def test_bands_written_to_the_store_move_both_jobs_classes_live(
     cfg = {**DEFAULTS, "workers": 1, "ps": 1, "classes": twojobs.QUEUES, "background_bits": 0}
     intent = intent_for(twojobs.QUEUES)
     marks = {"class_dscp": class_dscp(twojobs.QUEUES), "class_priority": [c.priority for c in intent.classes]}
+    return log_dir, cfg, marks
+
+
+@needs_root
+@pytest.mark.slow
+def test_bands_written_to_the_store_move_both_jobs_classes_live(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from geryon.demo import runner, twojobs
+    from geryon.progress import Progress
+
+    log_dir, cfg, marks = setup(tmp_path, monkeypatch)
     specs = {
         "a": twojobs.JobSpec("a", "vggmini", 16, 2222, ("ps0",), ("worker0",)),
         "b": twojobs.JobSpec("b", "vggmini", 4, 2322, ("ps0",), ("worker0",)),
@@ -111,15 +119,9 @@ def test_a_controller_bands_two_demo_jobs_by_the_intensity_their_chiefs_measure(
     first: a chief registers only once it has measured a window, so "b" ranks first only by what its
     chief measured. The compute per step is given (the test checks the loop; the bench measures C)."""
     from geryon.demo import runner, twojobs
-    from geryon.demo.defaults import DEFAULTS, class_dscp, intent_for
     from geryon.progress import Progress
 
-    monkeypatch.setenv("GERYON_TESTBED_STATE", str(tmp_path / "state"))
-    log_dir = tmp_path / "logs"
-    log_dir.mkdir()
-    cfg = {**DEFAULTS, "workers": 1, "ps": 1, "classes": twojobs.QUEUES, "background_bits": 0}
-    intent = intent_for(twojobs.QUEUES)
-    marks = {"class_dscp": class_dscp(twojobs.QUEUES), "class_priority": [c.priority for c in intent.classes]}
+    log_dir, cfg, marks = setup(tmp_path, monkeypatch)
     specs = {
         "a": twojobs.JobSpec("a", "vggmini", 4, 2222, ("ps0",), ("worker0",)),
         "b": twojobs.JobSpec("b", "vggmini", 16, 2322, ("ps0",), ("worker0",)),
