@@ -33,6 +33,7 @@ from pyroute2.netlink.rtnl.tcmsg import sched_pfifo
 
 from geryon.agent.config import AgentConfig, ConfigError
 from geryon.agent.driver import DriverError
+from geryon.agent.htb_shares import weighted_quanta
 from geryon.agent.names import is_net_sysctl
 
 # pyroute2 0.9.7 has no bfifo plugin: without one it ignores `parent` (the bfifo replaces the root
@@ -78,14 +79,17 @@ def desired_tree(config: AgentConfig) -> dict[str, Any]:
         {"classid": parent, "prio": 0, "rate_bits": link, "ceil_bits": link, "leaf": None}
     ]
     filters = []
-    quanta = ets_quanta(config)
+    shared = shared_ets(config)
+    quanta = ets_quanta(config, shared)
     for c, spec in enumerate(config.classes):
         minor = FIRST_MINOR + c
         ceil = spec.rate_bits if spec.rate_bits is not None else eg.rate_bits
         entry: dict[str, Any] = {
             "classid": classid(minor),
             "parent": parent,
-            "prio": class_prio(config, c),
+            # ETS classes that share the link share one prio (the first of theirs), round-robin by
+            # quantum; every other class keeps prio c, so classes are served in order.
+            "prio": shared[0] if c in shared else c,
             "rate_bits": GUARANTEED_BYTES_S * 8,
             "ceil_bits": (ceil // 8) * 8,  # the kernel keeps bytes/s
             "leaf": {
@@ -107,19 +111,11 @@ def desired_tree(config: AgentConfig) -> dict[str, Any]:
     }
 
 
-def class_prio(config: AgentConfig, c: int) -> int:
-    """Class c's HTB prio: c, so classes are served in order, except that two or more ETS classes
-    after every strict class share one prio (the first of theirs), round-robin by quantum
-    (ets_quanta), as the NIC's ETS shares a link and the software switch renders DWRR classes
-    (geryon.fabric.render.linux). The default layouts (one ETS class, last) keep prio c throughout."""
-    ets = _shared_ets(config)
-    return ets[0] if c in ets else c
-
-
-def _shared_ets(config: AgentConfig) -> list[int]:
-    """The ETS classes that share a prio: the tail of ETS classes after the last strict one, when it
-    holds every ETS class and more than one; else none (an ETS class between strict ones keeps its
-    place in the order)."""
+def shared_ets(config: AgentConfig) -> list[int]:
+    """The ETS classes that share one HTB prio, as the NIC's ETS shares a link and the software switch
+    renders DWRR classes (geryon.fabric.render.linux): the ETS classes when there are two or more and
+    all come after every strict class; else none (an ETS class between strict ones keeps its place in
+    the order, and the default layouts, one ETS class last, keep prio c throughout)."""
     ets = [i for i, s in enumerate(config.classes) if s.tsa != "strict"]
     strict = [i for i, s in enumerate(config.classes) if s.tsa == "strict"]
     if len(ets) < 2 or (strict and max(strict) > min(ets)):
@@ -127,19 +123,13 @@ def _shared_ets(config: AgentConfig) -> list[int]:
     return ets
 
 
-# The lightest ETS class's quantum where shares differ (bytes a turn; the switch rendering's value).
-LIGHTEST_QUANTUM = 64 * 1024
-
-
-def ets_quanta(config: AgentConfig) -> dict[int, int]:
-    """{class index: HTB quantum} for the ETS classes sharing a prio, proportional to their
-    `bandwidth` (the lightest LIGHTEST_QUANTUM); {} when none share, or a share is 0, or all are
-    equal (then HTB's default quantum shares equally)."""
-    shares = {i: config.classes[i].bandwidth for i in _shared_ets(config)}
-    if len(shares) < 2 or 0 in shares.values() or len(set(shares.values())) == 1:
+def ets_quanta(config: AgentConfig, shared: list[int]) -> dict[int, int]:
+    """{class index: HTB quantum} for the `shared` ETS classes, proportional to their `bandwidth`
+    (geryon.agent.htb_shares); {} when a share is 0 (no weight to scale) or they are equal."""
+    shares = {i: config.classes[i].bandwidth for i in shared}
+    if 0 in shares.values():
         return {}
-    lightest = min(shares.values())
-    return {i: round(LIGHTEST_QUANTUM * w / lightest) for i, w in shares.items()}
+    return weighted_quanta(shares)
 
 
 def recreatable(tree: dict[str, Any]) -> bool:

@@ -44,7 +44,6 @@ def test_constants_mirror_the_driver() -> None:
     assert linux.GUARANTEED_BITS == linux_driver.GUARANTEED_BYTES_S * 8
     assert linux.FILTER_PREF == linux_driver.FILTER_PREF
     assert linux.QUANTUM == linux_driver.DEFAULT_QUANTUM
-    assert linux.LIGHTEST_QUANTUM == linux_driver.LIGHTEST_QUANTUM
 
 
 def test_default_tree_is_the_agents_host_tree_plus_cnp() -> None:

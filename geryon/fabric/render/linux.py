@@ -25,6 +25,7 @@ import contextlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from geryon.agent.htb_shares import weighted_quanta
 from geryon.fabric.intent import IntentError, QosIntent, parse_ports
 
 # Mirrors of geryon.agent.linux_driver (imported lazily there: pyroute2 is an optional dependency,
@@ -33,10 +34,6 @@ PARENT_MINOR = 0x1
 FIRST_MINOR = 0x10
 GUARANTEED_BITS = 8000
 QUANTUM = 1514 * 4  # the driver's DEFAULT_QUANTUM
-# HTB sends at least one packet per turn even when the packet exceeds the class's quantum, so a quantum
-# below the packet size makes every class equal. The lightest DWRR class gets the largest packet
-# segmentation offloads hand HTB (64 KiB), so the weights hold with GSO on too.
-LIGHTEST_QUANTUM = 64 * 1024
 FILTER_PREF = {"ip": 1, "ipv6": 2}
 DEFAULT_BURST = 64 * 1024
 
@@ -97,14 +94,12 @@ def class_tree(intent: QosIntent, rate_bits: int, buffer_bytes: int) -> dict[str
 
 
 def dwrr_quanta(intent: QosIntent) -> dict[str, int]:
-    """{DWRR class name: HTB quantum in bytes}, proportional to the weights, the lightest class
-    LIGHTEST_QUANTUM; {} when the weights are all equal (HTB's default quantum already shares equally,
-    and the tree stays the agent's host tree)."""
-    weights = {c.name: int(c.weight) for c in intent.classes if c.scheduler != "strict" and c.weight}
-    if len(set(weights.values())) <= 1:
-        return {}
-    lightest = min(weights.values())
-    return {name: round(LIGHTEST_QUANTUM * w / lightest) for name, w in weights.items()}
+    """{DWRR class name: HTB quantum in bytes}, proportional to the weights (geryon.agent.htb_shares,
+    the host agent's rule too); {} when the weights are all equal (HTB's default quantum already
+    shares equally, and the tree stays the agent's host tree)."""
+    return weighted_quanta(
+        {c.name: int(c.weight) for c in intent.classes if c.scheduler != "strict" and c.weight}
+    )
 
 
 def port_trees(
