@@ -1,8 +1,9 @@
 """The demo chief in the cluster view: its job registered in etcd, its GPU intensity measured as it trains.
 
-With spec["register"] the chief (geryon.demo.chief) registers its job before the first step and meters
-every measured step (geryon.jobs.meter.IntensityMeter), so a `geryon controller` ranks the jobs by what
-they measure and bands them live, as a user's chief would (docs/jobs.md, "The chief's meter"):
+With spec["register"] the chief (geryon.demo.chief) meters every measured step
+(geryon.jobs.meter.IntensityMeter) and registers its job with the first measured window, so a
+`geryon controller` ranks the jobs by what they measure and bands them live, as a user's chief would
+(docs/jobs.md, "The chief's meter"):
 
     "register": {
         "etcd": "https://10.77.0.3:2379",          # etcd's client URLs, comma-separated
@@ -22,7 +23,6 @@ the marks they started with (no band for the job: geryon.tf.band_follow keeps th
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
@@ -82,7 +82,8 @@ def tasks_of(cluster: Mapping[str, Any]) -> dict[str, str]:
 
 
 def from_spec(spec: Mapping[str, Any], param_bytes: int) -> JobMeter | None:
-    """The chief's job meter as spec["register"] asks, registered; None without it."""
+    """The chief's job meter as spec["register"] asks (the job not registered yet: its first measured
+    window does that); None without it."""
     reg = spec.get("register")
     if not reg:
         return None
@@ -95,6 +96,7 @@ def from_spec(spec: Mapping[str, Any], param_bytes: int) -> JobMeter | None:
     )
     compute = float(reg["compute_s"])
     nbytes = 2 * int(param_bytes)
+    # The intensity here is a placeholder: _RegisterFirst puts the first measured one in before writing.
     record = make_record(str(reg["job"]), tasks_of(spec["cluster"]), compute, compute, nbytes)
     registration = JobRegistration(client, record, ttl=int(reg.get("ttl", 3)))
     meter = IntensityMeter(_RegisterFirst(registration), compute, nbytes, window=int(reg.get("window", 10)))
@@ -102,12 +104,8 @@ def from_spec(spec: Mapping[str, Any], param_bytes: int) -> JobMeter | None:
 
 
 def param_bytes(model: Any) -> int:
-    """The bytes of a Keras model's trainable variables (Keras 3 names a variable's dtype by a string
-    and its shape by a tuple; tf.Variable by a DType and a TensorShape)."""
-    import numpy as np
+    """The bytes of a Keras model's trainable variables, as the tagger reads them (every shard)."""
+    from geryon.tagger.tf_graph import parameters_of
 
-    total = 0
-    for v in model.trainable_variables:
-        size = getattr(v.dtype, "size", None) or np.dtype(v.dtype).itemsize
-        total += math.prod(int(d) for d in tuple(v.shape)) * int(size)
-    return total
+    params, _ = parameters_of(model.trainable_variables)
+    return sum(p.bytes for p in params)

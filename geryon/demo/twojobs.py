@@ -139,8 +139,6 @@ class Store:
             "key": self.client.key,
             "job": job,
             "compute_s": compute_s,
-            "window": 10,
-            "ttl": 3,
         }
 
     def start_controller(self, hosts: Sequence[str]) -> None:
