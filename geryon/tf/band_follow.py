@@ -159,7 +159,6 @@ def follower_from_env(
     apply: Callable[[list[int], list[int]], int],
     fabric: Sequence[tuple[int, int]],
     env: Mapping[str, str] | None = None,
-    control: ControlMarker | None = None,
 ) -> BandFollower | None:
     """The follower the environment asks for (not started), or None when GERYON_BANDS_ETCD is unset.
     A bad value raises UsageError naming the variable."""
@@ -185,7 +184,7 @@ def follower_from_env(
         prefix = keys.norm_prefix(env.get(ENV_PREFIX, "").strip() or keys.DEFAULT_PREFIX)
     except ValueError as e:
         raise UsageError(f"{ENV_PREFIX}: {e}") from None
-    return BandFollower(client, host, job, fabric, apply, prefix=prefix, control=control)
+    return BandFollower(client, host, job, fabric, apply, prefix=prefix)
 
 
 def control_from_env(env: Mapping[str, str] | None = None) -> bool:
@@ -207,17 +206,19 @@ def start_from_env(grpc_addresses: Sequence[str] = ()) -> BandFollower | None:
     with _env_lock:
         if _env_follower is None:
             fabric = class_marks()[:MAX_CLASSES]
-            control = None
-            if grpc_addresses and control_from_env():
-                control = ControlMarker(grpc_addresses, *fabric[0])
+            want_control = bool(grpc_addresses) and control_from_env()
 
             def apply(dscp: list[int], prio: list[int]) -> int:
                 remarked = set_class_marks(dscp, prio, live=True)
-                if control is not None:
-                    remarked += control.set_marks(dscp[0], prio[0])
+                if follower is not None and follower.control is not None:
+                    remarked += follower.control.set_marks(dscp[0], prio[0])
                 return remarked
 
-            follower = follower_from_env(apply, fabric, control=control)
+            follower = follower_from_env(apply, fabric)
             if follower is not None:
+                if want_control:
+                    # Only for a process that follows a band: resolving the cluster's names is
+                    # start-up work every other task would do for nothing.
+                    follower.control = ControlMarker(grpc_addresses, *fabric[0])
                 _env_follower = follower.start()
         return _env_follower
