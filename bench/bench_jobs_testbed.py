@@ -320,6 +320,7 @@ def predict(record: dict[str, Any]) -> None:
     from geryon.threshold.profiles import profile_from_model
 
     names = sorted(record["compute_s"])
+    n_ps = int(record["args"].get("ps") or 1)  # runs before --ps had one PS per job
     specs = []
     for name in names:
         job = record["jobs"][name]
@@ -330,12 +331,12 @@ def predict(record: dict[str, Any]) -> None:
             c / profile.compute_s, source=f"FLOPs shares, scaled to the measured {c:.3f} s"
         )
         # Hosts 0..P-1 are ps0.., host P worker0, as in the run; the chief's initial thresholds.
-        n_ps = int(record["args"].get("ps") or 1)
         specs.append(JobSpec(name, profile, workers=(n_ps,), ps=tuple(range(n_ps)), thresholds=(0.5,)))
     policies = [p for p in record.get("policies") or POLICIES_SIM if p in POLICIES_SIM]
     rate = parse_rate(record["args"]["rate"], "rate")
-    hosts = int(record["args"].get("ps") or 1) + 1
-    results = compare_policies(specs, hosts=hosts, bandwidth_bps=rate, policies=policies, transport="geryon")
+    results = compare_policies(
+        specs, hosts=n_ps + 1, bandwidth_bps=rate, policies=policies, transport="geryon"
+    )
     measured = {r["policy"]: r for r in record["rows"]}
     rows = []
     for p, res in results.items():
